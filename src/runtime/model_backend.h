@@ -1,0 +1,61 @@
+// tide::runtime::ModelBackend — the one narrow interface between serving and an inference engine.
+//
+// Contract:
+//  - A backend instance owns one engine session. It is NOT thread-safe: one worker thread (one
+//    instance of instance_group) calls Run at a time. Create several for several instances.
+//  - Run takes a dense, padded token batch [batch, seq_len] and writes logits [batch, num_labels]
+//    (num_labels = 1 for a reranker) into `out`, reusing its capacity. It never throws; engine
+//    errors come back as absl::Status (INVALID_ARGUMENT for bad shapes, INTERNAL otherwise).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace tide::runtime {
+
+// Row-major [batch, seq_len] int64 token tensors. token_type_ids may be empty when the model has
+// no such input (DistilBERT, XLM-RoBERTa exports); attention_mask is always present.
+struct TokenBatch {
+  int64_t batch = 0;
+  int64_t seq_len = 0;
+  std::vector<int64_t> input_ids;
+  std::vector<int64_t> attention_mask;
+  std::vector<int64_t> token_type_ids;
+
+  void Resize(int64_t b, int64_t s, bool with_type_ids) {
+    batch = b;
+    seq_len = s;
+    input_ids.assign(b * s, 0);
+    attention_mask.assign(b * s, 0);
+    if (with_type_ids) token_type_ids.assign(b * s, 0); else token_type_ids.clear();
+  }
+};
+
+struct Logits {
+  int64_t batch = 0;
+  int64_t num_labels = 0;
+  std::vector<float> values;  // [batch, num_labels] row-major
+  float at(int64_t row, int64_t label) const { return values[row * num_labels + label]; }
+};
+
+// What the backend found in the model file.
+struct ModelSignature {
+  std::string input_ids_name = "input_ids";
+  std::string attention_mask_name = "attention_mask";
+  std::string token_type_ids_name;  // empty: the model takes no token_type_ids
+  std::string logits_name = "logits";
+  bool ids_are_int32 = false;       // model expects int32 token tensors (converted by the backend)
+  int64_t num_labels = 1;           // last dim of the output; -1 when dynamic
+};
+
+class ModelBackend {
+ public:
+  virtual ~ModelBackend() = default;
+  virtual absl::Status Run(const TokenBatch& batch, Logits* out) = 0;
+  virtual const ModelSignature& signature() const = 0;
+};
+
+}  // namespace tide::runtime
