@@ -1,0 +1,34 @@
+// tide — Transformer Inference Deployment Engine. One binary, one subcommand per task:
+//   tide serve         run the inference server over a model repository
+//   tide tokenize      tokenize JSON lines with a tokenizer.json (debugging, parity checks)
+//   tide verify-model  compare ONNX Runtime outputs of a model against reference logits
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+
+#ifdef TIDE_HAVE_TOKENIZE_COMMAND
+#include "cli/tokenize_command.h"
+#endif
+#ifdef TIDE_HAVE_VERIFY_COMMAND
+#include "cli/verify_model_command.h"
+#endif
+#ifdef TIDE_HAVE_SERVE_COMMAND
+#include "cli/serve_command.h"
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"tide: a transformer inference server for cross-encoder rerankers", "tide"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tide 0.1.0");
+#ifdef TIDE_HAVE_SERVE_COMMAND
+  tide::cli::RegisterServeCommand(&app);
+#endif
+#ifdef TIDE_HAVE_TOKENIZE_COMMAND
+  tide::cli::RegisterTokenizeCommand(&app);
+#endif
+#ifdef TIDE_HAVE_VERIFY_COMMAND
+  tide::cli::RegisterVerifyModelCommand(&app);
+#endif
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}
