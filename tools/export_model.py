@@ -191,7 +191,7 @@ def place_entry(staging: str, final: str) -> None:
     """Replaces `final` with `staging` so that readers see the old entry or the new one, never half."""
     old = None
     if os.path.exists(final):
-        old = final + ".old-" + str(os.getpid())
+        old = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.old-{os.getpid()}")
         os.rename(final, old)
     os.rename(staging, final)
     if old:
@@ -212,7 +212,13 @@ def export(args: argparse.Namespace) -> str:
 
     os.makedirs(args.repository, exist_ok=True)
     final = os.path.join(args.repository, name)
+    for leftover in os.listdir(args.repository):  # from an export that was killed
+        if leftover.startswith((f".{name}.staging-", f".{name}.old-")):
+            shutil.rmtree(os.path.join(args.repository, leftover), ignore_errors=True)
     staging = tempfile.mkdtemp(prefix=f".{name}.staging-", dir=args.repository)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it private; the entry should not be
     try:
         os.makedirs(os.path.join(staging, "1"))
         model_path = os.path.join(staging, "1", "model.onnx")

@@ -226,6 +226,27 @@ class ExportRoundTripTest(unittest.TestCase):
         self.assertEqual(sorted(n for n in os.listdir(self.repo) if n.startswith(".")), [],
                          "no staging or backup folders may remain")
 
+    def test_large_model_weights_go_to_one_external_data_file(self):
+        # bge-reranker-large is over protobuf's 2 GiB limit; the same path is taken here by
+        # lowering the threshold for a tiny model.
+        cfg = crossencoder.PRESETS["tiny-xlmr"]
+        model = crossencoder.build_model(cfg, seed=4)
+        folder = os.path.join(self.tmp.name, "external", "1")
+        os.makedirs(folder)
+        path = os.path.join(folder, "model.onnx")
+        saved = export_model._EXTERNAL_DATA_BYTES
+        export_model._EXTERNAL_DATA_BYTES = 0
+        try:
+            export_model.export_onnx(model, cfg, path)
+        finally:
+            export_model._EXTERNAL_DATA_BYTES = saved
+        self.assertEqual(sorted(os.listdir(folder)), ["model.onnx", "model.onnx.data"])
+        self.assertLess(os.path.getsize(path), os.path.getsize(path + ".data"))
+        ref = os.path.join(self.tmp.name, "external-reference.json")
+        export_model.write_reference(ref, model, cfg, export_model.random_cases(cfg, 8, 2, 40))
+        result = verify(path, ref)
+        self.assertEqual(result.returncode, 0, result.stdout)
+
     def test_failed_verification_leaves_repository_untouched(self):
         repo = os.path.join(self.tmp.name, "untouched")
         proc = subprocess.run([sys.executable, os.path.join(TOOLS, "export_model.py"), "--preset", "tiny-bert",

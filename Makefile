@@ -1,0 +1,65 @@
+# tide: common tasks. `make run` serves the default model; `make test` builds and runs every test.
+# Each target does only what is missing, so a second run is quick.
+#
+#   make run [HOST=127.0.0.1] [PORT=8000]   build, create models/ if absent, start `tide serve`
+#   make test                               build, create models/, run every CTest test
+#   make fuzz [FUZZ_SECONDS=60]             clang + ASan/UBSan build in build-fuzz, run each fuzz target
+#   make fuzz-smoke                         the same, 10 s per target (CI)
+#   make bench                              run every bench/*/run.sh
+#   make models | build | bootstrap | clean
+
+BUILD_DIR     ?= build
+FUZZ_DIR      ?= build-fuzz
+BUILD_TYPE    ?= Release
+HOST          ?= 127.0.0.1
+PORT          ?= 8000
+FUZZ_SECONDS  ?= 60
+MODELS        ?= models
+CTEST_JOBS    ?= 2
+CMAKE_FLAGS   ?=
+
+.PHONY: all bootstrap build models run test fuzz fuzz-smoke bench clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+build: bootstrap
+	@if [ ! -f $(BUILD_DIR)/build.ninja ]; then \
+	  cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS); \
+	fi
+	@cmake --build $(BUILD_DIR)
+
+models: build
+	@TIDE_MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(BUILD_DIR)/tide scripts/ensure_models.sh
+
+run: models
+	@echo "tide: serving $(MODELS)/ on http://$(HOST):$(PORT) (the default model has random weights: its scores mean nothing)"
+	@echo "try:  curl -s http://$(HOST):$(PORT)/rerank -H 'Content-Type: application/json' \\"
+	@echo "        -d '{\"query\": \"what is a panda?\", \"texts\": [\"The giant panda is a bear.\", \"Paris is in France.\"]}'"
+	@exec $(BUILD_DIR)/tide serve --model-repository $(MODELS) --host $(HOST) --port $(PORT)
+
+test: models
+	@start=$$(date +%s); \
+	set -o pipefail; \
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS) 2>&1 | tee $(BUILD_DIR)/last-test.log; rc=$$?; \
+	summary=$$(grep -E 'tests passed|No tests were found' $(BUILD_DIR)/last-test.log | tail -1); \
+	if [ $$rc -eq 0 ]; then echo "make test: PASSED ($${summary:-no summary}) in $$(( $$(date +%s) - start )) s"; \
+	else echo "make test: FAILED ($${summary:-ctest exited $$rc}); log in $(BUILD_DIR)/last-test.log"; fi; \
+	exit $$rc
+
+fuzz: bootstrap
+	@FUZZ_DIR=$(FUZZ_DIR) tools/run_fuzz.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: bootstrap
+	@FUZZ_DIR=$(FUZZ_DIR) tools/run_fuzz.sh 10
+
+bench: models
+	@found=0; for script in bench/*/run.sh; do \
+	  [ -f "$$script" ] || continue; found=1; \
+	  echo "== $$script"; bash "$$script" || exit $$?; \
+	done; [ $$found -eq 1 ] || echo "make bench: no bench/*/run.sh yet"
+
+clean:
+	rm -rf $(BUILD_DIR) $(FUZZ_DIR)
