@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,41 @@ class TokenizerTest(unittest.TestCase):
         for piece in ("a", "z", "##s", "##ing", "the", "run"):
             self.assertIn(piece, vocab)
         self.assertTrue(any(k.startswith("##") and len(k) > 4 for k in vocab))
+
+    def test_hf_tokenizers_loads_and_encodes_pairs(self):
+        node_modules = os.path.join(ROOT, "third_party", "node", "node_modules")
+        if not os.path.isdir(os.path.join(node_modules, "tokenizers")) or not shutil.which("node"):
+            self.skipTest("HF tokenizers (npm) not installed under third_party/node: run scripts/bootstrap.sh")
+        script = """
+const { Tokenizer } = require('tokenizers');
+(async () => {
+  const out = {};
+  for (const [name, path] of Object.entries(JSON.parse(process.argv[1]))) {
+    const e = await Tokenizer.fromFile(path).encode('What is a Panda?', 'The giant panda, a bear.');
+    out[name] = { ids: e.getIds(), types: e.getTypeIds(), tokens: e.getTokens() };
+  }
+  console.log(JSON.stringify(out));
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+        with tempfile.TemporaryDirectory() as d:
+            paths = {layout: os.path.join(d, f"{layout}.json") for layout in ("bert", "xlmr")}
+            for layout, path in paths.items():
+                make_wordpiece_tokenizer.write_tokenizer(path, 30522 if layout == "bert" else 5000, layout)
+            proc = subprocess.run(["node", "-e", script, json.dumps(paths)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env={**os.environ, "NODE_PATH": node_modules})
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            out = json.loads(proc.stdout)
+        bert, xlmr = out["bert"], out["xlmr"]
+        self.assertEqual(bert["tokens"], ["[CLS]", "what", "is", "a", "panda", "?", "[SEP]", "the", "giant", "panda",
+                                          ",", "a", "bear", ".", "[SEP]"])
+        self.assertEqual(bert["ids"][0], 101)
+        self.assertEqual(bert["types"], [0] * 7 + [1] * 8)
+        self.assertEqual(xlmr["tokens"][:2], ["<s>", "what"])
+        self.assertEqual(xlmr["ids"][0], 0)
+        seps = [i for i, t in enumerate(xlmr["tokens"]) if t == "</s>"]  # <s> A </s></s> B </s>
+        self.assertEqual(len(seps), 3)
+        self.assertEqual(seps[1], seps[0] + 1)
+        self.assertEqual(seps[2], len(xlmr["tokens"]) - 1)
 
     def test_xlmr_layout_special_ids(self):
         vocab = make_wordpiece_tokenizer.build_vocab(["alpha", "beta", "gamma", "delta"] * 1, 60, "xlmr")
