@@ -1,0 +1,68 @@
+// tide::config — a model's config.pbtxt: Parse -> Normalize -> Validate.
+//
+// Contract:
+//  - The configuration language is Triton's ModelConfig in protobuf text format, restricted to
+//    the subset in proto/model_config.proto; a Triton config.pbtxt for an ONNX Runtime model
+//    loads unchanged.
+//  - ParseModelConfig checks syntax, field names and value types. A Triton field that tide does not
+//    support (sequence_batching, ensemble_scheduling, optimization, ...) is rejected as
+//    unsupported rather than ignored.
+//  - NormalizeModelConfig fills what the user may omit, from the model itself where needed
+//    (inputs/outputs, as Triton's auto-complete does) and from Triton's defaults otherwise.
+//  - ValidateModelConfig checks that tide can honour the normalized config, including tide's own
+//    `parameters` (see tide_parameters.h) and, when given the model's signature, that the
+//    config's tensors match the model's.
+//  - Every error is INVALID_ARGUMENT and its message starts with "<file>: " and names the field
+//    in path form, e.g. "models/x/config.pbtxt: input[1].data_type: ...". (Parse errors also
+//    give line:column.)
+//  - All functions are pure: thread-safe, non-blocking, no I/O except ReadModelConfigFile.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model_config.pb.h"
+#include "runtime/model_backend.h"
+
+namespace tide::config {
+
+using ::tide::ModelConfig;
+
+// Platform and backend names of Triton's ONNX Runtime backend; tide accepts only these.
+inline constexpr std::string_view kOnnxRuntimePlatform = "onnxruntime_onnx";
+inline constexpr std::string_view kOnnxRuntimeBackend = "onnxruntime";
+inline constexpr std::string_view kDefaultModelFilename = "model.onnx";
+
+// Parses config.pbtxt text. `file` is only used in error messages.
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text, std::string_view file);
+
+// Reads and parses a config file (NOT_FOUND if it does not exist).
+absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::filesystem::path& path);
+
+struct NormalizeOptions {
+  // max_batch_size given to a config that leaves it 0 while its inputs are auto-completed from a
+  // model with a dynamic batch dimension (Triton's ONNX Runtime backend picks 4; rerank requests
+  // carry tens of documents, so tide picks more).
+  int32_t default_max_batch_size = 32;
+};
+
+// Completes `config` in place:
+//  - platform/backend: "onnxruntime_onnx"/"onnxruntime" when absent;
+//  - input/output: from `model` when the config lists none (ids dims [-1], output dims
+//    [num_labels]), and max_batch_size from options when it is 0 in that case;
+//  - version_policy: latest { num_versions: 1 }; instance_group: one KIND_CPU group, count 1
+//    (count 0 -> 1, KIND_AUTO -> KIND_CPU); default_model_filename: "model.onnx".
+absl::Status NormalizeModelConfig(std::string_view file, const runtime::ModelSignature& model,
+                                  ModelConfig* config, const NormalizeOptions& options = {});
+
+// Checks a normalized config. `model` may be null (no model at hand): then the tensor checks
+// against the model are skipped.
+absl::Status ValidateModelConfig(std::string_view file, const ModelConfig& config,
+                                 const runtime::ModelSignature* model);
+
+// Triton's name for a data type ("TYPE_INT64").
+std::string_view DataTypeName(DataType type);
+
+}  // namespace tide::config

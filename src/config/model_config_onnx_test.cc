@@ -1,0 +1,74 @@
+// Normalization against a real third-party ONNX export (DistilBERT: no token_type_ids, 2 labels).
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "config/model_config.h"
+#include "config/model_repository.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/ort_backend.h"
+
+namespace tide::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path DistilBertModel() {
+  const char* src = std::getenv("TIDE_SOURCE_DIR");
+  fs::path root = src ? fs::path(src) : fs::current_path();
+  return root / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
+}
+
+TEST(NormalizeOnnxTest, AutoCompletesDistilBertExport) {
+  const fs::path model = DistilBertModel();
+  if (!fs::exists(model)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification/model.onnx absent";
+  auto sig = runtime::OrtBackend::ReadSignature(model.string());
+  ASSERT_TRUE(sig.ok()) << sig.status();
+
+  ModelConfig c;
+  c.set_name("distilbert");
+  ASSERT_TRUE(NormalizeModelConfig("config.pbtxt", *sig, &c).ok());
+  ASSERT_EQ(c.input_size(), 2);  // no token_type_ids
+  EXPECT_EQ(c.input(0).name(), "input_ids");
+  EXPECT_EQ(c.input(1).name(), "attention_mask");
+  EXPECT_EQ(c.input(0).data_type(), TYPE_INT64);
+  ASSERT_EQ(c.output_size(), 1);
+  EXPECT_EQ(c.output(0).name(), "logits");
+  EXPECT_EQ(c.output(0).data_type(), TYPE_FP32);
+  // Triton writes dims without the batch dim: the model's [batch, 2] is [-1, 2] in full.
+  EXPECT_THAT(c.output(0).dims(), ::testing::ElementsAre(2));
+  EXPECT_GT(c.max_batch_size(), 0);
+  EXPECT_TRUE(ValidateModelConfig("config.pbtxt", c, &*sig).ok()) << ValidateModelConfig("config.pbtxt", c, &*sig);
+
+  // A config that claims token_type_ids is caught against the model.
+  ModelInput* extra = c.add_input();
+  extra->set_name("token_type_ids");
+  extra->set_data_type(TYPE_INT64);
+  extra->add_dims(-1);
+  absl::Status s = ValidateModelConfig("config.pbtxt", c, &*sig);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("input[2].name"));
+}
+
+TEST(NormalizeOnnxTest, RepositoryWithoutConfigLoadsTheRealModel) {
+  const fs::path model = DistilBertModel();
+  if (!fs::exists(model)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification/model.onnx absent";
+  std::random_device rd;
+  fs::path root = fs::temp_directory_path() / ("tide_repo_onnx_" + std::to_string(rd()));
+  fs::create_directories(root / "distilbert" / "1");
+  fs::copy_file(model, root / "distilbert" / "1" / "model.onnx");
+  RepositoryOptions o;
+  o.read_signature = [](const fs::path& p) { return runtime::OrtBackend::ReadSignature(p.string()); };
+  auto models = ScanModelRepository(root, o);
+  fs::remove_all(root);
+  ASSERT_TRUE(models.ok()) << models.status();
+  ASSERT_EQ(models->size(), 1u);
+  EXPECT_TRUE((*models)[0].config_generated);
+  EXPECT_EQ((*models)[0].config.name(), "distilbert");
+  EXPECT_EQ((*models)[0].config.input_size(), 2);
+  EXPECT_THAT((*models)[0].config.output(0).dims(), ::testing::ElementsAre(2));
+}
+
+}  // namespace
+}  // namespace tide::config

@@ -1,0 +1,66 @@
+// tide::config — the model repository: Triton's directory layout.
+//
+//   <repository>/<model name>/config.pbtxt          (optional, see below)
+//   <repository>/<model name>/<version>/model.onnx   (version: a decimal directory name)
+//
+// Contract:
+//  - ScanModelRepository lists every model directory (hidden entries and plain files at the top
+//    level are skipped) and loads each with LoadRepositoryModel; the first failing model fails the
+//    scan. LoadRepositoryModel loads one model directory.
+//  - A missing config.pbtxt is replaced by a minimal generated config (name from the directory,
+//    platform "onnxruntime_onnx"), as Triton does with --strict-model-config=false.
+//  - The config's name must be empty or equal the directory name.
+//  - Versions are chosen by version_policy (default: the latest one); a chosen version must have
+//    its model file (default_model_filename, default "model.onnx").
+//  - When Options::read_signature is set, the config is normalized and validated against the
+//    model file of the newest chosen version (Parse -> Normalize -> Validate); otherwise only
+//    parsed, with names and versions resolved.
+//  - Errors name the file (and the field where one is at fault): INVALID_ARGUMENT for bad configs,
+//    NOT_FOUND for missing directories, versions or model files. Blocking file I/O; thread-safe
+//    when read_signature is.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "config/model_config.h"
+
+namespace tide::config {
+
+struct ModelVersion {
+  int64_t version = 0;
+  std::filesystem::path directory;   // <model dir>/<version>
+  std::filesystem::path model_file;  // <model dir>/<version>/<default_model_filename>
+};
+
+struct RepositoryModel {
+  std::string name;
+  std::filesystem::path directory;
+  std::filesystem::path config_file;      // <model dir>/config.pbtxt, even when generated
+  bool config_generated = false;          // true: there was no config.pbtxt
+  ModelConfig config;
+  std::vector<int64_t> available_versions;  // every numeric subdirectory, ascending
+  std::vector<ModelVersion> versions;       // chosen by version_policy, ascending
+};
+
+struct RepositoryOptions {
+  // Reads a model file's signature (e.g. runtime::OrtBackend::ReadSignature). Unset: configs are
+  // not normalized against their models.
+  std::function<absl::StatusOr<runtime::ModelSignature>(const std::filesystem::path& model_file)>
+      read_signature;
+  NormalizeOptions normalize;
+};
+
+inline constexpr std::string_view kConfigFilename = "config.pbtxt";
+
+absl::StatusOr<std::vector<RepositoryModel>> ScanModelRepository(
+    const std::filesystem::path& repository, const RepositoryOptions& options = {});
+
+absl::StatusOr<RepositoryModel> LoadRepositoryModel(const std::filesystem::path& model_dir,
+                                                    const RepositoryOptions& options = {});
+
+}  // namespace tide::config

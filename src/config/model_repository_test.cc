@@ -1,0 +1,164 @@
+#include "config/model_repository.h"
+
+#include <fstream>
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tide::config {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class ModelRepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    root_ = fs::temp_directory_path() / ("tide_repo_test_" + std::to_string(rd()));
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void Write(const fs::path& rel, const std::string& text) {
+    fs::create_directories((root_ / rel).parent_path());
+    std::ofstream(root_ / rel) << text;
+  }
+
+  // A signature reader that records the file it was asked about.
+  RepositoryOptions FakeReader() {
+    RepositoryOptions o;
+    o.read_signature = [this](const fs::path& p) -> absl::StatusOr<runtime::ModelSignature> {
+      read_paths_.push_back(p);
+      runtime::ModelSignature s;
+      s.num_labels = 1;
+      return s;
+    };
+    return o;
+  }
+
+  fs::path root_;
+  std::vector<fs::path> read_paths_;
+};
+
+TEST_F(ModelRepositoryTest, ScansModelsWithAndWithoutConfig) {
+  Write("bge/config.pbtxt", "name: \"bge\"\nplatform: \"onnxruntime_onnx\"\nmax_batch_size: 8\n");
+  Write("bge/1/model.onnx", "x");
+  Write("bge/3/model.onnx", "x");
+  Write("bge/notes/readme.txt", "not a version");
+  Write("minilm/2/model.onnx", "x");
+  Write(".hidden/1/model.onnx", "x");
+  Write("README.md", "top-level files are ignored");
+
+  auto models = ScanModelRepository(root_, FakeReader());
+  ASSERT_TRUE(models.ok()) << models.status();
+  ASSERT_EQ(models->size(), 2u);
+  const RepositoryModel& bge = (*models)[0];
+  EXPECT_EQ(bge.name, "bge");
+  EXPECT_FALSE(bge.config_generated);
+  EXPECT_THAT(bge.available_versions, ElementsAre(1, 3));
+  ASSERT_EQ(bge.versions.size(), 1u);
+  EXPECT_EQ(bge.versions[0].version, 3);
+  EXPECT_EQ(bge.versions[0].model_file, root_ / "bge" / "3" / "model.onnx");
+  EXPECT_EQ(bge.config.max_batch_size(), 8);
+  EXPECT_EQ(bge.config.input_size(), 2);  // auto-completed through the reader
+
+  const RepositoryModel& minilm = (*models)[1];
+  EXPECT_EQ(minilm.name, "minilm");
+  EXPECT_TRUE(minilm.config_generated);
+  EXPECT_EQ(minilm.config.name(), "minilm");
+  EXPECT_EQ(minilm.config.platform(), "onnxruntime_onnx");
+  EXPECT_EQ(minilm.versions[0].version, 2);
+  EXPECT_THAT(read_paths_, ElementsAre(root_ / "bge" / "3" / "model.onnx", root_ / "minilm" / "2" / "model.onnx"));
+}
+
+TEST_F(ModelRepositoryTest, VersionPolicies) {
+  for (int v : {1, 2, 5, 10}) Write("m/" + std::to_string(v) + "/model.onnx", "x");
+  auto versions_of = [&](const std::string& policy) {
+    Write("m/config.pbtxt", "platform: \"onnxruntime_onnx\"\n" + policy);
+    auto m = LoadRepositoryModel(root_ / "m");
+    std::vector<int64_t> out;
+    if (!m.ok()) {
+      ADD_FAILURE() << m.status();
+      return out;
+    }
+    for (const auto& mv : m->versions) out.push_back(mv.version);
+    return out;
+  };
+  EXPECT_THAT(versions_of(""), ElementsAre(10));  // numeric, not lexical, order
+  EXPECT_THAT(versions_of("version_policy { latest { num_versions: 2 } }"), ElementsAre(5, 10));
+  EXPECT_THAT(versions_of("version_policy { all { } }"), ElementsAre(1, 2, 5, 10));
+  EXPECT_THAT(versions_of("version_policy { specific { versions: [5, 1] } }"), ElementsAre(1, 5));
+}
+
+TEST_F(ModelRepositoryTest, SpecificVersionMissing) {
+  Write("m/1/model.onnx", "x");
+  Write("m/config.pbtxt", "version_policy { specific { versions: [7] } }");
+  auto m = LoadRepositoryModel(root_ / "m");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(m.status().message(), AllOf(HasSubstr("config.pbtxt"), HasSubstr("version_policy.specific.versions"),
+                                          HasSubstr("7")));
+}
+
+TEST_F(ModelRepositoryTest, DefaultModelFilenameIsHonoured) {
+  Write("m/1/reranker.onnx", "x");
+  Write("m/config.pbtxt", "default_model_filename: \"reranker.onnx\"");
+  auto m = LoadRepositoryModel(root_ / "m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->versions[0].model_file.filename(), "reranker.onnx");
+
+  Write("m/config.pbtxt", "default_model_filename: \"other.onnx\"");
+  m = LoadRepositoryModel(root_ / "m");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), AllOf(HasSubstr("other.onnx"), HasSubstr("default_model_filename")));
+}
+
+TEST_F(ModelRepositoryTest, ErrorsNameTheFileAndField) {
+  Write("m/1/model.onnx", "x");
+  Write("m/config.pbtxt", "name: \"other\"");
+  auto m = LoadRepositoryModel(root_ / "m");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), AllOf(HasSubstr((root_ / "m" / "config.pbtxt").string()),
+                                          HasSubstr("name:"), HasSubstr("\"other\"")));
+
+  Write("m/config.pbtxt", "max_batch_size: 4\ninstance_group [ { kind: KIND_GPU } ]");
+  auto scanned = ScanModelRepository(root_, FakeReader());
+  ASSERT_FALSE(scanned.ok());
+  EXPECT_THAT(scanned.status().message(), AllOf(HasSubstr("config.pbtxt"), HasSubstr("instance_group[0].kind")));
+
+  Write("m/config.pbtxt", "max_batch_size: 4\nparameters { key: \"tokeniser\" value { string_value: \"t.json\" } }");
+  scanned = ScanModelRepository(root_, FakeReader());
+  ASSERT_FALSE(scanned.ok());
+  EXPECT_THAT(scanned.status().message(), AllOf(HasSubstr("config.pbtxt"), HasSubstr("parameters[\"tokeniser\"]")));
+}
+
+TEST_F(ModelRepositoryTest, MissingVersionsAndRepository) {
+  Write("m/config.pbtxt", "");
+  auto m = LoadRepositoryModel(root_ / "m");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(m.status().message(), HasSubstr("no version directories"));
+
+  auto scanned = ScanModelRepository(root_ / "absent");
+  ASSERT_FALSE(scanned.ok());
+  EXPECT_EQ(scanned.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ModelRepositoryTest, SignatureReaderErrorsPropagate) {
+  Write("m/1/model.onnx", "x");
+  RepositoryOptions o;
+  o.read_signature = [](const fs::path& p) -> absl::StatusOr<runtime::ModelSignature> {
+    return absl::FailedPreconditionError(p.string() + ": not an ONNX model");
+  };
+  auto m = LoadRepositoryModel(root_ / "m", o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(m.status().message(), HasSubstr("model.onnx"));
+}
+
+}  // namespace
+}  // namespace tide::config

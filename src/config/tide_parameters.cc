@@ -1,0 +1,149 @@
+#include "config/tide_parameters.h"
+
+#include <string>
+#include <filesystem>
+#include <map>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace tide::config {
+namespace {
+
+// absl 20220623 here has its own string_view type; the public API takes std::string_view.
+absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+absl::Status ParamError(absl::string_view file, absl::string_view key, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(file, ": parameters[\"", key, "\"]: ", message));
+}
+
+absl::StatusOr<bool> ParseBool(absl::string_view file, absl::string_view key, absl::string_view value) {
+  std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(value));
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  return ParamError(file, key, absl::StrCat("expected \"true\" or \"false\", got \"", value, "\""));
+}
+
+absl::StatusOr<int64_t> ParseInt(absl::string_view file, absl::string_view key, absl::string_view value,
+                                 int64_t min, int64_t max) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(value, &v)) {
+    return ParamError(file, key, absl::StrCat("expected an integer, got \"", value, "\""));
+  }
+  if (v < min || v > max) {
+    return ParamError(file, key, absl::StrCat(v, " is out of range [", min, ", ", max, "]"));
+  }
+  return v;
+}
+
+template <typename E, size_t N>
+absl::StatusOr<E> ParseChoice(absl::string_view file, absl::string_view key, absl::string_view value,
+                              const std::pair<std::string_view, E> (&choices)[N]) {
+  std::string names;
+  for (const auto& [name, e] : choices) {
+    if (Av(name) == value) return e;
+    absl::StrAppend(&names, names.empty() ? "" : ", ", "\"", Av(name), "\"");
+  }
+  return ParamError(file, key, absl::StrCat("unknown value \"", value, "\"; expected one of ", names));
+}
+
+constexpr std::pair<std::string_view, Task> kTasks[] = {{"rerank", Task::kRerank},
+                                                        {"classify", Task::kClassify}};
+constexpr std::pair<std::string_view, ScoreActivation> kActivations[] = {
+    {"sigmoid", ScoreActivation::kSigmoid},
+    {"none", ScoreActivation::kNone},
+    {"softmax", ScoreActivation::kSoftmax}};
+constexpr std::pair<std::string_view, TruncationDirection> kDirections[] = {
+    {"right", TruncationDirection::kRight}, {"left", TruncationDirection::kLeft}};
+constexpr std::pair<std::string_view, GraphOptimizationLevel> kLevels[] = {
+    {"all", GraphOptimizationLevel::kAll},
+    {"extended", GraphOptimizationLevel::kExtended},
+    {"basic", GraphOptimizationLevel::kBasic},
+    {"disable", GraphOptimizationLevel::kDisable}};
+
+constexpr int64_t kMaxThreads = 1024;
+constexpr int64_t kMaxSequenceLengthLimit = 1 << 20;
+
+}  // namespace
+
+absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& config,
+                                                          std::string_view file_in) {
+  const absl::string_view file = Av(file_in);
+  TideParameters p;
+  // Sorted keys, so that with several bad keys the error is deterministic.
+  std::map<std::string, std::string> params;
+  for (const auto& [key, value] : config.parameters()) params[key] = value.string_value();
+  for (const auto& [key, value] : params) {
+    if (key == "task") {
+      auto v = ParseChoice(file, key, value, kTasks);
+      if (!v.ok()) return v.status();
+      p.task = *v;
+    } else if (key == "tokenizer") {
+      if (value.empty()) return ParamError(file, key, "must name a file");
+      std::filesystem::path path(value);
+      if (path.is_absolute() || value.find("..") != std::string::npos) {
+        return ParamError(file, key, "must be a file name relative to the model directory");
+      }
+      p.tokenizer = value;
+    } else if (key == "max_sequence_length") {
+      auto v = ParseInt(file, key, value, 2, kMaxSequenceLengthLimit);
+      if (!v.ok()) return v.status();
+      p.max_sequence_length = *v;
+    } else if (key == "truncation_direction") {
+      auto v = ParseChoice(file, key, value, kDirections);
+      if (!v.ok()) return v.status();
+      p.truncation_direction = *v;
+    } else if (key == "score_activation") {
+      auto v = ParseChoice(file, key, value, kActivations);
+      if (!v.ok()) return v.status();
+      p.score_activation = *v;
+    } else if (key == "intra_op_threads" || key == "intra_op_thread_count") {
+      auto v = ParseInt(file, key, value, 0, kMaxThreads);
+      if (!v.ok()) return v.status();
+      p.intra_op_threads = static_cast<int>(*v);
+    } else if (key == "inter_op_threads" || key == "inter_op_thread_count") {
+      auto v = ParseInt(file, key, value, 0, kMaxThreads);
+      if (!v.ok()) return v.status();
+      p.inter_op_threads = static_cast<int>(*v);
+    } else if (key == "allow_spinning") {
+      auto v = ParseBool(file, key, value);
+      if (!v.ok()) return v.status();
+      p.allow_spinning = *v;
+    } else if (key == "graph_optimization_level") {
+      auto v = ParseChoice(file, key, value, kLevels);
+      if (!v.ok()) return v.status();
+      p.graph_optimization_level = *v;
+    } else if (key == "enable_cpu_mem_arena") {
+      auto v = ParseBool(file, key, value);
+      if (!v.ok()) return v.status();
+      p.enable_cpu_mem_arena = *v;
+    } else {
+      return ParamError(file, key,
+                        "unknown parameter (tide knows task, tokenizer, max_sequence_length, "
+                        "truncation_direction, score_activation, intra_op_threads, "
+                        "inter_op_threads, allow_spinning, graph_optimization_level, "
+                        "enable_cpu_mem_arena)");
+    }
+  }
+  return p;
+}
+
+int64_t TideParameters::EffectiveMaxSequenceLength(std::optional<int64_t> tokenizer_max_length) const {
+  if (max_sequence_length) return *max_sequence_length;
+  if (tokenizer_max_length && *tokenizer_max_length > 0) return *tokenizer_max_length;
+  return kDefaultMaxSequenceLength;
+}
+
+std::string_view TaskName(Task task) {
+  for (const auto& [name, t] : kTasks) if (t == task) return name;
+  return "?";
+}
+
+std::string_view ScoreActivationName(ScoreActivation activation) {
+  for (const auto& [name, a] : kActivations) if (a == activation) return name;
+  return "?";
+}
+
+}  // namespace tide::config

@@ -1,0 +1,65 @@
+// tide::config::TideParameters — tide's own model settings, read from config.pbtxt `parameters`
+// (the place Triton backends keep backend-specific settings):
+//
+//   parameters { key: "task"  value: { string_value: "rerank" } }
+//
+// Contract:
+//  - FromConfig reads every entry of `parameters`; a key tide does not know is an error that
+//    names it (a typo must not silently fall back to a default), as is a value of the wrong type
+//    or out of range. Errors are INVALID_ARGUMENT "<file>: parameters[\"<key>\"]: ...".
+//  - Pure functions; thread-safe.
+//
+// Keys (string values; defaults in the struct below):
+//   task                      "rerank" | "classify"
+//   tokenizer                 file name relative to the model directory
+//   max_sequence_length       integer >= 2; unset: the tokenizer's truncation, else 512
+//   truncation_direction      "right" | "left"
+//   score_activation          "sigmoid" | "none" | "softmax"
+//   intra_op_threads          integer >= 0 (0: ONNX Runtime's default); alias intra_op_thread_count
+//   inter_op_threads          integer >= 0 (0: ONNX Runtime's default); alias inter_op_thread_count
+//   allow_spinning            "true" | "false"
+//   graph_optimization_level  "all" | "extended" | "basic" | "disable"
+//   enable_cpu_mem_arena      "true" | "false"
+// (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "model_config.pb.h"
+
+namespace tide::config {
+
+enum class Task { kRerank, kClassify };
+enum class ScoreActivation { kSigmoid, kNone, kSoftmax };
+enum class TruncationDirection { kRight, kLeft };
+enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
+
+struct TideParameters {
+  Task task = Task::kRerank;                        // rerank: one score per pair; classify: labels
+  std::string tokenizer = "tokenizer.json";         // relative to the model directory
+  std::optional<int64_t> max_sequence_length;       // unset: see EffectiveMaxSequenceLength
+  TruncationDirection truncation_direction = TruncationDirection::kRight;
+  ScoreActivation score_activation = ScoreActivation::kSigmoid;
+  int intra_op_threads = 0;                         // 0: ONNX Runtime default
+  int inter_op_threads = 0;                         // 0: ONNX Runtime default
+  bool allow_spinning = false;                      // spinning burns CPU that other instances need
+  GraphOptimizationLevel graph_optimization_level = GraphOptimizationLevel::kAll;
+  bool enable_cpu_mem_arena = true;
+
+  static constexpr int64_t kDefaultMaxSequenceLength = 512;
+
+  // Reads `config.parameters`; `file` names the config in errors.
+  static absl::StatusOr<TideParameters> FromConfig(const ModelConfig& config, std::string_view file);
+
+  // max_sequence_length if set, else the tokenizer's truncation max_length if it has one, else 512.
+  int64_t EffectiveMaxSequenceLength(std::optional<int64_t> tokenizer_max_length) const;
+};
+
+std::string_view TaskName(Task task);
+std::string_view ScoreActivationName(ScoreActivation activation);
+
+}  // namespace tide::config

@@ -1,0 +1,103 @@
+#include "config/tide_parameters.h"
+
+#include "config/model_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tide::config {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+ModelConfig WithParams(std::initializer_list<std::pair<const char*, const char*>> params) {
+  ModelConfig c;
+  for (const auto& [k, v] : params) (*c.mutable_parameters())[k].set_string_value(v);
+  return c;
+}
+
+TEST(TideParametersTest, Defaults) {
+  auto p = TideParameters::FromConfig(ModelConfig(), "c.pbtxt");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->task, Task::kRerank);
+  EXPECT_EQ(p->tokenizer, "tokenizer.json");
+  EXPECT_FALSE(p->max_sequence_length.has_value());
+  EXPECT_EQ(p->truncation_direction, TruncationDirection::kRight);
+  EXPECT_EQ(p->score_activation, ScoreActivation::kSigmoid);
+  EXPECT_EQ(p->intra_op_threads, 0);
+  EXPECT_EQ(p->inter_op_threads, 0);
+  EXPECT_FALSE(p->allow_spinning);
+  EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kAll);
+  EXPECT_TRUE(p->enable_cpu_mem_arena);
+  EXPECT_EQ(p->EffectiveMaxSequenceLength(std::nullopt), 512);
+  EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 256);
+}
+
+TEST(TideParametersTest, ReadsEveryKey) {
+  auto p = TideParameters::FromConfig(WithParams({{"task", "classify"},
+                                                  {"tokenizer", "tok/tokenizer.json"},
+                                                  {"max_sequence_length", "128"},
+                                                  {"truncation_direction", "left"},
+                                                  {"score_activation", "softmax"},
+                                                  {"intra_op_threads", "3"},
+                                                  {"inter_op_thread_count", "2"},
+                                                  {"allow_spinning", "true"},
+                                                  {"graph_optimization_level", "basic"},
+                                                  {"enable_cpu_mem_arena", "false"}}),
+                                      "c.pbtxt");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->task, Task::kClassify);
+  EXPECT_EQ(p->tokenizer, "tok/tokenizer.json");
+  EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 128);
+  EXPECT_EQ(p->truncation_direction, TruncationDirection::kLeft);
+  EXPECT_EQ(p->score_activation, ScoreActivation::kSoftmax);
+  EXPECT_EQ(p->intra_op_threads, 3);
+  EXPECT_EQ(p->inter_op_threads, 2);
+  EXPECT_TRUE(p->allow_spinning);
+  EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kBasic);
+  EXPECT_FALSE(p->enable_cpu_mem_arena);
+  EXPECT_EQ(TaskName(p->task), "classify");
+  EXPECT_EQ(ScoreActivationName(p->score_activation), "softmax");
+}
+
+TEST(TideParametersTest, ErrorsNameFileAndKey) {
+  struct Case {
+    const char* key;
+    const char* value;
+    const char* detail;
+  } cases[] = {
+      {"task", "embed", "embed"},
+      {"max_sequence_length", "1", "out of range"},
+      {"max_sequence_length", "12x", "integer"},
+      {"intra_op_threads", "-1", "out of range"},
+      {"allow_spinning", "maybe", "maybe"},
+      {"graph_optimization_level", "max", "\"all\""},
+      {"tokenizer", "/etc/tokenizer.json", "relative"},
+      {"tokenizer", "../other/tokenizer.json", "relative"},
+      {"truncation", "left", "unknown parameter"},
+  };
+  for (const Case& c : cases) {
+    auto p = TideParameters::FromConfig(WithParams({{c.key, c.value}}), "m/config.pbtxt");
+    ASSERT_FALSE(p.ok()) << c.key << "=" << c.value;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(p.status().message(),
+                AllOf(HasSubstr("m/config.pbtxt: parameters[\"" + std::string(c.key) + "\"]"),
+                      HasSubstr(c.detail)))
+        << c.key << "=" << c.value;
+  }
+}
+
+TEST(TideParametersTest, ParsedFromTextConfig) {
+  auto c = ParseModelConfig(R"pb(
+    parameters { key: "task" value: { string_value: "classify" } }
+    parameters [ { key: "score_activation" value: { string_value: "none" } } ]
+  )pb", "c.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto p = TideParameters::FromConfig(*c, "c.pbtxt");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->task, Task::kClassify);
+  EXPECT_EQ(p->score_activation, ScoreActivation::kNone);
+}
+
+}  // namespace
+}  // namespace tide::config

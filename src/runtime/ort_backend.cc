@@ -1,0 +1,263 @@
+#include "runtime/ort_backend.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tide::runtime {
+namespace {
+
+Ort::Env& SharedEnv() {
+  // Leaked on purpose: sessions held by static objects must not outlive their Env.
+  static Ort::Env* env = new Ort::Env(ORT_LOGGING_LEVEL_WARNING, "tide");
+  return *env;
+}
+
+absl::Status FromOrt(const Ort::Exception& e, absl::string_view what) {
+  std::string message = absl::StrCat(what, ": ", e.what());
+  switch (e.GetOrtErrorCode()) {
+    case ORT_INVALID_ARGUMENT:
+      return absl::InvalidArgumentError(message);
+    case ORT_NO_SUCHFILE:
+      return absl::NotFoundError(message);
+    case ORT_INVALID_PROTOBUF:
+    case ORT_INVALID_GRAPH:
+    case ORT_NOT_IMPLEMENTED:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+Ort::SessionOptions MakeSessionOptions(const OrtOptions& o) {
+  Ort::SessionOptions so;
+  if (o.intra_op_threads > 0) so.SetIntraOpNumThreads(o.intra_op_threads);
+  if (o.inter_op_threads > 0) so.SetInterOpNumThreads(o.inter_op_threads);
+  so.SetExecutionMode(ORT_SEQUENTIAL);
+  so.AddConfigEntry("session.intra_op.allow_spinning", o.allow_spinning ? "1" : "0");
+  so.AddConfigEntry("session.inter_op.allow_spinning", o.allow_spinning ? "1" : "0");
+  switch (o.graph_optimization_level) {
+    case GraphOptimization::kDisable: so.SetGraphOptimizationLevel(ORT_DISABLE_ALL); break;
+    case GraphOptimization::kBasic: so.SetGraphOptimizationLevel(ORT_ENABLE_BASIC); break;
+    case GraphOptimization::kExtended: so.SetGraphOptimizationLevel(ORT_ENABLE_EXTENDED); break;
+    case GraphOptimization::kAll: so.SetGraphOptimizationLevel(ORT_ENABLE_ALL); break;
+  }
+  if (o.enable_cpu_mem_arena) so.EnableCpuMemArena(); else so.DisableCpuMemArena();
+  return so;
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// Throws Ort::Exception (caught by the callers) on engine errors.
+absl::StatusOr<ModelSignature> DiscoverSignature(Ort::Session& session, const std::string& model) {
+  Ort::AllocatorWithDefaultOptions allocator;
+  ModelSignature sig;
+  sig.input_ids_name.clear();
+  sig.attention_mask_name.clear();
+  sig.logits_name.clear();
+  ONNXTensorElementDataType ids_type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  for (size_t i = 0; i < session.GetInputCount(); ++i) {
+    std::string name = session.GetInputNameAllocated(i, allocator).get();
+    Ort::TypeInfo type = session.GetInputTypeInfo(i);
+    if (type.GetONNXType() != ONNX_TYPE_TENSOR) {
+      return absl::FailedPreconditionError(absl::StrCat(model, ": input \"", name, "\" is not a tensor"));
+    }
+    auto info = type.GetTensorTypeAndShapeInfo();
+    const auto elem = info.GetElementType();
+    const auto shape = info.GetShape();
+    std::string* slot = nullptr;
+    if (name == "input_ids") slot = &sig.input_ids_name;
+    else if (name == "attention_mask") slot = &sig.attention_mask_name;
+    else if (name == "token_type_ids") slot = &sig.token_type_ids_name;
+    if (slot == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          model, ": input \"", name,
+          "\" is not one tide can feed (input_ids, attention_mask, token_type_ids)"));
+    }
+    if (elem != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 && elem != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(model, ": input \"", name, "\" has element type ", static_cast<int>(elem),
+                       "; tide feeds int64 or int32 token ids"));
+    }
+    if (ids_type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && elem != ids_type) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(model, ": input \"", name, "\" mixes int32 and int64 with the other inputs"));
+    }
+    ids_type = elem;
+    if (shape.size() != 2) {
+      return absl::FailedPreconditionError(absl::StrCat(model, ": input \"", name, "\" has shape ",
+                                                        ShapeString(shape), "; expected [batch, sequence]"));
+    }
+    *slot = name;
+  }
+  if (sig.input_ids_name.empty() || sig.attention_mask_name.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(model, ": the model must take input_ids and attention_mask"));
+  }
+  sig.ids_are_int32 = ids_type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+
+  for (size_t i = 0; i < session.GetOutputCount(); ++i) {
+    Ort::TypeInfo type = session.GetOutputTypeInfo(i);
+    if (type.GetONNXType() != ONNX_TYPE_TENSOR) continue;
+    auto info = type.GetTensorTypeAndShapeInfo();
+    if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) continue;
+    const auto shape = info.GetShape();
+    if (shape.size() != 2) continue;
+    sig.logits_name = session.GetOutputNameAllocated(i, allocator).get();
+    sig.num_labels = shape[1] > 0 ? shape[1] : -1;
+    return sig;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat(model, ": no float output of rank 2 ([batch, num_labels]) among its ",
+                   session.GetOutputCount(), " outputs"));
+}
+
+absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string* label) {
+  *label = options.model_path.empty() ? std::string("<in-memory model>") : options.model_path;
+  if (options.model_path.empty() && options.model_data.empty()) {
+    return absl::InvalidArgumentError("OrtOptions: neither model_path nor model_data is set");
+  }
+  try {
+    Ort::SessionOptions so = MakeSessionOptions(options);
+    if (!options.model_path.empty()) return Ort::Session(SharedEnv(), options.model_path.c_str(), so);
+    return Ort::Session(SharedEnv(), options.model_data.data(), options.model_data.size(), so);
+  } catch (const Ort::Exception& e) {
+    return FromOrt(e, absl::StrCat(*label, ": cannot load"));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<OrtBackend>> OrtBackend::Create(const OrtOptions& options) {
+  std::string label;
+  auto session = OpenSession(options, &label);
+  if (!session.ok()) return session.status();
+  try {
+    auto signature = DiscoverSignature(*session, label);
+    if (!signature.ok()) return signature.status();
+    return std::unique_ptr<OrtBackend>(new OrtBackend(*std::move(session), *std::move(signature)));
+  } catch (const Ort::Exception& e) {
+    return FromOrt(e, absl::StrCat(label, ": cannot read the signature"));
+  }
+}
+
+absl::StatusOr<ModelSignature> OrtBackend::ReadSignature(const std::string& model_path) {
+  OrtOptions options;
+  options.model_path = model_path;
+  options.graph_optimization_level = GraphOptimization::kDisable;
+  options.intra_op_threads = 1;
+  options.enable_cpu_mem_arena = false;
+  std::string label;
+  auto session = OpenSession(options, &label);
+  if (!session.ok()) return session.status();
+  try {
+    return DiscoverSignature(*session, label);
+  } catch (const Ort::Exception& e) {
+    return FromOrt(e, absl::StrCat(label, ": cannot read the signature"));
+  }
+}
+
+OrtBackend::OrtBackend(Ort::Session session, ModelSignature signature)
+    : session_(std::move(session)),
+      signature_(std::move(signature)),
+      memory_info_(Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)) {
+  input_names_.push_back(signature_.input_ids_name.c_str());
+  input_names_.push_back(signature_.attention_mask_name.c_str());
+  if (!signature_.token_type_ids_name.empty()) input_names_.push_back(signature_.token_type_ids_name.c_str());
+  output_name_ = signature_.logits_name.c_str();
+  inputs_.reserve(input_names_.size());
+}
+
+OrtBackend::~OrtBackend() = default;
+
+absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) {
+  try {
+    return RunImpl(batch, out);
+  } catch (const Ort::Exception& e) {
+    return FromOrt(e, "onnxruntime Run");
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while running the model");
+  }
+}
+
+absl::Status OrtBackend::RunImpl(const TokenBatch& batch, Logits* out) {
+  const int64_t b = batch.batch, s = batch.seq_len;
+  if (b <= 0 || s <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("empty batch [", b, ", ", s, "]"));
+  }
+  const size_t n = static_cast<size_t>(b * s);
+  if (batch.input_ids.size() != n || batch.attention_mask.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch [", b, ", ", s, "] needs ", n, " ids and mask values, got ", batch.input_ids.size(),
+        " and ", batch.attention_mask.size()));
+  }
+  const bool wants_types = !signature_.token_type_ids_name.empty();
+  if (wants_types && !batch.token_type_ids.empty() && batch.token_type_ids.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat("batch [", b, ", ", s, "] needs ", n,
+                                                   " token_type_ids, got ", batch.token_type_ids.size()));
+  }
+  const std::array<int64_t, 2> shape{b, s};
+  const int64_t* types = batch.token_type_ids.data();
+  if (wants_types && batch.token_type_ids.empty()) {
+    zero_types_.assign(n, 0);
+    types = zero_types_.data();
+  }
+
+  inputs_.clear();
+  if (!signature_.ids_are_int32) {
+    // ONNX Runtime only reads inputs; the const_cast is required by its CreateTensor signature.
+    auto wrap = [&](const int64_t* p) {
+      inputs_.push_back(Ort::Value::CreateTensor<int64_t>(memory_info_, const_cast<int64_t*>(p), n,
+                                                          shape.data(), shape.size()));
+    };
+    wrap(batch.input_ids.data());
+    wrap(batch.attention_mask.data());
+    if (wants_types) wrap(types);
+  } else {
+    auto convert = [&](const int64_t* p, std::vector<int32_t>* buf) {
+      buf->resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        if (p[i] > INT32_MAX || p[i] < INT32_MIN) return false;
+        (*buf)[i] = static_cast<int32_t>(p[i]);
+      }
+      inputs_.push_back(Ort::Value::CreateTensor<int32_t>(memory_info_, buf->data(), n, shape.data(), shape.size()));
+      return true;
+    };
+    if (!convert(batch.input_ids.data(), &ids32_) || !convert(batch.attention_mask.data(), &mask32_) ||
+        (wants_types && !convert(types, &types32_))) {
+      return absl::InvalidArgumentError("a token value does not fit the model's int32 inputs");
+    }
+  }
+
+  if (signature_.num_labels > 0) {
+    // Static label count: ONNX Runtime writes into the caller's buffer.
+    out->batch = b;
+    out->num_labels = signature_.num_labels;
+    out->values.resize(static_cast<size_t>(b * signature_.num_labels));
+    const std::array<int64_t, 2> out_shape{b, signature_.num_labels};
+    Ort::Value output = Ort::Value::CreateTensor<float>(memory_info_, out->values.data(), out->values.size(),
+                                                        out_shape.data(), out_shape.size());
+    session_.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, &output, 1);
+    return absl::OkStatus();
+  }
+  std::vector<Ort::Value> outputs =
+      session_.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, 1);
+  auto info = outputs[0].GetTensorTypeAndShapeInfo();
+  const auto out_shape = info.GetShape();
+  if (out_shape.size() != 2 || out_shape[0] != b) {
+    return absl::InternalError(absl::StrCat("model output \"", signature_.logits_name, "\" has shape ",
+                                            ShapeString(out_shape), " for a batch of ", b));
+  }
+  out->batch = b;
+  out->num_labels = out_shape[1];
+  const float* data = outputs[0].GetTensorData<float>();
+  out->values.assign(data, data + info.GetElementCount());
+  return absl::OkStatus();
+}
+
+}  // namespace tide::runtime

@@ -1,0 +1,69 @@
+// tide::runtime::OrtBackend — runtime::ModelBackend on ONNX Runtime (CPU).
+//
+// Contract:
+//  - Create loads one model into one Ort::Session (one instance of instance_group; create one
+//    backend per instance). All backends share one process-wide Ort::Env, created on first use
+//    and never destroyed (sessions may outlive static destruction order otherwise).
+//  - The model's signature is discovered at Create: inputs named input_ids and attention_mask
+//    (required) and token_type_ids (optional), all int64 or all int32, rank 2 [batch, sequence];
+//    output: the first float output of rank 2, [batch, num_labels] (1 for a reranker score).
+//    A model that does not fit is rejected with FAILED_PRECONDITION naming the tensor.
+//  - Run is NOT thread-safe (one worker thread per backend) and blocks for the inference. It
+//    feeds the caller's int64 buffers to ONNX Runtime without copying (int32 models: converted into
+//    buffers owned by the backend and reused across calls), and writes the logits straight into
+//    `out->values` when num_labels is static. Shape errors -> INVALID_ARGUMENT; engine errors
+//    -> INTERNAL (or INVALID_ARGUMENT when ONNX Runtime says so). Never throws: Ort::Exception is
+//    caught here, the only place tide calls ONNX Runtime's C++ API.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "onnxruntime_cxx_api.h"
+#include "runtime/model_backend.h"
+
+namespace tide::runtime {
+
+enum class GraphOptimization { kDisable, kBasic, kExtended, kAll };
+
+struct OrtOptions {
+  std::string model_path;          // the .onnx file
+  std::string model_data;          // or the serialized model itself (used when model_path is empty)
+  int intra_op_threads = 0;        // 0: ONNX Runtime's default (one per physical core)
+  int inter_op_threads = 0;        // 0: ONNX Runtime's default
+  bool allow_spinning = false;     // spinning idle threads steal CPU from the other instances
+  GraphOptimization graph_optimization_level = GraphOptimization::kAll;
+  bool enable_cpu_mem_arena = true;
+};
+
+class OrtBackend : public ModelBackend {
+ public:
+  static absl::StatusOr<std::unique_ptr<OrtBackend>> Create(const OrtOptions& options);
+
+  // The signature of a model file without keeping a session (graph optimisation off, so fast).
+  static absl::StatusOr<ModelSignature> ReadSignature(const std::string& model_path);
+
+  absl::Status Run(const TokenBatch& batch, Logits* out) override;
+  const ModelSignature& signature() const override { return signature_; }
+
+  ~OrtBackend() override;
+
+ private:
+  OrtBackend(Ort::Session session, ModelSignature signature);
+  absl::Status RunImpl(const TokenBatch& batch, Logits* out);
+
+  Ort::Session session_;
+  ModelSignature signature_;
+  Ort::MemoryInfo memory_info_;
+  Ort::RunOptions run_options_;
+  std::vector<const char*> input_names_;   // point into signature_ strings
+  const char* output_name_ = nullptr;
+  // Per-instance buffers, reused across Run calls (no allocation once warmed up).
+  std::vector<int32_t> ids32_, mask32_, types32_;
+  std::vector<int64_t> zero_types_;        // token_type_ids when the model wants them and the batch has none
+  std::vector<Ort::Value> inputs_;
+};
+
+}  // namespace tide::runtime
