@@ -1,0 +1,138 @@
+// tide::batching::Batcher<Task> — the thread-safe dynamic batcher: request threads Submit tasks,
+// idle model instances WaitForBatch.
+//
+// Contract:
+//  - Thread-safe. Submit never blocks (beyond a short internal lock) and moves the task in only
+//    on OK. Errors leave the task with the caller: UNAVAILABLE when the task's priority queue is
+//    full (max_queue_size; the edge maps it to HTTP 503 + Retry-After / gRPC UNAVAILABLE) or the
+//    batcher is shut down; INVALID_ARGUMENT when seq_len() exceeds the last sequence bucket.
+//  - WaitForBatch blocks the calling (idle instance) thread until a batch is released (see
+//    BatchFormer for the rules) and returns true with it, or returns false once the batcher is
+//    shut down and its queue is empty. It sleeps until the computed next wake-up (no polling).
+//  - Every queued task ends in exactly one place: a returned batch, or one OnDropped call
+//    (cancelled, deadline, queue timeout REJECT, shutdown). OnDropped and the on_batch hook run
+//    without the batcher's lock, on a thread calling WaitForBatch or DropQueued.
+//  - Shutdown(): Submit answers UNAVAILABLE from then on; queued tasks still form batches, without
+//    waiting for max_queue_delay. DropQueued(kShutdown) gives up on whatever is still queued.
+//  - The clock must outlive the batcher; destroy the batcher only after every thread has left
+//    WaitForBatch.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "batching/batch.h"
+#include "batching/batch_former.h"
+#include "batching/batcher_options.h"
+#include "batching/clock.h"
+
+namespace tide::batching {
+
+template <BatchTask Task>
+class Batcher {
+ public:
+  // Called for every formed batch, before WaitForBatch returns it (e.g. to export histograms of
+  // batch size, padding and queue time). Must be thread-safe.
+  using BatchHook = std::function<void(const Batch<Task>&)>;
+
+  struct Options {
+    BatcherOptions batching;
+    Clock* clock = nullptr;  // not owned; nullptr = SteadyClock::Get()
+    BatchHook on_batch;      // optional
+  };
+
+  static absl::StatusOr<std::unique_ptr<Batcher>> Create(Options options) {
+    auto former = BatchFormer<Task>::Create(options.batching);
+    if (!former.ok()) return former.status();
+    Clock* clock = options.clock != nullptr ? options.clock : SteadyClock::Get();
+    return std::unique_ptr<Batcher>(new Batcher(clock, std::move(options.on_batch), *std::move(former)));
+  }
+
+  absl::Status Submit(std::unique_ptr<Task>& task) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutdown_) return absl::UnavailableError("batcher is shut down");
+      if (absl::Status s = former_->Enqueue(task, clock_->Now()); !s.ok()) return s;
+    }
+    cv_.Signal();  // one idle instance is enough; it passes the baton if more work remains
+    return absl::OkStatus();
+  }
+
+  bool WaitForBatch(Batch<Task>* out) ABSL_LOCKS_EXCLUDED(mu_) {
+    mu_.Lock();
+    while (true) {
+      typename BatchFormer<Task>::Result result = former_->Form(clock_->Now(), shutdown_);
+      if (result.batch.has_value()) {
+        *out = std::move(*result.batch);
+        const bool more = !former_->empty();
+        mu_.Unlock();
+        if (more) cv_.Signal();
+        BatchFormer<Task>::CompleteDropped(result.dropped);
+        if (on_batch_) on_batch_(*out);
+        return true;
+      }
+      if (!result.dropped.empty()) {
+        mu_.Unlock();
+        BatchFormer<Task>::CompleteDropped(result.dropped);
+        mu_.Lock();
+        continue;  // time has moved; decide again
+      }
+      if (shutdown_ && former_->empty()) {
+        mu_.Unlock();
+        cv_.SignalAll();  // let the other instances see the end too
+        return false;
+      }
+      clock_->WaitUntil(&cv_, &mu_, result.wake_at);
+    }
+  }
+
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      shutdown_ = true;
+    }
+    cv_.SignalAll();
+  }
+
+  // Drops every queued task with `reason` (completing them on this thread).
+  void DropQueued(DropReason reason) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<typename BatchFormer<Task>::Dropped> dropped;
+    {
+      absl::MutexLock lock(&mu_);
+      dropped = former_->DropAll(reason);
+    }
+    cv_.SignalAll();
+    BatchFormer<Task>::CompleteDropped(dropped);
+  }
+
+  BatcherStats Stats() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return former_->stats();
+  }
+
+  bool is_shut_down() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return shutdown_;
+  }
+
+  Clock* clock() const { return clock_; }
+  const BatcherOptions& options() const { return former_->options(); }
+
+ private:
+  Batcher(Clock* clock, BatchHook on_batch, std::unique_ptr<BatchFormer<Task>> former)
+      : clock_(clock), on_batch_(std::move(on_batch)), former_(std::move(former)) {}
+
+  Clock* const clock_;
+  const BatchHook on_batch_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  const std::unique_ptr<BatchFormer<Task>> former_ ABSL_PT_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace tide::batching

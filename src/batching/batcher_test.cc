@@ -1,0 +1,143 @@
+#include "batching/batcher.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "batching/test_task.h"
+
+namespace tide::batching {
+namespace {
+
+using ::testing::ElementsAre;
+using std::chrono::microseconds;
+using testing::FakeTask;
+using testing::Ids;
+using testing::Journal;
+
+std::unique_ptr<Batcher<FakeTask>> MakeBatcher(const BatcherOptions& o, Clock* clock,
+                                               Batcher<FakeTask>::BatchHook hook = nullptr) {
+  auto b = Batcher<FakeTask>::Create({.batching = o, .clock = clock, .on_batch = std::move(hook)});
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? *std::move(b) : nullptr;
+}
+
+TEST(BatcherTest, CreateRejectsInvalidOptions) {
+  BatcherOptions o;
+  o.max_batch_size = 0;
+  EXPECT_EQ(Batcher<FakeTask>::Create({.batching = o, .clock = nullptr, .on_batch = nullptr}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BatcherTest, WaitingInstanceWakesAtTheComputedDelayOnTheInjectedClock) {
+  FakeClock clock;
+  BatcherOptions o;
+  o.max_queue_delay = microseconds(1000);
+  Journal journal;
+  auto batcher = MakeBatcher(o, &clock);
+  Batch<FakeTask> batch;
+  absl::Notification got;
+  std::thread worker([&] {
+    ASSERT_TRUE(batcher->WaitForBatch(&batch));
+    got.Notify();
+  });
+  auto t = std::make_unique<FakeTask>(&journal, 1, 10);
+  ASSERT_TRUE(batcher->Submit(t).ok());
+  clock.Advance(microseconds(400));
+  clock.Advance(microseconds(600));
+  got.WaitForNotification();
+  worker.join();
+  EXPECT_THAT(Ids(batch), ElementsAre(1));
+  // Formed exactly at the wake-up: had the worker not waited for the fake delay, it would be 0.
+  EXPECT_EQ(batch.queue_durations[0], microseconds(1000));
+}
+
+TEST(BatcherTest, SubmitAfterShutdownFailsAndKeepsTheTask) {
+  Journal journal;
+  auto batcher = MakeBatcher(BatcherOptions{}, SteadyClock::Get());
+  batcher->Shutdown();
+  auto t = std::make_unique<FakeTask>(&journal, 1, 10);
+  EXPECT_EQ(batcher->Submit(t).code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(t, nullptr);
+  Batch<FakeTask> batch;
+  EXPECT_FALSE(batcher->WaitForBatch(&batch));
+}
+
+TEST(BatcherTest, ShutdownStillReleasesQueuedWorkWithoutWaitingForTheDelay) {
+  FakeClock clock;  // never advanced: only the flush can release the task
+  BatcherOptions o;
+  o.max_queue_delay = microseconds(1'000'000);
+  Journal journal;
+  auto batcher = MakeBatcher(o, &clock);
+  auto t = std::make_unique<FakeTask>(&journal, 1, 10);
+  ASSERT_TRUE(batcher->Submit(t).ok());
+  batcher->Shutdown();
+  Batch<FakeTask> batch;
+  ASSERT_TRUE(batcher->WaitForBatch(&batch));
+  EXPECT_THAT(Ids(batch), ElementsAre(1));
+  EXPECT_FALSE(batcher->WaitForBatch(&batch));
+}
+
+TEST(BatcherTest, DropsAreCompletedWithoutTheLockSoTheyMaySubmitAgain) {
+  FakeClock clock;
+  BatcherOptions o;
+  Journal journal;
+  auto batcher = MakeBatcher(o, &clock);
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  auto t = std::make_unique<FakeTask>(&journal, 1, 10);
+  t->set_cancel_flag(flag);
+  ASSERT_TRUE(batcher->Submit(t).ok());
+  flag->store(true);
+  // The drop completion re-submits (a retry): it would deadlock if run under the batcher's lock.
+  journal.set_on_drop([&](int id) {
+    auto retry = std::make_unique<FakeTask>(&journal, id + 100, 10);
+    EXPECT_TRUE(batcher->Submit(retry).ok());
+  });
+  Batch<FakeTask> batch;
+  ASSERT_TRUE(batcher->WaitForBatch(&batch));
+  EXPECT_THAT(Ids(batch), ElementsAre(101));
+  EXPECT_EQ(journal.reason(1), DropReason::kCancelled);
+  BatcherStats stats = batcher->Stats();
+  EXPECT_EQ(stats.submitted, 2u);
+  EXPECT_EQ(stats.dropped_by(DropReason::kCancelled), 1u);
+  EXPECT_EQ(stats.batches_formed, 1u);
+}
+
+TEST(BatcherTest, BatchHookSeesEveryBatch) {
+  std::atomic<size_t> hooked_tasks{0};
+  BatcherOptions o;
+  o.max_batch_size = 2;
+  Journal journal;
+  auto batcher = MakeBatcher(o, SteadyClock::Get(), [&](const Batch<FakeTask>& b) { hooked_tasks += b.size(); });
+  for (int i = 0; i < 3; ++i) {
+    auto t = std::make_unique<FakeTask>(&journal, i, 10);
+    ASSERT_TRUE(batcher->Submit(t).ok());
+  }
+  Batch<FakeTask> batch;
+  ASSERT_TRUE(batcher->WaitForBatch(&batch));
+  EXPECT_EQ(batch.size(), 2u);
+  ASSERT_TRUE(batcher->WaitForBatch(&batch));
+  EXPECT_EQ(batch.size(), 1u);
+  EXPECT_EQ(hooked_tasks.load(), 3u);
+}
+
+TEST(BatcherTest, QueueFullAnswersUnavailable) {
+  BatcherOptions o;
+  o.default_queue_policy.max_queue_size = 1;
+  Journal journal;
+  auto batcher = MakeBatcher(o, SteadyClock::Get());
+  auto a = std::make_unique<FakeTask>(&journal, 1, 10);
+  auto b = std::make_unique<FakeTask>(&journal, 2, 10);
+  ASSERT_TRUE(batcher->Submit(a).ok());
+  EXPECT_EQ(batcher->Submit(b).code(), absl::StatusCode::kUnavailable);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(batcher->Stats().rejected_queue_full, 1u);
+  EXPECT_EQ(batcher->Stats().queued_tasks, 1u);
+}
+
+}  // namespace
+}  // namespace tide::batching

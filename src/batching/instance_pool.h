@@ -1,0 +1,191 @@
+// tide::batching::InstancePool<Task> — instance_group.count worker threads, each owning one
+// BatchRunner (one inference session), pulling batches from a Batcher.
+//
+// Contract:
+//  - Create calls the runner factory once per instance, on the calling thread, and fails with the
+//    first factory error (no thread is started then). The batcher is not owned and must outlive
+//    the pool.
+//  - A worker loops WaitForBatch -> Run. Run returns OK after completing every task of the batch.
+//    On an error status (or an exception, caught here: runner code may wrap throwing libraries)
+//    each task still left in batch.tasks (non-null) gets OnDropped(kRunnerError, status); a runner
+//    that completed some tasks before failing resets their unique_ptrs. The worker carries on.
+//  - Stop() (also run by the destructor) shuts the batcher down, lets the workers finish queued
+//    work for up to shutdown_grace (on the batcher's clock), then drops what is still queued with
+//    kShutdown and joins. A batch already running is never interrupted. Idempotent.
+//  - Stats() is thread-safe. busy_ratio = time inside Run / time since Create.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "batching/batch.h"
+#include "batching/batcher.h"
+#include "batching/clock.h"
+
+namespace tide::batching {
+
+// One model instance's executor (e.g. an ONNX Runtime session). Not thread-safe: one worker calls
+// it. Must not throw (a throw is treated as an INTERNAL error, but prefer a status).
+template <BatchTask Task>
+class BatchRunner {
+ public:
+  virtual ~BatchRunner() = default;
+  virtual absl::Status Run(Batch<Task>& batch) = 0;
+};
+
+struct InstancePoolOptions {
+  // Worker threads, one runner each (Triton's instance_group.count).
+  int instance_count = 1;
+  // How long Stop() lets queued work finish before dropping it with kShutdown.
+  std::chrono::milliseconds shutdown_grace{5000};
+};
+
+struct InstanceStats {
+  uint64_t batches = 0;
+  uint64_t tasks = 0;
+  uint64_t failed_batches = 0;
+  Clock::duration busy{};
+  double busy_ratio = 0.0;
+};
+
+template <BatchTask Task>
+class InstancePool {
+ public:
+  using RunnerFactory = std::function<absl::StatusOr<std::unique_ptr<BatchRunner<Task>>>(int instance)>;
+
+  static absl::StatusOr<std::unique_ptr<InstancePool>> Create(const InstancePoolOptions& options,
+                                                              Batcher<Task>* batcher, const RunnerFactory& factory) {
+    if (options.instance_count < 1) return absl::InvalidArgumentError("instance_count must be >= 1");
+    if (options.shutdown_grace.count() < 0) return absl::InvalidArgumentError("shutdown_grace must be >= 0");
+    if (batcher == nullptr || !factory) return absl::InvalidArgumentError("batcher and runner factory are required");
+    std::vector<std::unique_ptr<BatchRunner<Task>>> runners;
+    for (int i = 0; i < options.instance_count; ++i) {
+      absl::StatusOr<std::unique_ptr<BatchRunner<Task>>> runner = factory(i);
+      if (!runner.ok()) {
+        return absl::Status(runner.status().code(),
+                            absl::StrCat("creating instance ", i, ": ", runner.status().message()));
+      }
+      if (*runner == nullptr) return absl::InternalError(absl::StrCat("runner factory returned null for instance ", i));
+      runners.push_back(*std::move(runner));
+    }
+    std::unique_ptr<InstancePool> pool(new InstancePool(options, batcher, std::move(runners)));
+    pool->Start();
+    return pool;
+  }
+
+  ~InstancePool() { Stop(); }
+
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    batcher_->Shutdown();
+    Clock* clock = batcher_->clock();
+    const Clock::time_point grace_end = clock->Now() + options_.shutdown_grace;
+    {
+      absl::MutexLock lock(&mu_);
+      while (running_workers_ > 0 && clock->Now() < grace_end) clock->WaitUntil(&exit_cv_, &mu_, grace_end);
+    }
+    batcher_->DropQueued(DropReason::kShutdown);
+    for (std::thread& t : threads_) t.join();
+  }
+
+  std::vector<InstanceStats> Stats() const {
+    const Clock::duration wall = batcher_->clock()->Now() - start_;
+    std::vector<InstanceStats> out(instances_.size());
+    for (size_t i = 0; i < instances_.size(); ++i) {
+      const Instance& in = *instances_[i];
+      out[i].batches = in.batches.load(std::memory_order_relaxed);
+      out[i].tasks = in.tasks.load(std::memory_order_relaxed);
+      out[i].failed_batches = in.failed_batches.load(std::memory_order_relaxed);
+      out[i].busy = Clock::duration(in.busy_ticks.load(std::memory_order_relaxed));
+      out[i].busy_ratio = wall.count() > 0 ? static_cast<double>(out[i].busy.count()) / wall.count() : 0.0;
+    }
+    return out;
+  }
+
+  int instance_count() const { return static_cast<int>(instances_.size()); }
+
+ private:
+  // Implementation details follow.
+  struct Instance {
+    std::unique_ptr<BatchRunner<Task>> runner;
+    std::atomic<uint64_t> batches{0};
+    std::atomic<uint64_t> tasks{0};
+    std::atomic<uint64_t> failed_batches{0};
+    std::atomic<Clock::duration::rep> busy_ticks{0};
+  };
+
+  InstancePool(const InstancePoolOptions& options, Batcher<Task>* batcher,
+               std::vector<std::unique_ptr<BatchRunner<Task>>> runners)
+      : options_(options), batcher_(batcher), start_(batcher->clock()->Now()) {
+    for (auto& r : runners) {
+      instances_.push_back(std::make_unique<Instance>());
+      instances_.back()->runner = std::move(r);
+    }
+  }
+
+  void Start() {
+    {
+      absl::MutexLock lock(&mu_);
+      running_workers_ = static_cast<int>(instances_.size());
+    }
+    for (size_t i = 0; i < instances_.size(); ++i) threads_.emplace_back([this, i] { Work(*instances_[i]); });
+  }
+
+  void Work(Instance& instance) {
+    Clock* clock = batcher_->clock();
+    Batch<Task> batch;
+    while (batcher_->WaitForBatch(&batch)) {
+      const Clock::time_point begin = clock->Now();
+      absl::Status status;
+      try {
+        status = instance.runner->Run(batch);
+      } catch (const std::exception& e) {
+        status = absl::InternalError(absl::StrCat("model instance threw: ", e.what()));
+      } catch (...) {
+        status = absl::InternalError("model instance threw a non-standard exception");
+      }
+      instance.busy_ticks.fetch_add((clock->Now() - begin).count(), std::memory_order_relaxed);
+      instance.batches.fetch_add(1, std::memory_order_relaxed);
+      instance.tasks.fetch_add(batch.size(), std::memory_order_relaxed);
+      if (!status.ok()) {
+        instance.failed_batches.fetch_add(1, std::memory_order_relaxed);
+        for (std::unique_ptr<Task>& task : batch.tasks) {
+          if (task != nullptr) task->OnDropped(DropReason::kRunnerError, status);
+        }
+      }
+      batch = Batch<Task>();
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      --running_workers_;
+    }
+    exit_cv_.SignalAll();
+  }
+
+  const InstancePoolOptions options_;
+  Batcher<Task>* const batcher_;
+  const Clock::time_point start_;
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  absl::CondVar exit_cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int running_workers_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tide::batching

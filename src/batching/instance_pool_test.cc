@@ -1,0 +1,236 @@
+#include "batching/instance_pool.h"
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "batching/test_task.h"
+
+namespace tide::batching {
+namespace {
+
+using std::chrono::microseconds;
+using testing::FakeTask;
+using testing::Journal;
+
+// Completes every task unless `behaviour` says otherwise for this batch number (0-based, per runner).
+class FakeRunner : public BatchRunner<FakeTask> {
+ public:
+  using Behaviour = std::function<absl::Status(int batch_number, Batch<FakeTask>& batch)>;
+  explicit FakeRunner(Behaviour behaviour = nullptr) : behaviour_(std::move(behaviour)) {}
+  absl::Status Run(Batch<FakeTask>& batch) override {
+    const int n = batches_++;
+    if (behaviour_) {
+      absl::Status s = behaviour_(n, batch);
+      if (!s.ok()) return s;
+    }
+    for (auto& t : batch.tasks) {
+      t->Complete();
+      t.reset();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Behaviour behaviour_;
+  int batches_ = 0;
+};
+
+std::unique_ptr<Batcher<FakeTask>> MakeBatcher(const BatcherOptions& o, Clock* clock) {
+  auto b = Batcher<FakeTask>::Create({.batching = o, .clock = clock, .on_batch = nullptr});
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? *std::move(b) : nullptr;
+}
+
+TEST(InstancePoolTest, FactoryErrorFailsCreate) {
+  auto batcher = MakeBatcher(BatcherOptions{}, SteadyClock::Get());
+  auto pool = InstancePool<FakeTask>::Create(
+      {.instance_count = 3}, batcher.get(),
+      [](int i) -> absl::StatusOr<std::unique_ptr<BatchRunner<FakeTask>>> {
+        if (i == 2) return absl::NotFoundError("no model file");
+        return std::make_unique<FakeRunner>();
+      });
+  EXPECT_EQ(pool.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(pool.status().message()), ::testing::HasSubstr("instance 2"));
+  EXPECT_EQ(InstancePool<FakeTask>::Create({.instance_count = 0}, batcher.get(),
+                                           [](int) { return std::make_unique<FakeRunner>(); })
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(InstancePoolTest, WorkerSurvivesFailingBatches) {
+  Journal journal;
+  BatcherOptions o;
+  o.max_batch_size = 1;
+  FakeClock clock;  // delay is 0, so no time needs to pass
+  auto batcher = MakeBatcher(o, &clock);
+  auto pool = InstancePool<FakeTask>::Create(
+      {.instance_count = 1}, batcher.get(), [&](int) {
+        return std::make_unique<FakeRunner>([&](int n, Batch<FakeTask>& batch) -> absl::Status {
+          if (n == 0) return absl::ResourceExhaustedError("out of memory");
+          if (n == 1) throw std::runtime_error("boom");
+          return absl::OkStatus();
+        });
+      });
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  for (int id = 0; id < 3; ++id) {
+    auto t = std::make_unique<FakeTask>(&journal, id, 10);
+    ASSERT_TRUE(batcher->Submit(t).ok());
+  }
+  (*pool)->Stop();  // shutdown flushes all three; the one worker runs them in order
+  EXPECT_EQ(journal.reason(0), DropReason::kRunnerError);
+  EXPECT_EQ(journal.status(0).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(journal.reason(1), DropReason::kRunnerError);
+  EXPECT_EQ(journal.status(1).code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(journal.status(1).message()), ::testing::HasSubstr("boom"));
+  EXPECT_EQ(journal.completions(2), 1);
+  EXPECT_FALSE(journal.reason(2).has_value());
+  auto stats = (*pool)->Stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].batches, 3u);
+  EXPECT_EQ(stats[0].failed_batches, 2u);
+}
+
+TEST(InstancePoolTest, StopAfterGraceDropsQueuedWorkWithShutdownAndFinishesTheRunningBatch) {
+  Journal journal;
+  BatcherOptions o;
+  o.max_batch_size = 1;
+  auto batcher = MakeBatcher(o, SteadyClock::Get());
+  absl::Notification started, release;
+  auto pool = InstancePool<FakeTask>::Create(
+      {.instance_count = 1, .shutdown_grace = std::chrono::milliseconds(0)}, batcher.get(), [&](int) {
+        return std::make_unique<FakeRunner>([&](int n, Batch<FakeTask>&) {
+          if (n == 0) {
+            started.Notify();
+            release.WaitForNotification();
+          }
+          return absl::OkStatus();
+        });
+      });
+  ASSERT_TRUE(pool.ok());
+  auto first = std::make_unique<FakeTask>(&journal, 1, 10);
+  ASSERT_TRUE(batcher->Submit(first).ok());
+  started.WaitForNotification();
+  for (int id = 2; id <= 3; ++id) {
+    auto t = std::make_unique<FakeTask>(&journal, id, 10);
+    ASSERT_TRUE(batcher->Submit(t).ok());
+  }
+  // Stop drops the queued tasks while task 1 is still running; wait for those completions.
+  absl::Notification both_dropped;
+  std::atomic<int> drops{0};
+  journal.set_on_drop([&](int) {
+    if (++drops == 2) both_dropped.Notify();
+  });
+  std::thread stopper([&] { (*pool)->Stop(); });
+  both_dropped.WaitForNotification();
+  release.Notify();
+  stopper.join();
+  EXPECT_EQ(journal.completions(1), 1);
+  EXPECT_FALSE(journal.reason(1).has_value());
+  EXPECT_EQ(journal.reason(2), DropReason::kShutdown);
+  EXPECT_EQ(journal.reason(3), DropReason::kShutdown);
+  EXPECT_EQ(batcher->Stats().dropped_by(DropReason::kShutdown), 2u);
+}
+
+TEST(InstancePoolTest, BusyRatioIsTimeInRunOverTimeSinceCreate) {
+  Journal journal;
+  FakeClock clock;
+  auto batcher = MakeBatcher(BatcherOptions{}, &clock);
+  absl::Notification done;
+  auto pool = InstancePool<FakeTask>::Create({.instance_count = 1}, batcher.get(), [&](int) {
+    return std::make_unique<FakeRunner>([&](int, Batch<FakeTask>&) {
+      clock.Advance(std::chrono::milliseconds(30));
+      return absl::OkStatus();
+    });
+  });
+  ASSERT_TRUE(pool.ok());
+  auto t = std::make_unique<FakeTask>(&journal, 1, 10);
+  ASSERT_TRUE(batcher->Submit(t).ok());
+  (*pool)->Stop();  // waits for the batch
+  clock.Advance(std::chrono::milliseconds(70));
+  auto stats = (*pool)->Stats();
+  EXPECT_EQ(stats[0].busy, std::chrono::milliseconds(30));
+  EXPECT_DOUBLE_EQ(stats[0].busy_ratio, 0.3);
+}
+
+// Real threads: producers submit (some tasks get cancelled, some batches fail) while several
+// instances run batches. Every task must end exactly once and the counters must add up.
+TEST(InstancePoolTest, ConcurrentSubmitAndRunCompletesEveryTaskExactlyOnce) {
+  Journal journal;
+  BatcherOptions o;
+  o.max_batch_size = 8;
+  o.max_batch_tokens = 2048;
+  o.max_queue_delay = microseconds(200);
+  o.priority_levels = 2;
+  o.default_priority_level = 2;
+  auto batcher = MakeBatcher(o, SteadyClock::Get());
+  std::atomic<uint64_t> runner_batches{0};
+  auto pool = InstancePool<FakeTask>::Create({.instance_count = 3}, batcher.get(), [&](int instance) {
+    return std::make_unique<FakeRunner>([&, instance](int n, Batch<FakeTask>& batch) -> absl::Status {
+      ++runner_batches;
+      EXPECT_LE(batch.size(), 8u);
+      EXPECT_LE(batch.padded_tokens, 2048u);
+      if (instance == 0 && n % 5 == 4) return absl::UnavailableError("instance 0 hiccup");
+      return absl::OkStatus();
+    });
+  });
+  ASSERT_TRUE(pool.ok());
+
+  constexpr int kProducers = 4, kPerProducer = 400;
+  std::atomic<int> accepted{0}, refused{0};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (int i = 0; i < kPerProducer; ++i) {
+        const int id = p * kPerProducer + i;
+        auto t = std::make_unique<FakeTask>(&journal, id, 1 + (id * 37) % 500);
+        t->set_priority(1 + id % 2);
+        auto flag = std::make_shared<std::atomic<bool>>(id % 11 == 0);
+        t->set_cancel_flag(flag);
+        if (batcher->Submit(t).ok()) {
+          ++accepted;
+        } else {
+          ++refused;
+          EXPECT_NE(t, nullptr);
+        }
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  (*pool)->Stop();
+
+  EXPECT_EQ(accepted + refused, kProducers * kPerProducer);
+  EXPECT_EQ(refused.load(), 0);
+  std::map<int, int> completions = journal.all_completions();
+  EXPECT_EQ(completions.size(), static_cast<size_t>(accepted.load()));
+  for (const auto& [id, count] : completions) EXPECT_EQ(count, 1) << "task " << id;
+
+  BatcherStats stats = batcher->Stats();
+  EXPECT_EQ(stats.submitted, static_cast<uint64_t>(accepted.load()));
+  EXPECT_EQ(stats.queued_tasks, 0u);
+  EXPECT_EQ(stats.queued_tokens, 0u);
+  const uint64_t cancelled = stats.dropped_by(DropReason::kCancelled);
+  EXPECT_EQ(cancelled, journal.dropped(DropReason::kCancelled));
+  EXPECT_GT(cancelled, 0u);
+  EXPECT_EQ(stats.batched_tasks + cancelled, stats.submitted);
+  EXPECT_EQ(journal.done() + journal.dropped(DropReason::kRunnerError) + cancelled, stats.submitted);
+  EXPECT_EQ(stats.batches_formed, runner_batches.load());
+  uint64_t pool_batches = 0, pool_tasks = 0;
+  for (const InstanceStats& s : (*pool)->Stats()) {
+    pool_batches += s.batches;
+    pool_tasks += s.tasks;
+  }
+  EXPECT_EQ(pool_batches, stats.batches_formed);
+  EXPECT_EQ(pool_tasks, stats.batched_tasks);
+}
+
+}  // namespace
+}  // namespace tide::batching
