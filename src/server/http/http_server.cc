@@ -1,0 +1,693 @@
+#include "server/http/http_server.h"
+
+#include <atomic>
+#include <deque>
+#include <exception>
+#include <future>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace tide::http {
+namespace {
+
+namespace net = boost::asio;
+namespace bhttp = boost::beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kReadChunk = 4096;
+// After the last response on a connection we stop sending and drain what the client still sends
+// for this long before closing, so that closing with unread input does not turn into a TCP reset
+// that destroys the response in flight.
+constexpr std::chrono::milliseconds kLingerTime{1000};
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+std::string_view ToStd(boost::beast::string_view s) { return std::string_view(s.data(), s.size()); }
+
+void AppendSanitized(std::string_view text, std::string* out) {
+  for (char c : text) {
+    if (c != '\r' && c != '\n') out->push_back(c);
+  }
+}
+
+// The wire form of `response`. Framing headers set by the handler are ignored: the server owns them.
+std::string Serialize(const Response& response, int version, bool keep_alive, bool head_request) {
+  const int status = response.status;
+  const bhttp::status known = bhttp::int_to_status(static_cast<unsigned>(status));
+  const std::string_view reason =
+      known == bhttp::status::unknown ? std::string_view("Unknown") : ToStd(bhttp::obsolete_reason(known));
+  const bool no_body = status / 100 == 1 || status == 204 || status == 304;
+  std::string out;
+  out.reserve(160 + response.body.size());
+  absl::StrAppend(&out, version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ", status, " ");
+  out.append(reason);
+  out.append("\r\nServer: tide\r\n");
+  if (!response.content_type.empty()) {
+    out.append("Content-Type: ");
+    AppendSanitized(response.content_type, &out);
+    out.append("\r\n");
+  }
+  for (const auto& [name, value] : response.headers) {
+    if (name.empty() || EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "connection") ||
+        EqualsIgnoreCase(name, "transfer-encoding") || EqualsIgnoreCase(name, "server")) {
+      continue;
+    }
+    AppendSanitized(name, &out);
+    out.append(": ");
+    AppendSanitized(value, &out);
+    out.append("\r\n");
+  }
+  if (!no_body) absl::StrAppend(&out, "Content-Length: ", response.body.size(), "\r\n");
+  if (version == 10 && keep_alive) out.append("Connection: keep-alive\r\n");
+  if (version != 10 && !keep_alive) out.append("Connection: close\r\n");
+  out.append("\r\n");
+  if (!no_body && !head_request) out.append(response.body);
+  return out;
+}
+
+class CallbackSink final : public internal::ResponseSink {
+ public:
+  explicit CallbackSink(absl::AnyInvocable<void(Response)> callback) : callback_(std::move(callback)) {}
+  void Complete(uint64_t, Response response) override { callback_(std::move(response)); }
+
+ private:
+  absl::AnyInvocable<void(Response)> callback_;
+};
+
+class Connection;
+
+}  // namespace
+
+// ---- Request, Response, Responder ----------------------------------------------------------------
+
+std::string_view Request::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (EqualsIgnoreCase(key, name)) return value;
+  }
+  return {};
+}
+
+Response JsonError(int status, std::string_view message) {
+  Response response;
+  response.status = status;
+  nlohmann::json body = {{"error", std::string(message)}};
+  response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return response;
+}
+
+Responder& Responder::operator=(Responder&& other) noexcept {
+  if (this != &other) {
+    if (sink_) std::move(*this)(JsonError(500, "internal: request dropped"));
+    sink_ = std::move(other.sink_);
+    request_id_ = other.request_id_;
+  }
+  return *this;
+}
+
+Responder::~Responder() {
+  if (sink_) std::move(*this)(JsonError(500, "internal: request dropped"));
+}
+
+void Responder::operator()(Response response) && {
+  std::shared_ptr<internal::ResponseSink> sink = std::move(sink_);
+  if (sink) sink->Complete(request_id_, std::move(response));
+}
+
+Responder Responder::FromCallback(absl::AnyInvocable<void(Response)> callback) {
+  return Responder(std::make_shared<CallbackSink>(std::move(callback)), 0);
+}
+
+// ---- Core -----------------------------------------------------------------------------------------
+
+struct HttpServer::Core {
+  Core(const HttpServerOptions& opts, Handler* h)
+      : options(opts), handler(h), accept_strand(net::make_strand(ioc)), acceptor(accept_strand) {}
+
+  HttpServerOptions options;
+  Handler* handler;
+  net::io_context ioc;
+  net::strand<net::io_context::executor_type> accept_strand;
+  tcp::acceptor acceptor;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  bool started = false;  // controlling thread only
+  bool stopped = false;  // controlling thread only
+  std::atomic<uint16_t> port{0};
+  std::atomic<size_t> active_requests{0};
+  std::atomic<size_t> active_connections{0};
+
+  absl::Mutex mu;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+// One client connection. Every method except Complete() runs on the connection's strand.
+class Connection final : public internal::ResponseSink, public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<HttpServer::Core> core, tcp::socket socket)
+      : core_(std::move(core)),
+        socket_(std::move(socket)),
+        read_timer_(socket_.get_executor()),
+        write_timer_(socket_.get_executor()) {
+    boost::system::error_code ec;
+    const tcp::endpoint remote = socket_.remote_endpoint(ec);
+    if (!ec) remote_address_ = absl::StrCat(remote.address().to_string(), ":", remote.port());
+    core_->active_connections.fetch_add(1);
+  }
+
+  ~Connection() override {
+    if (!closed_) core_->active_connections.fetch_sub(1);
+    absl::MutexLock lock(&core_->mu);
+    core_->connections.erase(this);
+  }
+
+  net::any_io_executor executor() { return socket_.get_executor(); }
+
+  void Start() {
+    if (closed_) return;
+    StartRead();
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    core_->active_connections.fetch_sub(1);
+    for (Slot& slot : slots_) {
+      if (slot.client_gone) slot.client_gone->Cancel();
+    }
+    slots_.clear();
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    read_timer_.cancel();
+    write_timer_.cancel();
+  }
+
+  // Any thread.
+  void Complete(uint64_t request_id, Response response) override {
+    core_->active_requests.fetch_sub(1);
+    absl::ReaderMutexLock lock(&core_->mu);
+    if (core_->stopping) return;  // the I/O threads may already be gone
+    net::post(socket_.get_executor(),
+              [self = shared_from_this(), request_id, response = std::move(response)]() mutable {
+                self->OnComplete(request_id, std::move(response));
+              });
+  }
+
+ private:
+  enum class Phase { kNone, kIdle, kHeader, kBody, kLinger };
+
+  // One response position on this connection, in request order.
+  struct Slot {
+    uint64_t id = 0;
+    bool ready = false;
+    bool close_after = false;
+    bool keep_alive = true;
+    bool head_request = false;
+    int version = 11;
+    std::string bytes;
+    std::shared_ptr<CancellationFlag> client_gone;
+  };
+
+  const HttpServerOptions& options() const { return core_->options; }
+
+  void StartRead() {
+    if (closed_ || read_closed_ || reading_) return;
+    if (slots_.size() >= kMaxPipelinedRequests) return;  // resumed when responses drain
+    reading_ = true;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(
+        std::min<size_t>(options().max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+    parser_->body_limit(static_cast<std::uint64_t>(options().max_body_bytes));
+    if (buffer_.size() > 0) {  // a pipelined request is already here
+      received_at_ = Clock::now();
+      ReadHeader();
+      return;
+    }
+    phase_ = Phase::kIdle;
+    if (slots_.empty() && !writing_) ArmReadTimer(options().idle_timeout);
+    socket_.async_read_some(buffer_.prepare(kReadChunk),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                              self->OnIdleRead(ec, n);
+                            });
+  }
+
+  void OnIdleRead(boost::system::error_code ec, size_t n) {
+    if (closed_) return;
+    CancelReadTimer();
+    if (ec) {
+      reading_ = false;
+      if (timed_out_) {
+        Close();  // idle keep-alive connection
+      } else {
+        OnPeerGone();
+      }
+      return;
+    }
+    buffer_.commit(n);
+    received_at_ = Clock::now();
+    ReadHeader();
+  }
+
+  void ReadHeader() {
+    phase_ = Phase::kHeader;
+    ArmReadTimer(options().header_read_timeout);
+    bhttp::async_read_header(socket_, buffer_, *parser_,
+                             [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                               self->OnHeader(ec);
+                             });
+  }
+
+  void OnHeader(boost::system::error_code ec) {
+    if (closed_) return;
+    CancelReadTimer();
+    if (ec) {
+      OnReadError(ec);
+      return;
+    }
+    if (parser_->is_done()) {
+      Dispatch();
+      return;
+    }
+    const auto& message = parser_->get();
+    if (message.version() >= 11 && EqualsIgnoreCase(ToStd(message[bhttp::field::expect]), "100-continue")) {
+      Slot interim;
+      interim.id = next_id_++;
+      interim.ready = true;
+      interim.bytes = "HTTP/1.1 100 Continue\r\n\r\n";
+      slots_.push_back(std::move(interim));
+      TryWrite();
+    }
+    phase_ = Phase::kBody;
+    ArmReadTimer(options().body_read_timeout);
+    bhttp::async_read(socket_, buffer_, *parser_,
+                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                        self->OnBody(ec);
+                      });
+  }
+
+  void OnBody(boost::system::error_code ec) {
+    if (closed_) return;
+    CancelReadTimer();
+    if (ec) {
+      OnReadError(ec);
+      return;
+    }
+    Dispatch();
+  }
+
+  void OnReadError(boost::system::error_code ec) {
+    reading_ = false;
+    if (timed_out_ && (phase_ == Phase::kHeader || phase_ == Phase::kBody)) {
+      const bool header = phase_ == Phase::kHeader;
+      RespondAndClose(408, absl::StrCat("request ", header ? "header" : "body", " not received within ",
+                                        (header ? options().header_read_timeout : options().body_read_timeout).count(),
+                                        " ms"));
+      return;
+    }
+    if (ec == bhttp::error::header_limit) {
+      RespondAndClose(431, absl::StrCat("request header exceeds ", options().max_header_bytes, " bytes"));
+      return;
+    }
+    if (ec == bhttp::error::body_limit) {
+      RespondAndClose(413, absl::StrCat("request body exceeds ", options().max_body_bytes, " bytes"));
+      return;
+    }
+    if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
+        ec.category() != bhttp::make_error_code(bhttp::error::bad_method).category()) {
+      OnPeerGone();
+      return;
+    }
+    RespondAndClose(400, absl::StrCat("malformed HTTP request: ", ec.message()));
+  }
+
+  // The server's own answer; the connection closes after it.
+  void RespondAndClose(int status, std::string message) {
+    read_closed_ = true;
+    Slot slot;
+    slot.id = next_id_++;
+    slot.ready = true;
+    slot.close_after = true;
+    slot.keep_alive = false;
+    slot.bytes = Serialize(JsonError(status, message), 11, /*keep_alive=*/false, /*head_request=*/false);
+    slots_.push_back(std::move(slot));
+    TryWrite();
+  }
+
+  void OnPeerGone() {
+    read_closed_ = true;
+    for (Slot& slot : slots_) {
+      if (slot.client_gone) slot.client_gone->Cancel();
+    }
+    if (slots_.empty() && !writing_) Close();
+  }
+
+  void Dispatch() {
+    reading_ = false;
+    phase_ = Phase::kNone;
+    bhttp::request<bhttp::string_body> message = parser_->release();
+    parser_.reset();
+
+    Request request;
+    request.method = std::string(ToStd(message.method_string()));
+    request.target = std::string(ToStd(message.target()));
+    const size_t question = request.target.find('?');
+    request.path = request.target.substr(0, question);
+    if (question != std::string::npos) request.query = request.target.substr(question + 1);
+    request.version = static_cast<int>(message.version());
+    request.headers.reserve(std::distance(message.begin(), message.end()));
+    for (const auto& field : message) {
+      request.headers.emplace_back(std::string(ToStd(field.name_string())), std::string(ToStd(field.value())));
+    }
+    request.body = std::move(message.body());
+    request.client_gone = std::make_shared<CancellationFlag>();
+    request.received_at = received_at_;
+    request.remote_address = remote_address_;
+
+    Slot slot;
+    slot.id = next_id_++;
+    slot.keep_alive = message.keep_alive();
+    slot.close_after = !slot.keep_alive;
+    slot.version = request.version == 10 ? 10 : 11;
+    slot.head_request = message.method() == bhttp::verb::head;
+    slot.client_gone = request.client_gone;
+    const uint64_t id = slot.id;
+    slots_.push_back(std::move(slot));
+    if (!message.keep_alive()) read_closed_ = true;
+
+    core_->active_requests.fetch_add(1);
+    {
+      Responder responder(shared_from_this(), id);
+      try {
+        core_->handler->Handle(std::move(request), std::move(responder));
+      } catch (const std::exception& e) {
+        // The handler broke its contract; its Responder (destroyed by now) answered 500.
+        std::fprintf(stderr, "tide http: handler threw: %s\n", e.what());
+      } catch (...) {
+        std::fprintf(stderr, "tide http: handler threw\n");
+      }
+    }
+    StartRead();
+  }
+
+  void OnComplete(uint64_t request_id, Response response) {
+    if (closed_) return;
+    for (Slot& slot : slots_) {
+      if (slot.id != request_id) continue;
+      if (slot.ready) return;  // cannot happen: a Responder fires once
+      slot.bytes = Serialize(response, slot.version, slot.keep_alive, slot.head_request);
+      slot.ready = true;
+      TryWrite();
+      return;
+    }
+  }
+
+  void TryWrite() {
+    if (closed_ || writing_) return;
+    write_buffer_.clear();
+    bool close_after = false;
+    while (!slots_.empty() && slots_.front().ready) {
+      write_buffer_.append(slots_.front().bytes);
+      close_after = slots_.front().close_after;
+      slots_.pop_front();
+      if (close_after) break;
+    }
+    if (write_buffer_.empty()) return;
+    writing_ = true;
+    close_after_write_ = close_after;
+    ArmWriteTimer();
+    net::async_write(socket_, net::buffer(write_buffer_),
+                     [self = shared_from_this()](boost::system::error_code ec, size_t) { self->OnWrite(ec); });
+  }
+
+  void OnWrite(boost::system::error_code ec) {
+    if (closed_) return;
+    writing_ = false;
+    ++write_timer_gen_;
+    write_timer_.cancel();
+    if (ec) {
+      OnPeerGone();
+      Close();
+      return;
+    }
+    if (close_after_write_) {
+      LingeringClose();
+      return;
+    }
+    if (read_closed_ && slots_.empty()) {  // the peer went away; nothing left to say
+      Close();
+      return;
+    }
+    TryWrite();
+    if (!reading_) {
+      StartRead();
+    } else if (phase_ == Phase::kIdle && slots_.empty() && !writing_) {
+      ArmReadTimer(options().idle_timeout);
+    }
+  }
+
+  void LingeringClose() {
+    read_closed_ = true;
+    for (Slot& slot : slots_) {
+      if (slot.client_gone) slot.client_gone->Cancel();
+    }
+    slots_.clear();
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    phase_ = Phase::kLinger;
+    ArmReadTimer(kLingerTime);
+    if (!reading_) DiscardRead();
+  }
+
+  void DiscardRead() {
+    reading_ = true;
+    socket_.async_read_some(net::buffer(discard_buffer_),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                              if (self->closed_) return;
+                              if (ec) {
+                                self->Close();
+                                return;
+                              }
+                              self->DiscardRead();
+                            });
+  }
+
+  void ArmReadTimer(std::chrono::milliseconds timeout) {
+    const uint64_t generation = ++read_timer_gen_;
+    timed_out_ = false;
+    read_timer_.expires_after(timeout);
+    read_timer_.async_wait([self = shared_from_this(), generation](boost::system::error_code ec) {
+      self->OnReadTimer(ec, generation);
+    });
+  }
+
+  void CancelReadTimer() {
+    ++read_timer_gen_;
+    read_timer_.cancel();
+  }
+
+  void OnReadTimer(boost::system::error_code ec, uint64_t generation) {
+    if (closed_ || ec || generation != read_timer_gen_) return;
+    if (phase_ == Phase::kIdle || phase_ == Phase::kLinger) {
+      timed_out_ = true;
+      Close();
+      return;
+    }
+    // Header or body timeout: end the read (shutting down the receiving side completes it with
+    // EOF) without disturbing a response write in flight; OnReadError answers 408.
+    timed_out_ = true;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_receive, ignored);
+  }
+
+  void ArmWriteTimer() {
+    const uint64_t generation = ++write_timer_gen_;
+    write_timer_.expires_after(options().idle_timeout);
+    write_timer_.async_wait([self = shared_from_this(), generation](boost::system::error_code ec) {
+      if (self->closed_ || ec || generation != self->write_timer_gen_) return;
+      self->OnPeerGone();
+      self->Close();  // the client stopped reading
+    });
+  }
+
+  std::shared_ptr<HttpServer::Core> core_;
+  tcp::socket socket_;
+  net::steady_timer read_timer_;
+  net::steady_timer write_timer_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::deque<Slot> slots_;
+  std::string write_buffer_;
+  std::array<char, kReadChunk> discard_buffer_;
+  std::string remote_address_;
+  Clock::time_point received_at_;
+  uint64_t next_id_ = 0;
+  uint64_t read_timer_gen_ = 0;
+  uint64_t write_timer_gen_ = 0;
+  Phase phase_ = Phase::kNone;
+  bool reading_ = false;     // a read of ours is outstanding
+  bool writing_ = false;     // a write of ours is outstanding
+  bool read_closed_ = false;  // no further requests will be read on this connection
+  bool close_after_write_ = false;
+  bool timed_out_ = false;
+  bool closed_ = false;
+};
+
+void DoAccept(std::shared_ptr<HttpServer::Core> core) {
+  HttpServer::Core* raw = core.get();
+  raw->acceptor.async_accept(
+      net::make_strand(raw->ioc), [core = std::move(core)](boost::system::error_code ec, tcp::socket socket) mutable {
+        if (!core->acceptor.is_open()) return;
+        if (ec) {
+          if (ec == net::error::operation_aborted) return;
+          DoAccept(std::move(core));  // e.g. ECONNABORTED: the next client is unaffected
+          return;
+        }
+        if (core->active_connections.load() >= core->options.max_connections) {
+          boost::system::error_code ignored;
+          socket.close(ignored);
+          DoAccept(std::move(core));
+          return;
+        }
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        auto connection = std::make_shared<Connection>(core, std::move(socket));
+        {
+          absl::MutexLock lock(&core->mu);
+          if (core->stopping) return;
+          core->connections.emplace(connection.get(), connection);
+        }
+        net::post(connection->executor(), [connection] { connection->Start(); });
+        DoAccept(std::move(core));
+      });
+}
+
+}  // namespace
+
+// ---- HttpServer -----------------------------------------------------------------------------------
+
+HttpServer::HttpServer(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerOptions& options,
+                                                               Handler* handler) {
+  if (handler == nullptr) return absl::InvalidArgumentError("http server needs a handler");
+  if (options.io_threads < 1) return absl::InvalidArgumentError("io_threads must be at least 1");
+  if (options.max_header_bytes < 64) return absl::InvalidArgumentError("max_header_bytes must be at least 64");
+  if (options.max_connections < 1) return absl::InvalidArgumentError("max_connections must be at least 1");
+  if (options.header_read_timeout.count() <= 0 || options.body_read_timeout.count() <= 0 ||
+      options.idle_timeout.count() <= 0) {
+    return absl::InvalidArgumentError("http timeouts must be positive");
+  }
+  boost::system::error_code ec;
+  net::ip::make_address(options.host == "localhost" ? "127.0.0.1" : options.host, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("invalid listen address '", options.host, "'"));
+  return std::unique_ptr<HttpServer>(new HttpServer(std::make_shared<Core>(options, handler)));
+}
+
+absl::Status HttpServer::Start() {
+  Core& core = *core_;
+  if (core.started) return absl::FailedPreconditionError("http server already started");
+  boost::system::error_code ec;
+  const net::ip::address address =
+      net::ip::make_address(core.options.host == "localhost" ? "127.0.0.1" : core.options.host, ec);
+  const tcp::endpoint endpoint(address, core.options.port);
+  auto fail = [&](const char* what) {
+    boost::system::error_code ignored;
+    core.acceptor.close(ignored);
+    return absl::UnavailableError(absl::StrCat("cannot ", what, " ", core.options.host, ":", core.options.port,
+                                               ": ", ec.message()));
+  };
+  core.acceptor.open(endpoint.protocol(), ec);
+  if (ec) return fail("open socket for");
+  core.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (ec) return fail("set SO_REUSEADDR on");
+  core.acceptor.bind(endpoint, ec);
+  if (ec) return fail("bind");
+  core.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return fail("listen on");
+  core.port.store(core.acceptor.local_endpoint().port());
+  core.started = true;
+  core.work.emplace(net::make_work_guard(core.ioc));
+  DoAccept(core_);
+  for (int i = 0; i < core.options.io_threads; ++i) {
+    core.threads.emplace_back([&core] {
+      for (;;) {
+        try {
+          core.ioc.run();
+          return;
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "tide http: I/O thread caught: %s\n", e.what());
+        }
+      }
+    });
+  }
+  return absl::OkStatus();
+}
+
+uint16_t HttpServer::port() const { return core_->port.load(); }
+
+void HttpServer::StopAccepting() {
+  Core& core = *core_;
+  if (!core.started || core.stopped) return;
+  std::promise<void> closed;
+  net::post(core.accept_strand, [&core, &closed] {
+    boost::system::error_code ignored;
+    core.acceptor.close(ignored);
+    closed.set_value();
+  });
+  closed.get_future().wait();
+}
+
+void HttpServer::Stop() {
+  Core& core = *core_;
+  if (!core.started || core.stopped) return;
+  core.stopped = true;
+  std::vector<std::shared_ptr<Connection>> open;
+  {
+    absl::MutexLock lock(&core.mu);
+    core.stopping = true;
+    for (auto& [raw, weak] : core.connections) {
+      if (auto connection = weak.lock()) open.push_back(std::move(connection));
+    }
+  }
+  net::post(core.accept_strand, [&core] {
+    boost::system::error_code ignored;
+    core.acceptor.close(ignored);
+  });
+  for (auto& connection : open) {
+    net::post(connection->executor(), [connection] { connection->Close(); });
+  }
+  open.clear();
+  core.work.reset();
+  for (std::thread& thread : core.threads) thread.join();
+  core.threads.clear();
+}
+
+size_t HttpServer::active_requests() const { return core_->active_requests.load(); }
+size_t HttpServer::active_connections() const { return core_->active_connections.load(); }
+
+}  // namespace tide::http

@@ -1,0 +1,165 @@
+// tide::http::HttpServer — an HTTP/1.1 server (Boost.Beast underneath) that hands each request to a
+// Handler and writes whatever the Handler's Responder is given, whenever and from whichever thread.
+//
+// Contract:
+//  - Ownership: the caller owns the HttpServer and the Handler; the Handler must outlive Stop().
+//    Handler::Handle runs on an I/O thread and must not block for long (hand work to a queue).
+//  - Every request gets exactly one response. The Responder is move-only and must be called once,
+//    from any thread. Until then the server keeps the connection open. Calling it after the client
+//    left or after Stop() is safe: the response is dropped. A Responder destroyed without being
+//    called answers 500 {"error":"internal: request dropped"}.
+//  - Per connection: HTTP/1.1 keep-alive and pipelining (responses are written in request order,
+//    up to kMaxPipelinedRequests requests in flight, after which reading pauses), HTTP/1.0,
+//    `Connection: close`, `Expect: 100-continue`, chunked request bodies.
+//  - The server answers some requests itself, with a JSON body {"error": "..."} and then closes the
+//    connection: 400 malformed HTTP, 408 header or body read timeout, 413 body larger than
+//    max_body_bytes, 431 header larger than max_header_bytes. Connections beyond max_connections
+//    are closed right after accept. Idle keep-alive connections are closed silently after
+//    idle_timeout.
+//  - Client disconnect: the server keeps a read outstanding on every connection, also while
+//    requests are in flight, so a FIN or RST from the client is seen at once and sets client_gone
+//    on every request of that connection still waiting for its response. (A client that only
+//    half-closes its sending side counts as gone too; its responses are still written if the
+//    socket accepts them.) While reading is paused by the pipelining limit, a disconnect is seen
+//    when the next response is written.
+//  - Every response carries `Server: tide` and `Content-Length` (none for 1xx, 204 and 304).
+//  - Thread safety: Start/StopAccepting/Stop are called from one controlling thread;
+//    port() and active_requests() from any thread. Stop() blocks until the I/O threads exit.
+//
+// Implementation details follow in http_server.cc: one io_context, `io_threads` threads, one strand
+// per connection; no thread is created per request.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/http/cancellation_flag.h"
+
+namespace tide::http {
+
+struct Request {
+  std::string method;                 // "GET", "POST", ... as sent
+  std::string target;                 // request-target as sent: "/v1/rerank?x=1"
+  std::string path;                   // target before '?', not percent-decoded
+  std::string query;                  // target after '?', without it; "" if none
+  int version = 11;                   // 10 for HTTP/1.0, 11 for HTTP/1.1
+  std::vector<std::pair<std::string, std::string>> headers;  // in arrival order
+  std::string body;                   // de-chunked
+  std::shared_ptr<CancellationFlag> client_gone;  // never null when built by the server
+  std::chrono::steady_clock::time_point received_at;  // first byte of the request arrived
+  std::string remote_address;         // "ip:port"
+
+  // First value of the header `name` (case-insensitive), or "" when absent.
+  std::string_view header(std::string_view name) const;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";  // empty: no Content-Type header
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers (CR/LF stripped)
+  std::string body;
+};
+
+// A JSON error response {"error": message} with `status`.
+Response JsonError(int status, std::string_view message);
+
+namespace internal {
+// Where a Responder delivers its response. Implemented by the server's connections and by
+// Responder::FromCallback.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  virtual void Complete(uint64_t request_id, Response response) = 0;
+};
+}  // namespace internal
+
+// Move-only, call-once completion of one request. Safe to call from any thread.
+class Responder {
+ public:
+  Responder() = default;
+  Responder(std::shared_ptr<internal::ResponseSink> sink, uint64_t request_id)
+      : sink_(std::move(sink)), request_id_(request_id) {}
+  Responder(Responder&& other) noexcept = default;
+  Responder& operator=(Responder&& other) noexcept;
+  Responder(const Responder&) = delete;
+  Responder& operator=(const Responder&) = delete;
+  ~Responder();
+
+  // Delivers the response. Calling an empty (moved-from or already used) Responder does nothing.
+  void operator()(Response response) &&;
+  explicit operator bool() const { return sink_ != nullptr; }
+
+  // A Responder that hands the response to `callback` (for tests and in-process callers). If it is
+  // destroyed uncalled, `callback` receives the 500 "request dropped" response.
+  static Responder FromCallback(absl::AnyInvocable<void(Response)> callback);
+
+ private:
+  std::shared_ptr<internal::ResponseSink> sink_;
+  uint64_t request_id_ = 0;
+};
+
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  virtual void Handle(Request request, Responder respond) = 0;
+};
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";       // address to bind; "0.0.0.0" for all interfaces
+  uint16_t port = 8000;                 // 0 = ephemeral (read it back with port())
+  int io_threads = 2;                   // threads running the I/O loop (parsing, writing)
+  size_t max_header_bytes = 16 * 1024;  // request line + headers; over it: 431
+  size_t max_body_bytes = 8 * 1024 * 1024;  // decoded body; over it: 413
+  // From the first byte of a request to the end of its headers; over it: 408.
+  std::chrono::milliseconds header_read_timeout{10000};
+  // From the end of the headers to the end of the body; over it: 408.
+  std::chrono::milliseconds body_read_timeout{30000};
+  // Keep-alive connection with no request in flight and no bytes arriving: closed silently. Also
+  // bounds how long one response write may take.
+  std::chrono::milliseconds idle_timeout{60000};
+  size_t max_connections = 1024;        // accepted beyond this: closed at once
+};
+
+// Requests read ahead on one connection while earlier ones still wait for their responses.
+inline constexpr size_t kMaxPipelinedRequests = 16;
+
+class HttpServer {
+ public:
+  // INVALID_ARGUMENT for unusable options or a null handler. Binds nothing yet.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Create(const HttpServerOptions& options,
+                                                            Handler* handler);
+  ~HttpServer();  // Stop()s
+
+  // Binds, listens and starts the I/O threads. UNAVAILABLE when the address cannot be bound,
+  // FAILED_PRECONDITION when called twice.
+  absl::Status Start();
+  // The bound port (the ephemeral one when options.port was 0); 0 before Start().
+  uint16_t port() const;
+  // Closes the listening socket; open connections keep being served (graceful drain: call this,
+  // wait for active_requests() to reach 0, then Stop()).
+  void StopAccepting();
+  // Closes every connection (responses not yet written are dropped, their client_gone set) and
+  // joins the I/O threads. Idempotent.
+  void Stop();
+  // Requests handed to the Handler whose Responder has not been called or destroyed yet.
+  size_t active_requests() const;
+  // Open client connections.
+  size_t active_connections() const;
+
+  struct Core;  // implementation, defined in http_server.cc
+
+ private:
+  explicit HttpServer(std::shared_ptr<Core> core);
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace tide::http

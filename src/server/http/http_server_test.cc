@@ -1,0 +1,468 @@
+#include "server/http/http_server.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http_client.h"
+#include "nlohmann/json.hpp"
+
+namespace tide::http {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using tide::testing::ClientResponse;
+using tide::testing::HttpClient;
+using tide::testing::RawReadResult;
+
+// A Handler made of a function.
+class FunctionHandler final : public Handler {
+ public:
+  explicit FunctionHandler(std::function<void(Request, Responder)> fn) : fn_(std::move(fn)) {}
+  void Handle(Request request, Responder respond) override { fn_(std::move(request), std::move(respond)); }
+
+ private:
+  std::function<void(Request, Responder)> fn_;
+};
+
+Response EchoResponse(const Request& request) {
+  Response response;
+  response.body = nlohmann::json({{"method", request.method},
+                                   {"path", request.path},
+                                   {"query", request.query},
+                                   {"body", request.body},
+                                   {"remote", request.remote_address}})
+                      .dump();
+  response.headers.emplace_back("X-Echo", "1");
+  return response;
+}
+
+// A worker thread that answers requests handed to it, like an inference worker would.
+class Worker {
+ public:
+  Worker() : thread_([this] { Run(); }) {}
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Post(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return done_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// Waits for a condition that another process (the server's I/O threads) makes true, yielding
+// instead of sleeping, bounded by `timeout`.
+bool Eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  HttpServerOptions DefaultOptions() {
+    HttpServerOptions options;
+    options.port = 0;
+    options.io_threads = 2;
+    return options;
+  }
+
+  void StartServer(std::function<void(Request, Responder)> fn, HttpServerOptions options) {
+    handler_ = std::make_unique<FunctionHandler>(std::move(fn));
+    auto server = HttpServer::Create(options, handler_.get());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    ASSERT_TRUE(server_->Start().ok());
+    ASSERT_GT(server_->port(), 0);
+  }
+  void StartServer(std::function<void(Request, Responder)> fn) { StartServer(std::move(fn), DefaultOptions()); }
+  void StartEchoServer(HttpServerOptions options) {
+    StartServer([](Request request, Responder respond) { std::move(respond)(EchoResponse(request)); }, options);
+  }
+
+  HttpClient Client() { return HttpClient("127.0.0.1", server_->port(), std::chrono::milliseconds(10000)); }
+
+  std::unique_ptr<FunctionHandler> handler_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  StartEchoServer(DefaultOptions());
+  HttpClient client = Client();
+  std::string first_remote;
+  for (int i = 0; i < 5; ++i) {
+    const ClientResponse response = client.Post("/v1/rerank?i=" + std::to_string(i), "body" + std::to_string(i));
+    ASSERT_EQ(response.status, 200) << response.error;
+    const auto json = nlohmann::json::parse(response.body);
+    EXPECT_EQ(json["method"], "POST");
+    EXPECT_EQ(json["path"], "/v1/rerank");
+    EXPECT_EQ(json["query"], "i=" + std::to_string(i));
+    EXPECT_EQ(json["body"], "body" + std::to_string(i));
+    if (i == 0) first_remote = json["remote"];
+    EXPECT_EQ(json["remote"], first_remote) << "a new connection was opened";
+    EXPECT_EQ(response.header("Server"), "tide");
+    EXPECT_EQ(response.header("Content-Type"), "application/json");
+    EXPECT_EQ(response.header("Content-Length"), std::to_string(response.body.size()));
+    EXPECT_EQ(response.header("X-Echo"), "1");
+    EXPECT_TRUE(client.connected());
+  }
+}
+
+TEST_F(HttpServerTest, PipelinedResponsesKeepRequestOrder) {
+  // Answers the three requests in reverse order, from a worker thread.
+  std::mutex mu;
+  std::vector<std::pair<Request, Responder>> held;
+  Worker worker;
+  StartServer([&](Request request, Responder respond) {
+    std::lock_guard<std::mutex> lock(mu);
+    held.emplace_back(std::move(request), std::move(respond));
+    if (held.size() == 3) {
+      worker.Post([&mu, &held] {
+        std::lock_guard<std::mutex> lock(mu);
+        for (auto it = held.rbegin(); it != held.rend(); ++it) std::move(it->second)(EchoResponse(it->first));
+      });
+    }
+  });
+  HttpClient client = Client();
+  ASSERT_TRUE(client
+                  .SendRaw("GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+                           "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nbbb"
+                           "GET /c HTTP/1.1\r\nHost: x\r\n\r\n")
+                  .ok());
+  for (const char* path : {"/a", "/b", "/c"}) {
+    const ClientResponse response = client.ReadResponse();
+    ASSERT_EQ(response.status, 200) << response.error;
+    EXPECT_EQ(nlohmann::json::parse(response.body)["path"], path);
+  }
+}
+
+TEST_F(HttpServerTest, ResponderCalledLaterFromAnotherThread) {
+  Worker worker;
+  StartServer([&](Request request, Responder respond) {
+    worker.Post([request = std::move(request), respond = std::make_shared<Responder>(std::move(respond))] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // stands in for inference time
+      std::move(*respond)(EchoResponse(request));
+    });
+  });
+  HttpClient client = Client();
+  const ClientResponse response = client.Post("/slow", "x");
+  ASSERT_EQ(response.status, 200) << response.error;
+  EXPECT_EQ(nlohmann::json::parse(response.body)["path"], "/slow");
+  EXPECT_EQ(server_->active_requests(), 0u);
+}
+
+TEST_F(HttpServerTest, ResponderDestroyedUncalledAnswers500) {
+  StartServer([](Request, Responder) {});
+  HttpClient client = Client();
+  const ClientResponse response = client.Get("/");
+  EXPECT_EQ(response.status, 500) << response.error;
+  EXPECT_EQ(nlohmann::json::parse(response.body), nlohmann::json({{"error", "internal: request dropped"}}));
+  EXPECT_TRUE(client.connected());  // an ordinary response: the connection stays usable
+  EXPECT_EQ(client.Get("/").status, 500);
+}
+
+TEST_F(HttpServerTest, BodyOverLimitIs413) {
+  HttpServerOptions options = DefaultOptions();
+  options.max_body_bytes = 1024;
+  StartEchoServer(options);
+  HttpClient client = Client();
+  EXPECT_EQ(client.Post("/", std::string(1024, 'a')).status, 200);
+  const ClientResponse response = client.Post("/", std::string(2000, 'a'));
+  EXPECT_EQ(response.status, 413) << response.error;
+  EXPECT_EQ(nlohmann::json::parse(response.body), nlohmann::json({{"error", "request body exceeds 1024 bytes"}}));
+  EXPECT_EQ(response.header("Connection"), "close");
+}
+
+TEST_F(HttpServerTest, ChunkedBodyIsDecodedAndLimited) {
+  HttpServerOptions options = DefaultOptions();
+  options.max_body_bytes = 16;
+  StartEchoServer(options);
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+                  .ok());
+  const ClientResponse ok = client.ReadResponse();
+  ASSERT_EQ(ok.status, 200) << ok.error;
+  EXPECT_EQ(nlohmann::json::parse(ok.body)["body"], "hello world");
+  ASSERT_TRUE(client.SendRaw("POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "10\r\n0123456789abcdef\r\n1\r\nX\r\n0\r\n\r\n")
+                  .ok());
+  EXPECT_EQ(client.ReadResponse().status, 413);
+}
+
+TEST_F(HttpServerTest, HeaderOverLimitIs431) {
+  HttpServerOptions options = DefaultOptions();
+  options.max_header_bytes = 1024;
+  StartEchoServer(options);
+  HttpClient client = Client();
+  const ClientResponse response = client.Get("/", {{"X-Big", std::string(4000, 'h')}});
+  EXPECT_EQ(response.status, 431) << response.error;
+  EXPECT_EQ(nlohmann::json::parse(response.body)["error"], "request header exceeds 1024 bytes");
+}
+
+TEST_F(HttpServerTest, MalformedRequestIs400) {
+  StartEchoServer(DefaultOptions());
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("GET / HTTP/1.1\r\nBad Header Line\r\n\r\n").ok());
+  const ClientResponse response = client.ReadResponse();
+  EXPECT_EQ(response.status, 400) << response.error;
+  EXPECT_THAT(response.body, HasSubstr("malformed HTTP request"));
+}
+
+TEST_F(HttpServerTest, SlowHeaderSenderGets408AndClose) {
+  HttpServerOptions options = DefaultOptions();
+  options.header_read_timeout = std::chrono::milliseconds(200);
+  StartEchoServer(options);
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("POST / HTTP/1.1\r\nHost: x\r\n").ok());  // headers never finish
+  const RawReadResult result = client.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(result.closed);
+  EXPECT_THAT(result.bytes, StartsWith("HTTP/1.1 408 "));
+  EXPECT_THAT(result.bytes, HasSubstr("request header not received within 200 ms"));
+}
+
+TEST_F(HttpServerTest, SlowBodySenderGets408AndClose) {
+  HttpServerOptions options = DefaultOptions();
+  options.body_read_timeout = std::chrono::milliseconds(200);
+  StartEchoServer(options);
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly-some").ok());
+  const RawReadResult result = client.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(result.closed);
+  EXPECT_THAT(result.bytes, StartsWith("HTTP/1.1 408 "));
+  EXPECT_THAT(result.bytes, HasSubstr("request body not received within 200 ms"));
+}
+
+TEST_F(HttpServerTest, IdleKeepAliveConnectionIsClosedSilently) {
+  HttpServerOptions options = DefaultOptions();
+  options.idle_timeout = std::chrono::milliseconds(200);
+  StartEchoServer(options);
+  HttpClient client = Client();
+  ASSERT_EQ(client.Get("/").status, 200);
+  const RawReadResult result = client.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(result.closed);
+  EXPECT_EQ(result.bytes, "");
+}
+
+TEST_F(HttpServerTest, ClientDisconnectSetsClientGone) {
+  std::mutex mu;
+  std::shared_ptr<CancellationFlag> gone;
+  Responder kept;
+  StartServer([&](Request request, Responder respond) {
+    std::lock_guard<std::mutex> lock(mu);
+    gone = request.client_gone;
+    kept = std::move(respond);
+  });
+  {
+    HttpClient client = Client();
+    ASSERT_TRUE(client.SendRaw("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<std::mutex> lock(mu);
+      return gone != nullptr;
+    }));
+    EXPECT_FALSE(gone->IsCancelled());
+  }  // the client leaves without waiting for the response
+  EXPECT_TRUE(Eventually([&] { return gone->IsCancelled(); }));
+  EXPECT_EQ(server_->active_requests(), 1u);
+  std::lock_guard<std::mutex> lock(mu);
+  std::move(kept)(Response{});  // answering a departed client is safe
+  EXPECT_EQ(server_->active_requests(), 0u);
+  EXPECT_TRUE(Eventually([&] { return server_->active_connections() == 0; }));
+}
+
+TEST_F(HttpServerTest, ExpectContinueGets100BeforeBody) {
+  StartEchoServer(DefaultOptions());
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n").ok());
+  const RawReadResult interim = client.ReadUntilClosed(std::chrono::milliseconds(300));
+  EXPECT_FALSE(interim.closed);
+  EXPECT_EQ(interim.bytes, "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(client.SendRaw("hello").ok());
+  const ClientResponse response = client.ReadResponse();
+  ASSERT_EQ(response.status, 200) << response.error;
+  EXPECT_EQ(nlohmann::json::parse(response.body)["body"], "hello");
+}
+
+TEST_F(HttpServerTest, Http10GetsHttp10ResponseAndClose) {
+  StartEchoServer(DefaultOptions());
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("GET /old HTTP/1.0\r\n\r\n").ok());
+  const RawReadResult result = client.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(result.closed);
+  EXPECT_THAT(result.bytes, StartsWith("HTTP/1.0 200 OK\r\n"));
+  EXPECT_THAT(result.bytes, HasSubstr("\"path\":\"/old\""));
+}
+
+TEST_F(HttpServerTest, Http10KeepAliveIsHonoured) {
+  StartEchoServer(DefaultOptions());
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").ok());
+  const ClientResponse first = client.ReadResponse();
+  ASSERT_EQ(first.status, 200) << first.error;
+  EXPECT_EQ(first.header("Connection"), "keep-alive");
+  ASSERT_TRUE(client.SendRaw("GET /b HTTP/1.0\r\n\r\n").ok());
+  EXPECT_EQ(client.ReadResponse().status, 200);
+}
+
+TEST_F(HttpServerTest, ConnectionCloseIsHonoured) {
+  StartEchoServer(DefaultOptions());
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok());
+  const RawReadResult result = client.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(result.closed);
+  EXPECT_THAT(result.bytes, HasSubstr("Connection: close\r\n"));
+}
+
+TEST_F(HttpServerTest, HeadAnswersWithoutBody) {
+  StartEchoServer(DefaultOptions());
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("HEAD /h HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok());
+  const RawReadResult result = client.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(result.closed);
+  EXPECT_THAT(result.bytes, HasSubstr("Content-Length: "));
+  EXPECT_EQ(result.bytes.substr(result.bytes.size() - 4), "\r\n\r\n");
+}
+
+TEST_F(HttpServerTest, ConcurrentClientsAreEachAnsweredOnce) {
+  std::atomic<int> handled{0};
+  Worker worker;
+  StartServer([&](Request request, Responder respond) {
+    ++handled;
+    if (request.body.size() % 2 == 0) {
+      std::move(respond)(EchoResponse(request));
+    } else {
+      worker.Post([request = std::move(request), respond = std::make_shared<Responder>(std::move(respond))] {
+        std::move(*respond)(EchoResponse(request));
+      });
+    }
+  });
+  constexpr int kClients = 32;
+  constexpr int kRequests = 50;
+  std::atomic<int> answered{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      HttpClient client = Client();
+      for (int r = 0; r < kRequests; ++r) {
+        const std::string body = std::to_string(c) + ":" + std::to_string(r);
+        const ClientResponse response = client.Post("/c", body);
+        if (response.status == 200 && nlohmann::json::parse(response.body)["body"] == body) {
+          ++answered;
+        } else {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& thread : clients) thread.join();
+  EXPECT_EQ(answered.load(), kClients * kRequests);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(handled.load(), kClients * kRequests);
+  EXPECT_EQ(server_->active_requests(), 0u);
+}
+
+TEST_F(HttpServerTest, StopWithRequestInFlightIsSafe) {
+  std::mutex mu;
+  Responder kept;
+  std::shared_ptr<CancellationFlag> gone;
+  StartServer([&](Request request, Responder respond) {
+    std::lock_guard<std::mutex> lock(mu);
+    gone = request.client_gone;
+    kept = std::move(respond);
+  });
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw("GET / HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<bool>(kept);
+  }));
+  server_->Stop();
+  EXPECT_TRUE(gone->IsCancelled());
+  std::lock_guard<std::mutex> lock(mu);
+  std::move(kept)(Response{});  // after Stop: dropped
+  server_.reset();
+  EXPECT_TRUE(client.ReadUntilClosed(std::chrono::milliseconds(5000)).closed);
+}
+
+TEST_F(HttpServerTest, StopAcceptingRefusesNewConnectionsButServesOpenOnes) {
+  StartEchoServer(DefaultOptions());
+  HttpClient open = Client();
+  ASSERT_EQ(open.Get("/").status, 200);
+  server_->StopAccepting();
+  HttpClient late("127.0.0.1", server_->port(), std::chrono::milliseconds(1000));
+  EXPECT_EQ(late.Get("/").status, 0);
+  EXPECT_EQ(open.Get("/").status, 200);
+}
+
+TEST(HttpServerCreateTest, RejectsBadOptions) {
+  FunctionHandler handler([](Request, Responder) {});
+  HttpServerOptions options;
+  EXPECT_EQ(HttpServer::Create(options, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  options.io_threads = 0;
+  EXPECT_EQ(HttpServer::Create(options, &handler).status().code(), absl::StatusCode::kInvalidArgument);
+  options = HttpServerOptions();
+  options.host = "not an address";
+  EXPECT_EQ(HttpServer::Create(options, &handler).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HttpServerCreateTest, PortInUseIsUnavailable) {
+  FunctionHandler handler([](Request, Responder) {});
+  HttpServerOptions options;
+  options.port = 0;
+  auto first = HttpServer::Create(options, &handler);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*first)->Start().ok());
+  options.port = (*first)->port();
+  auto second = HttpServer::Create(options, &handler);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second)->Start().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*first)->Start().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(JsonErrorTest, EscapesMessage) {
+  const Response response = JsonError(400, "bad \"quote\"\n");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_EQ(response.body, R"({"error":"bad \"quote\"\n"})");
+}
+
+}  // namespace
+}  // namespace tide::http
