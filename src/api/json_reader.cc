@@ -1,0 +1,189 @@
+#include "api/json_reader.h"
+
+#include <charconv>
+#include <cmath>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace tide::api {
+
+absl::Status CheckJsonDepth(std::string_view body, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > max_depth) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "request JSON nests arrays/objects deeper than the limit max_json_depth=",
+              max_depth));
+        }
+        break;
+      case ']':
+      case '}':
+        // Unbalanced closers are a syntax error the parser reports; only guard the counter.
+        if (depth > 0) --depth;
+        break;
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body,
+                                               const RequestLimits& limits) {
+  if (absl::Status depth = CheckJsonDepth(body, limits.max_json_depth); !depth.ok()) return depth;
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(body.begin(), body.end());
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("request body is not valid JSON: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("request body could not be parsed: ", e.what()));
+  }
+  if (!parsed.is_object()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("request body must be a JSON object; got ", Sv(JsonTypeName(parsed))));
+  }
+  return parsed;
+}
+
+std::string_view JsonTypeName(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::object:
+      return "object";
+    case nlohmann::json::value_t::array:
+      return "array";
+    case nlohmann::json::value_t::string:
+      return "string";
+    case nlohmann::json::value_t::boolean:
+      return "boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+      return "integer";
+    case nlohmann::json::value_t::number_float:
+      return "number";
+    default:
+      return "binary";
+  }
+}
+
+double FloatForJson(float value) {
+  if (!std::isfinite(value)) return static_cast<double>(value);
+  char buffer[64];
+  const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  double result = static_cast<double>(value);
+  if (written.ec == std::errc()) std::from_chars(buffer, written.ptr, result);
+  return result;
+}
+
+absl::Status WrongType(std::string_view path, std::string_view expected,
+                       const nlohmann::json& got) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("field '", Sv(path), "' must be ", Sv(expected), "; got ", Sv(JsonTypeName(got))));
+}
+
+absl::Status MissingField(std::string_view path) {
+  return absl::FailedPreconditionError(absl::StrCat("missing required field '", Sv(path), "'"));
+}
+
+absl::Status TextTooLong(std::string_view path, size_t bytes, const RequestLimits& limits) {
+  return absl::FailedPreconditionError(absl::StrCat("'", Sv(path), "' has ", bytes,
+                                                    " bytes; the limit is max_text_chars=",
+                                                    limits.max_text_chars));
+}
+
+const nlohmann::json* ObjectReader::Find(std::string_view field) const {
+  auto it = object_.find(field);
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string ObjectReader::Path(std::string_view field) const {
+  return path_.empty() ? std::string(field) : absl::StrCat(path_, ".", Sv(field));
+}
+
+absl::Status ObjectReader::Bool(std::string_view field, bool* out) const {
+  const nlohmann::json* value = Find(field);
+  if (value == nullptr) return absl::OkStatus();
+  if (!value->is_boolean()) return WrongType(Path(field), "a boolean", *value);
+  *out = value->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ObjectReader::String(std::string_view field, bool required, size_t max_bytes,
+                                  std::string* out) const {
+  const nlohmann::json* value = Find(field);
+  if (value == nullptr) {
+    return required ? MissingField(Path(field)) : absl::OkStatus();
+  }
+  if (!value->is_string()) return WrongType(Path(field), "a string", *value);
+  const auto& s = value->get_ref<const std::string&>();
+  if (s.size() > max_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat("'", Path(field), "' has ", s.size(),
+                                                      " bytes; the limit is max_text_chars=",
+                                                      max_bytes));
+  }
+  *out = s;
+  return absl::OkStatus();
+}
+
+absl::Status ObjectReader::Size(std::string_view field, std::optional<size_t>* out) const {
+  const nlohmann::json* value = Find(field);
+  if (value == nullptr) return absl::OkStatus();
+  if (value->is_number_unsigned()) {
+    *out = static_cast<size_t>(value->get<uint64_t>());
+    return absl::OkStatus();
+  }
+  if (value->is_number_integer()) {
+    const int64_t v = value->get<int64_t>();
+    if (v >= 0) {
+      *out = static_cast<size_t>(v);
+      return absl::OkStatus();
+    }
+  }
+  return WrongType(Path(field), "a non-negative integer", *value);
+}
+
+absl::StatusOr<const nlohmann::json*> ObjectReader::Array(std::string_view field,
+                                                          bool required) const {
+  const nlohmann::json* value = Find(field);
+  if (value == nullptr) {
+    if (required) return MissingField(Path(field));
+    return nullptr;
+  }
+  if (!value->is_array()) return WrongType(Path(field), "an array", *value);
+  return value;
+}
+
+absl::StatusOr<const nlohmann::json*> ObjectReader::Object(std::string_view field,
+                                                           bool required) const {
+  const nlohmann::json* value = Find(field);
+  if (value == nullptr) {
+    if (required) return MissingField(Path(field));
+    return nullptr;
+  }
+  if (!value->is_object()) return WrongType(Path(field), "an object", *value);
+  return value;
+}
+
+}  // namespace tide::api

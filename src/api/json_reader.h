@@ -1,0 +1,81 @@
+// tide::api JSON reading helpers shared by the request parsers in src/api (internal to tide_api;
+// the serving layer calls the Parse*/Render* functions instead).
+//
+// Contract:
+//  - Never throw: nlohmann exceptions are caught here and turned into absl::Status.
+//  - Error codes: JSON syntax (including invalid UTF-8 inside strings, which nlohmann rejects)
+//    -> kInvalidArgument; a body nested deeper than max_json_depth, a non-object body, a field of
+//    the wrong type, a missing required field, a text over max_text_chars -> kFailedPrecondition.
+//    Messages name the field by its path (e.g. "inputs[2].shape") and the expected type.
+//  - A field that is absent or JSON null reads as "not given" (the default applies).
+//  - Thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "api/request_limits.h"
+
+namespace tide::api {
+
+// Scans `body` once and fails if arrays/objects nest deeper than `max_depth` (the top-level
+// value's brackets are depth 1). Brackets inside strings, including after escaped quotes, do not
+// count. Does not otherwise validate JSON.
+absl::Status CheckJsonDepth(std::string_view body, size_t max_depth);
+
+// Depth pre-scan, then parse. The result is a JSON object (anything else is kFailedPrecondition).
+absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body, const RequestLimits& limits);
+
+// "array", "string", "number", "boolean", "object", "null" — for error messages.
+std::string_view JsonTypeName(const nlohmann::json& value);
+
+// Typed access to the fields of one JSON object; `path` prefixes field names in messages
+// ("" at the top level, "inputs[0]" for an element).
+class ObjectReader {
+ public:
+  ObjectReader(const nlohmann::json& object, std::string path)
+      : object_(object), path_(std::move(path)) {}
+
+  // The field, or nullptr when absent or null.
+  const nlohmann::json* Find(std::string_view field) const;
+  // Path of a field for messages: "texts" or "inputs[0].shape".
+  std::string Path(std::string_view field) const;
+
+  // Each leaves *out unchanged when the field is absent or null (unless required).
+  absl::Status Bool(std::string_view field, bool* out) const;
+  absl::Status String(std::string_view field, bool required, size_t max_bytes,
+                      std::string* out) const;
+  // A non-negative integer (JSON integer, not a float).
+  absl::Status Size(std::string_view field, std::optional<size_t>* out) const;
+  // The field must be an array / object when present; returns nullptr when absent or null.
+  absl::StatusOr<const nlohmann::json*> Array(std::string_view field, bool required) const;
+  absl::StatusOr<const nlohmann::json*> Object(std::string_view field, bool required) const;
+
+ private:
+  const nlohmann::json& object_;
+  std::string path_;
+};
+
+// The double whose shortest decimal form is the shortest decimal form of `value` as a float, so
+// nlohmann renders 0.1f as 0.1 (not 0.10000000149011612) and the text still parses back to the
+// same float.
+double FloatForJson(float value);
+
+// Debian's absl::string_view is its own type, not std::string_view; this bridges the two for
+// absl::StrCat.
+inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// Shared message helpers.
+absl::Status WrongType(std::string_view path, std::string_view expected,
+                       const nlohmann::json& got);
+absl::Status MissingField(std::string_view path);
+absl::Status TextTooLong(std::string_view path, size_t bytes, const RequestLimits& limits);
+
+}  // namespace tide::api

@@ -1,0 +1,30 @@
+// tide::api::RequestLimits — the bounds every request parser in src/api enforces on untrusted
+// input before it allocates anything proportional to a claimed size.
+//
+// Contract:
+//  - Plain value type; copy it freely. Parsers only read it.
+//  - A request that exceeds a limit fails with absl::StatusCode::kFailedPrecondition (HTTP 422)
+//    and a message naming the limit and its value, e.g.
+//    "texts has 1200 entries; the limit is max_documents=1000".
+//  - The JSON nesting depth is checked by a byte pre-scan before nlohmann parses the body, because
+//    nlohmann's recursive parser has no depth limit of its own.
+#pragma once
+
+#include <cstddef>
+
+namespace tide::api {
+
+struct RequestLimits {
+  // Deepest nesting of JSON arrays/objects accepted in a request body (the top-level object is
+  // depth 1). KServe nested `data` of a rank-r tensor needs r + 3.
+  size_t max_json_depth = 32;
+  // Most documents in one rerank request (TEI `texts`, Cohere `documents`) and most inputs in
+  // one tokenize request.
+  size_t max_documents = 1000;
+  // Longest single text in bytes (UTF-8): a query, a document, a tokenize input, a BYTES element.
+  size_t max_text_chars = 100000;
+  // Most elements in one KServe tensor (product of its shape), JSON or binary.
+  size_t max_batch_tensor_elements = size_t{1} << 22;
+};
+
+}  // namespace tide::api

@@ -1,0 +1,101 @@
+#include "api/rerank.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "api/json_reader.h"
+
+namespace tide::api {
+
+absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
+                                                 const RequestLimits& limits) {
+  absl::StatusOr<nlohmann::json> parsed = ParseJsonObject(body, limits);
+  if (!parsed.ok()) return parsed.status();
+  const ObjectReader reader(*parsed, "");
+  RerankRequest request;
+
+  if (absl::Status s = reader.String("query", /*required=*/true, limits.max_text_chars,
+                                     &request.query);
+      !s.ok()) {
+    return s;
+  }
+  if (request.query.empty()) {
+    return absl::FailedPreconditionError("field 'query' must not be empty");
+  }
+
+  absl::StatusOr<const nlohmann::json*> texts = reader.Array("texts", /*required=*/true);
+  if (!texts.ok()) return texts.status();
+  const nlohmann::json& array = **texts;
+  if (array.empty()) return absl::FailedPreconditionError("field 'texts' must not be empty");
+  if (array.size() > limits.max_documents) {
+    return absl::FailedPreconditionError(absl::StrCat("texts has ", array.size(),
+                                                      " entries; the limit is max_documents=",
+                                                      limits.max_documents));
+  }
+  request.texts.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    const std::string path = absl::StrCat("texts[", i, "]");
+    if (!array[i].is_string()) return WrongType(path, "a string", array[i]);
+    const auto& text = array[i].get_ref<const std::string&>();
+    if (text.size() > limits.max_text_chars) return TextTooLong(path, text.size(), limits);
+    request.texts.push_back(text);
+  }
+
+  if (absl::Status s = reader.Bool("raw_scores", &request.raw_scores); !s.ok()) return s;
+  if (absl::Status s = reader.Bool("return_text", &request.return_text); !s.ok()) return s;
+  if (absl::Status s = reader.Bool("truncate", &request.truncate); !s.ok()) return s;
+
+  if (const nlohmann::json* direction = reader.Find("truncation_direction")) {
+    const bool is_string = direction->is_string();
+    const std::string value = is_string ? direction->get<std::string>() : "";
+    if (value == "Right" || value == "right") {
+      request.truncation_direction = TruncationDirection::kRight;
+    } else if (value == "Left" || value == "left") {
+      request.truncation_direction = TruncationDirection::kLeft;
+    } else if (!is_string) {
+      return WrongType("truncation_direction", "the string \"Right\" or \"Left\"", *direction);
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "field 'truncation_direction' must be \"Right\" or \"Left\"; got \"",
+          value.substr(0, 32), "\""));
+    }
+  }
+  return request;
+}
+
+absl::StatusOr<std::vector<size_t>> RankByScore(std::span<const float> scores) {
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (!std::isfinite(scores[i])) {
+      return absl::InternalError(
+          absl::StrCat("score for document ", i, " is not a finite number (", scores[i], ")"));
+    }
+  }
+  std::vector<size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  return order;
+}
+
+absl::StatusOr<std::string> RenderRerankResponse(const RerankRequest& request,
+                                                 std::span<const float> scores) {
+  if (scores.size() != request.texts.size()) {
+    return absl::InternalError(absl::StrCat("rerank produced ", scores.size(), " scores for ",
+                                            request.texts.size(), " texts"));
+  }
+  absl::StatusOr<std::vector<size_t>> order = RankByScore(scores);
+  if (!order.ok()) return order.status();
+  nlohmann::json out = nlohmann::json::array();
+  for (const size_t i : *order) {
+    nlohmann::json item = {{"index", i}, {"score", FloatForJson(scores[i])}};
+    if (request.return_text) item["text"] = request.texts[i];
+    out.push_back(std::move(item));
+  }
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace tide::api
