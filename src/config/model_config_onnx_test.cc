@@ -6,6 +6,8 @@
 
 #include "config/model_config.h"
 #include "config/model_repository.h"
+#include "config/ort_options.h"
+#include "config/tide_parameters.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ort_backend.h"
@@ -68,6 +70,39 @@ TEST(NormalizeOnnxTest, RepositoryWithoutConfigLoadsTheRealModel) {
   EXPECT_EQ((*models)[0].config.name(), "distilbert");
   EXPECT_EQ((*models)[0].config.input_size(), 2);
   EXPECT_THAT((*models)[0].config.output(0).dims(), ::testing::ElementsAre(2));
+}
+
+TEST(NormalizeOnnxTest, ParametersBecomeSessionOptions) {
+  const fs::path model = DistilBertModel();
+  if (!fs::exists(model)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification/model.onnx absent";
+  auto c = ParseModelConfig(R"pb(
+    name: "distilbert"
+    backend: "onnxruntime"
+    parameters { key: "task" value { string_value: "classify" } }
+    parameters { key: "score_activation" value { string_value: "softmax" } }
+    parameters { key: "graph_optimization_level" value { string_value: "basic" } }
+    parameters { key: "intra_op_thread_count" value { string_value: "1" } }
+    parameters { key: "enable_cpu_mem_arena" value { string_value: "false" } }
+  )pb", "config.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto params = TideParameters::FromConfig(*c, "config.pbtxt");
+  ASSERT_TRUE(params.ok()) << params.status();
+  runtime::OrtOptions o = MakeOrtOptions(*params, model);
+  EXPECT_EQ(o.model_path, model.string());
+  EXPECT_EQ(o.intra_op_threads, 1);
+  EXPECT_EQ(o.inter_op_threads, 0);
+  EXPECT_FALSE(o.allow_spinning);
+  EXPECT_FALSE(o.enable_cpu_mem_arena);
+  EXPECT_EQ(o.graph_optimization_level, runtime::GraphOptimization::kBasic);
+  auto backend = runtime::OrtBackend::Create(o);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  runtime::TokenBatch b;
+  b.Resize(1, 4, false);
+  b.input_ids = {101, 7592, 2088, 102};
+  b.attention_mask = {1, 1, 1, 1};
+  runtime::Logits out;
+  ASSERT_TRUE((*backend)->Run(b, &out).ok());
+  EXPECT_EQ(out.num_labels, 2);
 }
 
 }  // namespace
