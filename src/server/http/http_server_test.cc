@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -431,6 +432,84 @@ TEST_F(HttpServerTest, StopAcceptingRefusesNewConnectionsButServesOpenOnes) {
   HttpClient late("127.0.0.1", server_->port(), std::chrono::milliseconds(1000));
   EXPECT_EQ(late.Get("/").status, 0);
   EXPECT_EQ(open.Get("/").status, 200);
+}
+
+TEST_F(HttpServerTest, PipelinedReadingPausesAtLimitAndResumes) {
+  std::mutex mu;
+  std::vector<std::pair<Request, Responder>> held;
+  bool answer_at_once = false;  // guarded by mu
+  StartServer([&](Request request, Responder respond) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (answer_at_once) {
+      std::move(respond)(EchoResponse(request));
+    } else {
+      held.emplace_back(std::move(request), std::move(respond));
+    }
+  });
+  auto handled = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return held.size();
+  };
+  constexpr size_t kSent = kMaxPipelinedRequests + 4;
+  std::string requests;
+  for (size_t i = 0; i < kSent; ++i) requests += "GET /" + std::to_string(i) + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  HttpClient client = Client();
+  ASSERT_TRUE(client.SendRaw(requests).ok());
+  ASSERT_TRUE(Eventually([&] { return handled() == kMaxPipelinedRequests; }));
+  EXPECT_EQ(handled(), kMaxPipelinedRequests);  // the rest wait in the socket buffer
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    std::move(held[0].second)(EchoResponse(held[0].first));
+  }
+  // One response written frees one slot: exactly one more request is read.
+  ASSERT_TRUE(Eventually([&] { return handled() == kMaxPipelinedRequests + 1; }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    answer_at_once = true;
+    for (size_t i = 1; i < held.size(); ++i) std::move(held[i].second)(EchoResponse(held[i].first));
+  }
+  for (size_t i = 0; i < kSent; ++i) {
+    const ClientResponse response = client.ReadResponse();
+    ASSERT_EQ(response.status, 200) << i << ": " << response.error;
+    EXPECT_EQ(nlohmann::json::parse(response.body)["path"], "/" + std::to_string(i));
+  }
+}
+
+TEST_F(HttpServerTest, ConnectionsBeyondMaxAreClosed) {
+  HttpServerOptions options = DefaultOptions();
+  options.max_connections = 1;
+  StartEchoServer(options);
+  auto first = std::make_unique<HttpClient>("127.0.0.1", server_->port());
+  ASSERT_EQ(first->Get("/").status, 200);
+  HttpClient second = Client();
+  EXPECT_EQ(second.Get("/").status, 0);
+  first.reset();
+  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 0; }));
+  EXPECT_EQ(second.Get("/").status, 200);
+}
+
+TEST_F(HttpServerTest, RequestCarriesHeadersAndReceiveTime) {
+  std::mutex mu;
+  std::optional<Request> seen;
+  StartServer([&](Request request, Responder respond) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen = std::move(request);
+    std::move(respond)(Response{});
+  });
+  const auto before = std::chrono::steady_clock::now();
+  HttpClient client = Client();
+  ASSERT_EQ(client.Post("/p?q=1", "{}", {{"X-Request-Id", "abc"}}).status, 200);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(seen->header("x-request-id"), "abc");
+  EXPECT_EQ(seen->header("CONTENT-TYPE"), "application/json");
+  EXPECT_EQ(seen->header("missing"), "");
+  EXPECT_EQ(seen->target, "/p?q=1");
+  EXPECT_EQ(seen->version, 11);
+  EXPECT_GE(seen->received_at, before);
+  EXPECT_LE(seen->received_at, std::chrono::steady_clock::now());
+  EXPECT_THAT(seen->remote_address, StartsWith("127.0.0.1:"));
+  ASSERT_NE(seen->client_gone, nullptr);
 }
 
 TEST(HttpServerCreateTest, RejectsBadOptions) {
