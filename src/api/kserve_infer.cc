@@ -330,7 +330,10 @@ absl::Status ParseInput(const json& element, const std::string& path, const Requ
         absl::StrCat("field '", reader.Path("name"), "' must not be empty"));
   }
   std::string datatype;
-  if (absl::Status s = reader.String("datatype", true, 64, &datatype); !s.ok()) return s;
+  if (absl::Status s = reader.String("datatype", true, limits.max_text_chars, &datatype);
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<DataType> type = ParseDataType(datatype, reader.Path("datatype"));
   if (!type.ok()) return type.status();
   tensor->datatype = *type;

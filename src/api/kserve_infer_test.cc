@@ -227,7 +227,7 @@ TEST(ParseInferRequestTest, BinaryErrors) {
       {header_for("INT64", "[1]", 8), Int64Bytes({1, 2}), fp, "16 bytes after the JSON"},
       {header_for("INT64", "[1]", -8), Int64Bytes({1}), fp, "binary_data_size' must be a non-negative"},
       {header_for("BOOL", "[1]", 1), std::string("\x02", 1), fp, "must be 0 or 1"},
-      {header_for("BYTES", "[1]", 7), BytesElements({"abc"}), fp, "binary_data_size is 7 but the 1 BYTES elements use 7"},
+      {header_for("BYTES", "[1]", 7), BytesElements({"ab"}) + "x", fp, "binary_data_size is 7 but the 1 BYTES elements use 6"},
       {header_for("BYTES", "[2]", 7), BytesElements({"abc"}), fp, "too small for 2 BYTES elements"},
       {header_for("BYTES", "[1]", 6), std::string("\x09\x00\x00\x00" "ab", 6), fp, "claims 9 bytes but only 2 remain"},
       {header_for("BYTES", "[1]", 6), std::string("\x02\x00\x00\x00\xc3\x28", 6), fp, "not valid UTF-8"},
