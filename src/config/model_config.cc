@@ -133,6 +133,11 @@ std::string_view DataTypeName(DataType type) {
 
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text_in, std::string_view file_in) {
   const absl::string_view text = Av(text_in), file = Av(file_in);
+  // A config is a few KiB; refuse what the stream API (int sizes) and memory should not see.
+  constexpr size_t kMaxConfigBytes = 16 << 20;
+  if (text.size() > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", text.size(), " bytes; a config may have at most ", kMaxConfigBytes));
+  }
   ModelConfig config;
   FirstErrorCollector errors;
   google::protobuf::TextFormat::Parser parser;

@@ -1,5 +1,7 @@
 #include "config/model_config.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -200,6 +202,32 @@ TEST(ParseModelConfigTest, UnsupportedTritonFeaturesAreRejectedClearly) {
     ASSERT_FALSE(c.ok()) << text;
     EXPECT_THAT(c.status().message(), AllOf(HasSubstr(kFile), HasSubstr("unsupported"))) << c.status();
   }
+}
+
+TEST(ParseModelConfigTest, FuzzSeedConfigsBehaveAsExpected) {
+  const char* src = std::getenv("TIDE_SOURCE_DIR");
+  const std::filesystem::path dir = std::filesystem::path(src ? src : ".") / "src/config/testdata/fuzz_seed";
+  auto full = ReadModelConfigFile(dir / "triton_reranker.pbtxt");
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->metric_tags().at("team"), "search");
+  EXPECT_EQ(full->model_warmup(0).count(), 2u);
+  runtime::ModelSignature sig = BertSignature();
+  ASSERT_TRUE(NormalizeModelConfig("triton_reranker.pbtxt", sig, &*full).ok());
+  EXPECT_TRUE(ValidateModelConfig("triton_reranker.pbtxt", *full, &sig).ok())
+      << ValidateModelConfig("triton_reranker.pbtxt", *full, &sig);
+  auto unsupported = ReadModelConfigFile(dir / "unsupported.pbtxt");
+  ASSERT_FALSE(unsupported.ok());
+  EXPECT_THAT(unsupported.status().message(), AllOf(HasSubstr("unsupported.pbtxt:2:"), HasSubstr("sequence_batching")));
+  auto missing = ReadModelConfigFile(dir / "absent.pbtxt");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ParseModelConfigTest, RejectsOversizedText) {
+  std::string huge(17 << 20, ' ');
+  auto c = ParseModelConfig(huge, kFile);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), AllOf(HasSubstr(kFile), HasSubstr("at most")));
+  EXPECT_TRUE(ParseModelConfig(std::string(1 << 20, ' '), kFile).ok());  // whitespace is a valid empty config
 }
 
 class ValidateTest : public ::testing::Test {
