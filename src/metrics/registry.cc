@@ -166,7 +166,7 @@ std::unique_ptr<T> Family<T>::MakeChild() const {
 }
 
 template <typename T>
-absl::StatusOr<T*> Family<T>::TryWithLabels(const std::vector<std::string>& label_values) {
+absl::StatusOr<T*> Family<T>::Lookup(std::span<const std::string_view> label_values) {
   if (label_values.size() != label_names().size()) {
     return absl::InvalidArgumentError(absl::StrCat("metric ", name(), " takes ", label_names().size(),
                                                    " label values, got ", label_values.size()));
@@ -177,19 +177,41 @@ absl::StatusOr<T*> Family<T>::TryWithLabels(const std::vector<std::string>& labe
     if (it != children_.end()) return it->second.get();
   }
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = children_.try_emplace(label_values, nullptr);
-  if (inserted) it->second = MakeChild();
+  auto it = children_.find(label_values);
+  if (it == children_.end()) {
+    it = children_.emplace(std::vector<std::string>(label_values.begin(), label_values.end()), MakeChild()).first;
+  }
   return it->second.get();
 }
 
 template <typename T>
-T* Family<T>::WithLabels(const std::vector<std::string>& label_values) {
-  absl::StatusOr<T*> child = TryWithLabels(label_values);
+T* Family<T>::OrDie(absl::StatusOr<T*> child) {
   if (!child.ok()) {
     std::fprintf(stderr, "tide::metrics: %s\n", child.status().ToString().c_str());
     std::abort();
   }
   return *child;
+}
+
+template <typename T>
+absl::StatusOr<T*> Family<T>::TryWithLabels(std::initializer_list<std::string_view> label_values) {
+  return Lookup(std::span<const std::string_view>(label_values.begin(), label_values.size()));
+}
+
+template <typename T>
+absl::StatusOr<T*> Family<T>::TryWithLabels(const std::vector<std::string>& label_values) {
+  const std::vector<std::string_view> views(label_values.begin(), label_values.end());
+  return Lookup(views);
+}
+
+template <typename T>
+T* Family<T>::WithLabels(std::initializer_list<std::string_view> label_values) {
+  return OrDie(TryWithLabels(label_values));
+}
+
+template <typename T>
+T* Family<T>::WithLabels(const std::vector<std::string>& label_values) {
+  return OrDie(TryWithLabels(label_values));
 }
 
 template <typename T>

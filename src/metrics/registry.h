@@ -16,9 +16,13 @@
 //    always has its single child (rendered as 0 until updated).
 #pragma once
 
+#include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -54,8 +58,11 @@ class FamilyBase {
 template <typename T>
 class Family final : public FamilyBase {
  public:
-  // The child for `label_values` (one per label name, same order), created on first use.
+  // The child for `label_values` (one per label name, same order), created on first use. Finding
+  // an existing child allocates nothing.
+  T* WithLabels(std::initializer_list<std::string_view> label_values);
   T* WithLabels(const std::vector<std::string>& label_values);
+  absl::StatusOr<T*> TryWithLabels(std::initializer_list<std::string_view> label_values);
   absl::StatusOr<T*> TryWithLabels(const std::vector<std::string>& label_values);
 
   MetricType type() const override;
@@ -66,10 +73,24 @@ class Family final : public FamilyBase {
   Family(std::string name, std::string help, std::vector<std::string> label_names,
          std::vector<double> histogram_bounds);
   std::unique_ptr<T> MakeChild() const;
+  absl::StatusOr<T*> Lookup(std::span<const std::string_view> label_values);
+  static T* OrDie(absl::StatusOr<T*> child);
+
+  // Orders label-value tuples; transparent so that a span of string_views finds a stored vector of
+  // strings without building one.
+  struct LabelsLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+        return std::string_view(x) < std::string_view(y);
+      });
+    }
+  };
 
   const std::vector<double> histogram_bounds_;  // used only when T is Histogram
   mutable absl::Mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<T>> children_ ABSL_GUARDED_BY(mu_);
+  std::map<std::vector<std::string>, std::unique_ptr<T>, LabelsLess> children_ ABSL_GUARDED_BY(mu_);
 };
 
 class Registry {

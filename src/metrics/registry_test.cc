@@ -64,6 +64,11 @@ TEST(RegistryTest, WithLabelsReturnsStablePointers) {
   Gauge* first = (*family)->WithLabels({"x"});
   for (int i = 0; i < 100; ++i) (*family)->WithLabels({"y" + std::to_string(i)});
   EXPECT_EQ((*family)->WithLabels({"x"}), first);
+  const std::vector<std::string> as_vector = {"x"};
+  EXPECT_EQ((*family)->WithLabels(as_vector), first);
+  const std::string as_string = "x";
+  EXPECT_EQ((*family)->WithLabels({as_string}), first);
+  EXPECT_NE((*family)->WithLabels({"x "}), first);
   first->Increment(5);
   first->Decrement(2);
   EXPECT_DOUBLE_EQ(first->Value(), 3);
@@ -92,6 +97,8 @@ TEST(RegistryTest, TryWithLabelsChecksArity) {
   ASSERT_TRUE(family.ok());
   EXPECT_EQ((*family)->TryWithLabels({"x"}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE((*family)->TryWithLabels({"x", "y"}).ok());
+  EXPECT_EQ((*family)->TryWithLabels(std::vector<std::string>{"x", "y", "z"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RegistryDeathTest, WithLabelsAbortsOnWrongArity) {
