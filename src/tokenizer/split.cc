@@ -101,19 +101,20 @@ void Regex::FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>
   }
 }
 
-void SplitByMatches(std::string_view text, const std::vector<std::pair<size_t, size_t>>& matches,
-                    SplitBehavior behavior, bool invert, Pieces* out) {
+void SplitSpansByMatches(size_t text_size, const std::vector<std::pair<size_t, size_t>>& matches,
+                         SplitBehavior behavior, bool invert,
+                         std::vector<std::pair<uint32_t, uint32_t>>* spans) {
   thread_local std::vector<Segment> segments;
   thread_local std::vector<Segment> merged;
   segments.clear();
-  if (text.empty()) return;  // HF: one empty non-match, which is dropped
+  if (text_size == 0) return;  // HF: one empty non-match, which is dropped
   size_t prev = 0;
   for (const auto& [s, e] : matches) {
     if (prev != s) segments.push_back(Segment{prev, s, invert});
     segments.push_back(Segment{s, e, !invert});
     prev = e;
   }
-  if (prev != text.size()) segments.push_back(Segment{prev, text.size(), invert});
+  if (prev != text_size) segments.push_back(Segment{prev, text_size, invert});
 
   const std::vector<Segment>* result = &segments;
   merged.clear();
@@ -169,7 +170,9 @@ void SplitByMatches(std::string_view text, const std::vector<std::pair<size_t, s
     }
   }
   for (const Segment& seg : *result) {
-    if (seg.end > seg.begin) out->emplace_back(text.substr(seg.begin, seg.end - seg.begin));
+    if (seg.end > seg.begin) {
+      spans->emplace_back(static_cast<uint32_t>(seg.begin), static_cast<uint32_t>(seg.end));
+    }
   }
 }
 
@@ -187,21 +190,30 @@ absl::StatusOr<std::unique_ptr<SplitPreTokenizer>> SplitPreTokenizer::Create(
   return split;
 }
 
-void SplitPreTokenizer::PreTokenize(Pieces* pieces, Pieces* scratch) const {
+bool SplitPreTokenizer::Split(std::string_view text,
+                              std::vector<std::pair<uint32_t, uint32_t>>* spans) const {
   thread_local std::vector<std::pair<size_t, size_t>> matches;
-  scratch->clear();
+  matches.clear();
   const std::string& pattern = options_.pattern;
-  for (const std::string& piece : *pieces) {
-    matches.clear();
-    if (regex_ != nullptr) {
-      regex_->FindAll(piece, &matches);
-    } else if (!pattern.empty()) {
-      for (size_t pos = piece.find(pattern); pos != std::string::npos;
-           pos = piece.find(pattern, pos + pattern.size())) {
-        matches.emplace_back(pos, pos + pattern.size());
-      }
+  if (regex_ != nullptr) {
+    regex_->FindAll(text, &matches);
+  } else if (!pattern.empty()) {
+    for (size_t pos = text.find(pattern); pos != std::string_view::npos;
+         pos = text.find(pattern, pos + pattern.size())) {
+      matches.emplace_back(pos, pos + pattern.size());
     }
-    SplitByMatches(piece, matches, options_.behavior, options_.invert, scratch);
+  }
+  SplitSpansByMatches(text.size(), matches, options_.behavior, options_.invert, spans);
+  return true;
+}
+
+void SplitPreTokenizer::PreTokenize(Pieces* pieces, Pieces* scratch) const {
+  thread_local std::vector<std::pair<uint32_t, uint32_t>> spans;
+  scratch->clear();
+  for (const std::string& piece : *pieces) {
+    spans.clear();
+    Split(piece, &spans);
+    for (auto [b, e] : spans) scratch->emplace_back(piece, b, e - b);
   }
   pieces->swap(*scratch);
 }

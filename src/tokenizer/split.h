@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,10 +46,12 @@ class Regex {
 
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
-// Splits `text` into pieces by `matches` (sorted, non-overlapping [begin,end) ranges) with HF's
-// SplitDelimiterBehavior, appending the non-empty pieces to `out`. `invert` swaps the roles.
-void SplitByMatches(std::string_view text, const std::vector<std::pair<size_t, size_t>>& matches,
-                    SplitBehavior behavior, bool invert, Pieces* out);
+// Splits `text` by `matches` (sorted, non-overlapping [begin,end) ranges) with HF's
+// SplitDelimiterBehavior, appending the byte ranges of the non-empty pieces to `spans`.
+// `invert` swaps the roles of matches and the text between them.
+void SplitSpansByMatches(size_t text_size, const std::vector<std::pair<size_t, size_t>>& matches,
+                         SplitBehavior behavior, bool invert,
+                         std::vector<std::pair<uint32_t, uint32_t>>* spans);
 
 class SplitPreTokenizer : public PreTokenizer {
  public:
@@ -60,6 +63,8 @@ class SplitPreTokenizer : public PreTokenizer {
   };
   static absl::StatusOr<std::unique_ptr<SplitPreTokenizer>> Create(const Options& options);
   void PreTokenize(Pieces* pieces, Pieces* scratch) const override;
+  // Split never rewrites text, so it offers the span fast path.
+  bool Split(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>* spans) const override;
 
  private:
   explicit SplitPreTokenizer(Options options) : options_(std::move(options)) {}
