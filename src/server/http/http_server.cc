@@ -51,12 +51,16 @@ void AppendSanitized(std::string_view text, std::string* out) {
 }
 
 // The wire form of `response`. Framing headers set by the handler are ignored: the server owns them.
-std::string Serialize(const Response& response, int version, bool keep_alive, bool head_request) {
+std::string Serialize(const Response& original, int version, bool keep_alive, bool head_request) {
+  // A final response needs a status in 200..599 (1xx would leave the client waiting for another).
+  const bool valid_status = original.status >= 200 && original.status <= 599;
+  const Response replacement = valid_status ? Response{} : JsonError(500, absl::StrCat("internal: handler answered status ", original.status));
+  const Response& response = valid_status ? original : replacement;
   const int status = response.status;
   const bhttp::status known = bhttp::int_to_status(static_cast<unsigned>(status));
   const std::string_view reason =
       known == bhttp::status::unknown ? std::string_view("Unknown") : ToStd(bhttp::obsolete_reason(known));
-  const bool no_body = status / 100 == 1 || status == 204 || status == 304;
+  const bool no_body = status == 204 || status == 304;
   std::string out;
   out.reserve(160 + response.body.size());
   absl::StrAppend(&out, version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ", status, " ");
@@ -562,7 +566,11 @@ void DoAccept(std::shared_ptr<HttpServer::Core> core) {
         if (!core->acceptor.is_open()) return;
         if (ec) {
           if (ec == net::error::operation_aborted) return;
-          DoAccept(std::move(core));  // e.g. ECONNABORTED: the next client is unaffected
+          // E.g. EMFILE: retrying at once would spin while no descriptor is free.
+          auto timer = std::make_shared<net::steady_timer>(core->accept_strand, std::chrono::milliseconds(10));
+          timer->async_wait([timer, core = std::move(core)](boost::system::error_code) mutable {
+            if (core->acceptor.is_open()) DoAccept(std::move(core));
+          });
           return;
         }
         if (core->active_connections.load() >= core->options.max_connections) {

@@ -22,7 +22,9 @@
 //    half-closes its sending side counts as gone too; its responses are still written if the
 //    socket accepts them.) While reading is paused by the pipelining limit, a disconnect is seen
 //    when the next response is written.
-//  - Every response carries `Server: tide` and `Content-Length` (none for 1xx, 204 and 304).
+//  - Every response carries `Server: tide` and `Content-Length` (none for 204 and 304). The server
+//    owns framing: handler headers named Content-Length, Transfer-Encoding, Connection or Server are
+//    ignored, and a handler status outside 200..599 is answered as 500.
 //  - Thread safety: Start/StopAccepting/Stop are called from one controlling thread;
 //    port() and active_requests() from any thread. Stop() blocks until the I/O threads exit.
 //

@@ -512,6 +512,27 @@ TEST_F(HttpServerTest, RequestCarriesHeadersAndReceiveTime) {
   ASSERT_NE(seen->client_gone, nullptr);
 }
 
+TEST_F(HttpServerTest, ServerOwnsFramingHeadersAndStatusRange) {
+  StartServer([](Request request, Responder respond) {
+    Response response;
+    response.status = request.path == "/bad-status" ? 100 : 201;
+    response.headers = {{"Content-Length", "999"}, {"Connection", "close"}, {"X-Injected", "a\r\nEvil: 1"}};
+    response.body = "ok";
+    std::move(respond)(std::move(response));
+  });
+  HttpClient client = Client();
+  const ClientResponse framed = client.Get("/");
+  ASSERT_EQ(framed.status, 201) << framed.error;
+  EXPECT_EQ(framed.header("Content-Length"), "2");
+  EXPECT_EQ(framed.header("Connection"), "");
+  EXPECT_EQ(framed.header("X-Injected"), "aEvil: 1");
+  EXPECT_EQ(framed.header("Evil"), "");
+  EXPECT_TRUE(client.connected());
+  const ClientResponse bad = client.Get("/bad-status");
+  EXPECT_EQ(bad.status, 500) << bad.error;
+  EXPECT_THAT(bad.body, HasSubstr("handler answered status 100"));
+}
+
 TEST(HttpServerCreateTest, RejectsBadOptions) {
   FunctionHandler handler([](Request, Responder) {});
   HttpServerOptions options;
