@@ -76,6 +76,10 @@ class BatchFormer {
     dropped.clear();
   }
 
+  // Counts drops made outside the former (the instance pool's kRunnerError), so that one
+  // BatcherStats covers every way a task can fail.
+  void CountDropped(DropReason reason, uint64_t n) { stats_.dropped[static_cast<size_t>(reason)] += n; }
+
   bool empty() const { return stats_.queued_tasks == 0; }
   const BatcherStats& stats() const { return stats_; }
   const BatcherOptions& options() const { return options_; }

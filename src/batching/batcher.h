@@ -110,6 +110,12 @@ class Batcher {
     BatchFormer<Task>::CompleteDropped(dropped);
   }
 
+  // Counts tasks dropped elsewhere (InstancePool: kRunnerError) in Stats().
+  void CountDropped(DropReason reason, uint64_t n) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    former_->CountDropped(reason, n);
+  }
+
   BatcherStats Stats() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return former_->stats();

@@ -9,6 +9,7 @@
 //    On an error status (or an exception, caught here: runner code may wrap throwing libraries)
 //    each task still left in batch.tasks (non-null) gets OnDropped(kRunnerError, status); a runner
 //    that completed some tasks before failing resets their unique_ptrs. The worker carries on.
+//    Those tasks are counted in the batcher's BatcherStats::dropped[kRunnerError].
 //  - Stop() (also run by the destructor) shuts the batcher down, lets the workers finish queued
 //    work for up to shutdown_grace (on the batcher's clock), then drops what is still queued with
 //    kShutdown and joins. A batch already running is never interrupted. Idempotent.
@@ -164,9 +165,13 @@ class InstancePool {
       instance.tasks.fetch_add(batch.size(), std::memory_order_relaxed);
       if (!status.ok()) {
         instance.failed_batches.fetch_add(1, std::memory_order_relaxed);
+        uint64_t failed = 0;
         for (std::unique_ptr<Task>& task : batch.tasks) {
-          if (task != nullptr) task->OnDropped(DropReason::kRunnerError, status);
+          if (task == nullptr) continue;
+          task->OnDropped(DropReason::kRunnerError, status);
+          ++failed;
         }
+        batcher_->CountDropped(DropReason::kRunnerError, failed);
       }
       batch = Batch<Task>();
     }

@@ -3,11 +3,13 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -97,6 +99,7 @@ TEST(InstancePoolTest, WorkerSurvivesFailingBatches) {
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].batches, 3u);
   EXPECT_EQ(stats[0].failed_batches, 2u);
+  EXPECT_EQ(batcher->Stats().dropped_by(DropReason::kRunnerError), 2u);
 }
 
 TEST(InstancePoolTest, StopAfterGraceDropsQueuedWorkWithShutdownAndFinishesTheRunningBatch) {
@@ -178,7 +181,7 @@ TEST(InstancePoolTest, ConcurrentSubmitAndRunCompletesEveryTaskExactlyOnce) {
       ++runner_batches;
       EXPECT_LE(batch.size(), 8u);
       EXPECT_LE(batch.padded_tokens, 2048u);
-      if (instance == 0 && n % 5 == 4) return absl::UnavailableError("instance 0 hiccup");
+      if (n % 5 == 4) return absl::UnavailableError(absl::StrCat("instance ", instance, " hiccup"));
       return absl::OkStatus();
     });
   });
@@ -222,6 +225,8 @@ TEST(InstancePoolTest, ConcurrentSubmitAndRunCompletesEveryTaskExactlyOnce) {
   EXPECT_GT(cancelled, 0u);
   EXPECT_EQ(stats.batched_tasks + cancelled, stats.submitted);
   EXPECT_EQ(journal.done() + journal.dropped(DropReason::kRunnerError) + cancelled, stats.submitted);
+  EXPECT_EQ(stats.dropped_by(DropReason::kRunnerError), journal.dropped(DropReason::kRunnerError));
+  EXPECT_GT(stats.dropped_by(DropReason::kRunnerError), 0u);
   EXPECT_EQ(stats.batches_formed, runner_batches.load());
   uint64_t pool_batches = 0, pool_tasks = 0;
   for (const InstanceStats& s : (*pool)->Stats()) {
