@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,6 +39,13 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces `pieces` with the split (and possibly rewritten) pieces; `scratch` is a reusable buffer.
   virtual void PreTokenize(Pieces* pieces, Pieces* scratch) const = 0;
+  // Optional fast path for pre-tokenizers that only split text and never rewrite it: appends the
+  // byte ranges [first, second) of the pieces of `text` to `spans` (in order, non-empty) and
+  // returns true. The default returns false, and callers fall back to PreTokenize.
+  virtual bool Split(std::string_view text,
+                     std::vector<std::pair<uint32_t, uint32_t>>* spans) const {
+    return false;
+  }
 };
 
 class Model {
@@ -57,6 +65,19 @@ class PostProcessor {
   // Writes ids/type_ids/attention_mask for `a` (and `b` when not null) with special tokens.
   virtual void Process(const std::vector<int64_t>& a, const std::vector<int64_t>* b,
                        std::vector<int64_t>* ids, std::vector<int64_t>* type_ids) const = 0;
+  // The same without special tokens (add_special_tokens = false): concatenates `a` and `b` with
+  // the type ids the processor gives each sequence. HF's default: 0 for `a`, 1 for `b`.
+  virtual void ProcessWithoutSpecialTokens(const std::vector<int64_t>& a,
+                                           const std::vector<int64_t>* b,
+                                           std::vector<int64_t>* ids,
+                                           std::vector<int64_t>* type_ids) const {
+    ids->assign(a.begin(), a.end());
+    type_ids->assign(a.size(), 0);
+    if (b != nullptr) {
+      ids->insert(ids->end(), b->begin(), b->end());
+      type_ids->insert(type_ids->end(), b->size(), 1);
+    }
+  }
 };
 
 // ---- factories: `json` is the component object from tokenizer.json ("type" selects it) -------
