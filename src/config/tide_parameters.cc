@@ -83,7 +83,9 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
     } else if (key == "tokenizer") {
       if (value.empty()) return ParamError(file, key, "must name a file");
       std::filesystem::path path(value);
-      if (path.is_absolute() || value.find("..") != std::string::npos) {
+      bool escapes = path.is_absolute() || path.has_root_name();
+      for (const auto& part : path) escapes = escapes || part == "..";
+      if (escapes) {
         return ParamError(file, key, "must be a file name relative to the model directory");
       }
       p.tokenizer = value;

@@ -35,7 +35,7 @@ TEST(TideParametersTest, Defaults) {
 
 TEST(TideParametersTest, ReadsEveryKey) {
   auto p = TideParameters::FromConfig(WithParams({{"task", "classify"},
-                                                  {"tokenizer", "tok/tokenizer.json"},
+                                                  {"tokenizer", "tok/tokenizer..v2.json"},
                                                   {"max_sequence_length", "128"},
                                                   {"truncation_direction", "left"},
                                                   {"score_activation", "softmax"},
@@ -47,7 +47,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                       "c.pbtxt");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->task, Task::kClassify);
-  EXPECT_EQ(p->tokenizer, "tok/tokenizer.json");
+  EXPECT_EQ(p->tokenizer, "tok/tokenizer..v2.json");
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 128);
   EXPECT_EQ(p->truncation_direction, TruncationDirection::kLeft);
   EXPECT_EQ(p->score_activation, ScoreActivation::kSoftmax);
@@ -74,6 +74,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"graph_optimization_level", "max", "\"all\""},
       {"tokenizer", "/etc/tokenizer.json", "relative"},
       {"tokenizer", "../other/tokenizer.json", "relative"},
+      {"tokenizer", "tok/../../tokenizer.json", "relative"},
       {"truncation", "left", "unknown parameter"},
   };
   for (const Case& c : cases) {
