@@ -84,7 +84,7 @@ class BertNormalizer final : public Normalizer {
       size_t p = 0;
       while (p < nfd.size()) {
         char32_t d = unicode::Next(nfd, &p);
-        if (unicode::IsCombiningMark(d)) continue;
+        if (unicode::IsNonspacingMark(d)) continue;
         if (lowercase_) {
           unicode::AppendLowercase(d, out);
         } else {

@@ -81,7 +81,12 @@ bool IsPunctuation(char32_t cp) {
 bool IsCombiningMark(char32_t cp) {
   if (cp < 0x300) return false;
   auto c = Category(cp);
-  return c == UTF8PROC_CATEGORY_MN;
+  return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
+}
+
+bool IsNonspacingMark(char32_t cp) {
+  if (cp < 0x300) return false;
+  return Category(cp) == UTF8PROC_CATEGORY_MN;
 }
 
 bool IsWordChar(char32_t cp) {
@@ -89,9 +94,16 @@ bool IsWordChar(char32_t cp) {
     return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') || cp == '_';
   }
   auto c = Category(cp);
+  // Join_Control (ZWNJ, ZWJ) is part of \w in Unicode regex engines (UTS #18).
+  if (cp == 0x200C || cp == 0x200D) return true;
+  // Circled and squared Latin letters are So but Other_Alphabetic, hence word characters.
+  if ((cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
+      (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189)) {
+    return true;
+  }
   return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
          (c >= UTF8PROC_CATEGORY_MN && c <= UTF8PROC_CATEGORY_ME) || c == UTF8PROC_CATEGORY_ND ||
-         c == UTF8PROC_CATEGORY_PC;
+         c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_PC;
 }
 
 bool IsChineseChar(char32_t cp) {

@@ -77,9 +77,11 @@ bool IsNumeric(char32_t cp);
 bool IsOther(char32_t cp);
 // ASCII punctuation or any Unicode P* category (HF's BERT punctuation test).
 bool IsPunctuation(char32_t cp);
-// Nonspacing marks (Mn): what HF strips as accents (Mc and Me are kept; measured against the
-// reference).
+// General category Mark (Mn, Mc, Me): what HF's StripAccents normalizer removes.
 bool IsCombiningMark(char32_t cp);
+// Nonspacing marks (Mn) only: what HF's BertNormalizer strips as accents after NFD (it keeps Mc
+// and Me; measured against the reference).
+bool IsNonspacingMark(char32_t cp);
 // Regex \w as Oniguruma defines it for Unicode: letters, marks, decimal digits, connectors.
 bool IsWordChar(char32_t cp);
 // The CJK ideograph blocks BERT surrounds with spaces.

@@ -242,11 +242,12 @@ ParityStats Compare(const std::string& name, const Tokenizer& tok, const std::ve
     }
     for (size_t k = 0; k < idx.size(); ++k) {
       const json& want = ref[idx[k]];
-      std::vector<int64_t> ids = want["input_ids"].get<std::vector<int64_t>>();
-      std::vector<int64_t> mask = want["attention_mask"].get<std::vector<int64_t>>();
-      size_t n = mask.size();
-      while (n > 0 && mask[n - 1] == 0) --n;
-      ids.resize(n);
+      const auto padded = want["input_ids"].get<std::vector<int64_t>>();
+      const auto mask = want["attention_mask"].get<std::vector<int64_t>>();
+      std::vector<int64_t> ids;  // the reference without its padding (left or right)
+      for (size_t p = 0; p < padded.size(); ++p) {
+        if (mask[p] != 0) ids.push_back(padded[p]);
+      }
       std::string d = Diff(ids, batch[k].ids);
       if (!d.empty()) report(reqs[idx[k]], "EncodePairs input_ids differ at " + d);
     }
