@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/word_cache.h"
 
 namespace tide::tokenizer {
 namespace {
@@ -87,6 +88,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(Options options) {
   m->fuse_unk_ = options.fuse_unk;
   m->byte_fallback_ = options.byte_fallback;
   m->ignore_merges_ = options.ignore_merges;
+  m->cache_owner_ = WordCache::NewOwnerId();
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
@@ -105,6 +107,18 @@ void BpeModel::Tokenize(std::string_view piece, std::vector<int64_t>* ids) const
       return;
     }
   }
+  if (!WordCache::Cacheable(piece)) {
+    TokenizeUncached(piece, ids);
+    return;
+  }
+  WordCache& cache = WordCache::ForThread(cache_owner_);
+  if (cache.Lookup(piece, ids)) return;
+  const size_t before = ids->size();
+  TokenizeUncached(piece, ids);
+  cache.Insert(piece, ids->data() + before, ids->size() - before);
+}
+
+void BpeModel::TokenizeUncached(std::string_view piece, std::vector<int64_t>* ids) const {
   thread_local std::vector<Symbol> symbols;
   thread_local std::vector<QueuedMerge> queue;
   thread_local std::string affixed;

@@ -57,6 +57,7 @@ class BpeModel : public Model {
   };
   static uint64_t PairKey(uint32_t a, uint32_t b) { return (uint64_t(a) << 32) | b; }
   BpeModel() = default;
+  void TokenizeUncached(std::string_view piece, std::vector<int64_t>* ids) const;
 
   absl::flat_hash_map<std::string, uint32_t> vocab_;
   absl::flat_hash_map<uint32_t, std::string> vocab_r_;
@@ -68,6 +69,7 @@ class BpeModel : public Model {
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
   int64_t byte_ids_[256];  // id of "<0xXX>" or -1
+  uint64_t cache_owner_ = 0;  // WordCache key
 };
 
 }  // namespace tide::tokenizer

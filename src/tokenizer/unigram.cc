@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/word_cache.h"
 
 namespace tide::tokenizer {
 namespace {
@@ -68,6 +69,15 @@ void PieceTrie::Build(const std::vector<std::string_view>& keys, const std::vect
     root_[static_cast<unsigned char>(c)] = static_cast<int32_t>(build(build, i, j, 1));
     i = j;
   }
+  dense_.clear();
+  for (Node& node : nodes_) {
+    if (node.num_edges < kDenseMinEdges) continue;
+    node.dense = static_cast<int32_t>(dense_.size() / 256);
+    dense_.resize(dense_.size() + 256, -1);
+    for (uint32_t e = node.first_edge; e < node.first_edge + node.num_edges; ++e) {
+      dense_[static_cast<size_t>(node.dense) * 256 + labels_[e]] = static_cast<int32_t>(targets_[e]);
+    }
+  }
 }
 
 absl::StatusOr<std::unique_ptr<UnigramModel>> UnigramModel::Create(Options options) {
@@ -103,6 +113,7 @@ absl::StatusOr<std::unique_ptr<UnigramModel>> UnigramModel::Create(Options optio
   m->unk_id_ = static_cast<int32_t>(*options.unk_id);
   m->unk_score_ = min_score - kUnkPenalty;
   m->byte_fallback_ = options.byte_fallback;
+  m->cache_owner_ = WordCache::NewOwnerId();
   m->all_bytes_ = true;
   for (int b = 0; b < 256; ++b) {
     char name[8];
@@ -135,6 +146,18 @@ void UnigramModel::AppendUnknown(std::string_view text, std::vector<int64_t>* id
 }
 
 void UnigramModel::Tokenize(std::string_view piece, std::vector<int64_t>* ids) const {
+  if (!WordCache::Cacheable(piece)) {
+    TokenizeUncached(piece, ids);
+    return;
+  }
+  WordCache& cache = WordCache::ForThread(cache_owner_);
+  if (cache.Lookup(piece, ids)) return;
+  const size_t before = ids->size();
+  TokenizeUncached(piece, ids);
+  cache.Insert(piece, ids->data() + before, ids->size() - before);
+}
+
+void UnigramModel::TokenizeUncached(std::string_view piece, std::vector<int64_t>* ids) const {
   struct Node {
     double score;
     int32_t start;  // -1: not reached yet

@@ -46,8 +46,15 @@ class PieceTrie {
       if (nodes_[node].value >= 0) fn(i, nodes_[node].value);
       if (i == text.size()) return;
       const uint8_t c = static_cast<uint8_t>(text[i]);
-      const uint32_t begin = nodes_[node].first_edge;
-      const uint32_t end = begin + nodes_[node].num_edges;
+      const Node& n = nodes_[node];
+      if (n.dense >= 0) {
+        const int32_t child = dense_[static_cast<size_t>(n.dense) * 256 + c];
+        if (child < 0) return;
+        node = static_cast<uint32_t>(child);
+        continue;
+      }
+      const uint32_t begin = n.first_edge;
+      const uint32_t end = begin + n.num_edges;
       uint32_t e = begin;
       while (e < end && labels_[e] < c) ++e;
       if (e == end || labels_[e] != c) return;
@@ -60,11 +67,14 @@ class PieceTrie {
     uint32_t first_edge = 0;
     uint32_t num_edges = 0;
     int32_t value = -1;
+    int32_t dense = -1;  // row in dense_ for nodes with many children, else -1
   };
+  static constexpr uint32_t kDenseMinEdges = 12;
   int32_t root_[256];
   std::vector<Node> nodes_;
   std::vector<uint8_t> labels_;
   std::vector<uint32_t> targets_;
+  std::vector<int32_t> dense_;  // 256 child indices (-1: none) per dense node
 };
 
 class UnigramModel : public Model {
@@ -85,6 +95,7 @@ class UnigramModel : public Model {
   UnigramModel() = default;
   // Appends the ids for an unknown (fused) span: vocab lookup, byte fallback, then unk_id.
   void AppendUnknown(std::string_view text, std::vector<int64_t>* ids) const;
+  void TokenizeUncached(std::string_view piece, std::vector<int64_t>* ids) const;
 
   std::vector<std::string> pieces_;
   std::vector<double> scores_;
@@ -95,6 +106,7 @@ class UnigramModel : public Model {
   bool byte_fallback_ = false;
   int32_t byte_ids_[256];  // id of "<0xXX>" or -1
   bool all_bytes_ = false;  // every "<0xXX>" exists
+  uint64_t cache_owner_ = 0;  // WordCache key
 };
 
 }  // namespace tide::tokenizer

@@ -9,6 +9,7 @@
 #include "tokenizer/metaspace.h"
 #include "tokenizer/precompiled.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/word_cache.h"
 
 namespace tide::tokenizer {
 namespace {
@@ -200,6 +201,47 @@ TEST(UnigramT5, MatchesHuggingFace) {
     std::vector<int64_t> ids;
     for (const auto& p : pieces) (*model)->Tokenize(p, &ids);
     EXPECT_EQ(ids, g.ids) << "text: " << g.text;
+  }
+}
+
+}  // namespace
+}  // namespace tide::tokenizer
+
+namespace tide::tokenizer {
+namespace {
+
+// Two models alive in one thread must never see each other's cached words, including after one
+// is destroyed and another takes its place.
+TEST(UnigramCache, IsPerModel) {
+  auto first = MakeUnigramModel({{"type", "Unigram"}, {"unk_id", 0},
+                                 {"vocab", nlohmann::json::parse(R"([["<unk>", 0], ["ab", -1]])")}});
+  auto second = MakeUnigramModel({{"type", "Unigram"}, {"unk_id", 0},
+                                  {"vocab", nlohmann::json::parse(R"([["<unk>", 0], ["a", -1], ["b", -1]])")}});
+  ASSERT_TRUE(first.ok() && second.ok());
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int64_t> ids;
+    (*first)->Tokenize("ab", &ids);
+    (*second)->Tokenize("ab", &ids);
+    EXPECT_THAT(ids, ElementsAre(1, 1, 2));
+  }
+  first->reset();
+  auto third = MakeUnigramModel({{"type", "Unigram"}, {"unk_id", 0},
+                                 {"vocab", nlohmann::json::parse(R"([["<unk>", 0], ["b", -1], ["a", -1]])")}});
+  ASSERT_TRUE(third.ok());
+  std::vector<int64_t> ids;
+  (*third)->Tokenize("ab", &ids);
+  EXPECT_THAT(ids, ElementsAre(2, 1));
+}
+
+// More distinct words than the cache holds: results stay right after it is cleared.
+TEST(UnigramCache, StaysCorrectPastCapacity) {
+  auto m = MakeUnigramModel({{"type", "Unigram"}, {"unk_id", 0}, {"vocab", kVocab}});
+  ASSERT_TRUE(m.ok());
+  for (size_t i = 0; i < WordCache::kMaxWords + 100; ++i) {
+    std::string word = "ab" + std::to_string(i);  // digits are unknown: ab + one fused unk
+    std::vector<int64_t> ids;
+    (*m)->Tokenize(word, &ids);
+    ASSERT_THAT(ids, ElementsAre(3, 0)) << word;
   }
 }
 
