@@ -115,6 +115,26 @@ TEST(ParseInferRequestTest, ParametersAndRequestedOutputs) {
   EXPECT_TRUE(OutputWantsBinary(*r, "unlisted"));
 }
 
+TEST(ParseInferRequestTest, PerOutputBinaryWithoutRequestDefault) {
+  absl::StatusOr<InferRequest> r = ParseInferRequest(
+      R"({"inputs":[{"name":"a","shape":[1],"datatype":"INT64","data":[1]}],
+          "outputs":[{"name":"logits","parameters":{"binary_data":true}}]})",
+      std::nullopt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->binary_data_output);
+  EXPECT_TRUE(OutputWantsBinary(*r, "logits"));
+  EXPECT_FALSE(OutputWantsBinary(*r, "other"));
+}
+
+TEST(ParseInferRequestTest, NestedDataIsFlattenedRowMajorWhateverTheNesting) {
+  // Only the element count is checked against the shape, as Triton does.
+  absl::StatusOr<InferRequest> r = ParseInferRequest(
+      R"({"inputs":[{"name":"a","shape":[2,2],"datatype":"INT32","data":[[1],[2,[3]],4]}]})",
+      std::nullopt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(std::get<std::vector<int32_t>>(r->inputs[0].data), ElementsAre(1, 2, 3, 4));
+}
+
 TEST(ParseInferRequestTest, BinaryAndJsonFormsAreEquivalent) {
   const std::string json_body =
       R"({"inputs":[{"name":"ids","shape":[2,2],"datatype":"INT64","data":[[1,-2],[3,40000000000]]},
