@@ -176,7 +176,10 @@ TEST(InstancePoolTest, ConcurrentSubmitAndRunCompletesEveryTaskExactlyOnce) {
   o.default_priority_level = 2;
   auto batcher = MakeBatcher(o, SteadyClock::Get());
   std::atomic<uint64_t> runner_batches{0};
-  auto pool = InstancePool<FakeTask>::Create({.instance_count = 3}, batcher.get(), [&](int instance) {
+  // A grace far beyond any run, so that Stop drains everything even on a slow (sanitizer) build;
+  // Stop returns as soon as the workers are done.
+  auto pool = InstancePool<FakeTask>::Create(
+      {.instance_count = 3, .shutdown_grace = std::chrono::hours(1)}, batcher.get(), [&](int instance) {
     return std::make_unique<FakeRunner>([&, instance](int n, Batch<FakeTask>& batch) -> absl::Status {
       ++runner_batches;
       EXPECT_LE(batch.size(), 8u);
@@ -223,6 +226,7 @@ TEST(InstancePoolTest, ConcurrentSubmitAndRunCompletesEveryTaskExactlyOnce) {
   const uint64_t cancelled = stats.dropped_by(DropReason::kCancelled);
   EXPECT_EQ(cancelled, journal.dropped(DropReason::kCancelled));
   EXPECT_GT(cancelled, 0u);
+  EXPECT_EQ(stats.dropped_by(DropReason::kShutdown), 0u);
   EXPECT_EQ(stats.batched_tasks + cancelled, stats.submitted);
   EXPECT_EQ(journal.done() + journal.dropped(DropReason::kRunnerError) + cancelled, stats.submitted);
   EXPECT_EQ(stats.dropped_by(DropReason::kRunnerError), journal.dropped(DropReason::kRunnerError));
