@@ -14,7 +14,7 @@ BUILD_TYPE    ?= Release
 HOST          ?= 127.0.0.1
 PORT          ?= 8000
 FUZZ_SECONDS  ?= 60
-MODELS        ?= models
+MODELS        ?= $(or $(TIDE_MODEL_REPOSITORY),models)
 CTEST_JOBS    ?= 2
 CMAKE_FLAGS   ?=
 
