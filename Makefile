@@ -8,6 +8,7 @@
 #   make bench                              run every bench/*/run.sh
 #   make models | build | bootstrap | clean
 
+SHELL         := /bin/bash
 BUILD_DIR     ?= build
 FUZZ_DIR      ?= build-fuzz
 BUILD_TYPE    ?= Release
@@ -17,6 +18,7 @@ FUZZ_SECONDS  ?= 60
 MODELS        ?= $(or $(TIDE_MODEL_REPOSITORY),models)
 CTEST_JOBS    ?= 2
 CMAKE_FLAGS   ?=
+TIDE_BINARY   ?= $(BUILD_DIR)/tide
 
 .PHONY: all bootstrap build models run test fuzz fuzz-smoke bench clean
 
@@ -32,7 +34,7 @@ build: bootstrap
 	@cmake --build $(BUILD_DIR)
 
 models: build
-	@TIDE_MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(BUILD_DIR)/tide scripts/ensure_models.sh
+	@TIDE_MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/ensure_models.sh
 
 run: models
 	@echo "tide: serving $(MODELS)/ on http://$(HOST):$(PORT) (the default model has random weights: its scores mean nothing)"
