@@ -154,9 +154,12 @@ def verify_with_tide(tide_binary: str, model_path: str, reference_path: str, ato
         raise ExportError(f"{tide_binary} not found or not executable: build it (make build) or pass --tide-binary")
     cmd = [tide_binary, "verify-model", "--model", model_path, "--reference", reference_path, "--atol", repr(atol)]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode == 1:
+        raise ExportError(f"ONNX Runtime output differs from PyTorch by more than {atol:g}: "
+                          f"{' '.join(cmd)}:\n{proc.stdout.strip()}")
     if proc.returncode != 0:
-        raise ExportError("ONNX Runtime output differs from PyTorch (or verify-model failed): "
-                          f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout.strip()}")
+        raise ExportError(f"verify-model could not check the export: {' '.join(cmd)} exited {proc.returncode} "
+                          f"(does {tide_binary} have the verify-model command?):\n{proc.stdout.strip()}")
 
 
 # ---- export ----------------------------------------------------------------------------------------
