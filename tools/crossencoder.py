@@ -337,7 +337,15 @@ def build_model(cfg: CrossEncoderConfig, seed: Optional[int] = None) -> nn.Modul
 
 def load_hf_state_dict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> None:
     """Loads HF-named weights strictly; raises CheckpointError naming missing/unexpected keys."""
-    cleaned = {k: v for k, v in state_dict.items() if not k.endswith(_IGNORABLE_CHECKPOINT_SUFFIXES)}
+    cleaned = {}
+    for k, v in state_dict.items():
+        if k.endswith(_IGNORABLE_CHECKPOINT_SUFFIXES):
+            continue
+        # Checkpoints converted from the original TensorFlow BERT name LayerNorm's parameters
+        # gamma/beta; HF's loader renames them, and so do we.
+        if ".LayerNorm." in k and k.endswith((".gamma", ".beta")):
+            k = k.rsplit(".", 1)[0] + (".weight" if k.endswith(".gamma") else ".bias")
+        cleaned[k] = v
     expected = model.state_dict()
     missing: List[str] = sorted(set(expected) - set(cleaned))
     unexpected: List[str] = sorted(set(cleaned) - set(expected))

@@ -155,6 +155,20 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(tuple(xlmr["roberta.embeddings.token_type_embeddings.weight"].shape), (1, 64))
         self.assertFalse(any(k.startswith("roberta.pooler") for k in xlmr))
 
+    def test_loader_accepts_tf_layernorm_names_and_rejects_shape_mismatch(self):
+        cfg = crossencoder.PRESETS["tiny-bert"]
+        source = crossencoder.build_model(cfg, seed=21)
+        state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+                 for k, v in source.state_dict().items()}
+        self.assertIn("bert.embeddings.LayerNorm.gamma", state)
+        target = crossencoder.build_model(cfg, seed=22)
+        crossencoder.load_hf_state_dict(target, state)
+        for k, v in source.state_dict().items():
+            torch.testing.assert_close(target.state_dict()[k], v, rtol=0, atol=0)
+        state["classifier.weight"] = torch.zeros(2, cfg.hidden_size)
+        with self.assertRaisesRegex(crossencoder.CheckpointError, r"classifier.weight: checkpoint \(2, 64\)"):
+            crossencoder.load_hf_state_dict(target, state)
+
     def test_presets_have_the_published_shapes(self):
         p = crossencoder.PRESETS
         self.assertEqual((p["minilm-l6"].num_hidden_layers, p["minilm-l6"].hidden_size, p["minilm-l6"].vocab_size),
