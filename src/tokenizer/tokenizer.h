@@ -81,6 +81,8 @@ class Tokenizer {
   // Token ids of `text` without special tokens, truncation or padding (e.g. for BM25 scoring).
   virtual absl::Status Tokenize(std::string_view text, std::vector<int64_t>* ids) const = 0;
 
+  // Whether `id` is a special token (added token with "special": true, e.g. [CLS], <s>, [PAD]).
+  virtual bool IsSpecialToken(int64_t id) const { return false; }
   virtual std::optional<int64_t> TokenToId(std::string_view token) const = 0;
   virtual std::optional<std::string> IdToToken(int64_t id) const = 0;
   virtual size_t vocab_size() const = 0;

@@ -1,0 +1,163 @@
+#include "cli/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "server/http/http_server.h"
+#include "server/routes/service.h"
+#include "serving/model_manager.h"
+#include "serving/serving_metrics.h"
+#include "spdlog/spdlog.h"
+
+namespace tide::cli {
+
+namespace {
+
+struct ServeFlags {
+  std::string model_repository = "models";
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  int io_threads = 2;
+  size_t max_body_bytes = 8 * 1024 * 1024;
+  size_t max_header_bytes = 16 * 1024;
+  int64_t header_read_timeout_ms = 10000;
+  int64_t body_read_timeout_ms = 30000;
+  int64_t idle_timeout_ms = 60000;
+  int64_t default_timeout_ms = 0;
+  size_t max_batch_tokens = 8192;
+  size_t max_documents = 1000;
+  size_t max_text_bytes = 100000;
+  int64_t shutdown_grace_ms = 10000;
+  std::string log_level = "info";
+};
+
+int Serve(const ServeFlags& f) {
+  auto level = spdlog::level::from_str(f.log_level);
+  spdlog::set_level(level);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+
+  // Block the shutdown signals in every thread (they inherit the mask); this thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto metrics = serving::ServingMetrics::Create();
+  if (!metrics.ok()) {
+    spdlog::error("metrics: {}", metrics.status().ToString());
+    return 1;
+  }
+  serving::ModelManagerOptions mo;
+  mo.repository = f.model_repository;
+  mo.model.max_batch_tokens = f.max_batch_tokens;
+  mo.model.shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
+  mo.model.metrics = metrics->get();
+  const auto load_start = std::chrono::steady_clock::now();
+  auto models = serving::ModelManager::Create(mo);
+  if (!models.ok()) {
+    spdlog::error("loading model repository {}: {}", f.model_repository, std::string(models.status().message()));
+    return 1;
+  }
+  spdlog::info("model repository {} loaded in {:.0f} ms", f.model_repository,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count());
+
+  server::ServiceOptions so;
+  so.limits.max_documents = f.max_documents;
+  so.limits.max_text_chars = f.max_text_bytes;
+  so.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
+  auto service = server::Service::Create(models->get(), metrics->get(), so);
+  if (!service.ok()) {
+    spdlog::error("service: {}", service.status().ToString());
+    return 1;
+  }
+
+  http::HttpServerOptions ho;
+  ho.host = f.host;
+  ho.port = static_cast<uint16_t>(f.port);
+  ho.io_threads = f.io_threads;
+  ho.max_body_bytes = f.max_body_bytes;
+  ho.max_header_bytes = f.max_header_bytes;
+  ho.header_read_timeout = std::chrono::milliseconds(f.header_read_timeout_ms);
+  ho.body_read_timeout = std::chrono::milliseconds(f.body_read_timeout_ms);
+  ho.idle_timeout = std::chrono::milliseconds(f.idle_timeout_ms);
+  auto server = http::HttpServer::Create(ho, (*service)->handler());
+  if (!server.ok()) {
+    spdlog::error("http server: {}", server.status().ToString());
+    return 1;
+  }
+  if (absl::Status s = (*server)->Start(); !s.ok()) {
+    spdlog::error("http server: {}", s.ToString());
+    return 1;
+  }
+  std::printf("tide: listening on http://%s:%u\n", f.host.c_str(), (*server)->port());
+  std::fflush(stdout);
+  spdlog::info("ready: serving on http://{}:{}", f.host, (*server)->port());
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("received {}: draining (grace {} ms)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
+               f.shutdown_grace_ms);
+  // Readiness turns false first, then no new connections, then in-flight requests finish.
+  (*service)->SetDraining(true);
+  (*server)->StopAccepting();
+  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(f.shutdown_grace_ms);
+  while ((*server)->active_requests() > 0 && std::chrono::steady_clock::now() < grace_end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const size_t unfinished = (*server)->active_requests();
+  (*models)->Shutdown();
+  (*server)->Stop();
+  spdlog::info("stopped ({} request(s) unfinished at the end of the grace period)", unfinished);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App* app) {
+  auto flags = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app->add_subcommand("serve", "Serve a model repository over HTTP (TEI rerank, Cohere rerank, KServe v2)");
+  cmd->add_option("--model-repository", flags->model_repository, "Triton-style model repository")
+      ->envname("TIDE_MODEL_REPOSITORY")->capture_default_str();
+  cmd->add_option("--host", flags->host, "Address to bind (0.0.0.0 for every interface)")
+      ->envname("TIDE_HOST")->capture_default_str();
+  cmd->add_option("--port", flags->port, "Port to bind; 0 picks a free one")
+      ->envname("TIDE_PORT")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--io-threads", flags->io_threads, "HTTP I/O threads")
+      ->envname("TIDE_IO_THREADS")->check(CLI::Range(1, 64))->capture_default_str();
+  cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")
+      ->envname("TIDE_MAX_BODY_BYTES")->capture_default_str();
+  cmd->add_option("--max-header-bytes", flags->max_header_bytes, "Largest request header block (431 above)")
+      ->envname("TIDE_MAX_HEADER_BYTES")->capture_default_str();
+  cmd->add_option("--header-read-timeout-ms", flags->header_read_timeout_ms, "Time to receive a request's headers (408)")
+      ->envname("TIDE_HEADER_READ_TIMEOUT_MS")->capture_default_str();
+  cmd->add_option("--body-read-timeout-ms", flags->body_read_timeout_ms, "Time to receive a request's body (408)")
+      ->envname("TIDE_BODY_READ_TIMEOUT_MS")->capture_default_str();
+  cmd->add_option("--idle-timeout-ms", flags->idle_timeout_ms, "Idle keep-alive connections are closed after this")
+      ->envname("TIDE_IDLE_TIMEOUT_MS")->capture_default_str();
+  cmd->add_option("--default-timeout-ms", flags->default_timeout_ms,
+                  "Deadline of requests that set none (x-timeout-ms); 0 = none")
+      ->envname("TIDE_DEFAULT_TIMEOUT_MS")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", flags->max_batch_tokens, "Most padded tokens in one batch")
+      ->envname("TIDE_MAX_BATCH_TOKENS")->capture_default_str();
+  cmd->add_option("--max-documents", flags->max_documents, "Most documents in one rerank request (422 above)")
+      ->envname("TIDE_MAX_DOCUMENTS")->capture_default_str();
+  cmd->add_option("--max-text-bytes", flags->max_text_bytes, "Longest query or document in bytes (422 above)")
+      ->envname("TIDE_MAX_TEXT_BYTES")->capture_default_str();
+  cmd->add_option("--shutdown-grace-ms", flags->shutdown_grace_ms, "On SIGTERM, time for in-flight requests to finish")
+      ->envname("TIDE_SHUTDOWN_GRACE_MS")->capture_default_str();
+  cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
+      ->envname("TIDE_LOG_LEVEL")->capture_default_str();
+  cmd->callback([flags]() {
+    const int rc = Serve(*flags);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace tide::cli

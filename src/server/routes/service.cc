@@ -1,0 +1,460 @@
+#include "server/routes/service.h"
+
+#include <atomic>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "api/cohere_rerank.h"
+#include "api/kserve_infer.h"
+#include "api/kserve_metadata.h"
+#include "api/rerank.h"
+#include "api/status_http.h"
+#include "api/tokenize.h"
+#include "config/model_config.h"
+#include "nlohmann/json.hpp"
+#include "server/routes/route_util.h"
+#include "serving/scoring.h"
+
+namespace tide::server {
+
+namespace {
+
+using serving::Clock;
+using Steady = std::chrono::steady_clock;
+
+http::Response JsonResponse(std::string body, int status = 200) {
+  http::Response r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+tokenizer::TruncationDirection ToTokenizer(api::TruncationDirection d) {
+  return d == api::TruncationDirection::kLeft ? tokenizer::TruncationDirection::kLeft
+                                              : tokenizer::TruncationDirection::kRight;
+}
+
+std::string NextRequestId() {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat("tide-", counter.fetch_add(1, std::memory_order_relaxed) + 1);
+}
+
+// KServe parameters arrive as bool/int/double/string; timeouts and priorities must be integers.
+absl::StatusOr<std::optional<int64_t>> IntParameter(const api::Parameters& params, std::string_view name) {
+  auto it = params.find(name);
+  if (it == params.end()) return std::optional<int64_t>();
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return std::optional<int64_t>(*v);
+  return absl::FailedPreconditionError(absl::StrCat("parameters.", std::string(name), " must be an integer"));
+}
+
+api::DataType ToApi(DataType t) {
+  switch (t) {
+    case TYPE_BOOL: return api::DataType::kBool;
+    case TYPE_INT32: return api::DataType::kInt32;
+    case TYPE_INT64: return api::DataType::kInt64;
+    case TYPE_FP64: return api::DataType::kFp64;
+    case TYPE_STRING: return api::DataType::kBytes;
+    default: return api::DataType::kFp32;
+  }
+}
+
+// The rows of a KServe request: token tensors (input_ids [+ attention_mask, token_type_ids]) or
+// BYTES text (text [+ text_pair]) that the server tokenizes.
+absl::Status RowsFromTensors(const serving::ServedModel& model, const api::InferRequest& request,
+                             std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time) {
+  const api::Tensor* ids = nullptr;
+  const api::Tensor* mask = nullptr;
+  const api::Tensor* types = nullptr;
+  const api::Tensor* text = nullptr;
+  const api::Tensor* text_pair = nullptr;
+  const runtime::ModelSignature& sig = model.signature();
+  for (const api::Tensor& t : request.inputs) {
+    if (t.name == sig.input_ids_name) ids = &t;
+    else if (t.name == sig.attention_mask_name) mask = &t;
+    else if (t.name == "token_type_ids") types = &t;
+    else if (t.name == "text") text = &t;
+    else if (t.name == "text_pair") text_pair = &t;
+    else return absl::FailedPreconditionError(absl::StrCat("unexpected input '", t.name, "' for model ", model.name()));
+  }
+  if (ids != nullptr) {
+    if (text != nullptr || text_pair != nullptr) {
+      return absl::FailedPreconditionError("send either token tensors or text inputs, not both");
+    }
+    auto as_int64 = [](const api::Tensor& t, size_t i) -> int64_t {
+      if (const auto* v = std::get_if<std::vector<int64_t>>(&t.data)) return (*v)[i];
+      return std::get<std::vector<int32_t>>(t.data)[i];
+    };
+    for (const api::Tensor* t : {ids, mask, types}) {
+      if (t == nullptr) continue;
+      if (t->datatype != api::DataType::kInt64 && t->datatype != api::DataType::kInt32) {
+        return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must be INT64 or INT32"));
+      }
+      if (t->shape.size() != 2) {
+        return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have shape [batch, sequence]"));
+      }
+      if (t->shape != ids->shape) {
+        return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have the shape of '", ids->name, "'"));
+      }
+    }
+    const int64_t batch = ids->shape[0], seq = ids->shape[1];
+    if (batch < 1 || seq < 1) return absl::FailedPreconditionError("input_ids must not be empty");
+    if (static_cast<size_t>(seq) > model.max_sequence_length()) {
+      return absl::FailedPreconditionError(absl::StrCat("sequence length ", seq, " exceeds the model's max_sequence_length ",
+                                                        model.max_sequence_length()));
+    }
+    const int64_t vocab = static_cast<int64_t>(model.tokenizer().vocab_size());
+    rows->resize(batch);
+    for (int64_t r = 0; r < batch; ++r) {
+      tokenizer::Encoding& e = (*rows)[r];
+      e.clear();
+      for (int64_t c = 0; c < seq; ++c) {
+        const size_t i = static_cast<size_t>(r * seq + c);
+        const int64_t id = as_int64(*ids, i);
+        if (id < 0 || id >= vocab) {
+          return absl::FailedPreconditionError(absl::StrCat("input_ids[", r, "][", c, "] = ", id, " is outside the vocabulary (",
+                                                            vocab, " tokens)"));
+        }
+        e.ids.push_back(id);
+        e.attention_mask.push_back(mask != nullptr ? (as_int64(*mask, i) != 0 ? 1 : 0) : 1);
+        e.type_ids.push_back(types != nullptr ? as_int64(*types, i) : 0);
+      }
+      e.untruncated_length = e.ids.size();
+    }
+    return absl::OkStatus();
+  }
+  if (text == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("model ", model.name(), " expects '", sig.input_ids_name,
+                                                      "' (INT64/INT32 [batch, sequence]) or 'text' (BYTES [batch])"));
+  }
+  const auto* texts = std::get_if<std::vector<std::string>>(&text->data);
+  if (texts == nullptr || texts->empty()) return absl::FailedPreconditionError("input 'text' must be non-empty BYTES");
+  const std::vector<std::string>* pairs = nullptr;
+  if (text_pair != nullptr) {
+    pairs = std::get_if<std::vector<std::string>>(&text_pair->data);
+    if (pairs == nullptr || pairs->size() != texts->size()) {
+      return absl::FailedPreconditionError("input 'text_pair' must be BYTES with as many elements as 'text'");
+    }
+  }
+  const Steady::time_point start = Steady::now();
+  tokenizer::EncodeOptions opts;
+  opts.max_length = model.max_sequence_length();
+  rows->resize(texts->size());
+  for (size_t i = 0; i < texts->size(); ++i) {
+    std::optional<std::string_view> pair;
+    if (pairs != nullptr) pair = (*pairs)[i];
+    if (absl::Status s = model.tokenizer().Encode((*texts)[i], pair, opts, &(*rows)[i]); !s.ok()) return s;
+  }
+  *tokenize_time = Steady::now() - start;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ModelManager* models,
+                                                         serving::ServingMetrics* metrics,
+                                                         const ServiceOptions& options) {
+  if (models == nullptr || metrics == nullptr) return absl::InvalidArgumentError("models and metrics are required");
+  std::unique_ptr<Service> service(new Service(models, metrics, options));
+  if (absl::Status s = service->AddRoutes(); !s.ok()) return s;
+  return service;
+}
+
+absl::Status Service::AddRoutes() {
+  auto plain = [this](void (Service::*fn)(http::Request, http::Responder)) {
+    return [this, fn](http::Request r, http::PathParams, http::Responder respond) {
+      (this->*fn)(std::move(r), std::move(respond));
+    };
+  };
+  auto with_params = [this](void (Service::*fn)(http::Request, const http::PathParams&, http::Responder)) {
+    return [this, fn](http::Request r, http::PathParams p, http::Responder respond) {
+      (this->*fn)(std::move(r), p, std::move(respond));
+    };
+  };
+  struct Entry {
+    const char* method;
+    const char* pattern;
+    http::RouteHandler handler;
+  };
+  const std::vector<Entry> routes = {
+      {"POST", "/rerank", plain(&Service::Rerank)},
+      {"POST", "/v1/rerank", plain(&Service::CohereRerank)},
+      {"POST", "/tokenize", plain(&Service::Tokenize)},
+      {"GET", "/metrics", plain(&Service::Metrics)},
+      {"GET", "/v2", plain(&Service::ServerMetadata)},
+      {"GET", "/v2/health/live", plain(&Service::Live)},
+      {"GET", "/v2/health/ready", plain(&Service::Ready)},
+      {"GET", "/health", plain(&Service::Live)},
+      {"GET", "/v2/models/{model}", with_params(&Service::ModelMetadata)},
+      {"GET", "/v2/models/{model}/versions/{version}", with_params(&Service::ModelMetadata)},
+      {"GET", "/v2/models/{model}/ready", with_params(&Service::ModelReady)},
+      {"GET", "/v2/models/{model}/versions/{version}/ready", with_params(&Service::ModelReady)},
+      {"GET", "/v2/models/{model}/stats", with_params(&Service::ModelStats)},
+      {"GET", "/v2/models/{model}/versions/{version}/stats", with_params(&Service::ModelStats)},
+      {"POST", "/v2/models/{model}/infer", with_params(&Service::Infer)},
+      {"POST", "/v2/models/{model}/versions/{version}/infer", with_params(&Service::Infer)},
+  };
+  for (const Entry& e : routes) {
+    if (absl::Status s = router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// ---- rerank ------------------------------------------------------------------------------------
+
+void Service::Rerank(http::Request request, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "rerank", request.received_at);
+  if (draining()) return sender.SendError(absl::UnavailableError("server is shutting down"));
+  auto parsed = api::ParseRerankRequest(request.body, options_.limits);
+  if (!parsed.ok()) return sender.SendError(parsed.status());
+  auto model = models_->Default();
+  if (!model.ok()) return sender.SendError(model.status());
+  sender.set_model((*model)->name());
+  auto admission = MakeAdmission(request, options_.default_timeout);
+  if (!admission.ok()) return sender.SendError(admission.status());
+
+  const Steady::time_point start = Steady::now();
+  std::vector<std::string_view> docs(parsed->texts.begin(), parsed->texts.end());
+  serving::PairOptions pair_options{parsed->truncate, ToTokenizer(parsed->truncation_direction), std::nullopt};
+  std::vector<tokenizer::Encoding> rows;
+  if (absl::Status s = serving::TokenizePairs(**model, parsed->query, docs, pair_options, &rows); !s.ok()) {
+    return sender.SendError(s);
+  }
+  const Clock::duration tokenize = Steady::now() - start;
+
+  auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
+  (*model)->Submit(rows, *admission,
+                   [sender = std::move(sender), req, m = *model, tokenize](
+                       absl::StatusOr<serving::InferenceResult> result) mutable {
+                     if (!result.ok()) return sender.SendError(result.status());
+                     const Steady::time_point post = Steady::now();
+                     std::vector<float> scores(result->rows);
+                     for (int64_t i = 0; i < result->rows; ++i) {
+                       scores[i] = serving::RerankScore(*result, i, m->parameters().score_activation, req->raw_scores);
+                     }
+                     auto body = api::RenderRerankResponse(*req, scores);
+                     if (!body.ok()) return sender.SendError(body.status());
+                     serving::StageTimings t = result->timings;
+                     t.tokenize = tokenize;
+                     t.postprocess = Steady::now() - post;
+                     t.total = Steady::now() - sender.received_at();
+                     http::Response response = JsonResponse(*std::move(body));
+                     AddTimingHeaders(t, &response);
+                     sender.Send(std::move(response), &t);
+                   });
+}
+
+void Service::CohereRerank(http::Request request, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "v1_rerank", request.received_at);
+  if (draining()) return sender.SendError(absl::UnavailableError("server is shutting down"));
+  auto parsed = api::ParseCohereRerankRequest(request.body, options_.limits);
+  if (!parsed.ok()) return sender.SendError(parsed.status());
+  auto model = parsed->model.has_value() && !parsed->model->empty() ? models_->Find(*parsed->model)
+                                                                    : models_->Default();
+  if (!model.ok()) return sender.SendError(model.status());
+  sender.set_model((*model)->name());
+  auto admission = MakeAdmission(request, options_.default_timeout);
+  if (!admission.ok()) return sender.SendError(admission.status());
+
+  const Steady::time_point start = Steady::now();
+  std::vector<std::string_view> docs(parsed->documents.begin(), parsed->documents.end());
+  serving::PairOptions pair_options{true, tokenizer::TruncationDirection::kRight, parsed->max_tokens_per_doc};
+  std::vector<tokenizer::Encoding> rows;
+  if (absl::Status s = serving::TokenizePairs(**model, parsed->query, docs, pair_options, &rows); !s.ok()) {
+    return sender.SendError(s);
+  }
+  const Clock::duration tokenize = Steady::now() - start;
+
+  auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
+  (*model)->Submit(rows, *admission,
+                   [sender = std::move(sender), req, m = *model, tokenize](
+                       absl::StatusOr<serving::InferenceResult> result) mutable {
+                     if (!result.ok()) return sender.SendError(result.status());
+                     const Steady::time_point post = Steady::now();
+                     std::vector<float> scores(result->rows);
+                     for (int64_t i = 0; i < result->rows; ++i) {
+                       scores[i] = serving::RerankScore(*result, i, m->parameters().score_activation, false);
+                     }
+                     api::CohereRerankResponseInfo info{NextRequestId(), m->name(), result->real_tokens};
+                     auto body = api::RenderCohereRerankResponse(*req, scores, info);
+                     if (!body.ok()) return sender.SendError(body.status());
+                     serving::StageTimings t = result->timings;
+                     t.tokenize = tokenize;
+                     t.postprocess = Steady::now() - post;
+                     t.total = Steady::now() - sender.received_at();
+                     http::Response response = JsonResponse(*std::move(body));
+                     AddTimingHeaders(t, &response);
+                     sender.Send(std::move(response), &t);
+                   });
+}
+
+// ---- tokenize ----------------------------------------------------------------------------------
+
+void Service::Tokenize(http::Request request, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "tokenize", request.received_at);
+  auto parsed = api::ParseTokenizeRequest(request.body, options_.limits);
+  if (!parsed.ok()) return sender.SendError(parsed.status());
+  auto model = models_->Default();
+  if (!model.ok()) return sender.SendError(model.status());
+  sender.set_model((*model)->name());
+  const tokenizer::Tokenizer& tok = (*model)->tokenizer();
+  tokenizer::EncodeOptions opts;
+  opts.max_length = (*model)->max_sequence_length();
+  opts.add_special_tokens = parsed->add_special_tokens;
+  std::vector<std::vector<api::TokenInfo>> out(parsed->inputs.size());
+  tokenizer::Encoding e;
+  for (size_t i = 0; i < parsed->inputs.size(); ++i) {
+    const api::TokenizeInput& in = parsed->inputs[i];
+    std::optional<std::string_view> pair;
+    if (in.text_pair.has_value()) pair = *in.text_pair;
+    if (absl::Status s = tok.Encode(in.text, pair, opts, &e); !s.ok()) return sender.SendError(s);
+    out[i].reserve(e.ids.size());
+    for (int64_t id : e.ids) {
+      api::TokenInfo info;
+      info.id = id;
+      info.text = tok.IdToToken(id).value_or("");
+      info.special = tok.IsSpecialToken(id);
+      out[i].push_back(std::move(info));
+    }
+  }
+  sender.Send(JsonResponse(api::RenderTokenizeResponse(out)));
+}
+
+// ---- KServe v2: health and metadata ---------------------------------------------------------------
+
+void Service::ServerMetadata(http::Request request, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "server_metadata", request.received_at);
+  api::ServerMetadata md;
+  md.version = options_.version;
+  md.extensions = {"binary_tensor_data", "statistics"};
+  sender.Send(JsonResponse(api::RenderServerMetadata(md)));
+}
+
+void Service::Live(http::Request request, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "health_live", request.received_at);
+  sender.Send(JsonResponse(R"({"live":true})"));
+}
+
+void Service::Ready(http::Request request, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "health_ready", request.received_at);
+  const bool ready = !draining() && models_->AllReady();
+  sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
+}
+
+void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "model_metadata", request.received_at);
+  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  if (!model.ok()) return sender.SendError(model.status());
+  const serving::ServedModel& m = **model;
+  sender.set_model(m.name());
+  api::ModelMetadata md;
+  md.name = m.name();
+  for (int64_t v : models_->Versions(m.name())) md.versions.push_back(std::to_string(v));
+  md.platform = std::string(config::kOnnxRuntimePlatform);
+  const bool batched = m.config().max_batch_size() > 0;
+  auto add = [batched](const auto& tensor, std::vector<api::TensorMetadata>* out) {
+    api::TensorMetadata t;
+    t.name = tensor.name();
+    t.datatype = ToApi(tensor.data_type());
+    if (batched) t.shape.push_back(-1);
+    for (int64_t d : tensor.dims()) t.shape.push_back(d);
+    out->push_back(std::move(t));
+  };
+  for (const auto& in : m.config().input()) add(in, &md.inputs);
+  for (const auto& out : m.config().output()) add(out, &md.outputs);
+  md.inputs.push_back({"text", api::DataType::kBytes, {-1}});
+  md.inputs.push_back({"text_pair", api::DataType::kBytes, {-1}});
+  sender.Send(JsonResponse(api::RenderModelMetadata(md)));
+}
+
+void Service::ModelReady(http::Request request, const http::PathParams& params, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "model_ready", request.received_at);
+  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  if (!model.ok()) return sender.SendError(model.status());
+  sender.set_model((*model)->name());
+  const bool ready = !draining() && (*model)->ready();
+  sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
+}
+
+void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
+  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  if (!model.ok()) return sender.SendError(model.status());
+  sender.set_model((*model)->name());
+  sender.Send(JsonResponse((*model)->StatisticsJson()));
+}
+
+// ---- KServe v2: inference ---------------------------------------------------------------------------
+
+void Service::Infer(http::Request request, const http::PathParams& params, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "infer", request.received_at);
+  if (draining()) return sender.SendError(absl::UnavailableError("server is shutting down"));
+  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  if (!model.ok()) return sender.SendError(model.status());
+  sender.set_model((*model)->name());
+  std::optional<std::string_view> header_length;
+  if (std::string_view h = request.header(api::kInferenceHeaderContentLength); !h.empty()) header_length = h;
+  auto parsed = api::ParseInferRequest(request.body, header_length, options_.limits);
+  if (!parsed.ok()) return sender.SendError(parsed.status());
+  const runtime::ModelSignature& sig = (*model)->signature();
+  for (const api::InferRequestedOutput& out : parsed->outputs) {
+    if (out.name != sig.logits_name) {
+      return sender.SendError(absl::FailedPreconditionError(
+          absl::StrCat("unknown output '", out.name, "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
+    }
+  }
+  auto timeout = IntParameter(parsed->parameters, "timeout");
+  if (!timeout.ok()) return sender.SendError(timeout.status());
+  auto priority = IntParameter(parsed->parameters, "priority");
+  if (!priority.ok()) return sender.SendError(priority.status());
+  auto admission = MakeAdmission(request, options_.default_timeout, *timeout, *priority);
+  if (!admission.ok()) return sender.SendError(admission.status());
+
+  std::vector<tokenizer::Encoding> rows;
+  Clock::duration tokenize{};
+  if (absl::Status s = RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
+
+  auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
+  (*model)->Submit(
+      rows, *admission,
+      [sender = std::move(sender), req, m = *model, tokenize](absl::StatusOr<serving::InferenceResult> result) mutable {
+        if (!result.ok()) return sender.SendError(result.status());
+        const Steady::time_point post = Steady::now();
+        api::InferResponse response;
+        response.model_name = m->name();
+        response.model_version = std::to_string(m->version());
+        response.id = req->id;
+        api::Tensor out;
+        out.name = m->signature().logits_name;
+        out.datatype = api::DataType::kFp32;
+        out.shape = {result->rows, result->num_labels};
+        out.data = std::move(result->logits);
+        response.outputs.push_back(std::move(out));
+        auto rendered = api::RenderInferResponse(response, *req);
+        if (!rendered.ok()) return sender.SendError(rendered.status());
+        serving::StageTimings t = result->timings;
+        t.tokenize = tokenize;
+        t.postprocess = Steady::now() - post;
+        t.total = Steady::now() - sender.received_at();
+        http::Response http_response = JsonResponse(std::move(rendered->body));
+        if (rendered->inference_header_content_length.has_value()) {
+          http_response.content_type = "application/octet-stream";
+          http_response.headers.emplace_back(std::string(api::kInferenceHeaderContentLength),
+                                             std::to_string(*rendered->inference_header_content_length));
+        }
+        AddTimingHeaders(t, &http_response);
+        sender.Send(std::move(http_response), &t);
+      });
+}
+
+// ---- metrics -------------------------------------------------------------------------------------
+
+void Service::Metrics(http::Request request, http::Responder respond) {
+  models_->RefreshMetrics();
+  http::Response r;
+  r.content_type = metrics::kPrometheusTextContentType;
+  r.body = metrics_->registry.RenderText();
+  std::move(respond)(std::move(r));
+}
+
+}  // namespace tide::server

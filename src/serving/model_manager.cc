@@ -1,0 +1,117 @@
+#include "serving/model_manager.h"
+
+#include <charconv>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/ort_backend.h"
+
+namespace tide::serving {
+
+absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelManagerOptions& options) {
+  config::RepositoryOptions ro;
+  ro.read_signature = [](const std::filesystem::path& file) {
+    return runtime::OrtBackend::ReadSignature(file.string());
+  };
+  auto models = config::ScanModelRepository(options.repository, ro);
+  if (!models.ok()) return models.status();
+  if (models->empty()) {
+    return absl::NotFoundError(absl::StrCat("model repository ", options.repository.string(), " has no models"));
+  }
+  std::unique_ptr<ModelManager> manager(new ModelManager());
+  manager->metrics_ = options.model.metrics;
+  for (const config::RepositoryModel& model : *models) {
+    for (const config::ModelVersion& version : model.versions) {
+      auto served = ServedModel::Create(model, version, options.model);
+      if (!served.ok()) return served.status();
+      absl::MutexLock lock(&manager->mu_);
+      manager->models_[model.name][version.version] = std::shared_ptr<ServedModel>(*std::move(served));
+    }
+  }
+  return manager;
+}
+
+ModelManager::~ModelManager() { Shutdown(); }
+
+absl::StatusOr<std::shared_ptr<ServedModel>> ModelManager::Find(std::string_view name,
+                                                                std::string_view version) const {
+  absl::MutexLock lock(&mu_);
+  auto it = models_.find(name);
+  if (it == models_.end() || it->second.empty()) {
+    return absl::NotFoundError(absl::StrCat("model '", std::string(name), "' is not served here"));
+  }
+  if (version.empty()) return it->second.rbegin()->second;
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(version.data(), version.data() + version.size(), v);
+  auto vit = ec == std::errc() && ptr == version.data() + version.size() ? it->second.find(v) : it->second.end();
+  if (vit == it->second.end()) {
+    return absl::NotFoundError(absl::StrCat("model '", std::string(name), "' has no version '", std::string(version), "'"));
+  }
+  return vit->second;
+}
+
+absl::StatusOr<std::shared_ptr<ServedModel>> ModelManager::Default() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, versions] : models_) {
+    if (!versions.empty()) return versions.rbegin()->second;
+  }
+  return absl::NotFoundError("no model is loaded");
+}
+
+std::vector<std::shared_ptr<ServedModel>> ModelManager::All() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<ServedModel>> all;
+  for (const auto& [name, versions] : models_) {
+    for (const auto& [v, model] : versions) all.push_back(model);
+  }
+  return all;
+}
+
+std::vector<int64_t> ModelManager::Versions(std::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int64_t> out;
+  auto it = models_.find(name);
+  if (it == models_.end()) return out;
+  for (const auto& [v, model] : it->second) out.push_back(v);
+  return out;
+}
+
+bool ModelManager::AllReady() const {
+  for (const auto& model : All()) {
+    if (!model->ready()) return false;
+  }
+  return true;
+}
+
+void ModelManager::RefreshMetrics() const {
+  if (metrics_ == nullptr) return;
+  absl::MutexLock refresh_lock(&refresh_mu_);
+  for (const auto& model : All()) {
+    const ServedModel::Stats s = model->GetStats();
+    const std::string& n = model->name();
+    metrics_->queue_tasks->WithLabels({n})->Set(static_cast<double>(s.batcher.queued_tasks));
+    metrics_->queue_tokens->WithLabels({n})->Set(static_cast<double>(s.batcher.queued_tokens));
+    metrics_->padding_ratio->WithLabels({n})->Set(
+        s.batcher.real_tokens == 0 ? 1.0 : static_cast<double>(s.batcher.padded_tokens) / s.batcher.real_tokens);
+    for (size_t i = 0; i < s.instances.size(); ++i) {
+      metrics_->instance_busy_ratio->WithLabels({n, std::to_string(i)})->Set(s.instances[i].busy_ratio);
+    }
+    // Counters mirror the batcher's monotonic counts: add what is new since the last scrape.
+    auto mirror = [](metrics::Counter* c, uint64_t total) {
+      const double delta = static_cast<double>(total) - c->Value();
+      if (delta > 0) c->Increment(delta);
+    };
+    mirror(metrics_->rejected->WithLabels({n, "queue_full"}), s.batcher.rejected_queue_full);
+    mirror(metrics_->rejected->WithLabels({n, "invalid"}), s.batcher.rejected_invalid);
+    for (size_t r = 0; r < batching::kDropReasonCount; ++r) {
+      const auto reason = static_cast<batching::DropReason>(r);
+      mirror(metrics_->dropped->WithLabels({n, std::string(batching::DropReasonName(reason))}),
+             s.batcher.dropped_by(reason));
+    }
+  }
+}
+
+void ModelManager::Shutdown() {
+  for (const auto& model : All()) model->Shutdown();
+}
+
+}  // namespace tide::serving

@@ -1,0 +1,66 @@
+#include "serving/model_runner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace tide::serving {
+
+ModelRunner::ModelRunner(std::unique_ptr<runtime::ModelBackend> backend, int64_t pad_id, int instance,
+                         BatchObserver observer)
+    : backend_(std::move(backend)),
+      pad_id_(pad_id),
+      instance_(instance),
+      with_type_ids_(!backend_->signature().token_type_ids_name.empty()),
+      observer_(std::move(observer)) {}
+
+void ModelRunner::Fill(const batching::Batch<RowTask>& batch) {
+  const int64_t rows = static_cast<int64_t>(std::max(batch.padded_batch_size, batch.tasks.size()));
+  int64_t seq = static_cast<int64_t>(batch.padded_sequence_length);
+  for (const auto& task : batch.tasks) seq = std::max<int64_t>(seq, task->encoding().ids.size());
+  input_.Resize(rows, seq, with_type_ids_);
+  std::fill(input_.input_ids.begin(), input_.input_ids.end(), pad_id_);
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t base = static_cast<size_t>(r * seq);
+    if (r >= static_cast<int64_t>(batch.tasks.size())) {
+      input_.attention_mask[base] = 1;  // a padding row attends to one pad token: no empty softmax
+      continue;
+    }
+    const tokenizer::Encoding& e = batch.tasks[r]->encoding();
+    std::copy(e.ids.begin(), e.ids.end(), input_.input_ids.begin() + base);
+    std::copy(e.attention_mask.begin(), e.attention_mask.end(), input_.attention_mask.begin() + base);
+    if (with_type_ids_) std::copy(e.type_ids.begin(), e.type_ids.end(), input_.token_type_ids.begin() + base);
+  }
+}
+
+absl::Status ModelRunner::Run(batching::Batch<RowTask>& batch) {
+  const Clock::time_point start = batching::SteadyClock::Get()->Now();
+  Fill(batch);
+  if (absl::Status s = backend_->Run(input_, &logits_); !s.ok()) return s;
+  const Clock::duration took = batching::SteadyClock::Get()->Now() - start;
+  if (logits_.batch < static_cast<int64_t>(batch.tasks.size()) || logits_.num_labels < 1) {
+    return absl::InternalError(absl::StrCat("model returned ", logits_.batch, " rows of ", logits_.num_labels,
+                                            " logits for a batch of ", batch.tasks.size()));
+  }
+  if (observer_) observer_(batch, took, instance_);
+  for (size_t i = 0; i < batch.tasks.size(); ++i) {
+    batch.tasks[i]->Complete(&logits_.values[i * logits_.num_labels], batch.queue_durations[i], took);
+    batch.tasks[i].reset();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Warmup(const std::vector<BatchShape>& shapes) {
+  for (const BatchShape& shape : shapes) {
+    input_.Resize(shape.batch, shape.seq_len, with_type_ids_);
+    std::fill(input_.input_ids.begin(), input_.input_ids.end(), pad_id_);
+    std::fill(input_.attention_mask.begin(), input_.attention_mask.end(), 1);
+    if (absl::Status s = backend_->Run(input_, &logits_); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("warm-up at batch ", shape.batch, " x sequence ", shape.seq_len,
+                                                 ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tide::serving

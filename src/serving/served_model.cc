@@ -1,0 +1,281 @@
+#include "serving/served_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/ort_backend.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace tide::serving {
+
+namespace {
+
+runtime::GraphOptimization ToOrt(config::GraphOptimizationLevel level) {
+  switch (level) {
+    case config::GraphOptimizationLevel::kDisable: return runtime::GraphOptimization::kDisable;
+    case config::GraphOptimizationLevel::kBasic: return runtime::GraphOptimization::kBasic;
+    case config::GraphOptimizationLevel::kExtended: return runtime::GraphOptimization::kExtended;
+    case config::GraphOptimizationLevel::kAll: return runtime::GraphOptimization::kAll;
+  }
+  return runtime::GraphOptimization::kAll;
+}
+
+batching::QueuePolicy ToQueuePolicy(const ModelQueuePolicy& p) {
+  batching::QueuePolicy q;
+  q.timeout_action = p.timeout_action() == ModelQueuePolicy::DELAY ? batching::TimeoutAction::kDelay
+                                                                    : batching::TimeoutAction::kReject;
+  q.default_timeout = std::chrono::microseconds(p.default_timeout_microseconds());
+  q.allow_timeout_override = p.allow_timeout_override();
+  q.max_queue_size = p.max_queue_size();
+  return q;
+}
+
+// Triton's dynamic_batching block plus tide's token budget and shape buckets.
+batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, size_t max_sequence_length,
+                                            size_t max_batch_tokens) {
+  batching::BatcherOptions o;
+  o.max_batch_size = static_cast<size_t>(std::max(config.max_batch_size(), 1));
+  o.max_batch_tokens = std::max(max_batch_tokens, max_sequence_length);
+  o.sequence_buckets.clear();
+  for (size_t b : {16, 32, 64, 128, 192, 256, 384, 512}) {
+    if (b < max_sequence_length) o.sequence_buckets.push_back(b);
+  }
+  o.sequence_buckets.push_back(max_sequence_length);
+  if (config.has_dynamic_batching()) {
+    const ModelDynamicBatching& db = config.dynamic_batching();
+    o.max_queue_delay = std::chrono::microseconds(db.max_queue_delay_microseconds());
+    for (int32_t size : db.preferred_batch_size()) o.preferred_batch_sizes.push_back(static_cast<size_t>(size));
+    o.priority_levels = static_cast<int>(db.priority_levels());
+    o.default_priority_level = static_cast<int>(db.default_priority_level());
+    if (db.has_default_queue_policy()) o.default_queue_policy = ToQueuePolicy(db.default_queue_policy());
+    for (const auto& [level, policy] : db.priority_queue_policy()) {
+      o.priority_queue_policy[static_cast<int>(level)] = ToQueuePolicy(policy);
+    }
+  }
+  return o;
+}
+
+// config.model_warmup when given; else every sequence bucket at batch 1 plus the largest shape the
+// token budget allows (the arena and memory plans then never grow under traffic).
+std::vector<BatchShape> WarmupShapes(const config::ModelConfig& config, const batching::BatcherOptions& o) {
+  std::vector<BatchShape> shapes;
+  for (const ModelWarmup& w : config.model_warmup()) {
+    int64_t seq = 16;
+    for (const auto& [name, input] : w.inputs()) {
+      if (!input.dims().empty()) seq = std::max<int64_t>(seq, input.dims(input.dims_size() - 1));
+    }
+    for (uint32_t i = 0; i < std::max<uint32_t>(w.count(), 1); ++i) {
+      shapes.push_back({std::max<int64_t>(w.batch_size(), 1), seq});
+    }
+  }
+  if (!shapes.empty()) return shapes;
+  for (size_t bucket : o.sequence_buckets) shapes.push_back({1, static_cast<int64_t>(bucket)});
+  const size_t longest = o.sequence_buckets.back();
+  const size_t rows = std::clamp<size_t>(o.max_batch_tokens / longest, 1, o.max_batch_size);
+  if (rows > 1) shapes.push_back({static_cast<int64_t>(rows), static_cast<int64_t>(longest)});
+  return shapes;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::RepositoryModel& model,
+                                                                 const config::ModelVersion& version,
+                                                                 const ServedModelOptions& options) {
+  std::unique_ptr<ServedModel> m(new ServedModel());
+  m->name_ = model.name;
+  m->version_ = version.version;
+  m->config_ = model.config;
+  m->metrics_ = options.metrics;
+  const std::string config_file = model.config_file.string();
+  auto params = config::TideParameters::FromConfig(model.config, config_file);
+  if (!params.ok()) return params.status();
+  m->params_ = *params;
+
+  const std::string tokenizer_path = (model.directory / m->params_.tokenizer).string();
+  auto tok = tokenizer::Tokenizer::FromFile(tokenizer_path);
+  if (!tok.ok()) {
+    return absl::Status(tok.status().code(), absl::StrCat(model.name, ": tokenizer: ", tok.status().message()));
+  }
+  m->tokenizer_ = *std::move(tok);
+  m->max_sequence_length_ =
+      static_cast<size_t>(m->params_.EffectiveMaxSequenceLength(m->tokenizer_->default_max_length()));
+
+  runtime::OrtOptions ort;
+  ort.model_path = version.model_file.string();
+  ort.intra_op_threads = m->params_.intra_op_threads;
+  ort.inter_op_threads = m->params_.inter_op_threads;
+  ort.allow_spinning = m->params_.allow_spinning;
+  ort.graph_optimization_level = ToOrt(m->params_.graph_optimization_level);
+  ort.enable_cpu_mem_arena = m->params_.enable_cpu_mem_arena;
+  auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
+  if (!signature.ok()) return signature.status();
+  m->signature_ = *signature;
+  if (m->signature_.num_labels < 1) {
+    return absl::FailedPreconditionError(absl::StrCat(ort.model_path, ": output ", m->signature_.logits_name,
+                                                      " has a dynamic label dimension; tide needs a fixed one"));
+  }
+
+  const batching::BatcherOptions batcher_options =
+      MakeBatcherOptions(m->config_, m->max_sequence_length_, options.max_batch_tokens);
+  m->max_queue_size_ = batcher_options.default_queue_policy.max_queue_size;
+  batching::Batcher<RowTask>::Options bo;
+  bo.batching = batcher_options;
+  auto batcher = batching::Batcher<RowTask>::Create(std::move(bo));
+  if (!batcher.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(config_file, ": dynamic_batching: ", batcher.status().message()));
+  }
+  m->batcher_ = *std::move(batcher);
+
+  int instances = 0;
+  for (const ModelInstanceGroup& g : m->config_.instance_group()) instances += std::max(g.count(), 1);
+  instances = std::max(instances, 1);
+
+  Statistics* stats = m->statistics_.get();
+  BatchObserver observer = [stats](const batching::Batch<RowTask>& b, Clock::duration took, int) {
+    const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
+    stats->execution_count.fetch_add(1, std::memory_order_relaxed);
+    stats->inference_count.fetch_add(b.size(), std::memory_order_relaxed);
+    stats->compute_infer_ns.fetch_add(ns, std::memory_order_relaxed);
+    uint64_t queue_ns = 0;
+    for (const Clock::duration& q : b.queue_durations) {
+      queue_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(q).count());
+    }
+    stats->queue_count.fetch_add(b.size(), std::memory_order_relaxed);
+    stats->queue_ns.fetch_add(queue_ns, std::memory_order_relaxed);
+    stats->last_inference_ms.store(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch()).count(),
+                                   std::memory_order_relaxed);
+    absl::MutexLock lock(&stats->mu);
+    auto& entry = stats->batch_stats[b.size()];
+    entry.first += 1;
+    entry.second += ns;
+  };
+  if (m->metrics_ != nullptr) {
+    ServingMetrics* mx = m->metrics_;
+    metrics::Histogram* size_h = mx->batch_size->WithLabels({m->name_});
+    metrics::Histogram* tokens_h = mx->batch_tokens->WithLabels({m->name_});
+    metrics::Counter* real_c = mx->real_tokens->WithLabels({m->name_});
+    metrics::Counter* padded_c = mx->padded_tokens->WithLabels({m->name_});
+    observer = [size_h, tokens_h, real_c, padded_c, base = std::move(observer)](
+                   const batching::Batch<RowTask>& b, Clock::duration took, int instance) {
+      base(b, took, instance);
+      size_h->Observe(static_cast<double>(b.size()));
+      tokens_h->Observe(static_cast<double>(b.padded_tokens));
+      real_c->Increment(static_cast<double>(b.real_tokens));
+      padded_c->Increment(static_cast<double>(b.padded_tokens));
+    };
+  }
+
+  const std::vector<BatchShape> warmup = WarmupShapes(m->config_, batcher_options);
+  const int64_t pad_id = m->tokenizer_->pad_id();
+  const auto warm_start = std::chrono::steady_clock::now();
+  batching::InstancePoolOptions po;
+  po.instance_count = instances;
+  po.shutdown_grace = options.shutdown_grace;
+  auto pool = batching::InstancePool<RowTask>::Create(
+      po, m->batcher_.get(),
+      [&](int instance) -> absl::StatusOr<std::unique_ptr<batching::BatchRunner<RowTask>>> {
+        auto backend = runtime::OrtBackend::Create(ort);
+        if (!backend.ok()) return backend.status();
+        auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer);
+        if (absl::Status s = runner->Warmup(warmup); !s.ok()) return s;
+        return std::unique_ptr<batching::BatchRunner<RowTask>>(std::move(runner));
+      });
+  if (!pool.ok()) {
+    return absl::Status(pool.status().code(),
+                        absl::StrCat(model.name, " version ", version.version, ": ", pool.status().message()));
+  }
+  m->pool_ = *std::move(pool);
+  const double warm_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count();
+  spdlog::info("model {} version {}: {} instance(s) loaded and warmed up ({} shapes each) in {:.0f} ms; "
+               "max_sequence_length {}, max_batch_size {}, max_batch_tokens {}, max_queue_delay {} us",
+               m->name_, m->version_, instances, warmup.size(), warm_ms, m->max_sequence_length_,
+               batcher_options.max_batch_size, batcher_options.max_batch_tokens,
+               batcher_options.max_queue_delay.count());
+  if (m->metrics_ != nullptr) m->metrics_->model_ready->WithLabels({m->name_, std::to_string(m->version_)})->Set(1);
+  return m;
+}
+
+ServedModel::~ServedModel() { Shutdown(); }
+
+void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::Admission& admission,
+                         InferenceCallback done) {
+  if (rows.empty()) return std::move(done)(absl::FailedPreconditionError("no inputs to run"));
+  if (shut_down_.load()) {
+    return std::move(done)(absl::UnavailableError(absl::StrCat("model ", name_, " is shutting down")));
+  }
+  if (max_queue_size_ > 0 && batcher_->Stats().queued_tasks + rows.size() > max_queue_size_) {
+    return std::move(done)(absl::UnavailableError(
+        absl::StrCat("queue of model ", name_, " is full (max_queue_size ", max_queue_size_, ")")));
+  }
+  const auto submitted = std::chrono::steady_clock::now();
+  Statistics* stats = statistics_.get();
+  auto request = std::make_shared<InferenceRequest>(
+      rows.size(), signature_.num_labels,
+      [stats, submitted, done = std::move(done)](absl::StatusOr<InferenceResult> result) mutable {
+        const uint64_t ns = static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - submitted).count());
+        (result.ok() ? stats->success_count : stats->fail_count).fetch_add(1, std::memory_order_relaxed);
+        (result.ok() ? stats->success_ns : stats->fail_ns).fetch_add(ns, std::memory_order_relaxed);
+        std::move(done)(std::move(result));
+      });
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto task = std::make_unique<RowTask>(request, i, std::move(rows[i]), admission);
+    if (absl::Status s = batcher_->Submit(task); !s.ok()) {
+      // Rows already queued see the request finished and are dropped unrun as cancelled.
+      request->Fail(std::move(s));
+      return;
+    }
+  }
+}
+
+ServedModel::Stats ServedModel::GetStats() const {
+  Stats s;
+  s.batcher = batcher_->Stats();
+  s.instances = pool_->Stats();
+  return s;
+}
+
+std::string ServedModel::StatisticsJson() const {
+  using nlohmann::json;
+  const Statistics& st = *statistics_;
+  auto duration = [](uint64_t count, uint64_t ns) { return json{{"count", count}, {"ns", ns}}; };
+  json batch_stats = json::array();
+  {
+    absl::MutexLock lock(&st.mu);
+    for (const auto& [size, entry] : st.batch_stats) {
+      batch_stats.push_back({{"batch_size", size},
+                             {"compute_input", duration(0, 0)},
+                             {"compute_infer", duration(entry.first, entry.second)},
+                             {"compute_output", duration(0, 0)}});
+    }
+  }
+  const uint64_t executions = st.execution_count.load();
+  json model = {
+      {"name", name_},
+      {"version", std::to_string(version_)},
+      {"last_inference", st.last_inference_ms.load()},
+      {"inference_count", st.inference_count.load()},
+      {"execution_count", executions},
+      {"inference_stats",
+       {{"success", duration(st.success_count.load(), st.success_ns.load())},
+        {"fail", duration(st.fail_count.load(), st.fail_ns.load())},
+        {"queue", duration(st.queue_count.load(), st.queue_ns.load())},
+        {"compute_input", duration(0, 0)},
+        {"compute_infer", duration(executions, st.compute_infer_ns.load())},
+        {"compute_output", duration(0, 0)}}},
+      {"batch_stats", batch_stats}};
+  return json{{"model_stats", json::array({model})}}.dump();
+}
+
+void ServedModel::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  if (metrics_ != nullptr) metrics_->model_ready->WithLabels({name_, std::to_string(version_)})->Set(0);
+  if (pool_) pool_->Stop();
+}
+
+}  // namespace tide::serving

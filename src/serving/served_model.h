@@ -1,0 +1,104 @@
+// tide::serving::ServedModel — one version of one model, ready to serve: its config, tokenizer,
+// dynamic batcher and pool of instances (one ONNX Runtime session each).
+//
+// Contract:
+//  - Create loads the tokenizer and instance_group.count sessions, warms every instance up
+//    (config.model_warmup, else every sequence bucket at batch 1 plus the largest shape the token
+//    budget allows) and starts the workers; the model is ready when Create returns.
+//  - Thread-safe: Submit may be called from any thread. It never blocks: rows are queued and the
+//    callback runs later on an instance thread, exactly once. A queue over capacity answers
+//    UNAVAILABLE at once (the edge maps it to 503 + Retry-After).
+//  - Shutdown stops taking work and lets queued work finish within the grace period.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "batching/batcher.h"
+#include "batching/instance_pool.h"
+#include "config/model_repository.h"
+#include "config/tide_parameters.h"
+#include "runtime/model_backend.h"
+#include "serving/inference_request.h"
+#include "serving/model_runner.h"
+#include "serving/serving_metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tide::serving {
+
+struct ServedModelOptions {
+  // Most padded tokens in one batch (TEI's max_batch_tokens); bounds per-batch latency and memory.
+  size_t max_batch_tokens = 8192;
+  std::chrono::milliseconds shutdown_grace{10000};
+  ServingMetrics* metrics = nullptr;  // not owned; may be null
+};
+
+class ServedModel {
+ public:
+  static absl::StatusOr<std::unique_ptr<ServedModel>> Create(const config::RepositoryModel& model,
+                                                             const config::ModelVersion& version,
+                                                             const ServedModelOptions& options);
+  ~ServedModel();
+
+  const std::string& name() const { return name_; }
+  int64_t version() const { return version_; }
+  const config::ModelConfig& config() const { return config_; }
+  const config::TideParameters& parameters() const { return params_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const runtime::ModelSignature& signature() const { return signature_; }
+  int64_t num_labels() const { return signature_.num_labels; }
+  size_t max_sequence_length() const { return max_sequence_length_; }
+  bool ready() const { return !shut_down_.load(); }
+
+  // Queues one task per row; `done` runs exactly once with every row's logits or the first error.
+  // A queue that cannot take all rows answers UNAVAILABLE through `done` at once, on this thread.
+  void Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::Admission& admission,
+              InferenceCallback done);
+
+  struct Stats {
+    batching::BatcherStats batcher;
+    std::vector<batching::InstanceStats> instances;
+  };
+  Stats GetStats() const;
+  // GET /v2/models/{m}/stats in the shape of Triton's statistics extension.
+  std::string StatisticsJson() const;
+
+  void Shutdown();
+
+ private:
+  ServedModel() = default;
+
+  std::string name_;
+  int64_t version_ = 0;
+  config::ModelConfig config_;
+  config::TideParameters params_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  runtime::ModelSignature signature_;
+  size_t max_sequence_length_ = 512;
+  size_t max_queue_size_ = 0;
+  ServingMetrics* metrics_ = nullptr;
+  std::unique_ptr<batching::Batcher<RowTask>> batcher_;
+  std::unique_ptr<batching::InstancePool<RowTask>> pool_;
+  std::atomic<bool> shut_down_{false};
+
+  // Triton statistics extension counters (durations in ns). Requests count as success or fail when
+  // answered; queue is per row; compute_infer and batch_stats per executed batch.
+  struct Statistics {
+    std::atomic<uint64_t> success_count{0}, success_ns{0}, fail_count{0}, fail_ns{0};
+    std::atomic<uint64_t> queue_count{0}, queue_ns{0};
+    std::atomic<uint64_t> inference_count{0}, execution_count{0}, compute_infer_ns{0};
+    std::atomic<int64_t> last_inference_ms{0};
+    mutable absl::Mutex mu;
+    std::map<size_t, std::pair<uint64_t, uint64_t>> batch_stats ABSL_GUARDED_BY(mu);  // size -> (count, ns)
+  };
+  std::unique_ptr<Statistics> statistics_ = std::make_unique<Statistics>();
+};
+
+}  // namespace tide::serving

@@ -1,0 +1,51 @@
+#include "serving/serving_metrics.h"
+
+namespace tide::serving {
+
+namespace {
+template <typename T>
+absl::Status Assign(absl::StatusOr<T> result, T* out) {
+  if (!result.ok()) return result.status();
+  *out = *result;
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
+  auto m = std::make_unique<ServingMetrics>();
+  metrics::Registry& r = m->registry;
+  const std::vector<double> sizes = metrics::ExponentialBuckets(1, 2, 9);      // 1 .. 256
+  const std::vector<double> tokens = metrics::ExponentialBuckets(16, 2, 12);   // 16 .. 32768
+  absl::Status s;
+  auto check = [&s](absl::Status st) { if (s.ok()) s = st; };
+  check(Assign(r.AddCounter("tide_requests_total", "HTTP requests by model, endpoint and status code.",
+                            {"model", "endpoint", "status"}), &m->requests));
+  check(Assign(r.AddHistogram("tide_request_duration_seconds", "End-to-end request latency.",
+                              {"model", "endpoint"}), &m->request_duration));
+  check(Assign(r.AddHistogram("tide_stage_duration_seconds",
+                              "Latency of each stage of an inference request (tokenize, queue, inference, postprocess).",
+                              {"model", "stage"}), &m->stage_duration));
+  check(Assign(r.AddHistogram("tide_batch_size", "Rows per executed batch.", {"model"}, sizes), &m->batch_size));
+  check(Assign(r.AddHistogram("tide_batch_padded_tokens", "Padded tokens (bucket length x padded rows) per batch.",
+                              {"model"}, tokens), &m->batch_tokens));
+  check(Assign(r.AddCounter("tide_batch_real_tokens_total", "Real (non-padding) tokens run.", {"model"}),
+               &m->real_tokens));
+  check(Assign(r.AddCounter("tide_batch_padded_tokens_total", "Padded tokens run (real + padding).", {"model"}),
+               &m->padded_tokens));
+  check(Assign(r.AddGauge("tide_queue_tasks", "Rows waiting in the model's queue.", {"model"}), &m->queue_tasks));
+  check(Assign(r.AddGauge("tide_queue_tokens", "Tokens waiting in the model's queue.", {"model"}), &m->queue_tokens));
+  check(Assign(r.AddGauge("tide_padding_ratio", "Padded tokens / real tokens over all batches so far.", {"model"}),
+               &m->padding_ratio));
+  check(Assign(r.AddGauge("tide_instance_busy_ratio", "Share of time each instance spent running batches.",
+                          {"model", "instance"}), &m->instance_busy_ratio));
+  check(Assign(r.AddCounter("tide_rejected_tasks_total", "Rows refused at submission, by reason.", {"model", "reason"}),
+               &m->rejected));
+  check(Assign(r.AddCounter("tide_dropped_tasks_total", "Queued rows dropped before running, by reason.", {"model", "reason"}),
+               &m->dropped));
+  check(Assign(r.AddGauge("tide_model_ready", "1 when the model version is ready to serve.", {"model", "version"}),
+               &m->model_ready));
+  if (!s.ok()) return s;
+  return m;
+}
+
+}  // namespace tide::serving

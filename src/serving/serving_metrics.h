@@ -1,0 +1,41 @@
+// tide::serving::ServingMetrics — every Prometheus metric family the server exports, registered
+// once in one Registry (GET /metrics renders it).
+//
+// Contract: created once at start-up; the family pointers are stable and thread-safe to update.
+// Per-model gauges that mirror batcher/pool state (queue size, busy ratio) are refreshed by
+// RefreshGauges right before each scrape, so the hot path pays nothing for them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "metrics/registry.h"
+
+namespace tide::serving {
+
+struct ServingMetrics {
+  static absl::StatusOr<std::unique_ptr<ServingMetrics>> Create();
+
+  metrics::Registry registry;
+  // Requests by model, endpoint and HTTP status; end-to-end latency by model and endpoint.
+  metrics::Family<metrics::Counter>* requests = nullptr;            // tide_requests_total
+  metrics::Family<metrics::Histogram>* request_duration = nullptr;  // tide_request_duration_seconds
+  // Per-stage latency of inference requests: stage = tokenize | queue | inference | postprocess.
+  metrics::Family<metrics::Histogram>* stage_duration = nullptr;    // tide_stage_duration_seconds
+  // Batches as executed.
+  metrics::Family<metrics::Histogram>* batch_size = nullptr;        // tide_batch_size
+  metrics::Family<metrics::Histogram>* batch_tokens = nullptr;      // tide_batch_padded_tokens
+  metrics::Family<metrics::Counter>* real_tokens = nullptr;         // tide_batch_real_tokens_total
+  metrics::Family<metrics::Counter>* padded_tokens = nullptr;       // tide_batch_padded_tokens_total
+  // Queue state and outcomes, refreshed at scrape time.
+  metrics::Family<metrics::Gauge>* queue_tasks = nullptr;           // tide_queue_tasks
+  metrics::Family<metrics::Gauge>* queue_tokens = nullptr;          // tide_queue_tokens
+  metrics::Family<metrics::Gauge>* padding_ratio = nullptr;         // tide_padding_ratio
+  metrics::Family<metrics::Gauge>* instance_busy_ratio = nullptr;   // tide_instance_busy_ratio
+  metrics::Family<metrics::Counter>* rejected = nullptr;            // tide_rejected_tasks_total
+  metrics::Family<metrics::Counter>* dropped = nullptr;             // tide_dropped_tasks_total
+  metrics::Family<metrics::Gauge>* model_ready = nullptr;           // tide_model_ready
+};
+
+}  // namespace tide::serving
