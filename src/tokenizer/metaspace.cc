@@ -1,5 +1,6 @@
 #include "tokenizer/metaspace.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -78,29 +79,40 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakeMetaspacePreTokenizer(const nl
     return absl::InvalidArgumentError("pre_tokenizer Metaspace: \"replacement\" must be a string");
   }
   options.replacement = rep->get<std::string>();
-  auto scheme = json.find("prepend_scheme");
-  if (scheme != json.end() && !scheme->is_null()) {
-    if (!scheme->is_string()) {
+  std::optional<PrependScheme> scheme;
+  if (auto it = json.find("prepend_scheme"); it != json.end() && !it->is_null()) {
+    if (!it->is_string()) {
       return absl::InvalidArgumentError("pre_tokenizer Metaspace: \"prepend_scheme\" must be a string");
     }
-    const std::string& s = scheme->get_ref<const std::string&>();
+    const std::string& s = it->get_ref<const std::string&>();
     if (s == "always") {
-      options.prepend_scheme = PrependScheme::kAlways;
+      scheme = PrependScheme::kAlways;
     } else if (s == "never") {
-      options.prepend_scheme = PrependScheme::kNever;
+      scheme = PrependScheme::kNever;
     } else if (s == "first") {
-      options.prepend_scheme = PrependScheme::kFirst;
+      scheme = PrependScheme::kFirst;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("pre_tokenizer Metaspace: unknown prepend_scheme \"", s, "\""));
     }
   }
-  auto aps = json.find("add_prefix_space");
-  if (aps != json.end() && !aps->is_null()) {
-    if (!aps->is_boolean()) {
+  std::optional<bool> add_prefix_space;
+  if (auto it = json.find("add_prefix_space"); it != json.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
       return absl::InvalidArgumentError("pre_tokenizer Metaspace: \"add_prefix_space\" must be a bool");
     }
-    options.prepend_scheme = aps->get<bool>() ? PrependScheme::kAlways : PrependScheme::kNever;
+    add_prefix_space = it->get<bool>();
+  }
+  // HF 0.23: a declared prepend_scheme wins; add_prefix_space=false contradicting it is an error;
+  // add_prefix_space alone maps true -> always, false -> never.
+  if (scheme.has_value()) {
+    if (add_prefix_space == false && *scheme != PrependScheme::kNever) {
+      return absl::InvalidArgumentError(
+          "pre_tokenizer Metaspace: add_prefix_space does not match declared prepend_scheme");
+    }
+    options.prepend_scheme = *scheme;
+  } else if (add_prefix_space.has_value()) {
+    options.prepend_scheme = *add_prefix_space ? PrependScheme::kAlways : PrependScheme::kNever;
   }
   auto split = json.find("split");
   if (split != json.end() && !split->is_null()) {

@@ -2,16 +2,17 @@
 // character (usually U+2581 "▁"), optionally prepends one, and splits before each replacement.
 //
 // Contract:
-//  - Accepts both tokenizer.json forms, resolved as HF tokenizers 0.23 does: the old
-//    `add_prefix_space` bool (true -> prepend "always", false -> "never"; it wins over
-//    `prepend_scheme` when both are present) and the new `prepend_scheme`
-//    ("always" | "never" | "first", default "always") with `split` (default true).
+//  - Accepts both tokenizer.json forms, resolved as HF tokenizers 0.23 does: a declared
+//    `prepend_scheme` ("always" | "never" | "first") wins; `add_prefix_space` alone maps
+//    true -> "always", false -> "never"; add_prefix_space=false with a scheme other than "never"
+//    is INVALID_ARGUMENT (HF refuses to load it). Neither: "always". `split` defaults to true.
 //    `replacement` must be exactly one character; INVALID_ARGUMENT otherwise.
-//  - Scheme "first" prepends only to the first section of the text. HF decides this by the
-//    section's offset in the original string (offset 0); the framework passes the sections of one
-//    sequence to PreTokenize in order, so tide prepends to `(*pieces)[0]` only, and only when
-//    `first_section_starts_text` in the call says the first piece begins the text. Callers that
-//    split off a leading added token must use PreTokenizeSections(..., false).
+//  - Scheme "first" prepends only to the piece that starts the original text (HF checks that the
+//    piece's original offset is 0). PreTokenize assumes `(*pieces)[0]` starts the text; a caller
+//    pre-tokenizing a section that does not (e.g. the text after a leading added token) must call
+//    PreTokenizeSections(pieces, scratch, /*first_section_starts_text=*/false) instead.
+//    Known gap: inside a Sequence after a splitter that drops leading whitespace, HF's first piece
+//    is not at offset 0 and gets no prefix, while tide prepends to it.
 //  - Immutable and thread-safe; no allocation beyond the output pieces.
 #pragma once
 

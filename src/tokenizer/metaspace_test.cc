@@ -32,12 +32,20 @@ TEST(Metaspace, OldFormAddPrefixSpace) {
               ElementsAre("Hello", "\xE2\x96\x81world", "\xE2\x96\x81"));
 }
 
-TEST(Metaspace, AddPrefixSpaceWinsOverPrependScheme) {
+// Combinations checked against HF tokenizers 0.23.2: a declared scheme wins, and
+// add_prefix_space=false contradicting it fails to load.
+TEST(Metaspace, PrependSchemeAndAddPrefixSpace) {
   nlohmann::json j = {{"type", "Metaspace"},
                       {"replacement", kBar},
-                      {"add_prefix_space", false},
-                      {"prepend_scheme", "always"}};
+                      {"add_prefix_space", true},
+                      {"prepend_scheme", "never"}};
   EXPECT_THAT(PreTok(j, {"x"}), ElementsAre("x"));
+  j["add_prefix_space"] = false;
+  EXPECT_THAT(PreTok(j, {"x"}), ElementsAre("x"));
+  j["prepend_scheme"] = "first";
+  EXPECT_EQ(MakeMetaspacePreTokenizer(j).status().code(), absl::StatusCode::kInvalidArgument);
+  j["add_prefix_space"] = true;
+  EXPECT_THAT(PreTok(j, {"x"}), ElementsAre("\xE2\x96\x81x"));
 }
 
 TEST(Metaspace, NewFormSchemes) {
