@@ -15,20 +15,17 @@ namespace {
 
 using json = nlohmann::json;
 
-struct TokenizeFlags {
-  std::string tokenizer;
-  size_t max_length = 0;  // 0: the tokenizer.json truncation block, if any
-};
-
 std::string ErrorLine(const std::string& message) {
   return json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// Returns the process exit code.
-int RunTokenize(const TokenizeFlags& flags, std::istream& in, std::ostream& out) {
+}  // namespace
+
+int RunTokenizeCommand(const TokenizeCommandOptions& flags, std::istream& in, std::ostream& out,
+                       std::ostream& err) {
   auto tok = tokenizer::Tokenizer::FromFile(flags.tokenizer);
   if (!tok.ok()) {
-    std::cerr << "tide tokenize: " << tok.status().message() << "\n";
+    err << "tide tokenize: " << tok.status().message() << "\n";
     return 2;
   }
   tokenizer::EncodeOptions options;
@@ -62,9 +59,9 @@ int RunTokenize(const TokenizeFlags& flags, std::istream& in, std::ostream& out)
       any_error = true;
       continue;
     }
-    out << json{{"input_ids", enc.ids},
-                {"token_type_ids", enc.type_ids},
-                {"attention_mask", enc.attention_mask}}
+    out << nlohmann::ordered_json{{"input_ids", enc.ids},
+                                  {"token_type_ids", enc.type_ids},
+                                  {"attention_mask", enc.attention_mask}}
                .dump()
         << "\n";
   }
@@ -72,10 +69,8 @@ int RunTokenize(const TokenizeFlags& flags, std::istream& in, std::ostream& out)
   return any_error ? 1 : 0;
 }
 
-}  // namespace
-
 void RegisterTokenizeCommand(CLI::App* app) {
-  auto flags = std::make_shared<TokenizeFlags>();
+  auto flags = std::make_shared<TokenizeCommandOptions>();
   CLI::App* cmd = app->add_subcommand(
       "tokenize", "Tokenize JSON lines {\"text\", \"text_pair\"?} from stdin into JSON lines of ids");
   cmd->add_option("--tokenizer", flags->tokenizer, "tokenizer.json, vocab.txt or model folder")
@@ -86,7 +81,7 @@ void RegisterTokenizeCommand(CLI::App* app) {
       ->envname("TIDE_MAX_LENGTH");
   cmd->callback([flags]() {
     std::ios::sync_with_stdio(false);
-    int rc = RunTokenize(*flags, std::cin, std::cout);
+    int rc = RunTokenizeCommand(*flags, std::cin, std::cout, std::cerr);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }
