@@ -23,9 +23,21 @@ inputs=(tools/export_model.py tools/crossencoder.py tools/make_wordpiece_tokeniz
 [ -n "${TIDE_TOKENIZER:-}" ] && inputs+=("$TIDE_TOKENIZER")
 want=$(sha256sum "${inputs[@]}" | sha256sum | cut -d' ' -f1)
 
-if [ -f "$ENTRY/config.pbtxt" ] && [ -s "$ENTRY/1/model.onnx" ] && [ -f "$ENTRY/tokenizer.json" ] &&
-   [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+up_to_date() {
+  [ -f "$ENTRY/config.pbtxt" ] && [ -s "$ENTRY/1/model.onnx" ] && [ -f "$ENTRY/tokenizer.json" ] &&
+    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]
+}
+if up_to_date; then
   echo "ensure_models: $ENTRY is up to date"
+  exit 0
+fi
+
+# One export at a time (parallel `make test` runs share models/); re-check once the lock is ours.
+mkdir -p "$REPO"
+exec 9>"$REPO/.ensure_models.lock"
+flock 9
+if up_to_date; then
+  echo "ensure_models: $ENTRY was exported meanwhile"
   exit 0
 fi
 
