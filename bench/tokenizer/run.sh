@@ -3,7 +3,7 @@
 # WordPiece (bert-base-uncased) and Unigram (t5-small-unigram), and the ratio tide/reference.
 # usage: bench/tokenizer/run.sh [BUILD_DIR] [SECONDS]    (run from the repository root)
 set -euo pipefail
-BUILD_DIR="${1:-build}"
+BUILD_DIR="${1:-${BUILD_DIR:-build}}"
 SECONDS_PER_SIDE="${2:-3}"
 BENCH="$BUILD_DIR/bench/tokenizer_bench"
 ASSETS="../shared/assets/tokenizers"
