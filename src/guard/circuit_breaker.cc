@@ -74,7 +74,8 @@ void CircuitBreaker::TransitionLocked(BreakerState to, time_point now, std::stri
   if (from == to) return;
   switch (to) {
     case BreakerState::kOpen:
-      open_until_ = now + options_.open_duration;
+      open_until_ticks_.store((now + options_.open_duration).time_since_epoch().count(),
+                              std::memory_order_release);
       break;
     case BreakerState::kHalfOpen:
       probe_round_start_ = now;
@@ -91,14 +92,20 @@ void CircuitBreaker::TransitionLocked(BreakerState to, time_point now, std::stri
   if (options_.on_transition) options_.on_transition(from, to, reason);
 }
 
+CircuitBreaker::time_point CircuitBreaker::OpenUntil() const {
+  return time_point(duration(open_until_ticks_.load(std::memory_order_acquire)));
+}
+
 CircuitBreaker::Decision CircuitBreaker::Admit() {
-  if (state_.load(std::memory_order_acquire) == BreakerState::kClosed) return Decision::kModel;
+  const BreakerState seen = state_.load(std::memory_order_acquire);
+  if (seen == BreakerState::kClosed) return Decision::kModel;
   const time_point now = clock_->Now();
+  if (seen == BreakerState::kOpen && now < OpenUntil()) return Decision::kFallback;
   Decision decision = Decision::kFallback;
   {
     absl::MutexLock lock(&mu_);
     BreakerState state = state_.load(std::memory_order_relaxed);
-    if (state == BreakerState::kOpen && now >= open_until_) {
+    if (state == BreakerState::kOpen && now >= OpenUntil()) {
       TransitionLocked(BreakerState::kHalfOpen, now,
                        absl::StrFormat("open for %.0f ms; probing with %d request(s)",
                                        Millis(options_.open_duration), options_.half_open_probes));
@@ -204,7 +211,7 @@ CircuitBreaker::Stats CircuitBreaker::GetStats() const {
   stats.window_errors = totals.errors;
   stats.window_p99 = window_.Quantile(now, 0.99);
   stats.transitions = transitions_;
-  if (stats.state == BreakerState::kOpen && open_until_ > now) stats.open_remaining = open_until_ - now;
+  if (stats.state == BreakerState::kOpen && OpenUntil() > now) stats.open_remaining = OpenUntil() - now;
   return stats;
 }
 
@@ -212,8 +219,7 @@ CircuitBreaker::duration CircuitBreaker::RetryAfter() const {
   duration remaining = duration::zero();
   if (state_.load(std::memory_order_acquire) == BreakerState::kOpen) {
     const time_point now = clock_->Now();
-    absl::MutexLock lock(&mu_);
-    if (open_until_ > now) remaining = open_until_ - now;
+    if (OpenUntil() > now) remaining = OpenUntil() - now;
   }
   return std::max<duration>(remaining, std::chrono::seconds(1));
 }

@@ -2,8 +2,9 @@
 // model serves it or a fallback (BM25 for rerankers, a default result or 503 for classifiers).
 //
 // Contract:
-//  - Thread-safe: every method may be called concurrently from any thread. Admit() in the closed
-//    state is one relaxed atomic load; other calls hold an internal mutex briefly (O(1), or
+//  - Thread-safe: every method may be called concurrently from any thread. Admit() is lock-free
+//    while closed (one atomic load) and while open before open_duration ends (plus a clock read),
+//    so an overloaded or failing model costs nothing extra per request; other calls hold an internal mutex briefly (O(1), or
 //    O(LatencyWindow::kBuckets) when a transition's reason is formatted). Nothing allocates per
 //    request; only transitions format a reason string.
 //  - Non-blocking: no call waits for anything but the internal mutex.
@@ -134,6 +135,7 @@ class CircuitBreaker {
   // Changes state and reports it; `reason` is only formatted on transitions.
   void TransitionLocked(BreakerState to, time_point now, std::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  time_point OpenUntil() const;
   // Evaluates the window triggers while closed.
   void CheckTriggersLocked(time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -141,10 +143,12 @@ class CircuitBreaker {
   batching::Clock* const clock_;
 
   mutable absl::Mutex mu_;
-  // Written under mu_, read lock-free by Admit's fast path and state().
+  // Written under mu_, read lock-free by Admit's fast paths, state() and RetryAfter().
   std::atomic<BreakerState> state_{BreakerState::kClosed};
+  // When kOpen may become kHalfOpen, as steady-clock ticks since the clock's epoch. Stored before
+  // state_ on opening, so a reader that sees kOpen sees this open period's deadline or a later one.
+  std::atomic<duration::rep> open_until_ticks_{0};
   mutable LatencyWindow window_ ABSL_GUARDED_BY(mu_);  // reads expire old slices
-  time_point open_until_ ABSL_GUARDED_BY(mu_);        // when kOpen may become kHalfOpen
   time_point probe_round_start_ ABSL_GUARDED_BY(mu_); // when the current probe round began
   int probes_admitted_ ABSL_GUARDED_BY(mu_) = 0;
   int probes_succeeded_ ABSL_GUARDED_BY(mu_) = 0;
