@@ -2,6 +2,8 @@
 //   tide serve         run the inference server over a model repository
 //   tide tokenize      tokenize JSON lines with a tokenizer.json (debugging, parity checks)
 //   tide verify-model  compare ONNX Runtime outputs of a model against reference logits
+//   tide quantize      rewrite an FP32 model as dynamic INT8 or FP16
+//   tide eval          fidelity and speed of quantized variants against the FP32 model
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
@@ -16,6 +18,13 @@
 #include "cli/serve_command.h"
 #endif
 
+#ifdef TIDE_HAVE_QUANTIZE_COMMAND
+#include "cli/quantize_command.h"
+#endif
+#ifdef TIDE_HAVE_EVAL_COMMAND
+#include "cli/eval_command.h"
+#endif
+
 int main(int argc, char** argv) {
   CLI::App app{"tide: a transformer inference server for cross-encoder rerankers", "tide"};
   app.require_subcommand(1);
@@ -28,6 +37,12 @@ int main(int argc, char** argv) {
 #endif
 #ifdef TIDE_HAVE_VERIFY_COMMAND
   tide::cli::RegisterVerifyModelCommand(&app);
+#endif
+#ifdef TIDE_HAVE_QUANTIZE_COMMAND
+  tide::cli::RegisterQuantizeCommand(&app);
+#endif
+#ifdef TIDE_HAVE_EVAL_COMMAND
+  tide::cli::RegisterEvalCommand(&app);
 #endif
   CLI11_PARSE(app, argc, argv);
   return 0;
