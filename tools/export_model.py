@@ -263,6 +263,34 @@ def export(args: argparse.Namespace) -> str:
     return final
 
 
+def add_int8_entry(args: argparse.Namespace, final: str) -> str:
+    """--int8: a second entry <name>-int8 holding `tide quantize --int8` of the exported model."""
+    name = os.path.basename(os.path.normpath(final)) + "-int8"
+    staging = tempfile.mkdtemp(prefix=f".{name}.staging-", dir=args.repository)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)
+    try:
+        os.makedirs(os.path.join(staging, "1"))
+        cmd = [args.tide_binary, "quantize", "--int8", os.path.join(final, "1", "model.onnx"),
+               os.path.join(staging, "1", "model.onnx")]
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            raise ExportError(f"{' '.join(cmd)} failed: {proc.stdout.strip()}")
+        shutil.copyfile(os.path.join(final, "tokenizer.json"), os.path.join(staging, "tokenizer.json"))
+        with open(os.path.join(final, "config.pbtxt"), encoding="utf-8") as f:
+            config = f.read()
+        old_name = f'name: "{os.path.basename(os.path.normpath(final))}"'
+        with open(os.path.join(staging, "config.pbtxt"), "w", encoding="utf-8") as f:
+            f.write(config.replace(old_name, f'name: "{name}"', 1))
+        place_entry(staging, os.path.join(args.repository, name))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    log(args, f"wrote {args.repository}/{name} (tide quantize --int8)")
+    return os.path.join(args.repository, name)
+
+
 def log(args, msg: str) -> None:
     if not args.quiet:
         print(f"export_model: {msg}", file=sys.stderr, flush=True)
@@ -292,6 +320,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime check (not recommended)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="PyTorch threads")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--int8", action="store_true", help="also write <name>-int8, quantized with `tide quantize --int8`")
     args = p.parse_args(argv)
     if args.tokenizer and not os.path.isfile(args.tokenizer):
         p.error(f"--tokenizer {args.tokenizer}: no such file")
@@ -301,7 +330,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     try:
-        export(args)
+        final = export(args)
+        if args.int8:
+            add_int8_entry(args, final)
     except crossencoder.CheckpointError as e:
         print(f"export_model: {e}", file=sys.stderr)
         return 2
