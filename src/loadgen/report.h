@@ -1,0 +1,65 @@
+// tide::loadgen reports — the results of a `tide bench` sweep as a console table, CSV, JSON and a
+// self-contained HTML page (inline SVG charts, no scripts, no external resources).
+//
+// Contract: pure functions of a BenchReport, thread-safe, never throw. Column/field names:
+//   CSV columns (one row per run point): mode, concurrency, request_rate, qps, pairs_per_s,
+//     completed, errors, stable, p50_ms, p90_ms, p95_ms, p99_ms, p999_ms, max_ms, mean_ms,
+//     client_cpu_percent, server_tokenize_ms, server_queue_ms, server_inference_ms,
+//     server_postprocess_ms (server_* empty when /metrics could not be scraped)
+//   JSON: {"tool", "url", "endpoint", "path", "workload": {...}, "runs": [{"mode",
+//     "concurrency", "request_rate", "qps", "pairs_per_s", "completed", "errors": {kind: n},
+//     "error_count", "stable", "measured_seconds", "windows": [...], "latency_ms": {"p50", ...},
+//     "client_cpu": {...}, "server_stages_ms": {...}, "outstanding_at_end"}]}
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "loadgen/latency_recorder.h"
+#include "loadgen/load_driver.h"
+#include "loadgen/server_metrics.h"
+
+namespace tide::loadgen {
+
+struct RunReport {
+  bool open_loop = false;
+  int concurrency = 0;      // closed loop
+  double request_rate = 0;  // open loop, requests/s
+  std::string arrivals;     // open loop: "constant" | "poisson"
+  LoadResult load;
+  LatencySummary latency;   // of load.latency
+  double qps = 0;
+  double pairs_per_s = 0;
+  double client_cpu_seconds = 0;  // user + system, getrusage(RUSAGE_SELF) over the whole run
+  double client_wall_seconds = 0;
+  double client_cpu_percent = 0;  // of one core
+  bool server_metrics = false;    // /metrics scraped before and after
+  std::vector<StageSplit> server_stages;
+  std::string label() const;      // "c=4" or "rate=50/s"
+};
+
+struct BenchReport {
+  std::string url;
+  std::string endpoint;
+  std::string path;
+  size_t documents_per_request = 0;
+  std::string query_tokens;     // distribution spec
+  std::string document_tokens;  // distribution spec
+  int max_document_tokens = 0;
+  std::string vocabulary;       // where the words came from
+  uint64_t seed = 0;
+  double mean_query_tokens = 0;     // over the generated request pool
+  double mean_document_tokens = 0;  // over the generated request pool
+  std::vector<RunReport> runs;
+};
+
+// Fills latency, qps and pairs_per_s from run->load.
+void FinalizeRun(size_t documents_per_request, RunReport* run);
+
+std::string RenderTable(const BenchReport& report);
+std::string RenderCsv(const BenchReport& report);
+std::string RenderJson(const BenchReport& report);
+std::string RenderHtml(const BenchReport& report);
+
+}  // namespace tide::loadgen
