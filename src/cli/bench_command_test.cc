@@ -1,0 +1,137 @@
+// `tide bench`: flag parsers, and a short black-box run against a real `tide serve` on the tiny
+// DistilBERT export from ../shared/assets (label loadgen; skipped when ../shared is absent).
+#include "cli/bench_command.h"
+
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server_process.h"
+
+namespace tide::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ParseSweep, EverySpelling) {
+  EXPECT_EQ(*ParseSweep("4"), std::vector<double>({4}));
+  EXPECT_EQ(*ParseSweep("1:64:x2"), std::vector<double>({1, 2, 4, 8, 16, 32, 64}));
+  EXPECT_EQ(*ParseSweep("1:10:x3"), std::vector<double>({1, 3, 9}));
+  EXPECT_EQ(*ParseSweep("8:32:+8"), std::vector<double>({8, 16, 24, 32}));
+  EXPECT_EQ(*ParseSweep("1,3,9"), std::vector<double>({1, 3, 9}));
+  EXPECT_EQ(*ParseSweep("2.5"), std::vector<double>({2.5}));
+  for (const char* bad : {"", "0", "-1", "1:64", "1:64:x1", "64:1:x2", "1:8:*2", "a,b", "1,,2", "1:8:+0"})
+    EXPECT_FALSE(ParseSweep(bad).ok()) << bad;
+}
+
+TEST(ParseDurationNs, UnitsAndPlainSeconds) {
+  EXPECT_EQ(*ParseDurationNs("5s"), 5'000'000'000);
+  EXPECT_EQ(*ParseDurationNs("250ms"), 250'000'000);
+  EXPECT_EQ(*ParseDurationNs("2m"), 120'000'000'000);
+  EXPECT_EQ(*ParseDurationNs("1.5"), 1'500'000'000);
+  EXPECT_EQ(*ParseDurationNs("0s"), 0);
+  for (const char* bad : {"", "s", "five", "-1s", "3h"}) EXPECT_FALSE(ParseDurationNs(bad).ok()) << bad;
+}
+
+TEST(ParseFraction, PercentOrFraction) {
+  EXPECT_DOUBLE_EQ(*ParseFraction("10%"), 0.10);
+  EXPECT_DOUBLE_EQ(*ParseFraction("0.05"), 0.05);
+  EXPECT_FALSE(ParseFraction("0%").ok());
+  EXPECT_FALSE(ParseFraction("%").ok());
+}
+
+TEST(RunBenchCommand, RejectsBadFlagsWithExitCode2) {
+  std::ostringstream out, err;
+  BenchCommandOptions o;
+  o.url = "https://example.com";
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+  EXPECT_NE(err.str().find("http://"), std::string::npos);
+  o = {};
+  o.endpoint = "kserve";  // without --model
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+  o = {};
+  o.concurrency = "1:4";
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(TideBenchBlackBox, ShortRunAgainstARealServer) {
+  const fs::path assets = fs::path("..") / "shared" / "assets";
+  const fs::path model = assets / "models" / "tiny-distilbert-classification" / "model.onnx";
+  const fs::path tokenizer = assets / "tokenizers" / "bert-base-uncased" / "tokenizer.json";
+  if (!fs::exists(model) || !fs::exists(tokenizer))
+    GTEST_SKIP() << "../shared/assets absent (fresh clone): no tiny DistilBERT model / bert tokenizer";
+
+  char tmpl[] = "/tmp/tide-bench-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const fs::path tmp = tmpl;
+  fs::create_directories(tmp / "repo" / "distil" / "1");
+  fs::copy_file(model, tmp / "repo" / "distil" / "1" / "model.onnx");
+  fs::copy_file(tokenizer, tmp / "repo" / "distil" / "tokenizer.json");
+  std::ofstream(tmp / "repo" / "distil" / "config.pbtxt")
+      << "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
+         "dynamic_batching { max_queue_delay_microseconds: 2000 }\n";
+
+  tide::testing::ServerProcessOptions so;
+  so.binary = TIDE_BINARY_PATH;
+  so.args = {"serve", "--model-repository", (tmp / "repo").string(), "--log-level", "warn"};
+  so.startup_timeout = std::chrono::milliseconds(120000);
+  auto server = tide::testing::ServerProcess::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->WaitReady().ok()) << (*server)->Diagnostics();
+
+  const fs::path json_path = tmp / "bench.json";
+  const fs::path html_path = tmp / "bench.html";
+  const fs::path csv_path = tmp / "bench.csv";
+  const std::string url = "http://" + (*server)->host() + ":" + std::to_string((*server)->port());
+  // Flags on the command line, one through its environment twin.
+  const std::string cmd = "TIDE_BENCH_DOCUMENTS=4 " + std::string(TIDE_BINARY_PATH) + " bench --url " + url +
+                          " --tokenizer " + tokenizer.string() + " --concurrency 2 --warmup 500ms --duration 3s" +
+                          " --max-doc-tokens 128 --json " + json_path.string() + " --html " +
+                          html_path.string() + " --csv " + csv_path.string() + " > " + (tmp / "out").string() +
+                          " 2> " + (tmp / "err").string();
+  const int status = std::system(cmd.c_str());
+  const std::string out = ReadFile(tmp / "out"), err = ReadFile(tmp / "err");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << cmd << "\nstdout:\n" << out << "\nstderr:\n" << err;
+  EXPECT_NE(out.find("c=2"), std::string::npos) << out;
+
+  const nlohmann::json j = nlohmann::json::parse(ReadFile(json_path), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << ReadFile(json_path);
+  EXPECT_EQ(j["workload"]["documents_per_request"], 4);
+  ASSERT_EQ(j["runs"].size(), 1u);
+  const auto& run = j["runs"][0];
+  EXPECT_EQ(run["concurrency"], 2);
+  EXPECT_EQ(run["error_count"], 0) << run["errors"].dump();
+  EXPECT_GT(run["qps"].get<double>(), 0);
+  EXPECT_GT(run["completed"].get<int>(), 0);
+  EXPECT_DOUBLE_EQ(run["pairs_per_s"].get<double>(), 4 * run["qps"].get<double>());
+  EXPECT_GT(run["latency_ms"]["p50"].get<double>(), 0);
+  EXPECT_GE(run["latency_ms"]["p99"].get<double>(), run["latency_ms"]["p50"].get<double>());
+  EXPECT_GT(run["client_cpu"]["wall_seconds"].get<double>(), 3);
+  // The server's own split came from /metrics.
+  EXPECT_TRUE(run["server_metrics"].get<bool>());
+  EXPECT_TRUE(run["server_stages_ms"].contains("inference")) << run["server_stages_ms"].dump();
+
+  const std::string html = ReadFile(html_path);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(ReadFile(csv_path).rfind("mode,concurrency,", 0), 0u);
+
+  (*server)->Stop().IgnoreError();
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace tide::cli
