@@ -50,6 +50,7 @@
 
 namespace tide::guard {
 
+// The numeric values are stable: export them as the state gauge (0 closed, 1 open, 2 half-open).
 enum class BreakerState { kClosed = 0, kOpen = 1, kHalfOpen = 2 };
 std::string_view BreakerStateName(BreakerState state);  // "closed", "open", "half_open"
 
