@@ -8,6 +8,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace tide::config {
 namespace {
@@ -121,12 +123,27 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
       auto v = ParseBool(file, key, value);
       if (!v.ok()) return v.status();
       p.enable_cpu_mem_arena = *v;
+    } else if (key == "max_batch_tokens") {
+      auto v = ParseInt(file, key, value, 16, int64_t{1} << 24);
+      if (!v.ok()) return v.status();
+      p.max_batch_tokens = *v;
+    } else if (key == "sequence_buckets") {
+      std::vector<int64_t> buckets;
+      for (absl::string_view part : absl::StrSplit(value, ',')) {
+        auto v = ParseInt(file, key, absl::StripAsciiWhitespace(part), 1, kMaxSequenceLengthLimit);
+        if (!v.ok()) return v.status();
+        if (!buckets.empty() && *v <= buckets.back()) {
+          return ParamError(file, key, "bucket lengths must be strictly increasing");
+        }
+        buckets.push_back(*v);
+      }
+      p.sequence_buckets = std::move(buckets);
     } else {
       return ParamError(file, key,
                         "unknown parameter (tide knows task, tokenizer, max_sequence_length, "
                         "truncation_direction, score_activation, intra_op_threads, "
                         "inter_op_threads, allow_spinning, graph_optimization_level, "
-                        "enable_cpu_mem_arena)");
+                        "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets)");
     }
   }
   return p;

@@ -20,6 +20,8 @@
 //   allow_spinning            "true" | "false"
 //   graph_optimization_level  "all" | "extended" | "basic" | "disable"
 //   enable_cpu_mem_arena      "true" | "false"
+//   max_batch_tokens          integer >= 16: most padded tokens in one batch (TEI's max_batch_tokens)
+//   sequence_buckets          "16,32,64,...": padded sequence lengths, strictly increasing
 // (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
 #pragma once
 
@@ -27,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model_config.pb.h"
@@ -49,6 +52,8 @@ struct TideParameters {
   bool allow_spinning = false;                      // spinning burns CPU that other instances need
   GraphOptimizationLevel graph_optimization_level = GraphOptimizationLevel::kAll;
   bool enable_cpu_mem_arena = true;
+  std::optional<int64_t> max_batch_tokens;          // unset: the server's --max-batch-tokens
+  std::vector<int64_t> sequence_buckets;            // empty: the server's default buckets
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "config/ort_options.h"
 #include "runtime/ort_backend.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -12,16 +13,6 @@
 namespace tide::serving {
 
 namespace {
-
-runtime::GraphOptimization ToOrt(config::GraphOptimizationLevel level) {
-  switch (level) {
-    case config::GraphOptimizationLevel::kDisable: return runtime::GraphOptimization::kDisable;
-    case config::GraphOptimizationLevel::kBasic: return runtime::GraphOptimization::kBasic;
-    case config::GraphOptimizationLevel::kExtended: return runtime::GraphOptimization::kExtended;
-    case config::GraphOptimizationLevel::kAll: return runtime::GraphOptimization::kAll;
-  }
-  return runtime::GraphOptimization::kAll;
-}
 
 batching::QueuePolicy ToQueuePolicy(const ModelQueuePolicy& p) {
   batching::QueuePolicy q;
@@ -34,14 +25,20 @@ batching::QueuePolicy ToQueuePolicy(const ModelQueuePolicy& p) {
 }
 
 // Triton's dynamic_batching block plus tide's token budget and shape buckets.
-batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, size_t max_sequence_length,
-                                            size_t max_batch_tokens) {
+batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, const config::TideParameters& params,
+                                            size_t max_sequence_length, size_t max_batch_tokens) {
   batching::BatcherOptions o;
   o.max_batch_size = static_cast<size_t>(std::max(config.max_batch_size(), 1));
-  o.max_batch_tokens = std::max(max_batch_tokens, max_sequence_length);
+  o.max_batch_tokens = std::max<size_t>(params.max_batch_tokens.value_or(max_batch_tokens), max_sequence_length);
   o.sequence_buckets.clear();
-  for (size_t b : {16, 32, 64, 128, 192, 256, 384, 512}) {
-    if (b < max_sequence_length) o.sequence_buckets.push_back(b);
+  if (params.sequence_buckets.empty()) {
+    for (size_t b : kDefaultSequenceBuckets) {
+      if (b < max_sequence_length) o.sequence_buckets.push_back(b);
+    }
+  } else {
+    for (int64_t b : params.sequence_buckets) {
+      if (static_cast<size_t>(b) < max_sequence_length) o.sequence_buckets.push_back(static_cast<size_t>(b));
+    }
   }
   o.sequence_buckets.push_back(max_sequence_length);
   if (config.has_dynamic_batching()) {
@@ -103,13 +100,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   m->max_sequence_length_ =
       static_cast<size_t>(m->params_.EffectiveMaxSequenceLength(m->tokenizer_->default_max_length()));
 
-  runtime::OrtOptions ort;
-  ort.model_path = version.model_file.string();
-  ort.intra_op_threads = m->params_.intra_op_threads;
-  ort.inter_op_threads = m->params_.inter_op_threads;
-  ort.allow_spinning = m->params_.allow_spinning;
-  ort.graph_optimization_level = ToOrt(m->params_.graph_optimization_level);
-  ort.enable_cpu_mem_arena = m->params_.enable_cpu_mem_arena;
+  const runtime::OrtOptions ort = config::MakeOrtOptions(m->params_, version.model_file);
   auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
   if (!signature.ok()) return signature.status();
   m->signature_ = *signature;
@@ -119,7 +110,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   }
 
   const batching::BatcherOptions batcher_options =
-      MakeBatcherOptions(m->config_, m->max_sequence_length_, options.max_batch_tokens);
+      MakeBatcherOptions(m->config_, m->params_, m->max_sequence_length_, options.max_batch_tokens);
   m->max_queue_size_ = batcher_options.default_queue_policy.max_queue_size;
   batching::Batcher<RowTask>::Options bo;
   bo.batching = batcher_options;
