@@ -18,6 +18,9 @@
 #include "tokenizer/pre_tokenizers.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/wordpiece.h"
+#ifdef TIDE_TOKENIZER_SP_FAMILY
+#include "tokenizer/metaspace.h"
+#endif
 
 namespace tide::tokenizer {
 
@@ -128,6 +131,9 @@ class PipelineTokenizer final : public Tokenizer {
         added_(std::move(added)),
         truncation_(truncation),
         padding_(padding) {
+#ifdef TIDE_TOKENIZER_SP_FAMILY
+    metaspace_ = dynamic_cast<const MetaspacePreTokenizer*>(pre_tokenizer_.get());
+#endif
     if (padding_) {
       pad_id_ = padding_->pad_id;
     } else if (auto id = TokenToId("[PAD]")) {
@@ -226,7 +232,7 @@ class PipelineTokenizer final : public Tokenizer {
     }
     Scratch& s = ThreadScratch();
     if (!added_.has_raw()) {
-      TokenizeNormalizable(text, ids, stop_at);
+      TokenizeNormalizable(text, ids, stop_at, /*at_text_start=*/true);
       return absl::OkStatus();
     }
     s.raw_segments.clear();
@@ -236,21 +242,23 @@ class PipelineTokenizer final : public Tokenizer {
       if (seg.id >= 0) {
         ids->push_back(seg.id);
       } else {
-        TokenizeNormalizable(text.substr(seg.begin, seg.end - seg.begin), ids, stop_at);
+        TokenizeNormalizable(text.substr(seg.begin, seg.end - seg.begin), ids, stop_at, seg.begin == 0);
       }
     }
     return absl::OkStatus();
   }
 
+  // `at_text_start`: `piece` begins at offset 0 of the input (Metaspace's prepend_scheme "first"
+  // prefixes only that section, as HF does).
   void TokenizeNormalizable(std::string_view piece, std::vector<int64_t>* ids,
-                            size_t stop_at) const {
+                            size_t stop_at, bool at_text_start) const {
     if (piece.empty()) return;
     Scratch& s = ThreadScratch();
     s.normalized.assign(piece.data(), piece.size());
     if (normalizer_ != nullptr) normalizer_->Normalize(&s.normalized);
     const std::string_view norm = s.normalized;
     if (!added_.has_normalized()) {
-      PreTokenizeAndModel(norm, ids, stop_at);
+      PreTokenizeAndModel(norm, ids, stop_at, at_text_start);
       return;
     }
     s.normalized_segments.clear();
@@ -260,13 +268,14 @@ class PipelineTokenizer final : public Tokenizer {
       if (seg.id >= 0) {
         ids->push_back(seg.id);
       } else {
-        PreTokenizeAndModel(norm.substr(seg.begin, seg.end - seg.begin), ids, stop_at);
+        PreTokenizeAndModel(norm.substr(seg.begin, seg.end - seg.begin), ids, stop_at,
+                            at_text_start && seg.begin == 0);
       }
     }
   }
 
   void PreTokenizeAndModel(std::string_view text, std::vector<int64_t>* ids,
-                           size_t stop_at) const {
+                           size_t stop_at, bool at_text_start) const {
     if (text.empty()) return;
     if (pre_tokenizer_ == nullptr) {
       model_->Tokenize(text, ids);
@@ -283,7 +292,11 @@ class PipelineTokenizer final : public Tokenizer {
     }
     s.pieces.clear();
     s.pieces.emplace_back(text);
-    pre_tokenizer_->PreTokenize(&s.pieces, &s.pieces_tmp);
+    if (metaspace_ != nullptr && !at_text_start) {
+      metaspace_->PreTokenizeSections(&s.pieces, &s.pieces_tmp, /*first_section_starts_text=*/false);
+    } else {
+      pre_tokenizer_->PreTokenize(&s.pieces, &s.pieces_tmp);
+    }
     for (const std::string& p : s.pieces) {
       if (ids->size() >= stop_at) return;
       if (!p.empty()) model_->Tokenize(p, ids);
@@ -426,6 +439,8 @@ class PipelineTokenizer final : public Tokenizer {
 
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
+  // pre_tokenizer_ when it is a Metaspace (its "first" scheme needs to know where a section starts).
+  const class MetaspacePreTokenizer* metaspace_ = nullptr;
   std::unique_ptr<Model> model_;
   std::unique_ptr<PostProcessor> post_processor_;
   AddedVocabulary added_;

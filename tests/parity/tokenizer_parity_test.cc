@@ -412,5 +412,36 @@ TEST_P(VariantParity, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Bert, VariantParity, testing::ValuesIn(kVariants),
                          [](const auto& info) { return std::string(info.param.name); });
 
+
+// ---- Metaspace prepend schemes around added tokens (the t5 vocabulary) -------------------------
+// HF prefixes "▁" only to the section at offset 0 with prepend_scheme "first"; sections after an
+// added token get none. The corpus has no added tokens, so these texts put some in.
+
+class MetaspaceSchemeParity : public testing::TestWithParam<std::string> {};
+
+TEST_P(MetaspaceSchemeParity, MatchesReferenceAroundAddedTokens) {
+  if (auto why = ReferenceUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  json j = LoadJson(AssetsDir() / "t5-small-unigram" / "tokenizer.json");
+  j["pre_tokenizer"] = json{{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", GetParam()},
+                            {"split", true}};
+  const fs::path path = WriteTemp("t5-metaspace-" + GetParam() + ".json", j);
+  auto tok = Tokenizer::FromFile(path.string());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::vector<Request> reqs;
+  for (const char* text : {"hello<extra_id_0>world", "hello <extra_id_0> world again", "<extra_id_0>start",
+                           "a<extra_id_1>b<extra_id_2> c", "  spaced <extra_id_3>", "no added tokens here"}) {
+    reqs.push_back(Request{"metaspace", text});
+    Request pair{"metaspace_pair", "query<extra_id_0>x"};
+    pair.pair = text;
+    reqs.push_back(pair);
+  }
+  const std::vector<json> ref = RunReference(path, reqs);
+  ASSERT_EQ(ref.size(), reqs.size());
+  ParityStats stats = Compare("t5 metaspace " + GetParam(), **tok, reqs, ref);
+  EXPECT_EQ(stats.mismatches, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(T5, MetaspaceSchemeParity, testing::Values("first", "always", "never"));
+
 }  // namespace
 }  // namespace tide::tokenizer
