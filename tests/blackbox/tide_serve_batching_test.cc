@@ -1,0 +1,298 @@
+// Black-box tests of dynamic batching, queue policy and deadlines in `tide serve` (tide issue 4).
+// One server, three copies of the exported tiny-bert that differ only in config.pbtxt:
+//   batched    max_batch_size 16, dynamic_batching { max_queue_delay 200 ms }
+//   unbatched  max_batch_size 1, no dynamic_batching: every row runs alone
+//   limited    dynamic_batching with default_queue_policy { max_queue_size: 2 } and a long delay,
+//              so a burst overflows the queue
+// Requests go to /v1/rerank, which routes on its "model" field. Each request carries ONE document,
+// so a batch of more than one row can only come from several requests.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <latch>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "blackbox_support.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http_client.h"
+#include "server_process.h"
+
+namespace tide::blackbox {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using tide::testing::ClientResponse;
+using tide::testing::HttpClient;
+using tide::testing::ServerProcess;
+using tide::testing::ServerProcessOptions;
+
+constexpr std::chrono::milliseconds kClientTimeout{60000};
+
+class ServeBatchingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    repo_ = new TempDir();
+    auto tiny = ExportedTinyBert();
+    if (!tiny.ok()) {
+      setup_error_ = new std::string(tiny.status().ToString());
+      return;
+    }
+    const fs::path model = *tiny / "1" / "model.onnx";
+    const fs::path tokenizer = *tiny / "tokenizer.json";
+    const std::string common =
+        "backend: \"onnxruntime\"\n"
+        "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n";
+    absl::Status s = AddModel(repo_->path(), "batched", model, tokenizer,
+                              common + "max_batch_size: 16\n"
+                                       "dynamic_batching { max_queue_delay_microseconds: 200000 }\n");
+    if (s.ok()) s = AddModel(repo_->path(), "unbatched", model, tokenizer, common + "max_batch_size: 1\n");
+    if (s.ok()) {
+      s = AddModel(repo_->path(), "limited", model, tokenizer,
+                   common + "max_batch_size: 16\n"
+                            "dynamic_batching {\n"
+                            "  max_queue_delay_microseconds: 500000\n"
+                            "  default_queue_policy { max_queue_size: 2 }\n"
+                            "}\n");
+    }
+    if (!s.ok()) {
+      setup_error_ = new std::string(s.ToString());
+      return;
+    }
+    ServerProcessOptions options;
+    options.binary = TideBinary().string();
+    options.args = {"serve", "--model-repository", repo_->path().string(), "--io-threads", "4",
+                    "--max-batch-tokens", "2048", "--log-level", "warn"};
+    options.startup_timeout = std::chrono::milliseconds(120000);
+    auto server = ServerProcess::Start(options);
+    if (!server.ok()) {
+      setup_error_ = new std::string(server.status().ToString());
+      return;
+    }
+    server_ = server->release();
+  }
+
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete repo_;
+    repo_ = nullptr;
+    delete setup_error_;
+    setup_error_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
+    ASSERT_NE(server_, nullptr);
+  }
+
+  std::unique_ptr<HttpClient> NewClient() const {
+    return std::make_unique<HttpClient>(server_->host(), server_->port(), kClientTimeout);
+  }
+
+  static json RerankBody(const std::string& model, const std::string& query, const std::vector<std::string>& docs) {
+    return {{"model", model}, {"query", query}, {"documents", docs}};
+  }
+
+  // The one document's score of a successful single-document /v1/rerank response.
+  static double OnlyScore(const ClientResponse& r) {
+    EXPECT_EQ(r.status, 200) << r.error << r.body;
+    const json j = ParseJson(r.body);
+    if (!j.is_object() || !j.contains("results") || j["results"].size() != 1) {
+      ADD_FAILURE() << "unexpected response: " << r.body;
+      return NAN;
+    }
+    return j["results"][0]["relevance_score"].get<double>();
+  }
+
+  // Sends `bodies[i]` to /v1/rerank from thread i, all released together; one response each.
+  std::vector<ClientResponse> Burst(const std::vector<json>& bodies, const tide::testing::HeaderList& headers = {}) {
+    std::vector<ClientResponse> responses(bodies.size());
+    std::vector<std::unique_ptr<HttpClient>> clients;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      clients.push_back(NewClient());
+      EXPECT_TRUE(clients.back()->Connect().ok());  // connect first, so that the requests leave together
+    }
+    std::latch start(static_cast<std::ptrdiff_t>(bodies.size()));
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      threads.emplace_back([&, i] {
+        const std::string body = bodies[i].dump();
+        start.arrive_and_wait();
+        responses[i] = clients[i]->Post("/v1/rerank", body, headers);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return responses;
+  }
+
+  json Stats(const std::string& model) const {
+    const ClientResponse r = NewClient()->Get(absl::StrCat("/v2/models/", model, "/stats"));
+    EXPECT_EQ(r.status, 200) << r.body;
+    const json j = ParseJson(r.body);
+    EXPECT_TRUE(j.is_object() && j.contains("model_stats") && j["model_stats"].size() == 1) << r.body;
+    return j.is_object() && j.contains("model_stats") && !j["model_stats"].empty() ? j["model_stats"][0] : json();
+  }
+
+  // Distinct (query, document) pairs of different lengths, so that batched rows need padding.
+  static std::vector<std::pair<std::string, std::string>> Pairs(size_t n) {
+    static const std::vector<std::string> kWords = {"panda", "bear",   "bamboo", "forest", "china", "giant",
+                                                    "eats",  "sleeps", "black",  "white",  "river", "mountain"};
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<std::string> doc;
+      for (size_t k = 0; k < 2 + (i * 5) % 17; ++k) doc.push_back(kWords[(i + 3 * k) % kWords.size()]);
+      pairs.emplace_back(absl::StrCat("where does the ", kWords[i % kWords.size()], " live"), absl::StrJoin(doc, " "));
+    }
+    return pairs;
+  }
+
+  static inline TempDir* repo_ = nullptr;
+  static inline ServerProcess* server_ = nullptr;
+  static inline std::string* setup_error_ = nullptr;
+};
+
+// Concurrent single-document requests share batches, and each gets exactly its own score: the
+// score of the same request run alone on a model that never batches.
+TEST_F(ServeBatchingTest, ConcurrentRequestsAreBatchedAndKeepTheirOwnScores) {
+  constexpr size_t kRequests = 12;
+  const auto pairs = Pairs(kRequests);
+  const json before = Stats("batched");
+  std::vector<json> bodies;
+  for (const auto& [q, d] : pairs) bodies.push_back(RerankBody("batched", q, {d}));
+  const std::vector<ClientResponse> batched = Burst(bodies);
+
+  for (size_t i = 0; i < kRequests; ++i) {
+    SCOPED_TRACE(absl::StrCat("request ", i));
+    ASSERT_EQ(batched[i].status, 200) << batched[i].error << batched[i].body;
+    for (const char* h : {"x-tokenization-time", "x-queue-time", "x-inference-time", "x-total-time"}) {
+      const std::string value(batched[i].header(h));
+      EXPECT_FALSE(value.empty()) << h << " missing";
+      EXPECT_TRUE(!value.empty() && std::all_of(value.begin(), value.end(), ::isdigit)) << h << ": " << value;
+    }
+  }
+
+  const json after = Stats("batched");
+  ASSERT_TRUE(after.is_object());
+  const uint64_t inferences = after["inference_count"].get<uint64_t>() - before["inference_count"].get<uint64_t>();
+  const uint64_t executions = after["execution_count"].get<uint64_t>() - before["execution_count"].get<uint64_t>();
+  EXPECT_EQ(inferences, kRequests) << after;
+  EXPECT_LT(executions, inferences) << "no two requests shared a batch: " << after;
+  uint64_t largest = 0;
+  for (const json& b : after["batch_stats"]) {
+    if (b["compute_infer"]["count"].get<uint64_t>() > 0) largest = std::max(largest, b["batch_size"].get<uint64_t>());
+  }
+  EXPECT_GT(largest, 1u) << after;
+
+  // The same requests, one at a time, on the model that runs every row alone.
+  auto client = NewClient();
+  for (size_t i = 0; i < kRequests; ++i) {
+    SCOPED_TRACE(absl::StrCat("request ", i));
+    const double alone = OnlyScore(client->Post("/v1/rerank", RerankBody("unbatched", pairs[i].first,
+                                                                         {pairs[i].second}).dump()));
+    EXPECT_NEAR(OnlyScore(batched[i]), alone, 1e-5);
+  }
+  const json unbatched = Stats("unbatched");
+  for (const json& b : unbatched["batch_stats"]) EXPECT_EQ(b["batch_size"], 1) << unbatched;
+}
+
+// A burst over max_queue_size: some requests are refused with 503 + Retry-After + a JSON error,
+// the others succeed, and every request gets exactly one answer.
+TEST_F(ServeBatchingTest, QueueOverflowAnswers503WithRetryAfter) {
+  constexpr size_t kRequests = 12;
+  std::vector<json> bodies;
+  for (const auto& [q, d] : Pairs(kRequests)) bodies.push_back(RerankBody("limited", q, {d}));
+  const std::vector<ClientResponse> responses = Burst(bodies);
+  size_t ok = 0, unavailable = 0;
+  for (size_t i = 0; i < responses.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("request ", i));
+    const ClientResponse& r = responses[i];
+    if (r.status == 200) {
+      ++ok;
+      OnlyScore(r);
+    } else if (r.status == 503) {
+      ++unavailable;
+      EXPECT_FALSE(r.header("Retry-After").empty());
+      const json j = ParseJson(r.body);
+      ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
+      EXPECT_THAT(j["error"].get<std::string>(), HasSubstr("queue"));
+    } else {
+      ADD_FAILURE() << "status " << r.status << " " << r.error << " " << r.body;
+    }
+  }
+  EXPECT_EQ(ok + unavailable, kRequests);
+  EXPECT_GE(ok, 1u);
+  EXPECT_GE(unavailable, 1u);
+
+  // Rejections are counted, and the model still serves once the burst is over.
+  auto client = NewClient();
+  const auto pair = Pairs(1)[0];
+  OnlyScore(client->Post("/v1/rerank", RerankBody("limited", pair.first, {pair.second}).dump()));
+  const ClientResponse metrics = client->Get("/metrics");
+  EXPECT_THAT(metrics.body, HasSubstr(R"(tide_requests_total{model="limited",endpoint="v1_rerank",status="503"})"));
+}
+
+// A 1 ms deadline on a large request under load: 504 or success, never a hang; the server keeps
+// serving afterwards.
+TEST_F(ServeBatchingTest, TinyTimeoutUnderLoadAnswersPromptly) {
+  std::vector<std::string> docs;
+  for (const auto& [q, d] : Pairs(48)) docs.push_back(q + " " + d);
+  std::vector<json> bodies;
+  for (int i = 0; i < 4; ++i) bodies.push_back(RerankBody("batched", "panda", docs));
+  std::atomic<bool> load_done{false};
+  std::thread load([&] {
+    const auto responses = Burst(bodies);
+    for (const ClientResponse& r : responses) EXPECT_EQ(r.status, 200) << r.error << r.body;
+    load_done = true;
+  });
+  auto client = NewClient();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const ClientResponse r = client->Post("/v1/rerank", RerankBody("batched", "panda", docs).dump(),
+                                          {{"x-timeout-ms", "1"}});
+    ASSERT_NE(r.status, 0) << "no response: " << r.error;
+    if (r.status == 504) {
+      const json j = ParseJson(r.body);
+      ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
+      EXPECT_EQ(j["error_type"], "timeout") << r.body;
+    } else {
+      EXPECT_EQ(r.status, 200) << r.body;
+    }
+  }
+  load.join();
+  EXPECT_TRUE(load_done);
+  const ClientResponse bad = client->Post("/v1/rerank", RerankBody("batched", "panda", {"bear"}).dump(),
+                                          {{"x-timeout-ms", "soon"}});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  const auto pair = Pairs(1)[0];
+  OnlyScore(client->Post("/v1/rerank", RerankBody("batched", pair.first, {pair.second}).dump()));
+}
+
+TEST_F(ServeBatchingTest, MetricsShowBatchSizesAndQueueGauges) {
+  auto client = NewClient();
+  const auto pair = Pairs(1)[0];
+  OnlyScore(client->Post("/v1/rerank", RerankBody("batched", pair.first, {pair.second}).dump()));
+  const ClientResponse m = client->Get("/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_THAT(m.body, HasSubstr("# TYPE tide_batch_size histogram"));
+  EXPECT_THAT(m.body, HasSubstr(R"(tide_batch_size_bucket{model="batched",le="1"})"));
+  EXPECT_THAT(m.body, HasSubstr(R"(tide_batch_size_count{model="batched"})"));
+  EXPECT_THAT(m.body, HasSubstr("# TYPE tide_queue_tasks gauge"));
+  EXPECT_THAT(m.body, HasSubstr(R"(tide_queue_tasks{model="batched"} 0)"));
+  double batches = -1;
+  for (const std::string& line : std::vector<std::string>(absl::StrSplit(m.body, '\n'))) {
+    const std::string_view prefix = R"(tide_batch_size_count{model="batched"} )";
+    if (line.substr(0, prefix.size()) == prefix) batches = std::stod(std::string(line.substr(prefix.size())));
+  }
+  EXPECT_GE(batches, 1) << m.body;
+}
+
+}  // namespace
+}  // namespace tide::blackbox
