@@ -24,7 +24,9 @@
 // reached, or one more task of its padded length would exceed the token budget), when the oldest
 // queued task has waited max_queue_delay, at once when max_queue_delay is zero, or when flushing
 // (shutdown). On a delay release with preferred sizes, the largest preferred size <= the
-// candidate's size is taken.
+// candidate's size is taken. With group_by_length false (first-in-first-out, kept for
+// comparison) the rest is filled in arrival order across buckets instead, and the batch is full
+// at the first task that would break the token budget.
 #pragma once
 
 #include <algorithm>
@@ -129,6 +131,9 @@ class BatchFormer {
   }
   void Sweep(Clock::time_point now, Result* result, Clock::time_point* oldest);
   Plan Build(size_t limit) const;
+  // Build's tail when !group_by_length: after the anchor, tasks join in arrival order.
+  template <typename Fits>
+  void BuildInArrivalOrder(size_t anchor_lane, size_t limit, const Fits& fits, Plan* plan) const;
   Batch<Task> Take(const Plan& plan, Clock::time_point now);
 
   const BatcherOptions options_;
@@ -281,6 +286,10 @@ typename BatchFormer<Task>::Plan BatchFormer<Task>::Build(size_t limit) const {
   plan.takes[plan.anchor] = 1;
   plan.count = 1;
   plan.padded_len = buckets_.SequenceBucketLength(anchor_bucket);
+  if (!options_.group_by_length) {
+    BuildInArrivalOrder(anchor_lane, limit, fits, &plan);
+    return plan;
+  }
   for (size_t lane = anchor_lane; lane < lane_count() && plan.count < limit; ++lane) {
     for (size_t b : bucket_order_[anchor_bucket]) {
       if (plan.count >= limit) break;
@@ -296,6 +305,35 @@ typename BatchFormer<Task>::Plan BatchFormer<Task>::Build(size_t limit) const {
   }
   plan.full = plan.count >= limit || !fits(plan.padded_len, plan.count + 1);
   return plan;
+}
+
+template <BatchTask Task>
+template <typename Fits>
+void BatchFormer<Task>::BuildInArrivalOrder(size_t anchor_lane, size_t limit, const Fits& fits, Plan* plan) const {
+  const size_t nb = buckets_.sequence_bucket_count();
+  bool blocked = false;
+  for (size_t lane = anchor_lane; lane < lane_count() && plan->count < limit && !blocked; ++lane) {
+    while (plan->count < limit) {
+      // The oldest task of this lane not yet in the plan, whatever its bucket.
+      size_t next = nb;
+      for (size_t b = 0; b < nb; ++b) {
+        const std::deque<Entry>& q = queues_[index(lane, b)];
+        const size_t taken = plan->takes[index(lane, b)];
+        if (taken >= q.size()) continue;
+        if (next == nb || q[taken].OlderThan(queues_[index(lane, next)][plan->takes[index(lane, next)]])) next = b;
+      }
+      if (next == nb) break;
+      const size_t len = std::max(plan->padded_len, buckets_.SequenceBucketLength(next));
+      if (!fits(len, plan->count + 1)) {
+        blocked = true;  // first-in-first-out: nothing may overtake the task that does not fit
+        break;
+      }
+      ++plan->takes[index(lane, next)];
+      ++plan->count;
+      plan->padded_len = len;
+    }
+  }
+  plan->full = blocked || plan->count >= limit || !fits(plan->padded_len, plan->count + 1);
 }
 
 template <BatchTask Task>

@@ -508,5 +508,54 @@ TEST_F(BatchFormerTest, LengthGroupingPadsLessThanFifoOnAMixedStream) {
   EXPECT_LT(grouped_padded * 10, fifo_padded * 8) << "expected at least 20% less padding than FIFO";
 }
 
+TEST_F(BatchFormerTest, FifoModeFillsInArrivalOrderAcrossBuckets) {
+  BatcherOptions o;
+  o.max_batch_size = 3;
+  o.max_batch_tokens = 1 << 20;
+  o.max_queue_delay = microseconds(1000);
+  o.group_by_length = false;
+  auto f = Make(o);
+  // Arrival order 1..6 with alternating lengths; length grouping would pair 1,3,5 and 2,4,6.
+  const size_t lens[] = {10, 300, 12, 310, 14, 320};
+  for (int i = 0; i < 6; ++i) Add(*f, i + 1, lens[i], kT0 + microseconds(i));
+  Former::Result r = Form(*f, kT0 + microseconds(10));
+  ASSERT_TRUE(r.batch.has_value()) << "3 tasks reach max_batch_size";
+  EXPECT_THAT(Ids(*r.batch), UnorderedElementsAre(1, 2, 3));
+  EXPECT_EQ(r.batch->padded_sequence_length, 384u) << "still padded to the bucket of its longest member";
+  r = Form(*f, kT0 + microseconds(10));
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), UnorderedElementsAre(4, 5, 6));
+
+  o.group_by_length = true;
+  auto g = Make(o);
+  for (int i = 0; i < 6; ++i) Add(*g, i + 11, lens[i], kT0 + microseconds(i));
+  r = Form(*g, kT0 + microseconds(10));
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), UnorderedElementsAre(11, 13, 15));
+  EXPECT_EQ(r.batch->padded_sequence_length, 16u);
+}
+
+TEST_F(BatchFormerTest, FifoModeStopsAtTheFirstTaskThatBreaksTheBudgetAndReleases) {
+  BatcherOptions o;
+  o.max_batch_tokens = 512;
+  o.max_queue_delay = microseconds(1'000'000);
+  o.group_by_length = false;
+  auto f = Make(o);
+  Add(*f, 1, 10, kT0);                     // 16
+  Add(*f, 2, 300, kT0 + microseconds(1));  // 384: 384 x 2 > 512
+  Add(*f, 3, 12, kT0 + microseconds(2));   // 16: may not overtake task 2
+  Former::Result r = Form(*f, kT0 + microseconds(3));
+  ASSERT_TRUE(r.batch.has_value()) << "the next task in arrival order does not fit: the batch is full";
+  EXPECT_THAT(Ids(*r.batch), ElementsAre(1));
+  r = Form(*f, kT0 + microseconds(3));
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), ElementsAre(2)) << "384 + 16-token task 3 would cost 768 > 512";
+  r = Form(*f, kT0 + microseconds(3));
+  EXPECT_FALSE(r.batch.has_value()) << "task 3 alone waits for its delay";
+  r = Form(*f, kT0 + microseconds(1'000'002));
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), ElementsAre(3));
+}
+
 }  // namespace
 }  // namespace tide::batching

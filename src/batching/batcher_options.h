@@ -49,6 +49,11 @@ struct BatcherOptions {
   // Sequence lengths are padded up to the next bucket; a task longer than the last bucket is
   // refused (INVALID_ARGUMENT). Strictly increasing.
   std::vector<size_t> sequence_buckets = {16, 32, 64, 128, 192, 256, 384, 512};
+  // True: a batch gathers tasks of sequence buckets nearest its anchor's first (length-sorted),
+  // which keeps padding low. False (first-in-first-out, for comparison): tasks join strictly in
+  // arrival order across buckets, and the batch ends at the first task that does not fit; it is
+  // still padded to the bucket of its longest member.
+  bool group_by_length = true;
   // Batch sizes the runtime accepts; a batch of n tasks is padded up to the next one. Empty: every
   // size 1..max_batch_size. Strictly increasing, the last >= max_batch_size.
   std::vector<size_t> allowed_batch_sizes;
