@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""INT8 vs FP32 pairs/s through `tide serve` at saturation (closed loop, same load for both).
+
+Starts one `tide serve` over a repository that holds both entries (e.g. minilm-l6 and
+minilm-l6-int8), then drives POST /v1/rerank with `--clients` concurrent keep-alive clients, each
+sending one query with `--docs` documents of SciFact-like length (words drawn from a word list,
+seeded), alternating the model per round (fp32, int8, fp32, int8, ...) so that background load on a
+shared machine hits both alike. Prints pairs/s per round and the INT8/FP32 ratio of the sums.
+Standard library only (no PyPI here).
+"""
+import argparse
+import http.client
+import json
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+
+
+def documents(words, rng, n, mean_words):
+    out = []
+    for _ in range(n):
+        k = max(8, int(rng.lognormvariate(0, 0.36) * mean_words))
+        out.append(" ".join(rng.choice(words) for _ in range(k)) + ".")
+    return out
+
+
+def drive(port, model, bodies, clients, seconds):
+    done = [0] * clients
+    errors = [0] * clients
+    stop = time.monotonic() + seconds
+
+    def client(i):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        j = i
+        while time.monotonic() < stop:
+            body = bodies[j % len(bodies)]
+            j += clients
+            conn.request("POST", "/v1/rerank", body=body[1], headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            if resp.status == 200:
+                done[i] += body[0]
+            else:
+                errors[i] += 1
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - t0
+    return sum(done) / elapsed, sum(errors)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tide", default="build-q/tide")
+    p.add_argument("--repository", required=True)
+    p.add_argument("--fp32", default="minilm-l6")
+    p.add_argument("--int8", default="minilm-l6-int8")
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--docs", type=int, default=32, help="documents per request")
+    p.add_argument("--mean-words", type=int, default=200, help="mean words per document (~300 tokens)")
+    p.add_argument("--seconds", type=float, default=20, help="per round")
+    p.add_argument("--rounds", type=int, default=2, help="rounds per model, alternating")
+    p.add_argument("--words", default="/usr/share/dict/words")
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+
+    rng = random.Random(args.seed)
+    with open(args.words, encoding="utf-8", errors="ignore") as f:
+        words = [w.strip().lower() for w in f if re.fullmatch(r"[A-Za-z]{2,12}", w.strip())]
+    requests = []
+    for _ in range(64):
+        query = " ".join(rng.choice(words) for _ in range(rng.randint(8, 20))) + "?"
+        requests.append((query, documents(words, rng, args.docs, args.mean_words)))
+
+    server = subprocess.Popen([args.tide, "serve", "--model-repository", args.repository, "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = None
+        for line in server.stdout:
+            m = re.search(r"listening on http://[^:]+:(\d+)", line)
+            if m:
+                port = int(m.group(1))
+                break
+        if port is None:
+            sys.exit("tide serve did not start")
+        results = {args.fp32: [], args.int8: []}
+        for model in (args.fp32, args.int8):  # warm-up, not counted
+            body = json.dumps({"model": model, "query": requests[0][0], "documents": requests[0][1]})
+            drive(port, model, [(args.docs, body)], 1, 0.1)
+        for r in range(args.rounds):
+            for model in (args.fp32, args.int8):
+                bodies = [(args.docs, json.dumps({"model": model, "query": q, "documents": d})) for q, d in requests]
+                rate, errors = drive(port, model, bodies, args.clients, args.seconds)
+                results[model].append(rate)
+                print(f"round {r + 1} {model}: {rate:.1f} pairs/s ({errors} errors)", flush=True)
+        fp32 = sum(results[args.fp32]) / len(results[args.fp32])
+        int8 = sum(results[args.int8]) / len(results[args.int8])
+        print(f"fp32 {fp32:.1f} pairs/s, int8 {int8:.1f} pairs/s, int8/fp32 = {int8 / fp32:.2f}x")
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
