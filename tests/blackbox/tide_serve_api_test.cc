@@ -7,6 +7,7 @@
 // the token ids that `tide tokenize` (a separate process) computes for the same pairs.
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -95,6 +96,10 @@ class ServeApiTest : public ::testing::Test {
     ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
     ASSERT_NE(server_, nullptr);
     client_ = std::make_unique<HttpClient>(server_->host(), server_->port(), std::chrono::milliseconds(60000));
+  }
+
+  void TearDown() override {
+    if (HasFailure() && server_ != nullptr) std::cerr << "tide serve " << server_->Diagnostics() << "\n";
   }
 
   ClientResponse Get(std::string_view path) { return client_->Get(path); }
@@ -383,6 +388,26 @@ TEST_F(ServeApiTest, CohereRerankTopNDocumentsAndUsage) {
   const json without = Ok(Post("/v1/rerank", {{"query", kQuery}, {"documents", docs}}));
   ASSERT_EQ(without["results"].size(), kDocs.size()) << without;
   for (const json& r : without["results"]) EXPECT_FALSE(r.contains("document")) << without;
+}
+
+// max_tokens_per_doc cuts each document to its first n tokens.
+TEST_F(ServeApiTest, CohereRerankMaxTokensPerDocCutsDocuments) {
+  const std::vector<std::string> words = VocabWords(12);
+  ASSERT_EQ(words.size(), 12u);
+  const std::string query = words[0];
+  const std::string long_doc = absl::StrJoin(words.begin() + 1, words.end(), " ");
+  const std::string head = absl::StrJoin(words.begin() + 1, words.begin() + 4, " ");
+  auto scores = [&](std::optional<int> max_tokens) {
+    json body = {{"query", query}, {"documents", {long_doc, head}}};
+    if (max_tokens.has_value()) body["max_tokens_per_doc"] = *max_tokens;
+    return ScoresByIndex(Ok(Post("/v1/rerank", body))["results"], "relevance_score");
+  };
+  const auto cut = scores(3);
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_NEAR(cut.at(0), cut.at(1), 1e-6);
+  const auto whole = scores(std::nullopt);
+  ASSERT_EQ(whole.size(), 2u);
+  EXPECT_GT(std::abs(whole.at(0) - whole.at(1)), 1e-7) << "the whole document should score differently";
 }
 
 TEST_F(ServeApiTest, CohereRerankErrors) {

@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <iostream>
 #include <latch>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +96,10 @@ class ServeBatchingTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
   }
 
+  void TearDown() override {
+    if (HasFailure() && server_ != nullptr) std::cerr << "tide serve " << server_->Diagnostics() << "\n";
+  }
+
   std::unique_ptr<HttpClient> NewClient() const {
     return std::make_unique<HttpClient>(server_->host(), server_->port(), kClientTimeout);
   }
@@ -113,7 +119,8 @@ class ServeBatchingTest : public ::testing::Test {
     return j["results"][0]["relevance_score"].get<double>();
   }
 
-  // Sends `bodies[i]` to /v1/rerank from thread i, all released together; one response each.
+  // Sends `bodies[i]` to /v1/rerank from thread i, all released together; one response each. Then
+  // checks that no connection carries anything after its response (a second answer).
   std::vector<ClientResponse> Burst(const std::vector<json>& bodies, const tide::testing::HeaderList& headers = {}) {
     std::vector<ClientResponse> responses(bodies.size());
     std::vector<std::unique_ptr<HttpClient>> clients;
@@ -131,6 +138,11 @@ class ServeBatchingTest : public ::testing::Test {
       });
     }
     for (std::thread& t : threads) t.join();
+    for (size_t i = 0; i < clients.size(); ++i) {
+      if (!clients[i]->connected()) continue;
+      const tide::testing::RawReadResult extra = clients[i]->ReadUntilClosed(std::chrono::milliseconds(50));
+      EXPECT_TRUE(extra.bytes.empty()) << "request " << i << " got more than one response: " << extra.bytes;
+    }
     return responses;
   }
 
@@ -194,12 +206,16 @@ TEST_F(ServeBatchingTest, ConcurrentRequestsAreBatchedAndKeepTheirOwnScores) {
 
   // The same requests, one at a time, on the model that runs every row alone.
   auto client = NewClient();
+  std::set<double> distinct;
   for (size_t i = 0; i < kRequests; ++i) {
     SCOPED_TRACE(absl::StrCat("request ", i));
     const double alone = OnlyScore(client->Post("/v1/rerank", RerankBody("unbatched", pairs[i].first,
                                                                          {pairs[i].second}).dump()));
     EXPECT_NEAR(OnlyScore(batched[i]), alone, 1e-5);
+    distinct.insert(alone);
   }
+  // Distinct requests score differently, so a mix-up between requests could not go unseen.
+  EXPECT_GT(distinct.size(), kRequests / 2);
   const json unbatched = Stats("unbatched");
   for (const json& b : unbatched["batch_stats"]) EXPECT_EQ(b["batch_size"], 1) << unbatched;
 }
@@ -258,6 +274,7 @@ TEST_F(ServeBatchingTest, TinyTimeoutUnderLoadAnswersPromptly) {
     const ClientResponse r = client->Post("/v1/rerank", RerankBody("batched", "panda", docs).dump(),
                                           {{"x-timeout-ms", "1"}});
     ASSERT_NE(r.status, 0) << "no response: " << r.error;
+    RecordProperty(absl::StrCat("timeout_attempt_", attempt), r.status);
     if (r.status == 504) {
       const json j = ParseJson(r.body);
       ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
