@@ -2,6 +2,7 @@
 //   tide serve         run the inference server over a model repository
 //   tide tokenize      tokenize JSON lines with a tokenizer.json (debugging, parity checks)
 //   tide verify-model  compare ONNX Runtime outputs of a model against reference logits
+//   tide bench         load generator: latency/throughput of a running server
 //   tide quantize      rewrite an FP32 model as dynamic INT8 or FP16
 //   tide eval          fidelity and speed of quantized variants against the FP32 model
 #include <cstdio>
@@ -25,6 +26,10 @@
 #include "cli/eval_command.h"
 #endif
 
+#ifdef TIDE_HAVE_BENCH_COMMAND
+#include "cli/bench_command.h"
+#endif
+
 int main(int argc, char** argv) {
   CLI::App app{"tide: a transformer inference server for cross-encoder rerankers", "tide"};
   app.require_subcommand(1);
@@ -43,6 +48,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef TIDE_HAVE_EVAL_COMMAND
   tide::cli::RegisterEvalCommand(&app);
+#endif
+#ifdef TIDE_HAVE_BENCH_COMMAND
+  tide::cli::RegisterBenchCommand(&app);
 #endif
   CLI11_PARSE(app, argc, argv);
   return 0;
