@@ -64,6 +64,8 @@ constexpr std::pair<std::string_view, GraphOptimizationLevel> kLevels[] = {
     {"extended", GraphOptimizationLevel::kExtended},
     {"basic", GraphOptimizationLevel::kBasic},
     {"disable", GraphOptimizationLevel::kDisable}};
+constexpr std::pair<std::string_view, BatchGrouping> kGroupings[] = {
+    {"length", BatchGrouping::kLength}, {"fifo", BatchGrouping::kFifo}};
 
 constexpr int64_t kMaxThreads = 1024;
 constexpr int64_t kMaxSequenceLengthLimit = 1 << 20;
@@ -138,12 +140,16 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
         buckets.push_back(*v);
       }
       p.sequence_buckets = std::move(buckets);
+    } else if (key == "batch_grouping") {
+      auto v = ParseChoice(file, key, value, kGroupings);
+      if (!v.ok()) return v.status();
+      p.batch_grouping = *v;
     } else {
       return ParamError(file, key,
                         "unknown parameter (tide knows task, tokenizer, max_sequence_length, "
                         "truncation_direction, score_activation, intra_op_threads, "
                         "inter_op_threads, allow_spinning, graph_optimization_level, "
-                        "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets)");
+                        "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, batch_grouping)");
     }
   }
   return p;

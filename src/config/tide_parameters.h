@@ -22,6 +22,8 @@
 //   enable_cpu_mem_arena      "true" | "false"
 //   max_batch_tokens          integer >= 16: most padded tokens in one batch (TEI's max_batch_tokens)
 //   sequence_buckets          "16,32,64,...": padded sequence lengths, strictly increasing
+//   batch_grouping            "length" | "fifo": how batches gather queued requests (length-sorted
+//                             buckets, or strictly in arrival order; "fifo" exists for comparison)
 // (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
 #pragma once
 
@@ -40,6 +42,7 @@ enum class Task { kRerank, kClassify };
 enum class ScoreActivation { kSigmoid, kNone, kSoftmax };
 enum class TruncationDirection { kRight, kLeft };
 enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
+enum class BatchGrouping { kLength, kFifo };
 
 struct TideParameters {
   Task task = Task::kRerank;                        // rerank: one score per pair; classify: labels
@@ -54,6 +57,7 @@ struct TideParameters {
   bool enable_cpu_mem_arena = true;
   std::optional<int64_t> max_batch_tokens;          // unset: the server's --max-batch-tokens
   std::vector<int64_t> sequence_buckets;            // empty: the server's default buckets
+  BatchGrouping batch_grouping = BatchGrouping::kLength;  // BatcherOptions::group_by_length
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
 

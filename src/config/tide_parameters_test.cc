@@ -29,6 +29,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_FALSE(p->allow_spinning);
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kAll);
   EXPECT_TRUE(p->enable_cpu_mem_arena);
+  EXPECT_EQ(p->batch_grouping, BatchGrouping::kLength);
   EXPECT_EQ(p->EffectiveMaxSequenceLength(std::nullopt), 512);
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 256);
 }
@@ -43,7 +44,8 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"inter_op_thread_count", "2"},
                                                   {"allow_spinning", "true"},
                                                   {"graph_optimization_level", "basic"},
-                                                  {"enable_cpu_mem_arena", "false"}}),
+                                                  {"enable_cpu_mem_arena", "false"},
+                                                  {"batch_grouping", "fifo"}}),
                                       "c.pbtxt");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->task, Task::kClassify);
@@ -56,6 +58,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_TRUE(p->allow_spinning);
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kBasic);
   EXPECT_FALSE(p->enable_cpu_mem_arena);
+  EXPECT_EQ(p->batch_grouping, BatchGrouping::kFifo);
   EXPECT_EQ(TaskName(p->task), "classify");
   EXPECT_EQ(ScoreActivationName(p->score_activation), "softmax");
 }
@@ -72,6 +75,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"intra_op_threads", "-1", "out of range"},
       {"allow_spinning", "maybe", "maybe"},
       {"graph_optimization_level", "max", "\"all\""},
+      {"batch_grouping", "sorted", "sorted"},
       {"tokenizer", "/etc/tokenizer.json", "relative"},
       {"tokenizer", "../other/tokenizer.json", "relative"},
       {"tokenizer", "tok/../../tokenizer.json", "relative"},
