@@ -41,6 +41,7 @@ batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, c
     }
   }
   o.sequence_buckets.push_back(max_sequence_length);
+  o.group_by_length = params.batch_grouping == config::BatchGrouping::kLength;
   if (config.has_dynamic_batching()) {
     const ModelDynamicBatching& db = config.dynamic_batching();
     o.max_queue_delay = std::chrono::microseconds(db.max_queue_delay_microseconds());
