@@ -243,6 +243,7 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
     lo.stability = *stability;
     lo.max_windows = flags.max_windows;
     lo.duration_ns = duration_ns;
+    lo.drain_ns = flags.timeout_ms * 1'000'000;  // no request outlives its timeout
 
     HttpTransportOptions to;
     to.host = url->host;

@@ -21,7 +21,7 @@ struct Window {
   size_t error_count = 0;
 };
 
-struct DriverState {
+struct DriverState : std::enable_shared_from_this<DriverState> {
   EventLoop* loop = nullptr;
   Transport* transport = nullptr;
   LoadOptions options;
@@ -36,6 +36,8 @@ struct DriverState {
   size_t outstanding = 0;
   size_t next_request = 0;
   bool finished = false;
+  bool draining = false;
+  bool stopped = false;
 
   Window& WindowAt(size_t index) {
     if (windows.size() <= index) windows.resize(index + 1);
@@ -44,6 +46,17 @@ struct DriverState {
 
   void OnComplete(int64_t intended, const TransportResult& r) {
     --outstanding;
+    if (draining) {
+      const int64_t now = loop->Now();
+      ++result.drained;
+      if (r.ok()) {
+        result.latency.Record(static_cast<double>(now - intended) / 1e6);
+      } else {
+        ++result.errors[ErrorKind(r)];
+      }
+      if (outstanding == 0) EndDrain();
+      return;
+    }
     if (finished) return;
     const int64_t now = loop->Now();
     if (now < measure_start) return;  // warm-up
@@ -105,6 +118,19 @@ struct DriverState {
     }
     result.completed = result.latency.count();
     result.measured_seconds = static_cast<double>(take) * static_cast<double>(window_ns) / 1e9;
+    result.fixed_duration = options.duration_ns > 0;
+    if (schedule && outstanding > 0 && options.drain_ns > 0) {
+      draining = true;
+      loop->RunAt(loop->Now() + options.drain_ns, [self = shared_from_this()] { self->EndDrain(); });
+      return;
+    }
+    EndDrain();
+  }
+
+  void EndDrain() {
+    if (stopped) return;
+    stopped = true;
+    draining = false;
     result.outstanding_at_end = outstanding;
     loop->Stop();
   }

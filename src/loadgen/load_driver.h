@@ -14,8 +14,12 @@
 // fewer ran). With `duration` > 0 there is instead a single window of that length.
 // Completions are assigned to the window in which they complete; errors are counted by kind
 // ("http 503", "timeout", ...), and only successful requests contribute latencies.
+// Open loop only: requests already issued when measurement ends (queued in the client or the
+// server) are drained for up to `drain_ns`; their latencies join the aggregate (`drained`), so
+// the slowest requests of an overloaded run are not silently dropped. Throughput counts only
+// completions inside the windows.
 // Contract: runs to completion on the calling thread (calls loop->Run()); requests still
-// outstanding at the end are reported in `outstanding_at_end` and their completions ignored.
+// outstanding after that are reported in `outstanding_at_end` and their completions ignored.
 // kInvalidArgument for inconsistent options.
 #pragma once
 
@@ -42,6 +46,7 @@ struct LoadOptions {
   int stable_windows = 3;
   int max_windows = 10;
   int64_t duration_ns = 0;      // > 0: one fixed window instead of the stability search
+  int64_t drain_ns = 30'000'000'000;  // open loop: wait this long for issued requests at the end
 };
 
 struct WindowStats {
@@ -60,6 +65,8 @@ struct LoadResult {
   bool stable = false;
   size_t sent = 0;                       // requests issued during the whole run (warm-up too)
   size_t outstanding_at_end = 0;
+  size_t drained = 0;                    // open loop: completed after the last window
+  bool fixed_duration = false;           // one --duration window, no stability search
   double throughput() const { return measured_seconds > 0 ? completed / measured_seconds : 0; }
 };
 

@@ -110,6 +110,38 @@ TEST(RunLoad, OpenLoopMeasuresFromTheIntendedSendTimeWhenTheSenderStalls) {
   EXPECT_EQ(t.send_times[11], 400 * kMs);
 }
 
+TEST(RunLoad, OpenLoopDrainsIssuedRequestsSoTheSlowestAreNotDropped) {
+  // Due every 10 ms, served one at a time in 20 ms: request k completes at 20(k+1) ms, latency
+  // 10k + 20 ms. The 1 s window holds k = 0..48; k = 49..99 were issued before the end and are
+  // drained, up to request 99 at 1010 ms.
+  SimulatedEventLoop loop;
+  FakeTransport t(&loop, 1, [](size_t, int64_t) { return 20 * kMs; });
+  LoadOptions o;
+  o.request_rate = 100;
+  o.warmup_ns = 0;
+  o.duration_ns = 1 * kS;
+  auto r = RunLoad(&loop, &t, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->fixed_duration);
+  EXPECT_EQ(r->completed, 49u);
+  EXPECT_DOUBLE_EQ(r->throughput(), 49.0);
+  EXPECT_EQ(r->drained, 51u);
+  EXPECT_EQ(r->outstanding_at_end, 0u);
+  ASSERT_EQ(r->latency.count(), 100u);
+  EXPECT_EQ(r->latency.Percentile(0), 20.0);
+  EXPECT_EQ(r->latency.Percentile(100), 1010.0);
+  EXPECT_EQ(r->latency.Percentile(50), 510.0);  // rank 50 of 20, 30, ..., 1010
+
+  // With the drain bounded, what is left is reported as outstanding.
+  SimulatedEventLoop loop2;
+  FakeTransport t2(&loop2, 1, [](size_t, int64_t) { return 20 * kMs; });
+  o.drain_ns = 100 * kMs;
+  auto r2 = RunLoad(&loop2, &t2, o);
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_EQ(r2->drained, 5u);  // completions at 1000 (exclusive end of the window) .. 1080 ms
+  EXPECT_EQ(r2->outstanding_at_end, 46u);
+}
+
 TEST(RunLoad, StopsWhenThreeWindowsAreStable) {
   SimulatedEventLoop loop;
   FakeTransport t(&loop, 4, [](size_t, int64_t) { return 8 * kMs; });

@@ -188,7 +188,7 @@ std::string RenderTable(const BenchReport& report) {
     absl::StrAppend(&out, absl::StrFormat("%-22s %9.2f %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %6s %7.1f  %s\n",
                                           r.label(), r.qps, r.pairs_per_s, r.latency.p50_ms, r.latency.p90_ms,
                                           r.latency.p95_ms, r.latency.p99_ms, r.latency.p999_ms,
-                                          r.latency.max_ms, r.load.stable ? "yes" : "no",
+                                          r.latency.max_ms, r.load.fixed_duration ? "fixed" : r.load.stable ? "yes" : "no",
                                           r.client_cpu_percent, ErrorsText(r)));
     if (r.server_metrics) {
       std::vector<std::string> parts;
@@ -251,6 +251,8 @@ std::string RenderJson(const BenchReport& report) {
         {"measured_seconds", r.load.measured_seconds},
         {"sent", r.load.sent},
         {"outstanding_at_end", r.load.outstanding_at_end},
+        {"drained", r.load.drained},
+        {"fixed_duration", r.load.fixed_duration},
         {"windows", windows},
         {"latency_ms",
          {{"mean", l.mean_ms}, {"min", l.min_ms}, {"p50", l.p50_ms}, {"p90", l.p90_ms}, {"p95", l.p95_ms},
