@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -60,7 +61,9 @@ double NiceCeil(double v) {
 
 constexpr int kW = 640, kH = 360, kLeft = 64, kRight = 20, kTop = 24, kBottom = 48;
 
-std::string AxisFrame(double x_max, double y_max, std::string_view x_label, std::string_view y_label) {
+// x tick i of 5 reads x_tick(i / 5.0); by default the linear value x_max * i / 5.
+std::string AxisFrame(double x_max, double y_max, std::string_view x_label, std::string_view y_label,
+                      const std::function<std::string(double)>& x_tick = nullptr) {
   std::string s;
   const int pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
   absl::StrAppend(&s, "<rect x=\"", kLeft, "\" y=\"", kTop, "\" width=\"", pw, "\" height=\"", ph,
@@ -68,7 +71,8 @@ std::string AxisFrame(double x_max, double y_max, std::string_view x_label, std:
   for (int i = 0; i <= 5; ++i) {
     const double fx = kLeft + pw * i / 5.0, fy = kTop + ph - ph * i / 5.0;
     absl::StrAppend(&s, "<text x=\"", Fixed(fx, 1), "\" y=\"", kTop + ph + 16,
-                    "\" font-size=\"11\" text-anchor=\"middle\">", absl::StrFormat("%g", x_max * i / 5),
+                    "\" font-size=\"11\" text-anchor=\"middle\">",
+                    x_tick ? x_tick(i / 5.0) : absl::StrFormat("%g", x_max * i / 5),
                     "</text>\n");
     absl::StrAppend(&s, "<text x=\"", kLeft - 6, "\" y=\"", Fixed(fy + 4, 1),
                     "\" font-size=\"11\" text-anchor=\"end\">", absl::StrFormat("%g", y_max * i / 5),
@@ -136,11 +140,11 @@ std::string HistogramSvg(const RunReport& run) {
   const int pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
   // The x axis is the bucket index (log-spaced); label each bar's range in its tooltip and the
   // ends of the axis in ms.
-  s += AxisFrame(static_cast<double>(std::max<size_t>(buckets.size(), 1)), y_max,
-                 buckets.empty() ? "latency (ms)"
-                                 : absl::StrFormat("latency, log buckets from %.3g ms to %.3g ms",
-                                                   buckets.front().lower_ms, buckets.back().upper_ms),
-                 "requests");
+  // Bars are log-spaced, so the x ticks are the latencies at fifths of the log range.
+  const double lo = buckets.empty() ? 1 : buckets.front().lower_ms;
+  const double hi = buckets.empty() ? 10 : buckets.back().upper_ms;
+  s += AxisFrame(1, y_max, "latency (ms, log scale)", "requests",
+                 [lo, hi](double f) { return absl::StrFormat("%.3g", lo * std::pow(hi / lo, f)); });
   const double bw = buckets.empty() ? 0 : static_cast<double>(pw) / buckets.size();
   for (size_t i = 0; i < buckets.size(); ++i) {
     const double h = ph * static_cast<double>(buckets[i].count) / y_max;

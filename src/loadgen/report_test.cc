@@ -83,6 +83,7 @@ TEST(Report, HtmlIsSelfContainedWithSvgCharts) {
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("<polyline"), std::string::npos);  // latency vs throughput
   EXPECT_NE(html.find("<rect x="), std::string::npos);    // histogram bars
+  EXPECT_NE(html.find("latency (ms, log scale)"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("src="), std::string::npos);
   EXPECT_EQ(html.find("<words>"), std::string::npos);  // escaped
