@@ -67,49 +67,63 @@ struct RunResult {
   int64_t resident_added = 0;
 };
 
-absl::StatusOr<RunResult> ScoreAll(const std::string& path, const std::vector<Query>& requests, const EvalOptions& o) {
-  const int64_t before = ResidentBytes();
-  auto backend = runtime::OrtBackend::Create({.model_path = path, .intra_op_threads = o.intra_op_threads});
-  if (!backend.ok()) return absl::Status(backend.status().code(), absl::StrCat(path, ": ", backend.status().message()));
-  const bool types = !(*backend)->signature().token_type_ids_name.empty();
-  RunResult r;
-  std::vector<double> batch_ms;
+// Scores every request with every model. All sessions are created first; then each batch runs on
+// every model in turn, so background load on a shared machine hits the variants alike.
+absl::StatusOr<std::vector<RunResult>> ScoreAll(const std::vector<std::pair<std::string, std::string>>& models,
+                                                const std::vector<Query>& requests, const EvalOptions& o) {
+  std::vector<std::unique_ptr<runtime::OrtBackend>> backends;
+  std::vector<RunResult> results(models.size());
   runtime::TokenBatch batch;
   runtime::Logits logits;
-  bool warmed = false;
+  auto fill = [&](const Query& q, size_t start, size_t end, bool types) {
+    size_t seq = 0;
+    for (size_t i = start; i < end; ++i) seq = std::max(seq, q[i].ids.size());
+    batch.Resize(static_cast<int64_t>(end - start), static_cast<int64_t>(seq), types);
+    for (size_t i = start; i < end; ++i) {
+      const size_t row = (i - start) * seq;
+      for (size_t j = 0; j < q[i].ids.size(); ++j) {
+        batch.input_ids[row + j] = q[i].ids[j];
+        batch.attention_mask[row + j] = 1;
+        if (types) batch.token_type_ids[row + j] = q[i].types[j];
+      }
+    }
+  };
+  for (size_t m = 0; m < models.size(); ++m) {
+    const int64_t before = ResidentBytes();
+    auto backend = runtime::OrtBackend::Create({.model_path = models[m].second, .intra_op_threads = o.intra_op_threads});
+    if (!backend.ok()) {
+      return absl::Status(backend.status().code(), absl::StrCat(models[m].second, ": ", backend.status().message()));
+    }
+    // The first Run plans memory; keep it out of the timing but inside the memory figure.
+    fill(requests[0], 0, std::min(requests[0].size(), static_cast<size_t>(o.batch)),
+         !(*backend)->signature().token_type_ids_name.empty());
+    if (absl::Status s = (*backend)->Run(batch, &logits); !s.ok()) return s;
+    results[m].resident_added = ResidentBytes() - before;
+    backends.push_back(std::move(*backend));
+  }
+  std::vector<std::vector<double>> batch_ms(models.size());
   for (const Query& q : requests) {
-    std::vector<float> scores;
+    for (auto& r : results) r.scores.emplace_back();
     for (size_t start = 0; start < q.size(); start += static_cast<size_t>(o.batch)) {
       const size_t end = std::min(q.size(), start + static_cast<size_t>(o.batch));
-      size_t seq = 0;
-      for (size_t i = start; i < end; ++i) seq = std::max(seq, q[i].ids.size());
-      batch.Resize(static_cast<int64_t>(end - start), static_cast<int64_t>(seq), types);
-      for (size_t i = start; i < end; ++i) {
-        const size_t row = (i - start) * seq;
-        for (size_t j = 0; j < q[i].ids.size(); ++j) {
-          batch.input_ids[row + j] = q[i].ids[j];
-          batch.attention_mask[row + j] = 1;
-          if (types) batch.token_type_ids[row + j] = q[i].types[j];
-        }
+      for (size_t m = 0; m < models.size(); ++m) {
+        fill(q, start, end, !backends[m]->signature().token_type_ids_name.empty());
+        const auto t0 = std::chrono::steady_clock::now();
+        if (absl::Status s = backends[m]->Run(batch, &logits); !s.ok()) return s;
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        batch_ms[m].push_back(ms);
+        results[m].seconds += ms / 1000.0;
+        for (int64_t i = 0; i < logits.batch; ++i) results[m].scores.back().push_back(logits.at(i, logits.num_labels - 1));
+        results[m].pairs += logits.batch;
       }
-      if (!warmed) {  // the first Run plans memory; keep it out of the timing
-        if (absl::Status s = (*backend)->Run(batch, &logits); !s.ok()) return s;
-        warmed = true;
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      if (absl::Status s = (*backend)->Run(batch, &logits); !s.ok()) return s;
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      batch_ms.push_back(ms);
-      r.seconds += ms / 1000.0;
-      for (int64_t i = 0; i < logits.batch; ++i) scores.push_back(logits.at(i, logits.num_labels - 1));
-      r.pairs += logits.batch;
     }
-    r.scores.push_back(std::move(scores));
   }
-  r.resident_added = ResidentBytes() - before;
-  std::nth_element(batch_ms.begin(), batch_ms.begin() + batch_ms.size() / 2, batch_ms.end());
-  r.p50_batch_ms = batch_ms.empty() ? 0 : batch_ms[batch_ms.size() / 2];
-  return r;
+  for (size_t m = 0; m < models.size(); ++m) {
+    auto& v = batch_ms[m];
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    results[m].p50_batch_ms = v.empty() ? 0 : v[v.size() / 2];
+  }
+  return results;
 }
 
 std::vector<double> Ranks(const std::vector<float>& v) {  // 1-based, ties averaged
@@ -135,7 +149,8 @@ double Pearson(const std::vector<double>& a, const std::vector<double>& b) {
     saa += (a[i] - ma) * (a[i] - ma);
     sbb += (b[i] - mb) * (b[i] - mb);
   }
-  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 1.0;
+  if (saa == 0 || sbb == 0) return saa == sbb ? 1.0 : 0.0;  // a constant ranking agrees only with another
+  return sab / std::sqrt(saa * sbb);
 }
 
 double KendallTauB(const std::vector<float>& a, const std::vector<float>& b) {
@@ -152,7 +167,8 @@ double KendallTauB(const std::vector<float>& a, const std::vector<float>& b) {
   }
   const double denom = std::sqrt(static_cast<double>(concordant + discordant + ties_a) *
                                  static_cast<double>(concordant + discordant + ties_b));
-  return denom > 0 ? (concordant - discordant) / denom : 1.0;
+  if (denom == 0) return ties_a == ties_b ? 1.0 : 0.0;  // a constant ranking agrees only with another
+  return (concordant - discordant) / denom;
 }
 
 std::vector<size_t> Order(const std::vector<float>& v) {  // best first
@@ -190,12 +206,9 @@ absl::Status RunEval(const EvalOptions& o, std::ostream& out) {
                          requests.size(), pairs, static_cast<double>(tokens) / pairs, o.batch, o.intra_op_threads, o.seed);
   std::vector<std::pair<std::string, std::string>> models = {{"fp32", o.model}};
   models.insert(models.end(), o.variants.begin(), o.variants.end());
-  std::vector<RunResult> results;
-  for (const auto& [label, path] : models) {
-    absl::StatusOr<RunResult> r = ScoreAll(path, requests, o);
-    if (!r.ok()) return r.status();
-    results.push_back(std::move(*r));
-  }
+  absl::StatusOr<std::vector<RunResult>> scored = ScoreAll(models, requests, o);
+  if (!scored.ok()) return scored.status();
+  const std::vector<RunResult>& results = *scored;
   out << "| variant | file MB | RSS added MB | pairs/s | speed-up | p50 batch ms | max abs diff | mean abs diff | "
          "Spearman (mean/min) | Kendall tau-b (mean/min) | top-1 agree | top-10 overlap | NDCG@10 (mean/min) |\n"
       << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";

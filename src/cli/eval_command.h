@@ -12,7 +12,9 @@
 // For each variant and query: max and mean |score - fp32 score|, Spearman rho, Kendall tau-b,
 // top-1 agreement, top-10 overlap, and NDCG@10 of the variant's ranking judged by the FP32 ranking
 // (gain 10 - r for the FP32 rank r < 10, else 0). Next to them: pairs/s over the whole set, p50
-// batch latency, file size, and resident memory added by the session. Writes a Markdown table.
+// batch latency, file size, and resident memory added by creating the session and running one
+// batch. Each batch runs on every model in turn (interleaved), so load from other processes falls
+// on all variants alike. Writes a Markdown table.
 // Exit codes: 0 done, 2 a model cannot be loaded or run. Flags have TIDE_EVAL_* twins.
 #pragma once
 
