@@ -215,6 +215,7 @@ void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::
         (result.ok() ? stats->success_ns : stats->fail_ns).fetch_add(ns, std::memory_order_relaxed);
         std::move(done)(std::move(result));
       });
+  if (admission.deadline != Clock::time_point::max()) deadlines_->Schedule(admission.deadline, request);
   for (size_t i = 0; i < rows.size(); ++i) {
     auto task = std::make_unique<RowTask>(request, i, std::move(rows[i]), admission);
     if (absl::Status s = batcher_->Submit(task); !s.ok()) {

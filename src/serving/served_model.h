@@ -27,6 +27,7 @@
 #include "config/tide_parameters.h"
 #include "runtime/model_backend.h"
 #include "serving/inference_request.h"
+#include "serving/deadline_timer.h"
 #include "serving/model_runner.h"
 #include "serving/serving_metrics.h"
 #include "tokenizer/tokenizer.h"
@@ -91,6 +92,7 @@ class ServedModel {
   size_t max_sequence_length_ = 512;
   size_t max_queue_size_ = 0;
   ServingMetrics* metrics_ = nullptr;
+  std::unique_ptr<DeadlineTimer> deadlines_ = std::make_unique<DeadlineTimer>();
   std::unique_ptr<batching::Batcher<RowTask>> batcher_;
   std::unique_ptr<batching::InstancePool<RowTask>> pool_;
   std::atomic<bool> shut_down_{false};

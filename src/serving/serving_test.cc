@@ -1,0 +1,213 @@
+// Unit tests of the serving pieces that need no model file: request aggregation, deadlines,
+// scoring, and the instance runner over a fake backend.
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "serving/deadline_timer.h"
+#include "serving/inference_request.h"
+#include "serving/model_runner.h"
+#include "serving/scoring.h"
+
+namespace tide::serving {
+namespace {
+
+using ResultOr = absl::StatusOr<InferenceResult>;
+
+TEST(InferenceRequest, CompletesOnceWithEveryRowInPlace) {
+  int calls = 0;
+  ResultOr got = absl::UnknownError("unset");
+  InferenceRequest r(3, 2, [&](ResultOr result) { ++calls; got = std::move(result); });
+  const float a[] = {1, 2}, b[] = {3, 4}, c[] = {5, 6};
+  r.CompleteRow(2, c, 7, std::chrono::milliseconds(1), std::chrono::milliseconds(5));
+  r.CompleteRow(0, a, 5, std::chrono::milliseconds(3), std::chrono::milliseconds(4));
+  EXPECT_EQ(calls, 0);
+  r.CompleteRow(1, b, 6, std::chrono::milliseconds(2), std::chrono::milliseconds(9));
+  ASSERT_EQ(calls, 1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->logits, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(got->real_tokens, 18u);
+  EXPECT_EQ(got->timings.queue, std::chrono::milliseconds(3));      // slowest row
+  EXPECT_EQ(got->timings.inference, std::chrono::milliseconds(9));  // slowest batch
+}
+
+TEST(InferenceRequest, FirstFailureAnswersAtOnceAndLaterRowsAreIgnored) {
+  int calls = 0;
+  ResultOr got = absl::UnknownError("unset");
+  InferenceRequest r(2, 1, [&](ResultOr result) { ++calls; got = std::move(result); });
+  const float x = 1;
+  r.Fail(absl::UnavailableError("queue full"));
+  EXPECT_TRUE(r.finished());
+  r.CompleteRow(0, &x, 1, {}, {});
+  r.Fail(absl::InternalError("second"));
+  r.CompleteRow(1, &x, 1, {}, {});
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(InferenceRequest, ConcurrentRowsCompleteExactlyOnce) {
+  std::atomic<int> calls{0};
+  const size_t rows = 64;
+  auto r = std::make_shared<InferenceRequest>(rows, 1, [&](ResultOr result) {
+    EXPECT_TRUE(result.ok());
+    ++calls;
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < rows; i += 4) {
+        const float v = static_cast<float>(i);
+        r->CompleteRow(i, &v, 1, {}, {});
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST(RowTask, IsCancelledWhenItsRequestFinishedOrItsClientLeft) {
+  auto flag = std::make_shared<http::CancellationFlag>();
+  auto request = std::make_shared<InferenceRequest>(2, 1, [](ResultOr) {});
+  RowTask::Admission admission;
+  admission.client_gone = flag;
+  RowTask task(request, 0, tokenizer::Encoding{}, admission);
+  EXPECT_FALSE(task.cancelled());
+  flag->Cancel();
+  EXPECT_TRUE(task.cancelled());
+  RowTask other(request, 1, tokenizer::Encoding{}, RowTask::Admission{});
+  EXPECT_FALSE(other.cancelled());
+  request->Fail(absl::CancelledError("gone"));
+  EXPECT_TRUE(other.cancelled());
+}
+
+TEST(DeadlineTimer, FailsARunningRequestAtItsDeadline) {
+  DeadlineTimer timer;
+  absl::Notification done;
+  absl::Status status;
+  auto request = std::make_shared<InferenceRequest>(1, 1, [&](ResultOr result) {
+    status = result.status();
+    done.Notify();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  timer.Schedule(start + std::chrono::milliseconds(30), request);
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(30));
+}
+
+TEST(DeadlineTimer, AnsweredRequestsAreNotFailedLater) {
+  DeadlineTimer timer;
+  int calls = 0;
+  auto request = std::make_shared<InferenceRequest>(1, 1, [&](ResultOr result) {
+    EXPECT_TRUE(result.ok());
+    ++calls;
+  });
+  timer.Schedule(std::chrono::steady_clock::now() + std::chrono::milliseconds(1), request);
+  const float v = 0.5f;
+  request->CompleteRow(0, &v, 1, {}, {});
+  // An earlier deadline scheduled later still fires first (the timer re-arms on earlier entries).
+  absl::Notification fired;
+  auto other = std::make_shared<InferenceRequest>(1, 1, [&](ResultOr) { fired.Notify(); });
+  timer.Schedule(std::chrono::steady_clock::now() + std::chrono::hours(1), other);
+  absl::Notification early_fired;
+  auto early2 = std::make_shared<InferenceRequest>(1, 1, [&](ResultOr r) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+    early_fired.Notify();
+  });
+  timer.Schedule(std::chrono::steady_clock::now() + std::chrono::milliseconds(5), early2);
+  EXPECT_TRUE(early_fired.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_FALSE(fired.HasBeenNotified());
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(RerankScore, ActivationsOnTheLastLabel) {
+  InferenceResult r;
+  r.rows = 2;
+  r.num_labels = 2;
+  r.logits = {0.0f, 2.0f, 1.0f, -1.0f};
+  const float sig = 1.0f / (1.0f + std::exp(-2.0f));
+  EXPECT_FLOAT_EQ(RerankScore(r, 0, config::ScoreActivation::kSigmoid, false), sig);
+  EXPECT_FLOAT_EQ(RerankScore(r, 0, config::ScoreActivation::kNone, false), 2.0f);
+  EXPECT_FLOAT_EQ(RerankScore(r, 0, config::ScoreActivation::kSigmoid, true), 2.0f);  // raw wins
+  EXPECT_NEAR(RerankScore(r, 1, config::ScoreActivation::kSoftmax, false), std::exp(-1.0) / (std::exp(1.0) + std::exp(-1.0)),
+              1e-6);
+}
+
+// A backend that returns, per row, the number of attended tokens and the sum of the ids; records
+// the shapes it was given.
+class FakeBackend : public runtime::ModelBackend {
+ public:
+  FakeBackend() { signature_.num_labels = 2; signature_.token_type_ids_name = "token_type_ids"; }
+  absl::Status Run(const runtime::TokenBatch& b, runtime::Logits* out) override {
+    shapes.push_back({b.batch, b.seq_len});
+    if (fail) return absl::InternalError("engine failed");
+    out->batch = b.batch;
+    out->num_labels = 2;
+    out->values.assign(b.batch * 2, 0);
+    for (int64_t r = 0; r < b.batch; ++r) {
+      for (int64_t c = 0; c < b.seq_len; ++c) {
+        out->values[r * 2] += static_cast<float>(b.attention_mask[r * b.seq_len + c]);
+        out->values[r * 2 + 1] += static_cast<float>(b.input_ids[r * b.seq_len + c]);
+      }
+    }
+    return absl::OkStatus();
+  }
+  const runtime::ModelSignature& signature() const override { return signature_; }
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  bool fail = false;
+
+ private:
+  runtime::ModelSignature signature_;
+};
+
+tokenizer::Encoding Row(std::vector<int64_t> ids) {
+  tokenizer::Encoding e;
+  e.ids = ids;
+  e.attention_mask.assign(ids.size(), 1);
+  e.type_ids.assign(ids.size(), 0);
+  return e;
+}
+
+TEST(ModelRunner, PadsToTheBatchShapeAndCompletesEveryRow) {
+  auto backend = std::make_unique<FakeBackend>();
+  FakeBackend* fake = backend.get();
+  int observed = 0;
+  ModelRunner runner(std::move(backend), /*pad_id=*/7, 0,
+                     [&](const batching::Batch<RowTask>& b, Clock::duration, int) { observed += b.size(); });
+  ResultOr got = absl::UnknownError("unset");
+  auto request = std::make_shared<InferenceRequest>(2, 2, [&](ResultOr r) { got = std::move(r); });
+  batching::Batch<RowTask> batch;
+  batch.tasks.push_back(std::make_unique<RowTask>(request, 0, Row({1, 2, 3}), RowTask::Admission{}));
+  batch.tasks.push_back(std::make_unique<RowTask>(request, 1, Row({4}), RowTask::Admission{}));
+  batch.queue_durations.assign(2, Clock::duration{});
+  batch.padded_sequence_length = 8;
+  batch.padded_batch_size = 4;
+  ASSERT_TRUE(runner.Run(batch).ok());
+  ASSERT_EQ(fake->shapes.size(), 1u);
+  EXPECT_EQ(fake->shapes[0], (std::pair<int64_t, int64_t>{4, 8}));
+  ASSERT_TRUE(got.ok()) << got.status();
+  // Row 0: 3 attended tokens, ids 1+2+3 plus 5 pads of 7; row 1: 1 token, 4 + 7 pads of 7.
+  EXPECT_EQ(got->logits, (std::vector<float>{3, 6 + 35, 1, 4 + 49}));
+  EXPECT_EQ(observed, 2);
+  for (const auto& t : batch.tasks) EXPECT_EQ(t, nullptr);  // completed tasks are released
+}
+
+TEST(ModelRunner, BackendErrorLeavesTasksForThePoolToFail) {
+  auto backend = std::make_unique<FakeBackend>();
+  backend->fail = true;
+  ModelRunner runner(std::move(backend), 0, 0, nullptr);
+  auto request = std::make_shared<InferenceRequest>(1, 2, [](ResultOr) {});
+  batching::Batch<RowTask> batch;
+  batch.tasks.push_back(std::make_unique<RowTask>(request, 0, Row({1}), RowTask::Admission{}));
+  batch.queue_durations.assign(1, Clock::duration{});
+  batch.padded_sequence_length = 16;
+  batch.padded_batch_size = 1;
+  EXPECT_EQ(runner.Run(batch).code(), absl::StatusCode::kInternal);
+  EXPECT_NE(batch.tasks[0], nullptr);
+}
+
+}  // namespace
+}  // namespace tide::serving
