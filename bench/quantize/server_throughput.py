@@ -33,7 +33,7 @@ def drive(port, model, bodies, clients, seconds):
     stop = time.monotonic() + seconds
 
     def client(i):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         j = i
         while time.monotonic() < stop:
             body = bodies[j % len(bodies)]
