@@ -31,13 +31,13 @@ std::vector<Query> MakeRequests(const EvalOptions& o) {
   std::lognormal_distribution<double> dlen(std::log(314.0), 0.36);
   std::vector<Query> out(static_cast<size_t>(o.queries));
   for (Query& q : out) {
-    const int ql = std::clamp(static_cast<int>(std::lround(qlen(rng))), 3, 64);
+    const int ql = std::min(std::clamp(static_cast<int>(std::lround(qlen(rng))), 3, 64), o.max_length / 4);
     std::vector<int64_t> query(static_cast<size_t>(ql));
     for (auto& t : query) t = token(rng);
     const int n = docs(rng);
     for (int d = 0; d < n; ++d) {
       int dl = std::clamp(static_cast<int>(std::lround(dlen(rng))), 8, 2000);
-      dl = std::min(dl, o.max_length - ql - 3);  // truncate the document, like LongestFirst here
+      dl = std::max(1, std::min(dl, o.max_length - ql - 3));  // truncate the document, like LongestFirst here
       Pair p;
       p.ids.push_back(101);
       p.ids.insert(p.ids.end(), query.begin(), query.end());

@@ -1,0 +1,57 @@
+#include "cli/eval_command.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tide::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+fs::path DistilBert() {
+  const char* src = std::getenv("TIDE_SOURCE_DIR");
+  fs::path root = src ? fs::path(src) : fs::current_path();
+  return root / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
+}
+
+EvalOptions Small(const std::string& model) {
+  EvalOptions o;
+  o.model = model;
+  o.queries = 2;
+  o.min_docs = 16;
+  o.max_docs = 20;
+  o.max_length = 64;
+  return o;
+}
+
+TEST(EvalCommandTest, AVariantIdenticalToTheReferenceAgreesPerfectly) {
+  if (!fs::exists(DistilBert())) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification absent";
+  EvalOptions o = Small(DistilBert().string());
+  o.variants = {{"same", DistilBert().string()}};
+  std::ostringstream out;
+  ASSERT_TRUE(RunEval(o, out).ok());
+  const std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("2 queries"));
+  const size_t row = text.find("| same |");
+  ASSERT_NE(row, std::string::npos) << text;
+  const std::string line = text.substr(row, text.find('\n', row) - row);
+  // Same model, same batches: scores equal, so every agreement metric is perfect.
+  EXPECT_THAT(line, HasSubstr("| 0.00e+00 | 0.00e+00 | 1.0000 / 1.0000 | 1.0000 / 1.0000 | 100.0% | 100.0% | 1.0000 / 1.0000 |"));
+}
+
+TEST(EvalCommandTest, Errors) {
+  std::ostringstream out;
+  EvalOptions bad = Small("model.onnx");
+  bad.max_docs = 3;  // below min_docs
+  EXPECT_EQ(RunEval(bad, out).code(), absl::StatusCode::kInvalidArgument);
+  EvalOptions missing = Small("does/not/exist.onnx");
+  EXPECT_FALSE(RunEval(missing, out).ok());
+}
+
+}  // namespace
+}  // namespace tide::cli
