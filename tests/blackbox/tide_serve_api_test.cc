@@ -127,8 +127,8 @@ class ServeApiTest : public ::testing::Test {
   }
 
   // Runs `tide tokenize --tokenizer <tokenizer>` on (text, pair) lines.
-  static std::vector<CliEncoding> CliTokenize(const fs::path& tokenizer,
-                                              const std::vector<std::pair<std::string, std::optional<std::string>>>& in) {
+  using TextPairs = std::vector<std::pair<std::string, std::optional<std::string>>>;
+  static std::vector<CliEncoding> CliTokenize(const fs::path& tokenizer, const TextPairs& in) {
     std::string lines;
     for (const auto& [text, pair] : in) {
       json line = {{"text", text}};
@@ -604,8 +604,8 @@ TEST_F(ServeInferTest, InferRequestErrors) {
   json out_of_vocab = Inputs("INT64");
   out_of_vocab[0]["data"][1] = 1 << 30;
   ExpectJsonError(Post(path, {{"inputs", out_of_vocab}}), 422, "vocabulary");
-  ExpectJsonError(Post(path, {{"inputs", {Int64Input("input_ids", std::vector<int64_t>(kMaxSequenceLength + 1, 101))}}}),
-                  422, "max_sequence_length");
+  const std::vector<int64_t> too_long(kMaxSequenceLength + 1, 101);
+  ExpectJsonError(Post(path, {{"inputs", {Int64Input("input_ids", too_long)}}}), 422, "max_sequence_length");
   // A binary header longer than the body.
   const ClientResponse bad_header = client_->Send(
       "POST", path, R"({"inputs":[]})", {{"Inference-Header-Content-Length", "4096"}});
@@ -654,9 +654,8 @@ TEST_F(ServeApiTest, ThirdPartyDistilBertServesItsReferenceLogits) {
   // The panda pair's ids and the reference logits from the asset's SOURCE.txt.
   const std::vector<int64_t> ids = {101, 2054, 2003, 25462, 1029, 102, 1996, 5016, 25462,
                                     2003, 1037, 4562, 2427, 7320, 2000, 2859, 1012, 102};
-  const json res = Ok(Post("/v2/models/distilbert/infer",
-                           {{"inputs", {Int64Input("input_ids", ids), Int64Input("attention_mask",
-                                                                                  std::vector<int64_t>(ids.size(), 1))}}}));
+  const json inputs = {Int64Input("input_ids", ids), Int64Input("attention_mask", std::vector<int64_t>(ids.size(), 1))};
+  const json res = Ok(Post("/v2/models/distilbert/infer", {{"inputs", inputs}}));
   ASSERT_EQ(res["outputs"].size(), 1u) << res;
   EXPECT_EQ(res["outputs"][0]["shape"], json::array({1, 2})) << res;
   const std::vector<double> logits = res["outputs"][0]["data"].get<std::vector<double>>();
