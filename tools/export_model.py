@@ -48,7 +48,10 @@ class ExportError(Exception):
 class EntryOptions:
     max_batch_size: int = 64  # config.pbtxt max_batch_size
     max_queue_delay_microseconds: int = 2000  # dynamic_batching delay
-    instance_count: int = 1  # instance_group count (KIND_CPU)
+    # 2 sessions x 1 intra-op thread: bench/batching measured the same useful work per CPU second as
+    # 1 x 2 (and +4% on the raw engine) without the two threads waiting on each other per operator.
+    instance_count: int = 2  # instance_group count (KIND_CPU)
+    intra_op_threads: int = 1  # ONNX Runtime threads per instance
 
 
 def input_names(cfg: crossencoder.CrossEncoderConfig) -> List[str]:
@@ -63,7 +66,8 @@ def config_pbtxt(name: str, cfg: crossencoder.CrossEncoderConfig, opts: EntryOpt
     inputs = ",\n".join(
         f'  {{\n    name: "{n}"\n    data_type: TYPE_INT64\n    dims: [ -1 ]\n  }}' for n in input_names(cfg))
     params = [("task", "rerank"), ("tokenizer", "tokenizer.json"),
-              ("max_sequence_length", str(min(512, cfg.max_sequence_length)))]
+              ("max_sequence_length", str(min(512, cfg.max_sequence_length))),
+              ("intra_op_threads", str(opts.intra_op_threads))]
     param_text = "".join(f'parameters {{\n  key: "{k}"\n  value {{ string_value: "{v}" }}\n}}\n' for k, v in params)
     return (f'name: "{name}"\n'
             f'backend: "onnxruntime"\n'
