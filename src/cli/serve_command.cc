@@ -35,6 +35,8 @@ struct ServeFlags {
   size_t max_text_bytes = 100000;
   int64_t shutdown_grace_ms = 10000;
   std::string log_level = "info";
+  std::string api_key;
+  int64_t max_concurrent_requests = 512;
 };
 
 int Serve(const ServeFlags& f) {
@@ -72,6 +74,8 @@ int Serve(const ServeFlags& f) {
   so.limits.max_documents = f.max_documents;
   so.limits.max_text_chars = f.max_text_bytes;
   so.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
+  so.api_key = f.api_key;
+  so.max_concurrent_requests = f.max_concurrent_requests;
   auto service = server::Service::Create(models->get(), metrics->get(), so);
   if (!service.ok()) {
     spdlog::error("service: {}", service.status().ToString());
@@ -152,6 +156,12 @@ void RegisterServeCommand(CLI::App* app) {
       ->envname("TIDE_MAX_TEXT_BYTES")->capture_default_str();
   cmd->add_option("--shutdown-grace-ms", flags->shutdown_grace_ms, "On SIGTERM, time for in-flight requests to finish")
       ->envname("TIDE_SHUTDOWN_GRACE_MS")->capture_default_str();
+  cmd->add_option("--api-key", flags->api_key,
+                  "Require `Authorization: Bearer <key>` on inference endpoints (empty: no key)")
+      ->envname("TIDE_API_KEY");
+  cmd->add_option("--max-concurrent-requests", flags->max_concurrent_requests,
+                  "Inference requests in flight beyond which new ones get 429 at once (0: unlimited)")
+      ->envname("TIDE_MAX_CONCURRENT_REQUESTS")->capture_default_str();
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->envname("TIDE_LOG_LEVEL")->capture_default_str();
   cmd->callback([flags]() {

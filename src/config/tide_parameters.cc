@@ -144,12 +144,28 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
       auto v = ParseChoice(file, key, value, kGroupings);
       if (!v.ok()) return v.status();
       p.batch_grouping = *v;
+    } else if (key == "breaker_p99_ms") {
+      auto v = ParseInt(file, key, value, 0, int64_t{1} << 32);
+      if (!v.ok()) return v.status();
+      p.breaker_p99_ms = *v;
+    } else if (key == "breaker_window_s" || key == "breaker_open_s" || key == "breaker_probes") {
+      auto v = ParseInt(file, key, value, 1, 86400);
+      if (!v.ok()) return v.status();
+      (key == "breaker_window_s" ? p.breaker_window_s : key == "breaker_open_s" ? p.breaker_open_s : p.breaker_probes) = *v;
+    } else if (key == "breaker_error_rate" || key == "breaker_queue_fullness") {
+      double v = 0;
+      if (!absl::SimpleAtod(value, &v) || !(v >= 0.0 && v <= 1.0)) {
+        return ParamError(file, key, absl::StrCat("expected a number in [0, 1], got \"", value, "\""));
+      }
+      (key == "breaker_error_rate" ? p.breaker_error_rate : p.breaker_queue_fullness) = v;
     } else {
       return ParamError(file, key,
                         "unknown parameter (tide knows task, tokenizer, max_sequence_length, "
                         "truncation_direction, score_activation, intra_op_threads, "
                         "inter_op_threads, allow_spinning, graph_optimization_level, "
-                        "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, batch_grouping)");
+                        "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, batch_grouping, "
+                        "breaker_p99_ms, breaker_error_rate, breaker_queue_fullness, "
+                        "breaker_window_s, breaker_open_s, breaker_probes)");
     }
   }
   return p;

@@ -22,6 +22,13 @@
 //   enable_cpu_mem_arena      "true" | "false"
 //   max_batch_tokens          integer >= 16: most padded tokens in one batch (TEI's max_batch_tokens)
 //   sequence_buckets          "16,32,64,...": padded sequence lengths, strictly increasing
+//   breaker_p99_ms            integer >= 0: open the circuit breaker when the rolling P99 exceeds it
+//   breaker_error_rate        0..1: open when errors / requests in the window reach it
+//   breaker_queue_fullness    0..1: open when the queue is this full (of max_queue_size)
+//   breaker_window_s          integer >= 1: the rolling window of the P99 and error-rate triggers
+//   breaker_open_s            integer >= 1: how long the breaker stays open before probing
+//   breaker_probes            integer >= 1: requests let through while half-open
+//   (the breaker exists only when one of the three triggers is set)
 //   batch_grouping            "length" | "fifo": how batches gather queued requests (length-sorted
 //                             buckets, or strictly in arrival order; "fifo" exists for comparison)
 // (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
@@ -57,6 +64,16 @@ struct TideParameters {
   bool enable_cpu_mem_arena = true;
   std::optional<int64_t> max_batch_tokens;          // unset: the server's --max-batch-tokens
   std::vector<int64_t> sequence_buckets;            // empty: the server's default buckets
+  // Circuit breaker (see src/guard/circuit_breaker.h); all triggers off by default.
+  int64_t breaker_p99_ms = 0;
+  double breaker_error_rate = 0.0;
+  double breaker_queue_fullness = 0.0;
+  int64_t breaker_window_s = 10;
+  int64_t breaker_open_s = 5;
+  int64_t breaker_probes = 3;
+  bool breaker_enabled() const {
+    return breaker_p99_ms > 0 || breaker_error_rate > 0 || breaker_queue_fullness > 0;
+  }
   BatchGrouping batch_grouping = BatchGrouping::kLength;  // BatcherOptions::group_by_length
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;

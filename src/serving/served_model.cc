@@ -110,9 +110,43 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
                                                       " has a dynamic label dimension; tide needs a fixed one"));
   }
 
-  const batching::BatcherOptions batcher_options =
+  if (m->params_.breaker_enabled()) {
+    guard::CircuitBreakerOptions bo;
+    bo.p99_threshold = std::chrono::milliseconds(m->params_.breaker_p99_ms);
+    bo.error_rate_threshold = m->params_.breaker_error_rate;
+    bo.queue_fullness_threshold = m->params_.breaker_queue_fullness;
+    bo.latency_window = std::chrono::seconds(m->params_.breaker_window_s);
+    bo.open_duration = std::chrono::seconds(m->params_.breaker_open_s);
+    bo.half_open_probes = static_cast<int>(m->params_.breaker_probes);
+    metrics::Gauge* state_gauge =
+        m->metrics_ != nullptr ? m->metrics_->breaker_state->WithLabels({m->name_}) : nullptr;
+    ServingMetrics* mx = m->metrics_;
+    bo.on_transition = [name = m->name_, state_gauge, mx](guard::BreakerState from, guard::BreakerState to,
+                                                          std::string_view reason) {
+      spdlog::warn("model {}: circuit breaker {} -> {} ({})", name, guard::BreakerStateName(from),
+                   guard::BreakerStateName(to), std::string(reason));
+      if (state_gauge != nullptr) state_gauge->Set(static_cast<double>(to));
+      if (mx != nullptr) {
+        mx->breaker_transitions->WithLabels({name, std::string(guard::BreakerStateName(to))})->Increment();
+      }
+    };
+    auto breaker = guard::CircuitBreaker::Create(std::move(bo));
+    if (!breaker.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(config_file, ": parameters[\"breaker_*\"]: ",
+                                                     breaker.status().message()));
+    }
+    m->breaker_ = *std::move(breaker);
+    if (state_gauge != nullptr) state_gauge->Set(0);
+  }
+
+  const batching::BatcherOptions batcher_options_in =
       MakeBatcherOptions(m->config_, m->params_, m->max_sequence_length_, options.max_batch_tokens);
+  // max_queue_size is enforced per request here (a rerank request's rows are admitted together or
+  // not at all), not per row by the batcher, which would split a request.
+  batching::BatcherOptions batcher_options = batcher_options_in;
   m->max_queue_size_ = batcher_options.default_queue_policy.max_queue_size;
+  batcher_options.default_queue_policy.max_queue_size = 0;
+  for (auto& [level, policy] : batcher_options.priority_queue_policy) policy.max_queue_size = 0;
   batching::Batcher<RowTask>::Options bo;
   bo.batching = batcher_options;
   auto batcher = batching::Batcher<RowTask>::Create(std::move(bo));
@@ -173,7 +207,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
         auto backend = runtime::OrtBackend::Create(ort);
         if (!backend.ok()) return backend.status();
         auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer);
-        if (absl::Status s = runner->Warmup(warmup); !s.ok()) return s;
+        if (absl::Status s = runner->Warmup(warmup); !s.ok()) {
+          return absl::Status(s.code(), absl::StrCat(s.message(), " (if the model accepts fewer positions, set the "
+                                                                  "max_sequence_length parameter in config.pbtxt)"));
+        }
         return std::unique_ptr<batching::BatchRunner<RowTask>>(std::move(runner));
       });
   if (!pool.ok()) {
@@ -196,25 +233,37 @@ ServedModel::~ServedModel() { Shutdown(); }
 
 void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::Admission& admission,
                          InferenceCallback done) {
-  if (rows.empty()) return std::move(done)(absl::FailedPreconditionError("no inputs to run"));
-  if (shut_down_.load()) {
-    return std::move(done)(absl::UnavailableError(absl::StrCat("model ", name_, " is shutting down")));
-  }
-  if (max_queue_size_ > 0 && batcher_->Stats().queued_tasks + rows.size() > max_queue_size_) {
-    return std::move(done)(absl::UnavailableError(
-        absl::StrCat("queue of model ", name_, " is full (max_queue_size ", max_queue_size_, ")")));
-  }
   const auto submitted = std::chrono::steady_clock::now();
   Statistics* stats = statistics_.get();
-  auto request = std::make_shared<InferenceRequest>(
-      rows.size(), signature_.num_labels,
-      [stats, submitted, done = std::move(done)](absl::StatusOr<InferenceResult> result) mutable {
-        const uint64_t ns = static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - submitted).count());
-        (result.ok() ? stats->success_count : stats->fail_count).fetch_add(1, std::memory_order_relaxed);
-        (result.ok() ? stats->success_ns : stats->fail_ns).fetch_add(ns, std::memory_order_relaxed);
-        std::move(done)(std::move(result));
-      });
+  guard::CircuitBreaker* breaker = breaker_.get();
+  // Every outcome goes through here exactly once: Triton statistics and the breaker's window.
+  InferenceCallback finish = [stats, breaker, submitted, done = std::move(done)](
+                                 absl::StatusOr<InferenceResult> result) mutable {
+    const auto latency = std::chrono::steady_clock::now() - submitted;
+    const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count());
+    (result.ok() ? stats->success_count : stats->fail_count).fetch_add(1, std::memory_order_relaxed);
+    (result.ok() ? stats->success_ns : stats->fail_ns).fetch_add(ns, std::memory_order_relaxed);
+    if (breaker != nullptr) {
+      // A client that left is not the model's failure; everything else that failed is.
+      const bool ok = result.ok() || result.status().code() == absl::StatusCode::kCancelled;
+      breaker->Record({latency, ok});
+    }
+    std::move(done)(std::move(result));
+  };
+  if (rows.empty()) return std::move(finish)(absl::FailedPreconditionError("no inputs to run"));
+  if (shut_down_.load()) {
+    return std::move(finish)(absl::UnavailableError(absl::StrCat("model ", name_, " is shutting down")));
+  }
+  if (max_queue_size_ > 0) {
+    const size_t queued = batcher_->Stats().queued_tasks;
+    if (breaker != nullptr) breaker->ObserveQueue(static_cast<double>(queued + rows.size()) / max_queue_size_);
+    // An empty queue takes any request, so one larger than max_queue_size is not refused forever.
+    if (queued > 0 && queued + rows.size() > max_queue_size_) {
+      return std::move(finish)(absl::UnavailableError(
+          absl::StrCat("queue of model ", name_, " is full (max_queue_size ", max_queue_size_, ")")));
+    }
+  }
+  auto request = std::make_shared<InferenceRequest>(rows.size(), signature_.num_labels, std::move(finish));
   if (admission.deadline != Clock::time_point::max()) deadlines_->Schedule(admission.deadline, request);
   for (size_t i = 0; i < rows.size(); ++i) {
     auto task = std::make_unique<RowTask>(request, i, std::move(rows[i]), admission);

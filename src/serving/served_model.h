@@ -25,6 +25,7 @@
 #include "batching/instance_pool.h"
 #include "config/model_repository.h"
 #include "config/tide_parameters.h"
+#include "guard/circuit_breaker.h"
 #include "runtime/model_backend.h"
 #include "serving/inference_request.h"
 #include "serving/deadline_timer.h"
@@ -65,6 +66,14 @@ class ServedModel {
   size_t max_sequence_length() const { return max_sequence_length_; }
   bool ready() const { return !shut_down_.load(); }
 
+  // Circuit breaker admission (issue 5): false while the breaker is open — answer with the
+  // fallback instead of calling Submit. Every true must be followed by exactly one Submit, whose
+  // outcome the breaker records. Always true when no breaker trigger is configured.
+  bool AdmitToModel() {
+    return breaker_ == nullptr || breaker_->Admit() == guard::CircuitBreaker::Decision::kModel;
+  }
+  const guard::CircuitBreaker* breaker() const { return breaker_.get(); }
+
   // Queues one task per row; `done` runs exactly once with every row's logits or the first error.
   // A queue that cannot take all rows answers UNAVAILABLE through `done` at once, on this thread.
   void Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::Admission& admission,
@@ -92,6 +101,7 @@ class ServedModel {
   size_t max_sequence_length_ = 512;
   size_t max_queue_size_ = 0;
   ServingMetrics* metrics_ = nullptr;
+  std::unique_ptr<guard::CircuitBreaker> breaker_;  // null: no breaker trigger configured
   std::unique_ptr<DeadlineTimer> deadlines_ = std::make_unique<DeadlineTimer>();
   std::unique_ptr<batching::Batcher<RowTask>> batcher_;
   std::unique_ptr<batching::InstancePool<RowTask>> pool_;

@@ -44,6 +44,14 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                &m->dropped));
   check(Assign(r.AddGauge("tide_model_ready", "1 when the model version is ready to serve.", {"model", "version"}),
                &m->model_ready));
+  check(Assign(r.AddGauge("tide_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", {"model"}),
+              &m->breaker_state));
+  check(Assign(r.AddCounter("tide_breaker_transitions_total", "Circuit breaker transitions, by the state entered.",
+                            {"model", "to"}), &m->breaker_transitions));
+  check(Assign(r.AddCounter("tide_degraded_responses_total", "Answers from the fallback (BM25) while the breaker is open.",
+                            {"model", "fallback"}), &m->degraded));
+  check(Assign(r.AddCounter("tide_shed_requests_total", "Requests refused at the edge before any work, by reason.",
+                            {"reason"}), &m->shed));
   if (!s.ok()) return s;
   return m;
 }

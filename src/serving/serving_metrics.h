@@ -36,6 +36,12 @@ struct ServingMetrics {
   metrics::Family<metrics::Counter>* rejected = nullptr;            // tide_rejected_tasks_total
   metrics::Family<metrics::Counter>* dropped = nullptr;             // tide_dropped_tasks_total
   metrics::Family<metrics::Gauge>* model_ready = nullptr;           // tide_model_ready
+  // Circuit breaker: state (0 closed, 1 open, 2 half-open), transitions, degraded answers.
+  metrics::Family<metrics::Gauge>* breaker_state = nullptr;         // tide_breaker_state
+  metrics::Family<metrics::Counter>* breaker_transitions = nullptr;  // tide_breaker_transitions_total
+  metrics::Family<metrics::Counter>* degraded = nullptr;            // tide_degraded_responses_total
+  // Load shedding and authentication at the edge.
+  metrics::Family<metrics::Counter>* shed = nullptr;                // tide_shed_requests_total
 };
 
 }  // namespace tide::serving

@@ -258,12 +258,9 @@ TEST_F(ServeBatchingTest, QueueOverflowAnswers503WithRetryAfter) {
   EXPECT_THAT(metrics.body, HasSubstr(R"(tide_requests_total{model="limited",endpoint="v1_rerank",status="503"})"));
 }
 
-// BUG (src/serving/served_model.cc, ServedModel::Submit): max_queue_size is compared with queued
-// ROWS, while Triton's default_queue_policy.max_queue_size counts requests. A rerank request with
-// more documents than max_queue_size is therefore refused with 503 + Retry-After even on an idle
-// server, and a client that honours Retry-After retries forever. Enable once the queue bound
-// counts requests (or such a request gets a non-retryable error).
-TEST_F(ServeBatchingTest, DISABLED_RequestWithMoreRowsThanMaxQueueSizeIsServedWhenIdle) {
+// max_queue_size bounds queued rows, but a request's rows are admitted together and an empty
+// queue takes any request: one larger than max_queue_size is served, not refused forever.
+TEST_F(ServeBatchingTest, RequestWithMoreRowsThanMaxQueueSizeIsServedWhenIdle) {
   auto client = NewClient();
   const ClientResponse r =
       client->Post("/v1/rerank", RerankBody("limited", "panda", {"bear", "bamboo", "china"}).dump());

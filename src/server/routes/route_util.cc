@@ -89,6 +89,7 @@ void ResponseSender::Send(http::Response response, const serving::StageTimings* 
     }
   }
   std::move(respond_)(std::move(response));
+  permit_.reset();
 }
 
 }  // namespace tide::server

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "guard/concurrency_limiter.h"
 #include "server/http/http_server.h"
 #include "serving/inference_request.h"
 #include "serving/serving_metrics.h"
@@ -46,6 +47,8 @@ class ResponseSender {
   ResponseSender& operator=(ResponseSender&&) = default;
 
   void set_model(std::string model) { model_ = std::move(model); }
+  // Holds a concurrency permit until the response is sent (or the sender destroyed).
+  void hold(guard::ConcurrencyLimiter::Permit permit) { permit_.emplace(std::move(permit)); }
   const std::chrono::steady_clock::time_point& received_at() const { return received_at_; }
   void Send(http::Response response, const serving::StageTimings* timings = nullptr);
   void SendError(const absl::Status& status) { Send(ErrorResponse(status)); }
@@ -56,6 +59,7 @@ class ResponseSender {
   std::string endpoint_;
   std::string model_;
   std::chrono::steady_clock::time_point received_at_;
+  std::optional<guard::ConcurrencyLimiter::Permit> permit_;
 };
 
 }  // namespace tide::server

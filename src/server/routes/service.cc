@@ -13,7 +13,9 @@
 #include "api/tokenize.h"
 #include "config/model_config.h"
 #include "nlohmann/json.hpp"
+#include "guard/api_key.h"
 #include "server/routes/route_util.h"
+#include "serving/fallback.h"
 #include "serving/scoring.h"
 
 namespace tide::server {
@@ -149,7 +151,54 @@ absl::Status RowsFromTensors(const serving::ServedModel& model, const api::Infer
   return absl::OkStatus();
 }
 
+// While a reranker's breaker is open: BM25 over the request's own documents. TEI's array gets
+// "degraded": true on every result, Cohere's object once at the top.
+absl::StatusOr<http::Response> DegradedRerank(serving::ServedModel& model, serving::ServingMetrics* metrics,
+                                              std::string_view query, std::span<const std::string_view> docs,
+                                              const std::function<absl::StatusOr<std::string>(std::span<const float>)>& render,
+                                              bool tei_array) {
+  std::vector<float> scores;
+  if (absl::Status s = serving::Bm25Scores(model.tokenizer(), query, docs, &scores); !s.ok()) return s;
+  auto body = render(scores);
+  if (!body.ok()) return body.status();
+  nlohmann::json j = nlohmann::json::parse(*body);
+  if (tei_array) {
+    for (auto& item : j) item["degraded"] = true;
+  } else {
+    j["degraded"] = true;
+  }
+  http::Response r = JsonResponse(j.dump());
+  r.headers.emplace_back("x-tide-degraded", serving::kFallbackBm25);
+  if (metrics != nullptr) metrics->degraded->WithLabels({model.name(), serving::kFallbackBm25})->Increment();
+  return r;
+}
+
 }  // namespace
+
+bool Service::AdmitRequest(const http::Request& request, ResponseSender* sender) {
+  if (draining()) {
+    metrics_->shed->WithLabels({"draining"})->Increment();
+    sender->SendError(absl::UnavailableError("server is shutting down"));
+    return false;
+  }
+  if (!options_.api_key.empty() && !guard::ApiKeyMatches(request.header("authorization"), options_.api_key)) {
+    http::Response r = ErrorResponse(absl::UnauthenticatedError("missing or invalid API key (Authorization: Bearer <key>)"));
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    sender->Send(std::move(r));
+    return false;
+  }
+  if (options_.max_concurrent_requests > 0) {
+    std::optional<guard::ConcurrencyLimiter::Permit> permit = limiter_.TryAcquire();
+    if (!permit.has_value()) {
+      metrics_->shed->WithLabels({"max_concurrent_requests"})->Increment();
+      sender->SendError(absl::ResourceExhaustedError(absl::StrCat(
+          "too many requests in flight (max_concurrent_requests=", options_.max_concurrent_requests, ")")));
+      return false;
+    }
+    sender->hold(*std::move(permit));
+  }
+  return true;
+}
 
 absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ModelManager* models,
                                                          serving::ServingMetrics* metrics,
@@ -204,7 +253,7 @@ absl::Status Service::AddRoutes() {
 
 void Service::Rerank(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "rerank", request.received_at);
-  if (draining()) return sender.SendError(absl::UnavailableError("server is shutting down"));
+  if (!AdmitRequest(request, &sender)) return;
   auto parsed = api::ParseRerankRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = models_->Default();
@@ -222,6 +271,12 @@ void Service::Rerank(http::Request request, http::Responder respond) {
   }
   const Clock::duration tokenize = Steady::now() - start;
 
+  if (!(*model)->AdmitToModel()) {
+    auto degraded = DegradedRerank(
+        **model, metrics_, parsed->query, docs,
+        [&](std::span<const float> scores) { return api::RenderRerankResponse(*parsed, scores); }, true);
+    return degraded.ok() ? sender.Send(*std::move(degraded)) : sender.SendError(degraded.status());
+  }
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
   (*model)->Submit(rows, *admission,
                    [sender = std::move(sender), req, m = *model, tokenize](
@@ -246,7 +301,7 @@ void Service::Rerank(http::Request request, http::Responder respond) {
 
 void Service::CohereRerank(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "v1_rerank", request.received_at);
-  if (draining()) return sender.SendError(absl::UnavailableError("server is shutting down"));
+  if (!AdmitRequest(request, &sender)) return;
   auto parsed = api::ParseCohereRerankRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = parsed->model.has_value() && !parsed->model->empty() ? models_->Find(*parsed->model)
@@ -265,6 +320,16 @@ void Service::CohereRerank(http::Request request, http::Responder respond) {
   }
   const Clock::duration tokenize = Steady::now() - start;
 
+  if (!(*model)->AdmitToModel()) {
+    auto degraded = DegradedRerank(
+        **model, metrics_, parsed->query, docs,
+        [&](std::span<const float> scores) {
+          return api::RenderCohereRerankResponse(*parsed, scores,
+                                                 api::CohereRerankResponseInfo{NextRequestId(), (*model)->name(), 0});
+        },
+        false);
+    return degraded.ok() ? sender.Send(*std::move(degraded)) : sender.SendError(degraded.status());
+  }
   auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
   (*model)->Submit(rows, *admission,
                    [sender = std::move(sender), req, m = *model, tokenize](
@@ -292,6 +357,7 @@ void Service::CohereRerank(http::Request request, http::Responder respond) {
 
 void Service::Tokenize(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "tokenize", request.received_at);
+  if (!AdmitRequest(request, &sender)) return;
   auto parsed = api::ParseTokenizeRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = models_->Default();
@@ -388,7 +454,7 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
 
 void Service::Infer(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "infer", request.received_at);
-  if (draining()) return sender.SendError(absl::UnavailableError("server is shutting down"));
+  if (!AdmitRequest(request, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name());
@@ -414,6 +480,13 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
   Clock::duration tokenize{};
   if (absl::Status s = RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
 
+  if (!(*model)->AdmitToModel()) {
+    // Tensors have no lightweight fallback: answer 503 while the model's breaker is open.
+    http::Response r = ErrorResponse(absl::UnavailableError(
+        absl::StrCat("model ", (*model)->name(), " is degraded (circuit breaker open); retry later")));
+    r.headers.emplace_back("x-tide-degraded", "unavailable");
+    return sender.Send(std::move(r));
+  }
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
   (*model)->Submit(
       rows, *admission,

@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
+#include "guard/concurrency_limiter.h"
 #include "server/http/router.h"
 #include "serving/model_manager.h"
 #include "serving/serving_metrics.h"
@@ -39,6 +40,12 @@ struct ServiceOptions {
   // zero: none. A request's own timeout may only shorten it.
   std::chrono::milliseconds default_timeout{0};
   std::string version = "0.1.0";
+  // Bearer key required on the inference endpoints (rerank, v1/rerank, tokenize, infer); empty:
+  // none. Compared in constant time.
+  std::string api_key;
+  // Inference requests in flight beyond which new ones get 429 at once (TEI's
+  // max_concurrent_requests); 0: unlimited.
+  int64_t max_concurrent_requests = 0;
 };
 
 class Service {
@@ -54,6 +61,9 @@ class Service {
   Service(serving::ModelManager* models, serving::ServingMetrics* metrics, const ServiceOptions& options)
       : models_(models), metrics_(metrics), options_(options) {}
   absl::Status AddRoutes();
+  // The edge checks of every inference endpoint, before any parsing: draining (503), API key
+  // (401), concurrency limit (429, the permit then travels with `sender`). False: answered.
+  bool AdmitRequest(const http::Request& request, class ResponseSender* sender);
 
   // Routes (one per endpoint family; see the table above).
   void Rerank(http::Request request, http::Responder respond);
@@ -72,6 +82,7 @@ class Service {
   serving::ServingMetrics* const metrics_;
   const ServiceOptions options_;
   std::atomic<bool> draining_{false};
+  guard::ConcurrencyLimiter limiter_{options_.max_concurrent_requests};
   http::Router router_;
 };
 

@@ -1,0 +1,199 @@
+// Black-box tests of the go-live guards of `tide serve` (tide issue 5): API key, concurrency limit
+// (429 at once), and the circuit breaker's BM25 fallback (degraded answers) — against the real
+// binary over HTTP. One server:
+//   --api-key secret --max-concurrent-requests 2
+//   slow     tiny-bert, max_queue_delay 300 ms (holds its permit long enough to fill the limit)
+//   guarded  tiny-bert with default_queue_policy { max_queue_size: 2 } and
+//            breaker_queue_fullness 0.5: a 3-document request fills the queue past half, so the
+//            breaker opens and the next requests are answered by BM25 for 60 s.
+#include <latch>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "blackbox_support.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http_client.h"
+#include "server_process.h"
+
+namespace tide::blackbox {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using tide::testing::ClientResponse;
+using tide::testing::HeaderList;
+using tide::testing::HttpClient;
+using tide::testing::ServerProcess;
+using tide::testing::ServerProcessOptions;
+
+const HeaderList kAuth = {{"Authorization", "Bearer secret"}};
+
+class ServeGuardTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    repo_ = new TempDir();
+    auto tiny = ExportedTinyBert();
+    if (!tiny.ok()) {
+      setup_error_ = new std::string(tiny.status().ToString());
+      return;
+    }
+    const fs::path model = *tiny / "1" / "model.onnx", tokenizer = *tiny / "tokenizer.json";
+    const std::string common =
+        "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
+        "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n";
+    absl::Status s = AddModel(repo_->path(), "slow", model, tokenizer,
+                              common + "dynamic_batching { max_queue_delay_microseconds: 300000 }\n");
+    if (s.ok()) {
+      s = AddModel(repo_->path(), "guarded", model, tokenizer,
+                   common +
+                       "dynamic_batching { max_queue_delay_microseconds: 1000\n"
+                       "  default_queue_policy { max_queue_size: 2 } }\n"
+                       "parameters { key: \"breaker_queue_fullness\" value { string_value: \"0.5\" } }\n"
+                       "parameters { key: \"breaker_open_s\" value { string_value: \"60\" } }\n");
+    }
+    if (!s.ok()) {
+      setup_error_ = new std::string(s.ToString());
+      return;
+    }
+    ServerProcessOptions options;
+    options.binary = TideBinary().string();
+    options.args = {"serve", "--model-repository", repo_->path().string(), "--io-threads", "4",
+                    "--api-key", "secret", "--max-concurrent-requests", "2", "--log-level", "warn"};
+    options.startup_timeout = std::chrono::milliseconds(120000);
+    auto server = ServerProcess::Start(options);
+    if (!server.ok()) {
+      setup_error_ = new std::string(server.status().ToString());
+      return;
+    }
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete repo_;
+    delete setup_error_;
+    server_ = nullptr;
+    repo_ = nullptr;
+    setup_error_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
+    ASSERT_NE(server_, nullptr);
+  }
+  std::unique_ptr<HttpClient> NewClient() const {
+    return std::make_unique<HttpClient>(server_->host(), server_->port(), std::chrono::milliseconds(60000));
+  }
+  static std::string Body(const std::string& model, const std::string& query, const std::vector<std::string>& docs) {
+    return json{{"model", model}, {"query", query}, {"documents", docs}}.dump();
+  }
+
+  static TempDir* repo_;
+  static ServerProcess* server_;
+  static std::string* setup_error_;
+};
+
+TempDir* ServeGuardTest::repo_ = nullptr;
+ServerProcess* ServeGuardTest::server_ = nullptr;
+std::string* ServeGuardTest::setup_error_ = nullptr;
+
+TEST_F(ServeGuardTest, InferenceEndpointsNeedTheApiKeyHealthDoesNot) {
+  auto client = NewClient();
+  const std::string body = Body("slow", "panda", {"bear"});
+  const ClientResponse none = client->Post("/v1/rerank", body);
+  EXPECT_EQ(none.status, 401) << none.body;
+  EXPECT_EQ(none.header("www-authenticate"), "Bearer");
+  EXPECT_THAT(none.body, HasSubstr("API key"));
+  EXPECT_EQ(client->Post("/v1/rerank", body, {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(client->Post("/v1/rerank", body, {{"Authorization", "secret"}}).status, 401);
+  EXPECT_EQ(client->Post("/v1/rerank", body, kAuth).status, 200);
+  EXPECT_EQ(client->Post("/v2/models/slow/infer", R"({"inputs": []})").status, 401);
+  EXPECT_EQ(client->Post("/tokenize", R"({"inputs": "x"})").status, 401);
+  EXPECT_EQ(client->Get("/v2/health/ready").status, 200);
+  EXPECT_EQ(client->Get("/v2/health/live").status, 200);
+  EXPECT_EQ(client->Get("/metrics").status, 200);
+}
+
+TEST_F(ServeGuardTest, RequestsBeyondTheConcurrencyLimitGet429AtOnce) {
+  constexpr int kClients = 8;
+  std::vector<std::unique_ptr<HttpClient>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(NewClient());
+    ASSERT_TRUE(clients.back()->Connect().ok());
+  }
+  std::vector<ClientResponse> responses(kClients);
+  std::vector<double> ms(kClients);
+  std::latch start(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      const auto t0 = std::chrono::steady_clock::now();
+      responses[i] = clients[i]->Post("/v1/rerank", Body("slow", "panda", {"bear"}), kAuth);
+      ms[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    });
+  }
+  for (auto& t : threads) t.join();
+  int ok = 0, shed = 0;
+  for (int i = 0; i < kClients; ++i) {
+    const ClientResponse& r = responses[i];
+    ASSERT_TRUE(r.status == 200 || r.status == 429) << r.status << " " << r.error << " " << r.body;
+    if (r.status == 200) ++ok;
+    if (r.status == 429) {
+      ++shed;
+      EXPECT_EQ(r.header("retry-after"), "1");
+      EXPECT_THAT(r.body, HasSubstr("max_concurrent_requests=2"));
+      // Shed before any work: far sooner than the 300 ms batching delay an admitted one waits.
+      EXPECT_LT(ms[i], 250.0);
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(shed, 1) << "8 simultaneous requests against a limit of 2 were all admitted";
+  EXPECT_LE(ok, kClients - 1);
+}
+
+TEST_F(ServeGuardTest, OpenBreakerAnswersWithBm25MarkedDegraded) {
+  auto client = NewClient();
+  // Three rows into a queue of two: served (an empty queue takes any request), but the observed
+  // fullness (1.5 >= 0.5) opens the breaker.
+  const ClientResponse first =
+      client->Post("/v1/rerank", Body("guarded", "giant panda", {"a", "b", "c"}), kAuth);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.header("x-tide-degraded"), "");
+
+  const ClientResponse degraded = client->Post(
+      "/v1/rerank",
+      Body("guarded", "giant panda", {"the weather is mild", "a giant panda eats bamboo", "pandas are bears"}), kAuth);
+  ASSERT_EQ(degraded.status, 200) << degraded.body;
+  EXPECT_EQ(degraded.header("x-tide-degraded"), "bm25");
+  const json j = ParseJson(degraded.body);
+  ASSERT_TRUE(j.is_object()) << degraded.body;
+  EXPECT_EQ(j["degraded"], true);
+  ASSERT_EQ(j["results"].size(), 3u);
+  EXPECT_EQ(j["results"][0]["index"], 1) << "BM25 ranks the document sharing both query words first";
+  EXPECT_EQ(j["results"][2]["relevance_score"], 0.0) << "no shared word: BM25 score 0";
+
+  // TEI's /rerank answers with the first model by name ("guarded"): every item is marked.
+  const ClientResponse tei = client->Post(
+      "/rerank", json{{"query", "giant panda"}, {"texts", {"giant panda", "weather"}}}.dump(), kAuth);
+  ASSERT_EQ(tei.status, 200) << tei.body;
+  EXPECT_EQ(tei.header("x-tide-degraded"), "bm25");
+  for (const json& item : ParseJson(tei.body)) EXPECT_EQ(item["degraded"], true) << tei.body;
+
+  // Tensors have no lightweight fallback: 503 with Retry-After while open.
+  const ClientResponse infer = client->Post(
+      "/v2/models/guarded/infer",
+      R"({"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["panda"]}]})", kAuth);
+  EXPECT_EQ(infer.status, 503) << infer.body;
+  EXPECT_EQ(infer.header("retry-after"), "1");
+
+  const std::string metrics = client->Get("/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_breaker_state{model="guarded"} 1)"));
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_breaker_transitions_total{model="guarded",to="open"} 1)"));
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_degraded_responses_total{model="guarded",fallback="bm25"} 2)"));
+}
+
+}  // namespace
+}  // namespace tide::blackbox
