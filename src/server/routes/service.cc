@@ -261,42 +261,11 @@ void Service::Rerank(http::Request request, http::Responder respond) {
   sender.set_model((*model)->name());
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
-
-  const Steady::time_point start = Steady::now();
-  std::vector<std::string_view> docs(parsed->texts.begin(), parsed->texts.end());
-  serving::PairOptions pair_options{parsed->truncate, ToTokenizer(parsed->truncation_direction), std::nullopt};
-  std::vector<tokenizer::Encoding> rows;
-  if (absl::Status s = serving::TokenizePairs(**model, parsed->query, docs, pair_options, &rows); !s.ok()) {
-    return sender.SendError(s);
-  }
-  const Clock::duration tokenize = Steady::now() - start;
-
-  if (!(*model)->AdmitToModel()) {
-    auto degraded = DegradedRerank(
-        **model, metrics_, parsed->query, docs,
-        [&](std::span<const float> scores) { return api::RenderRerankResponse(*parsed, scores); }, true);
-    return degraded.ok() ? sender.Send(*std::move(degraded)) : sender.SendError(degraded.status());
-  }
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
-  (*model)->Submit(rows, *admission,
-                   [sender = std::move(sender), req, m = *model, tokenize](
-                       absl::StatusOr<serving::InferenceResult> result) mutable {
-                     if (!result.ok()) return sender.SendError(result.status());
-                     const Steady::time_point post = Steady::now();
-                     std::vector<float> scores(result->rows);
-                     for (int64_t i = 0; i < result->rows; ++i) {
-                       scores[i] = serving::RerankScore(*result, i, m->parameters().score_activation, req->raw_scores);
-                     }
-                     auto body = api::RenderRerankResponse(*req, scores);
-                     if (!body.ok()) return sender.SendError(body.status());
-                     serving::StageTimings t = result->timings;
-                     t.tokenize = tokenize;
-                     t.postprocess = Steady::now() - post;
-                     t.total = Steady::now() - sender.received_at();
-                     http::Response response = JsonResponse(*std::move(body));
-                     AddTimingHeaders(t, &response);
-                     sender.Send(std::move(response), &t);
-                   });
+  const serving::PairOptions pair_options{req->truncate, ToTokenizer(req->truncation_direction), std::nullopt};
+  ScorePairs(std::move(sender), *model, *admission, req->query, req->texts, pair_options, req->raw_scores,
+             /*tei_array=*/true,
+             [req](std::span<const float> scores, size_t) { return api::RenderRerankResponse(*req, scores); });
 }
 
 void Service::CohereRerank(http::Request request, http::Responder respond) {
@@ -310,47 +279,52 @@ void Service::CohereRerank(http::Request request, http::Responder respond) {
   sender.set_model((*model)->name());
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
+  auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
+  // Cohere's endpoint always truncates; max_tokens_per_doc cuts documents first.
+  const serving::PairOptions pair_options{true, tokenizer::TruncationDirection::kRight, req->max_tokens_per_doc};
+  ScorePairs(std::move(sender), *model, *admission, req->query, req->documents, pair_options, /*raw_scores=*/false,
+             /*tei_array=*/false, [req, name = (*model)->name()](std::span<const float> scores, size_t tokens) {
+               return api::RenderCohereRerankResponse(*req, scores,
+                                                      api::CohereRerankResponseInfo{NextRequestId(), name, tokens});
+             });
+}
 
+void Service::ScorePairs(ResponseSender sender, std::shared_ptr<serving::ServedModel> model,
+                         const serving::RowTask::Admission& admission, std::string_view query,
+                         const std::vector<std::string>& documents, const serving::PairOptions& pair_options,
+                         bool raw_scores, bool tei_array, RerankRenderer render) {
   const Steady::time_point start = Steady::now();
-  std::vector<std::string_view> docs(parsed->documents.begin(), parsed->documents.end());
-  serving::PairOptions pair_options{true, tokenizer::TruncationDirection::kRight, parsed->max_tokens_per_doc};
+  const std::vector<std::string_view> docs(documents.begin(), documents.end());
   std::vector<tokenizer::Encoding> rows;
-  if (absl::Status s = serving::TokenizePairs(**model, parsed->query, docs, pair_options, &rows); !s.ok()) {
+  if (absl::Status s = serving::TokenizePairs(*model, query, docs, pair_options, &rows); !s.ok()) {
     return sender.SendError(s);
   }
   const Clock::duration tokenize = Steady::now() - start;
 
-  if (!(*model)->AdmitToModel()) {
+  if (!model->AdmitToModel()) {
     auto degraded = DegradedRerank(
-        **model, metrics_, parsed->query, docs,
-        [&](std::span<const float> scores) {
-          return api::RenderCohereRerankResponse(*parsed, scores,
-                                                 api::CohereRerankResponseInfo{NextRequestId(), (*model)->name(), 0});
-        },
-        false);
+        *model, metrics_, query, docs, [&](std::span<const float> scores) { return render(scores, 0); }, tei_array);
     return degraded.ok() ? sender.Send(*std::move(degraded)) : sender.SendError(degraded.status());
   }
-  auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
-  (*model)->Submit(rows, *admission,
-                   [sender = std::move(sender), req, m = *model, tokenize](
-                       absl::StatusOr<serving::InferenceResult> result) mutable {
-                     if (!result.ok()) return sender.SendError(result.status());
-                     const Steady::time_point post = Steady::now();
-                     std::vector<float> scores(result->rows);
-                     for (int64_t i = 0; i < result->rows; ++i) {
-                       scores[i] = serving::RerankScore(*result, i, m->parameters().score_activation, false);
-                     }
-                     api::CohereRerankResponseInfo info{NextRequestId(), m->name(), result->real_tokens};
-                     auto body = api::RenderCohereRerankResponse(*req, scores, info);
-                     if (!body.ok()) return sender.SendError(body.status());
-                     serving::StageTimings t = result->timings;
-                     t.tokenize = tokenize;
-                     t.postprocess = Steady::now() - post;
-                     t.total = Steady::now() - sender.received_at();
-                     http::Response response = JsonResponse(*std::move(body));
-                     AddTimingHeaders(t, &response);
-                     sender.Send(std::move(response), &t);
-                   });
+  model->Submit(rows, admission,
+                [sender = std::move(sender), m = model, tokenize, raw_scores, render = std::move(render)](
+                    absl::StatusOr<serving::InferenceResult> result) mutable {
+                  if (!result.ok()) return sender.SendError(result.status());
+                  const Steady::time_point post = Steady::now();
+                  std::vector<float> scores(result->rows);
+                  for (int64_t i = 0; i < result->rows; ++i) {
+                    scores[i] = serving::RerankScore(*result, i, m->parameters().score_activation, raw_scores);
+                  }
+                  auto body = render(scores, result->real_tokens);
+                  if (!body.ok()) return sender.SendError(body.status());
+                  serving::StageTimings t = result->timings;
+                  t.tokenize = tokenize;
+                  t.postprocess = Steady::now() - post;
+                  t.total = Steady::now() - sender.received_at();
+                  http::Response response = JsonResponse(*std::move(body));
+                  AddTimingHeaders(t, &response);
+                  sender.Send(std::move(response), &t);
+                });
 }
 
 // ---- tokenize ----------------------------------------------------------------------------------

@@ -23,13 +23,19 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <functional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
 #include "guard/concurrency_limiter.h"
 #include "server/http/router.h"
 #include "serving/model_manager.h"
+#include "server/routes/route_util.h"
+#include "serving/scoring.h"
 #include "serving/serving_metrics.h"
 
 namespace tide::server {
@@ -63,7 +69,16 @@ class Service {
   absl::Status AddRoutes();
   // The edge checks of every inference endpoint, before any parsing: draining (503), API key
   // (401), concurrency limit (429, the permit then travels with `sender`). False: answered.
-  bool AdmitRequest(const http::Request& request, class ResponseSender* sender);
+  bool AdmitRequest(const http::Request& request, ResponseSender* sender);
+
+  // The rerank path shared by TEI and Cohere: tokenize the pairs, answer from BM25 while the model's
+  // breaker is open, else score them in the batcher and render the scores with `render`
+  // (scores[i] belongs to documents[i]; the second argument is the tokens the model ran).
+  using RerankRenderer = std::function<absl::StatusOr<std::string>(std::span<const float>, size_t)>;
+  void ScorePairs(ResponseSender sender, std::shared_ptr<serving::ServedModel> model,
+                  const serving::RowTask::Admission& admission, std::string_view query,
+                  const std::vector<std::string>& documents, const serving::PairOptions& pair_options,
+                  bool raw_scores, bool tei_array, RerankRenderer render);
 
   // Routes (one per endpoint family; see the table above).
   void Rerank(http::Request request, http::Responder respond);
