@@ -195,5 +195,35 @@ TEST_F(ServeGuardTest, OpenBreakerAnswersWithBm25MarkedDegraded) {
   EXPECT_THAT(metrics, HasSubstr(R"(tide_degraded_responses_total{model="guarded",fallback="bm25"} 2)"));
 }
 
+
+// Hostile inputs are answered with a clear error and never take the server down.
+TEST_F(ServeGuardTest, HostileInputsGetClearErrorsAndTheServerStaysLive) {
+  auto client = NewClient();
+  // 10,000 documents: over --max-documents (1000), refused before any tokenization.
+  std::vector<std::string> many(10000, "bear");
+  const ClientResponse too_many = client->Post("/v1/rerank", Body("slow", "panda", many), kAuth);
+  EXPECT_EQ(too_many.status, 422) << too_many.body;
+  EXPECT_THAT(too_many.body, HasSubstr("max_documents=1000"));
+  // JSON nested 100,000 deep: stopped by the depth pre-scan, no recursion.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const ClientResponse nested = client->Post("/v1/rerank", deep, kAuth);
+  EXPECT_TRUE(nested.status == 400 || nested.status == 422) << nested.status << " " << nested.body;
+  EXPECT_THAT(nested.body, HasSubstr("error"));
+  // 64 KiB of headers: 431 from the HTTP layer.
+  auto big = NewClient();
+  const ClientResponse huge = big->Get("/v2/health/live", {{"x-filler", std::string(64 * 1024, 'a')}});
+  EXPECT_EQ(huge.status, 431) << huge.error;
+  // A truncated body (Content-Length larger than what is sent) and a client that leaves mid-request.
+  auto cut = NewClient();
+  ASSERT_TRUE(cut->SendRaw("POST /v1/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           "Authorization: Bearer secret\r\nContent-Length: 1000\r\n\r\n{\"query\": \"pa").ok());
+  cut->Disconnect();
+  // Liveness stays fast and inference still works afterwards.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(client->Get("/v2/health/live").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_EQ(client->Post("/v1/rerank", Body("slow", "panda", {"bear"}), kAuth).status, 200);
+}
+
 }  // namespace
 }  // namespace tide::blackbox
