@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Soak test (issue 5; not part of CI, nor of `make bench`: it runs for 30 minutes): open-loop Poisson load at FACTOR x the server's measured
+# capacity for DURATION seconds on the default model (minilm-l6) with a bounded queue, a deadline
+# and a circuit breaker, sampling the server's RSS every 10 s. Reports RSS over time (CSV plus
+# first/min/max/last), counts of success / shed (429, 503) / timeout (504) / degraded (BM25), and the
+# P99 of admitted requests. Memory must stay flat.
+# usage: bench/soak/soak.sh [DURATION_S=1800] [FACTOR=2]     (after `make models`)
+# output: bench/results/soak-<UTC date>/ (rss.csv, capacity.json, soak.json, summary.txt)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DURATION=${1:-1800}
+FACTOR=${2:-2}
+BUILD=${BUILD_DIR:-build}
+MODELS=${TIDE_MODEL_REPOSITORY:-models}
+TIDE="$BUILD/tide"
+[ -x "$TIDE" ] || { echo "soak: build $TIDE first (make build)" >&2; exit 2; }
+[ -f "$MODELS/minilm-l6/1/model.onnx" ] || { echo "soak: run make models first" >&2; exit 2; }
+
+out="bench/results/soak-$(date -u +%Y%m%dT%H%MZ)"
+mkdir -p "$out"
+repo=$(mktemp -d)
+trap 'kill $server 2>/dev/null || true; rm -rf "$repo"' EXIT
+mkdir -p "$repo/minilm-l6/1"
+ln -s "$(pwd)/$MODELS/minilm-l6/1/model.onnx" "$repo/minilm-l6/1/model.onnx"
+ln -s "$(pwd)/$MODELS/minilm-l6/tokenizer.json" "$repo/minilm-l6/tokenizer.json"
+cat > "$repo/minilm-l6/config.pbtxt" <<'CONFIG'
+name: "minilm-l6"
+backend: "onnxruntime"
+max_batch_size: 32
+dynamic_batching {
+  max_queue_delay_microseconds: 2000
+  default_queue_policy { max_queue_size: 512 }
+}
+instance_group [{ count: 2, kind: KIND_CPU }]
+parameters { key: "intra_op_threads" value { string_value: "1" } }
+parameters { key: "max_sequence_length" value { string_value: "512" } }
+parameters { key: "breaker_p99_ms" value { string_value: "8000" } }
+parameters { key: "breaker_queue_fullness" value { string_value: "0.9" } }
+parameters { key: "breaker_open_s" value { string_value: "5" } }
+CONFIG
+
+log="$out/server.log"
+"$TIDE" serve --model-repository "$repo" --port 0 --default-timeout-ms 10000 --log-level info >"$log" 2>&1 &
+server=$!
+for _ in $(seq 3000); do grep -q "listening on" "$log" && break; kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
+port=$(grep -o 'listening on http://[^ ]*' "$log" | sed 's/.*://')
+url="http://127.0.0.1:$port"
+common=(--url "$url" --tokenizer "$MODELS/minilm-l6/tokenizer.json" --documents 16 --timeout-ms 60000)
+
+echo "soak: measuring capacity (closed loop, 4 clients, 30 s)"
+"$TIDE" bench "${common[@]}" --concurrency 4 --warmup 10s --duration 30s --json "$out/capacity.json" >/dev/null
+qps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["qps"])' "$out/capacity.json")
+rate=$(/usr/bin/python3 -c "print(round($qps * $FACTOR, 3))")
+if /usr/bin/python3 -c "import sys; sys.exit(0 if $qps > 0 else 1)"; then :; else
+  echo "soak: no request completed while measuring capacity (machine too loaded?); see $out/capacity.json" >&2
+  exit 1
+fi
+echo "soak: capacity $qps requests/s; offering $rate requests/s (x$FACTOR, Poisson) for $DURATION s"
+
+echo "elapsed_s,rss_kib" > "$out/rss.csv"
+start=$(date +%s)
+(
+  while kill -0 $server 2>/dev/null; do
+    echo "$(( $(date +%s) - start )),$(awk '/VmRSS/{print $2}' /proc/$server/status)" >> "$out/rss.csv"
+    sleep 10
+  done
+) &
+sampler=$!
+"$TIDE" bench "${common[@]}" --request-rate "$rate" --arrivals poisson --warmup 5s --duration "${DURATION}s" \
+  --max-connections 256 --json "$out/soak.json" | tee "$out/bench.txt"
+kill $sampler 2>/dev/null || true
+curl -s "$url/metrics" > "$out/metrics.txt" || true
+
+/usr/bin/python3 - "$out" <<'REPORT' | tee "$out/summary.txt"
+import csv, json, re, sys
+out = sys.argv[1]
+run = json.load(open(f"{out}/soak.json"))["runs"][0]
+rss = [int(r["rss_kib"]) for r in csv.DictReader(open(f"{out}/rss.csv")) if r["rss_kib"]]
+metrics = open(f"{out}/metrics.txt").read()
+degraded = sum(float(v) for v in re.findall(r'^tide_degraded_responses_total\{[^}]*\} (\S+)$', metrics, re.M))
+errors = run["errors"]
+shed = sum(n for k, n in errors.items() if "429" in k or "503" in k)
+timeouts = sum(n for k, n in errors.items() if "504" in k)
+print(f"offered {run['request_rate']} requests/s for {run['measured_seconds']:.0f} s; sent {run['sent']}")
+print(f"success {run['completed']} (of which degraded/BM25 {degraded:.0f}); shed {shed}; timeout {timeouts}; "
+      f"other errors {run['error_count'] - shed - timeouts} {errors}")
+print(f"P99 of admitted requests {run['latency_ms']['p99']:.0f} ms (p50 {run['latency_ms']['p50']:.0f} ms)")
+if rss:
+    print(f"server RSS (MiB): first {rss[0]/1024:.0f}, min {min(rss)/1024:.0f}, max {max(rss)/1024:.0f}, "
+          f"last {rss[-1]/1024:.0f} over {len(rss)} samples")
+REPORT
