@@ -520,8 +520,24 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
+namespace {
+absl::StatusOr<std::unique_ptr<Tokenizer>> FromJsonImpl(std::string_view text, std::string_view source);
+}  // namespace
+
+// nlohmann's typed accessors (value(), get<>()) throw on a field of the wrong JSON type; a hostile
+// tokenizer.json must come back as INVALID_ARGUMENT, never as an exception (found by fuzz_tokenizer).
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view text,
                                                                std::string_view source) {
+  try {
+    return FromJsonImpl(text, source);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(source), ": malformed tokenizer.json: ", e.what()));
+  }
+}
+
+namespace {
+absl::StatusOr<std::unique_ptr<Tokenizer>> FromJsonImpl(std::string_view text, std::string_view source) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": not a JSON object"));
@@ -562,6 +578,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
       std::move(normalizer), std::move(pre), *std::move(model), *std::move(post),
       *std::move(added), *truncation, *padding));
 }
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromVocabTxt(const std::string& path,
                                                                    bool lowercase) {

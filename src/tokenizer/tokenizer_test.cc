@@ -262,3 +262,27 @@ TEST(TokenizerTest, SharedAcrossThreads) {
 
 }  // namespace
 }  // namespace tide::tokenizer
+
+namespace tide::tokenizer {
+namespace {
+
+// Found by fuzz_tokenizer: a component field of the wrong JSON type made nlohmann throw out of
+// FromJson. Every such file must load as INVALID_ARGUMENT naming the source instead.
+TEST(TokenizerFromJson, FieldsOfTheWrongTypeAreInvalidArgumentNotExceptions) {
+  const char* cases[] = {
+      R"({"pre_tokenizer": {"type": 5}, "model": {"type": "WordPiece", "vocab": {"a": 0}, "unk_token": "a"}})",
+      R"({"normalizer": {"type": ["NFD"]}, "model": {"type": "WordPiece", "vocab": {"a": 0}, "unk_token": "a"}})",
+      R"({"model": {"type": "WordPiece", "vocab": {"a": "zero"}, "unk_token": "a"}})",
+      R"({"model": {"type": "WordPiece", "vocab": {"a": 0}, "unk_token": 7}})",
+      R"({"pre_tokenizer": "Whitespace", "model": {"type": "WordPiece", "vocab": {"a": 0}, "unk_token": "a"}})",
+  };
+  for (const char* json : cases) {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tok;
+    EXPECT_NO_THROW(tok = Tokenizer::FromJson(json, "hostile.json")) << json;
+    EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument) << json << " -> " << tok.status();
+    EXPECT_NE(tok.status().message().find("hostile.json"), std::string_view::npos) << tok.status();
+  }
+}
+
+}  // namespace
+}  // namespace tide::tokenizer
