@@ -232,21 +232,21 @@ TEST_F(ServeApiTest, ModelMetadataAndReadiness) {
 }
 
 TEST_F(ServeApiTest, UnknownModelOrVersionIs404Json) {
-  ExpectJsonError(Get("/v2/models/no-such-model"), 404, "no-such-model");
-  ExpectJsonError(Get("/v2/models/no-such-model/ready"), 404);
-  ExpectJsonError(Get("/v2/models/bert/versions/7"), 404);
-  ExpectJsonError(Get("/v2/models/bert/versions/7/ready"), 404);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Get("/v2/models/no-such-model"), 404, "no-such-model"));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Get("/v2/models/no-such-model/ready"), 404));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Get("/v2/models/bert/versions/7"), 404));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Get("/v2/models/bert/versions/7/ready"), 404));
   const json body = {{"inputs", json::array({Int64Input("input_ids", {101, 102})})}};
-  ExpectJsonError(Post("/v2/models/no-such-model/infer", body), 404);
-  ExpectJsonError(Post("/v2/models/bert/versions/7/infer", body), 404);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/v2/models/no-such-model/infer", body), 404));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/v2/models/bert/versions/7/infer", body), 404));
 }
 
 TEST_F(ServeApiTest, UnknownPathIs404AndWrongMethodIs405) {
-  ExpectJsonError(Get("/no/such/path"), 404);
-  ExpectJsonError(PostText("/v3/rerank", "{}"), 404);
-  ExpectJsonError(Get("/rerank"), 405);
-  ExpectJsonError(client_->Send("DELETE", "/v2/models/bert", "", {}), 405);
-  ExpectJsonError(Get("/v2/models/bert/infer"), 405);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Get("/no/such/path"), 404));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(PostText("/v3/rerank", "{}"), 404));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Get("/rerank"), 405));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(client_->Send("DELETE", "/v2/models/bert", "", {}), 405));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Get("/v2/models/bert/infer"), 405));
 }
 
 // ---- TEI /rerank --------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ TEST_F(ServeApiTest, RerankTruncateFalseRefusesOverLongInput) {
   const std::vector<std::string> words = VocabWords(100);
   ASSERT_EQ(words.size(), 100u);
   const std::string long_doc = absl::StrJoin(words, " ");  // 100 tokens > 48
-  ExpectJsonError(Post("/rerank", {{"query", kQuery}, {"texts", {kDocs[0], long_doc}}, {"truncate", false}}), 422);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", kQuery}, {"texts", {kDocs[0], long_doc}}, {"truncate", false}}), 422));
   EXPECT_EQ(Ok(Post("/rerank", {{"query", kQuery}, {"texts", {kDocs[0]}}, {"truncate", false}})).size(), 1u);
   EXPECT_EQ(Ok(Post("/rerank", {{"query", kQuery}, {"texts", {kDocs[0], long_doc}}})).size(), 2u);
 }
@@ -347,11 +347,11 @@ TEST_F(ServeApiTest, RerankTruncationDirectionKeepsTheRightEnd) {
 }
 
 TEST_F(ServeApiTest, RerankRequestErrors) {
-  ExpectJsonError(PostText("/rerank", R"({"query": "q", "texts": [)"), 400);
-  ExpectJsonError(Post("/rerank", {{"query", 5}, {"texts", kDocs}}), 422, "query");
-  ExpectJsonError(Post("/rerank", {{"query", kQuery}, {"texts", json::array()}}), 422, "texts");
-  ExpectJsonError(Post("/rerank", {{"query", kQuery}}), 422, "texts");
-  ExpectJsonError(Post("/rerank", {{"query", kQuery}, {"texts", {1, 2}}}), 422);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(PostText("/rerank", R"({"query": "q", "texts": [)"), 400));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", 5}, {"texts", kDocs}}), 422, "query"));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", kQuery}, {"texts", json::array()}}), 422, "texts"));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", kQuery}}), 422, "texts"));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", kQuery}, {"texts", {1, 2}}}), 422));
 }
 
 // ---- Cohere /v1/rerank ----------------------------------------------------------------------------
@@ -413,9 +413,9 @@ TEST_F(ServeApiTest, CohereRerankMaxTokensPerDocCutsDocuments) {
 TEST_F(ServeApiTest, CohereRerankErrors) {
   ExpectJsonError(Post("/v1/rerank", {{"model", "no-such-model"}, {"query", kQuery}, {"documents", kDocs}}), 404,
                   "no-such-model");
-  ExpectJsonError(Post("/v1/rerank", {{"query", kQuery}, {"documents", kDocs}, {"top_n", 0}}), 422, "top_n");
-  ExpectJsonError(Post("/v1/rerank", {{"query", kQuery}, {"documents", {{{"txt", "x"}}}}}), 422);
-  ExpectJsonError(PostText("/v1/rerank", "not json"), 400);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/v1/rerank", {{"query", kQuery}, {"documents", kDocs}, {"top_n", 0}}), 422, "top_n"));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/v1/rerank", {{"query", kQuery}, {"documents", {{{"txt", "x"}}}}}), 422));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(PostText("/v1/rerank", "not json"), 400));
 }
 
 // ---- /tokenize ------------------------------------------------------------------------------------
@@ -441,8 +441,8 @@ TEST_F(ServeApiTest, TokenizeMatchesTheTokenizeCommand) {
   const json bare = Ok(Post("/tokenize", {{"inputs", kQuery}, {"add_special_tokens", false}}));
   ASSERT_EQ(bare.size(), 1u);
   EXPECT_EQ(bare[0].size(), cli[0].input_ids.size() - 2) << bare;
-  ExpectJsonError(Post("/tokenize", {{"inputs", json::array()}}), 422);
-  ExpectJsonError(PostText("/tokenize", "{"), 400);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/tokenize", {{"inputs", json::array()}}), 422));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(PostText("/tokenize", "{"), 400));
 }
 
 // ---- KServe v2 infer ------------------------------------------------------------------------------
@@ -579,37 +579,37 @@ TEST_F(ServeInferTest, BinaryTensorRequestAndBinaryOutputMatchJson) {
 
 TEST_F(ServeInferTest, InferRequestErrors) {
   const std::string path = "/v2/models/bert/infer";
-  ExpectJsonError(PostText(path, R"({"inputs": [)"), 400);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(PostText(path, R"({"inputs": [)"), 400));
   // Wrong types.
   json floats = Inputs("INT64");
   floats[0]["datatype"] = "FP32";
-  ExpectJsonError(Post(path, {{"inputs", floats}}), 422, "input_ids");
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post(path, {{"inputs", floats}}), 422, "input_ids"));
   json strings = Inputs("INT64");
   strings[0]["data"] = json::array({"a", "b"});
-  ExpectJsonError(Post(path, {{"inputs", strings}}), 422);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post(path, {{"inputs", strings}}), 422));
   // Shape and data disagree.
   json short_data = Inputs("INT64");
   short_data[0]["data"].erase(short_data[0]["data"].begin());
-  ExpectJsonError(Post(path, {{"inputs", short_data}}), 422);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post(path, {{"inputs", short_data}}), 422));
   json other_shape = Inputs("INT64");
   other_shape[1]["shape"] = {1, 2 * static_cast<int64_t>(seq_)};
-  ExpectJsonError(Post(path, {{"inputs", other_shape}}), 422, "attention_mask");
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post(path, {{"inputs", other_shape}}), 422, "attention_mask"));
   // Unknown input and output names.
   json unknown = Inputs("INT64");
   unknown[2]["name"] = "segment_ids";
-  ExpectJsonError(Post(path, {{"inputs", unknown}}), 422, "segment_ids");
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post(path, {{"inputs", unknown}}), 422, "segment_ids"));
   ExpectJsonError(Post(path, {{"inputs", Inputs("INT64")}, {"outputs", {{{"name", "probabilities"}}}}}), 422,
                   "probabilities");
   // An id outside the vocabulary, and a sequence over max_sequence_length.
   json out_of_vocab = Inputs("INT64");
   out_of_vocab[0]["data"][1] = 1 << 30;
-  ExpectJsonError(Post(path, {{"inputs", out_of_vocab}}), 422, "vocabulary");
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post(path, {{"inputs", out_of_vocab}}), 422, "vocabulary"));
   const std::vector<int64_t> too_long(kMaxSequenceLength + 1, 101);
-  ExpectJsonError(Post(path, {{"inputs", {Int64Input("input_ids", too_long)}}}), 422, "max_sequence_length");
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post(path, {{"inputs", {Int64Input("input_ids", too_long)}}}), 422, "max_sequence_length"));
   // A binary header longer than the body.
   const ClientResponse bad_header = client_->Send(
       "POST", path, R"({"inputs":[]})", {{"Inference-Header-Content-Length", "4096"}});
-  ExpectJsonError(bad_header, 400);
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(bad_header, 400));
   // A body over --max-body-bytes.
   const ClientResponse big = PostText(path, std::string(kMaxBodyBytes + 1024, ' '));
   EXPECT_EQ(big.status, 413) << big.error << big.body;
