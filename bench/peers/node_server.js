@@ -1,0 +1,108 @@
+// The Node.js peer: onnxruntime-node (npm, CPU) with one InferenceSession at its default settings,
+// HF tokenizers' Node binding (npm tokenizers@0.23.2), and Node's plain `http` server — what a
+// JavaScript team would write around the same exported model.
+//
+// usage: node bench/peers/node_server.js --port PORT [--model models/minilm-l6]
+// POST /rerank {"query", "texts", "raw_scores"?} -> [{"index", "score"}] sorted by score (TEI's
+// shape); GET /health. Pairs are truncated LongestFirst at 512 tokens and padded to the longest pair
+// of the request. Prints "node: listening on ..." once the session is loaded.
+// Modules: ONNX Runtime from third_party/peers/node (bench/peers/setup.sh), tokenizers from
+// third_party/node (scripts/bootstrap.sh); TIDE_NODE_ORT / TIDE_NODE_TOKENIZERS override them.
+'use strict';
+const http = require('http');
+const path = require('path');
+
+const root = path.join(__dirname, '..', '..');
+const ort = require(process.env.TIDE_NODE_ORT ||
+    path.join(root, 'third_party', 'peers', 'node', 'node_modules', 'onnxruntime-node'));
+const { Tokenizer } = require(process.env.TIDE_NODE_TOKENIZERS ||
+    path.join(root, 'third_party', 'node', 'node_modules', 'tokenizers'));
+
+function flag(name, fallback) {
+  const i = process.argv.indexOf(name);
+  return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
+}
+
+function reply(res, status, value) {
+  const body = JSON.stringify(value);
+  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+async function main() {
+  const port = Number(flag('--port', '0'));
+  const host = flag('--host', '127.0.0.1');
+  const modelDir = flag('--model', path.join(root, 'models', 'minilm-l6'));
+  const maxLength = Number(flag('--max-length', '512'));
+
+  const session = await ort.InferenceSession.create(path.join(modelDir, '1', 'model.onnx'));
+  const tokenizer = Tokenizer.fromFile(path.join(modelDir, 'tokenizer.json'));
+  tokenizer.setTruncation(maxLength);  // LongestFirst, as tide and the prototype truncate pairs
+  tokenizer.disablePadding();
+  const wantsTypeIds = session.inputNames.includes('token_type_ids');
+
+  async function rerank(request) {
+    const encodings = await Promise.all(request.texts.map((t) => tokenizer.encode(request.query, t)));
+    const rows = encodings.length;
+    const longest = Math.max(...encodings.map((e) => e.getIds().length));
+    const ids = new BigInt64Array(rows * longest);
+    const mask = new BigInt64Array(rows * longest);
+    const types = new BigInt64Array(rows * longest);
+    encodings.forEach((e, r) => {
+      const eIds = e.getIds(), eMask = e.getAttentionMask(), eTypes = e.getTypeIds();
+      for (let i = 0; i < eIds.length; i++) {
+        ids[r * longest + i] = BigInt(eIds[i]);
+        mask[r * longest + i] = BigInt(eMask[i]);
+        types[r * longest + i] = BigInt(eTypes[i]);
+      }
+    });
+    const feeds = {
+      input_ids: new ort.Tensor('int64', ids, [rows, longest]),
+      attention_mask: new ort.Tensor('int64', mask, [rows, longest]),
+    };
+    if (wantsTypeIds) feeds.token_type_ids = new ort.Tensor('int64', types, [rows, longest]);
+    const output = (await session.run(feeds))[session.outputNames[0]];
+    const labels = output.dims[1] || 1;
+    const results = [];
+    for (let r = 0; r < rows; r++) {
+      const logit = output.data[r * labels + labels - 1];
+      results.push({ index: r, score: request.raw_scores ? logit : 1 / (1 + Math.exp(-logit)) });
+    }
+    return results.sort((a, b) => b.score - a.score);
+  }
+
+  const server = http.createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/health') return reply(res, 200, { status: 'ok' });
+    if (req.method !== 'POST' || req.url !== '/rerank') return reply(res, 404, { error: 'not found' });
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', async () => {
+      let request;
+      try {
+        request = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch (e) {
+        return reply(res, 400, { error: `malformed JSON: ${e.message}` });
+      }
+      if (typeof request.query !== 'string' || !Array.isArray(request.texts) || request.texts.length === 0 ||
+          !request.texts.every((t) => typeof t === 'string'))
+        return reply(res, 422, { error: 'expected {"query": string, "texts": [string, ...]}' });
+      try {
+        reply(res, 200, await rerank(request));
+      } catch (e) {
+        reply(res, 500, { error: String(e && e.message || e) });
+      }
+    });
+  });
+  server.keepAliveTimeout = 120000;
+  server.listen(port, host, () => {
+    console.log(`node: onnxruntime-node ${require(path.join(path.dirname(require.resolve(process.env.TIDE_NODE_ORT ||
+        path.join(root, 'third_party', 'peers', 'node', 'node_modules', 'onnxruntime-node'))), '..', 'package.json')).version}` +
+        `, node ${process.version}`);
+    console.log(`node: listening on http://${host}:${server.address().port}`);
+  });
+}
+
+main().catch((e) => {
+  console.error(`node: ${e && e.stack || e}`);
+  process.exit(1);
+});

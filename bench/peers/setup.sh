@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what the benchmark peers and third-party clients need, only what is missing (a second
+# run takes about a second):
+#   apt: python3-fastapi python3-uvicorn python3-torch (the prototype), libopenblas0-pthread (so
+#        PyTorch's BLAS is OpenBLAS, measured fairly), python3-locust, wrk, nodejs/npm
+#   npm: onnxruntime-node@1.30.0 into third_party/peers/node (git-ignored), with --ignore-scripts:
+#        its install script fetches from a host that is unreachable here; the CPU binary ships in
+#        the package, and this script checks that it loads.
+# usage: bench/peers/setup.sh            (as root; apt-get runs without sudo here)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+ORT_NODE_VERSION=1.30.0
+NODE_DIR=third_party/peers/node
+
+missing=()
+for pkg in python3-fastapi python3-uvicorn python3-torch libopenblas0-pthread python3-locust wrk; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: apt-get install ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+installed=$(node -e "try{console.log(require('./$NODE_DIR/node_modules/onnxruntime-node/package.json').version)}catch(e){}" 2>/dev/null || true)
+if [ "$installed" != "$ORT_NODE_VERSION" ]; then
+  echo "setup: npm install onnxruntime-node@$ORT_NODE_VERSION --ignore-scripts into $NODE_DIR"
+  mkdir -p "$NODE_DIR"
+  [ -f "$NODE_DIR/package.json" ] || echo '{"name":"tide-bench-peers","private":true}' > "$NODE_DIR/package.json"
+  (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund --ignore-scripts "onnxruntime-node@$ORT_NODE_VERSION")
+fi
+
+# Checks: each peer's runtime loads (fails loudly here rather than as an empty table row later).
+node -e "const ort=require('./$NODE_DIR/node_modules/onnxruntime-node'); \
+  if(!ort.listSupportedBackends().some(b=>b.name==='cpu')) throw new Error('no cpu backend'); \
+  console.log('setup: onnxruntime-node', require('./$NODE_DIR/node_modules/onnxruntime-node/package.json').version, 'loads (cpu backend)')"
+node -e "require('./third_party/node/node_modules/tokenizers'); console.log('setup: npm tokenizers loads')" ||
+  { echo "setup: third_party/node/node_modules/tokenizers missing: run scripts/bootstrap.sh" >&2; exit 1; }
+/usr/bin/python3 - <<'PY'
+import fastapi, uvicorn, torch
+print(f"setup: fastapi {fastapi.__version__}, uvicorn {uvicorn.__version__}, torch {torch.__version__}")
+PY
+command -v wrk >/dev/null && echo "setup: $(wrk -v 2>&1 | head -1)"
+command -v locust >/dev/null && echo "setup: locust $(locust -V 2>&1 | tail -1)"

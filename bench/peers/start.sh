@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Starts one benchmark peer in the foreground on 127.0.0.1:PORT (it replaces this shell, so the
+# caller's PID is the server's), every one serving the same model with TEI's request format
+# (POST /rerank {"query", "texts", "raw_scores"?} -> [{"index", "score"}]):
+#   prototype     FastAPI + uvicorn + PyTorch FP32 (bench/peers/prototype_server.py); the weights are
+#                 rebuilt from the export preset and seed (tools/crossencoder.py)
+#   node          Node.js + onnxruntime-node, one session (bench/peers/node_server.js)
+#   tide-nobatch  tide serve, max_batch_size 1 and no dynamic_batching: every pair runs alone
+#   tide-batch    tide serve with the model entry's own config.pbtxt (dynamic batching, FP32)
+#   tide-int8     the same config, model quantized by `tide quantize --int8`
+# usage: bench/peers/start.sh PEER PORT WORKDIR
+#   WORKDIR: a scratch folder for the tide model repositories (and the INT8 model, made once).
+# env: BUILD_DIR (build), MODEL (models/minilm-l6), PRESET (minilm-l6), SEED (20240611: the export
+#      default, so the prototype's weights are the exported ones).
+# Readiness: tide answers GET /v2/health/ready, the others GET /health.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+peer=${1:?usage: start.sh PEER PORT WORKDIR}
+port=${2:?usage: start.sh PEER PORT WORKDIR}
+work=${3:?usage: start.sh PEER PORT WORKDIR}
+BUILD=${BUILD_DIR:-build}
+MODEL=${MODEL:-models/minilm-l6}
+PRESET=${PRESET:-minilm-l6}
+SEED=${SEED:-20240611}
+TIDE="$BUILD/tide"
+name=$(basename "$MODEL")
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+model_abs=$(cd "$MODEL" && pwd)
+
+# A one-model repository in $work/$1 whose config is the entry's, passed through the sed script $2.
+tide_repo() {
+  local repo="$work/$1" onnx=$3
+  rm -rf "$repo"
+  mkdir -p "$repo/$name/1"
+  ln -s "$onnx" "$repo/$name/1/model.onnx"
+  ln -s "$model_abs/tokenizer.json" "$repo/$name/tokenizer.json"
+  sed -e "$2" "$model_abs/config.pbtxt" > "$repo/$name/config.pbtxt"
+  echo "$repo"
+}
+
+# Removes the dynamic_batching { ... } block (nested braces included) and sets max_batch_size 1.
+no_batching() {
+  /usr/bin/python3 - "$1" <<'PY'
+import re, sys
+path = sys.argv[1]
+text = open(path).read()
+start = text.find("dynamic_batching")
+if start >= 0:
+    depth, i = 0, text.index("{", start)
+    while True:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+        if depth == 0:
+            break
+    text = text[:start] + text[i:]
+text, n = re.subn(r"max_batch_size:\s*\d+", "max_batch_size: 1", text)
+if n != 1:
+    sys.exit(f"{path}: no max_batch_size to set")
+open(path, "w").write(text)
+PY
+}
+
+case "$peer" in
+  prototype)
+    exec /usr/bin/python3 bench/peers/prototype_server.py --port "$port" --preset "$PRESET" --seed "$SEED" \
+      --tokenizer "$MODEL/tokenizer.json"
+    ;;
+  node)
+    exec node bench/peers/node_server.js --port "$port" --model "$MODEL"
+    ;;
+  tide-nobatch|tide-batch|tide-int8)
+    [ -x "$TIDE" ] || { echo "start: $TIDE not built" >&2; exit 2; }
+    onnx="$model_abs/1/model.onnx"
+    if [ "$peer" = tide-int8 ]; then
+      onnx="$work/model-int8.onnx"
+      if [ ! -f "$onnx" ]; then
+        echo "start: $TIDE quantize --int8 $MODEL/1/model.onnx"
+        "$TIDE" quantize --int8 "$model_abs/1/model.onnx" "$onnx.tmp" >&2
+        mv "$onnx.tmp" "$onnx"
+      fi
+    fi
+    repo=$(tide_repo "$peer" "" "$onnx")
+    [ "$peer" = tide-nobatch ] && no_batching "$repo/$name/config.pbtxt"
+    echo "start: $peer config:"
+    sed 's/^/  /' "$repo/$name/config.pbtxt"
+    exec "$TIDE" serve --model-repository "$repo" --host 127.0.0.1 --port "$port" --log-level warn
+    ;;
+  *)
+    echo "start: unknown peer '$peer' (prototype, node, tide-nobatch, tide-batch, tide-int8)" >&2
+    exit 2
+    ;;
+esac
