@@ -8,6 +8,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -44,10 +47,24 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 
 std::string_view ToStd(boost::beast::string_view s) { return std::string_view(s.data(), s.size()); }
 
+// A header field value as RFC 9110 allows it: control characters (CR and LF included, which would
+// split the header; NUL, DEL, ...) are dropped, horizontal tab and obs-text bytes are kept.
 void AppendSanitized(std::string_view text, std::string* out) {
   for (char c : text) {
-    if (c != '\r' && c != '\n') out->push_back(c);
+    const unsigned char u = static_cast<unsigned char>(c);
+    if ((u >= 0x20 && u != 0x7f) || c == '\t') out->push_back(c);
   }
+}
+
+// RFC 9110 token: a header field name.
+bool IsToken(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    const bool alnum = (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z');
+    if (!alnum && std::string_view("!#$%&'*+-.^_`|~").find(c) == std::string_view::npos) return false;
+  }
+  return true;
 }
 
 // The wire form of `response`. Framing headers set by the handler are ignored: the server owns them.
@@ -72,11 +89,11 @@ std::string Serialize(const Response& original, int version, bool keep_alive, bo
     out.append("\r\n");
   }
   for (const auto& [name, value] : response.headers) {
-    if (name.empty() || EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "connection") ||
+    if (!IsToken(name) || EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "connection") ||
         EqualsIgnoreCase(name, "transfer-encoding") || EqualsIgnoreCase(name, "server")) {
       continue;
     }
-    AppendSanitized(name, &out);
+    out.append(name);
     out.append(": ");
     AppendSanitized(value, &out);
     out.append("\r\n");
@@ -177,7 +194,9 @@ class Connection final : public internal::ResponseSink, public std::enable_share
         write_timer_(socket_.get_executor()) {
     boost::system::error_code ec;
     const tcp::endpoint remote = socket_.remote_endpoint(ec);
-    if (!ec) remote_address_ = absl::StrCat(remote.address().to_string(), ":", remote.port());
+    // A socketpair end (internal::ServeConnectedSocket) has no IP peer address.
+    const int family = ec ? AF_UNSPEC : remote.data()->sa_family;
+    if (family == AF_INET || family == AF_INET6) remote_address_ = absl::StrCat(remote.address().to_string(), ":", remote.port());
     core_->active_connections.fetch_add(1);
   }
 
@@ -600,8 +619,9 @@ HttpServer::HttpServer(std::shared_ptr<Core> core) : core_(std::move(core)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerOptions& options,
-                                                               Handler* handler) {
+namespace {
+
+absl::Status ValidateOptions(const HttpServerOptions& options, const Handler* handler) {
   if (handler == nullptr) return absl::InvalidArgumentError("http server needs a handler");
   if (options.io_threads < 1) return absl::InvalidArgumentError("io_threads must be at least 1");
   if (options.max_header_bytes < 64) return absl::InvalidArgumentError("max_header_bytes must be at least 64");
@@ -613,7 +633,49 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerO
   boost::system::error_code ec;
   net::ip::make_address(options.host == "localhost" ? "127.0.0.1" : options.host, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("invalid listen address '", options.host, "'"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerOptions& options,
+                                                               Handler* handler) {
+  if (absl::Status status = ValidateOptions(options, handler); !status.ok()) return status;
   return std::unique_ptr<HttpServer>(new HttpServer(std::make_shared<Core>(options, handler)));
+}
+
+absl::Status internal::ServeConnectedSocket(const HttpServerOptions& options, Handler* handler, int fd) {
+  if (absl::Status status = ValidateOptions(options, handler); !status.ok()) {
+    if (fd >= 0) ::close(fd);
+    return status;
+  }
+  auto core = std::make_shared<HttpServer::Core>(options, handler);
+  tcp::socket socket(net::make_strand(core->ioc));
+  boost::system::error_code ec;
+  socket.assign(tcp::v4(), fd, ec);
+  if (ec) {
+    if (fd >= 0) ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("cannot serve descriptor ", fd, ": ", ec.message()));
+  }
+  auto connection = std::make_shared<Connection>(core, std::move(socket));
+  const std::weak_ptr<Connection> alive = connection;
+  {
+    absl::MutexLock lock(&core->mu);
+    core->connections.emplace(connection.get(), connection);
+  }
+  const net::any_io_executor executor = connection->executor();
+  net::post(executor, [connection = std::move(connection)] { connection->Start(); });
+  // The work guard keeps the loop waiting for Responders completed from other threads; the
+  // connection is gone once it closed and nothing (handler, timer, Responder) refers to it.
+  auto work = net::make_work_guard(core->ioc);
+  while (!alive.expired()) {
+    try {
+      core->ioc.run_one_for(std::chrono::milliseconds(50));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tide http: I/O loop caught: %s\n", e.what());
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status HttpServer::Start() {

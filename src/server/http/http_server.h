@@ -67,7 +67,9 @@ struct Request {
 struct Response {
   int status = 200;
   std::string content_type = "application/json";  // empty: no Content-Type header
-  std::vector<std::pair<std::string, std::string>> headers;  // extra headers (CR/LF stripped)
+  // Extra headers. Control characters (CR, LF, NUL, ...) are dropped from values and from
+  // content_type; a header whose name is not an RFC 9110 token is not sent.
+  std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
 };
 
@@ -133,6 +135,18 @@ struct HttpServerOptions {
 
 // Requests read ahead on one connection while earlier ones still wait for their responses.
 inline constexpr size_t kMaxPipelinedRequests = 16;
+
+namespace internal {
+// Serves one already-connected stream socket `fd` (for example one end of socketpair(2)) with the
+// connection code HttpServer uses for every accepted client: the same parser, header and body
+// limits, timeouts, pipelining, 100-continue, framing and error answers. The I/O loop runs on the
+// calling thread, and the call returns once the connection is closed and every Responder handed
+// out for it has been called or destroyed (a Responder kept forever keeps it waiting, as it keeps
+// an accepted connection open). Takes ownership of `fd` (closed on every path). For the HTTP fuzz
+// target (fuzz/http_fuzz.cc) and tests: byte streams in, without a listening socket or threads.
+// INVALID_ARGUMENT for unusable options, a null handler or a descriptor asio cannot adopt.
+absl::Status ServeConnectedSocket(const HttpServerOptions& options, Handler* handler, int fd);
+}  // namespace internal
 
 class HttpServer {
  public:

@@ -8,6 +8,9 @@
 #include <optional>
 #include <thread>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
@@ -516,7 +519,10 @@ TEST_F(HttpServerTest, ServerOwnsFramingHeadersAndStatusRange) {
   StartServer([](Request request, Responder respond) {
     Response response;
     response.status = request.path == "/bad-status" ? 100 : 201;
-    response.headers = {{"Content-Length", "999"}, {"Connection", "close"}, {"X-Injected", "a\r\nEvil: 1"}};
+    response.headers = {{"Content-Length", "999"}, {"Connection", "close"}, {"X-Injected", "a\r\nEvil: 1"},
+                        {"X-Controls", std::string("a\x01" "b\0c\x7f\td\xa5", 9)}, {"Bad Name", "x"},
+                        {"Bad:Name", "y"}, {"", "z"}};
+    response.content_type = "text/plain\x13";
     response.body = "ok";
     std::move(respond)(std::move(response));
   });
@@ -527,6 +533,12 @@ TEST_F(HttpServerTest, ServerOwnsFramingHeadersAndStatusRange) {
   EXPECT_EQ(framed.header("Connection"), "");
   EXPECT_EQ(framed.header("X-Injected"), "aEvil: 1");
   EXPECT_EQ(framed.header("Evil"), "");
+  // Found by http_fuzz: control characters other than CR/LF made the response unparseable.
+  EXPECT_EQ(framed.header("X-Controls"), "abc\td\xa5");
+  EXPECT_EQ(framed.header("Content-Type"), "text/plain");
+  EXPECT_EQ(framed.header("Bad Name"), "");
+  EXPECT_EQ(framed.header("Bad"), "");
+  EXPECT_EQ(framed.body, "ok");
   EXPECT_TRUE(client.connected());
   const ClientResponse bad = client.Get("/bad-status");
   EXPECT_EQ(bad.status, 500) << bad.error;
@@ -556,6 +568,78 @@ TEST(HttpServerCreateTest, PortInUseIsUnavailable) {
   ASSERT_TRUE(second.ok());
   EXPECT_EQ((*second)->Start().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ((*first)->Start().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// internal::ServeConnectedSocket over a socketpair: `input` is sent, the client half-closes, and
+// the call returns what the server wrote once the connection is done.
+std::string ServeBytes(const HttpServerOptions& options, Handler* handler, std::string_view input) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return "socketpair failed";
+  EXPECT_EQ(::write(fds[0], input.data(), input.size()), static_cast<ssize_t>(input.size()));
+  ::shutdown(fds[0], SHUT_WR);
+  std::string out;
+  std::thread reader([&] {
+    char chunk[4096];
+    for (ssize_t n; (n = ::read(fds[0], chunk, sizeof chunk)) > 0;) out.append(chunk, static_cast<size_t>(n));
+  });
+  EXPECT_TRUE(internal::ServeConnectedSocket(options, handler, fds[1]).ok());
+  reader.join();
+  ::close(fds[0]);
+  return out;
+}
+
+TEST(ServeConnectedSocketTest, PipelinedRequestsAreAnsweredInOrderThenTheServerAnswer) {
+  std::vector<std::string> paths;
+  FunctionHandler handler([&](Request request, Responder respond) {
+    paths.push_back(request.path);
+    EXPECT_EQ(request.remote_address, "");  // a socketpair has no IP peer
+    Response response;
+    response.body = request.path + "|" + request.body;
+    std::move(respond)(std::move(response));
+  });
+  HttpServerOptions options;
+  options.max_header_bytes = 256;
+  const std::string out = ServeBytes(options, &handler,
+                                     "GET /a HTTP/1.1\r\n\r\n"
+                                     "POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
+                                     "GET /c HTTP/1.1\r\nX-Big: " + std::string(300, 'x') + "\r\n\r\n"
+                                     "GET /never HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(paths, (std::vector<std::string>{"/a", "/b"}));
+  const size_t a = out.find("\r\n\r\n/a|");
+  const size_t b = out.find("\r\n\r\n/b|hi");
+  const size_t header_limit = out.find("HTTP/1.1 431 Request Header Fields Too Large");
+  ASSERT_NE(a, std::string::npos) << out;
+  ASSERT_NE(b, std::string::npos) << out;
+  ASSERT_NE(header_limit, std::string::npos) << out;
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, header_limit);
+  EXPECT_THAT(out.substr(header_limit), HasSubstr("Connection: close"));
+  EXPECT_EQ(out.find("/never"), std::string::npos);
+}
+
+TEST(ServeConnectedSocketTest, WaitsForAResponderCalledFromAnotherThread) {
+  Worker worker;
+  FunctionHandler handler([&](Request request, Responder respond) {
+    auto shared = std::make_shared<Responder>(std::move(respond));
+    worker.Post([shared] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::move(*shared)(JsonError(503, "later"));
+    });
+  });
+  const std::string out = ServeBytes(HttpServerOptions(), &handler, "GET /x HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(out, StartsWith("HTTP/1.1 503 Service Unavailable\r\n"));
+  EXPECT_THAT(out, HasSubstr(R"({"error":"later"})"));
+}
+
+TEST(ServeConnectedSocketTest, RejectsBadOptionsAndClosesTheDescriptor) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  HttpServerOptions options;
+  options.max_header_bytes = 1;
+  EXPECT_EQ(internal::ServeConnectedSocket(options, nullptr, fds[1]).code(), absl::StatusCode::kInvalidArgument);
+  char byte;
+  EXPECT_EQ(::read(fds[0], &byte, 1), 0);  // the server end was closed: EOF
+  ::close(fds[0]);
 }
 
 TEST(JsonErrorTest, EscapesMessage) {
