@@ -4,7 +4,7 @@
 #   make run [HOST=127.0.0.1] [PORT=8000]   build, create models/ if absent, start `tide serve`
 #   make test                               build, create models/, run every CTest test
 #   make fuzz [FUZZ_SECONDS=60]             clang + ASan/UBSan build in build-fuzz, run each fuzz target
-#   make fuzz-smoke                         the same, 10 s per target (CI)
+#   make fuzz-smoke [FUZZ_SMOKE_SECONDS=10]  the same, a short run per target (CI: .ci/run)
 #   make bench                              run every bench/*/run.sh
 #   make models | build | bootstrap | clean
 
@@ -15,6 +15,7 @@ BUILD_TYPE    ?= Release
 HOST          ?= 127.0.0.1
 PORT          ?= 8000
 FUZZ_SECONDS  ?= 60
+FUZZ_SMOKE_SECONDS ?= 10
 MODELS        ?= $(or $(TIDE_MODEL_REPOSITORY),models)
 CTEST_JOBS    ?= 2
 CMAKE_FLAGS   ?=
@@ -55,7 +56,7 @@ fuzz: bootstrap
 	@FUZZ_DIR=$(FUZZ_DIR) tools/run_fuzz.sh $(FUZZ_SECONDS)
 
 fuzz-smoke: bootstrap
-	@FUZZ_DIR=$(FUZZ_DIR) tools/run_fuzz.sh 10
+	@FUZZ_DIR=$(FUZZ_DIR) tools/run_fuzz.sh $(FUZZ_SMOKE_SECONDS)
 
 bench: models
 	@found=0; for script in bench/*/run.sh; do \
