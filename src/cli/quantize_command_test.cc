@@ -50,6 +50,30 @@ TEST_F(QuantizeCommandTest, Int8AndFp16OfTheSharedDistilBertLoadInOnnxRuntime) {
   }
 }
 
+TEST_F(QuantizeCommandTest, AnAlreadyQuantizedModelIsRefusedAndNothingIsWritten) {
+  const fs::path in = Root() / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
+  if (!fs::exists(in)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification absent";
+  QuantizeCommandOptions o;
+  o.input = in.string();
+  o.output = (dir_ / "int8.onnx").string();
+  o.int8 = true;
+  std::ostringstream out;
+  ASSERT_TRUE(RunQuantize(o, out).ok());
+  for (bool int8 : {true, false}) {
+    QuantizeCommandOptions again;
+    again.input = o.output;
+    again.output = (dir_ / "again.onnx").string();
+    again.int8 = int8;
+    again.fp16 = !int8;
+    absl::Status s = RunQuantize(again, out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(s.message(), HasSubstr(again.input));
+    EXPECT_THAT(s.message(), HasSubstr("already quantized"));
+    EXPECT_THAT(s.message(), HasSubstr("is DynamicQuantizeMatMul; quantize the FP32 model instead"));
+    EXPECT_FALSE(fs::exists(again.output));
+  }
+}
+
 TEST_F(QuantizeCommandTest, ClearErrors) {
   std::ofstream(dir_ / "garbage.onnx") << "not a model";
   QuantizeCommandOptions o;
@@ -60,6 +84,14 @@ TEST_F(QuantizeCommandTest, ClearErrors) {
   absl::Status s = RunQuantize(o, out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("garbage.onnx"));
+  EXPECT_FALSE(fs::exists(dir_ / "out.onnx"));
+
+  std::ofstream(dir_ / "empty.onnx") << "";  // parses as a ModelProto without a graph
+  o.input = (dir_ / "empty.onnx").string();
+  s = RunQuantize(o, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("empty.onnx"));
+  EXPECT_THAT(s.message(), HasSubstr("no graph"));
   EXPECT_FALSE(fs::exists(dir_ / "out.onnx"));
 
   o.fp16 = true;  // both

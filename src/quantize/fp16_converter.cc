@@ -1,5 +1,6 @@
 #include "quantize/fp16_converter.h"
 
+#include <cmath>
 #include <map>
 #include <unordered_map>
 
@@ -8,6 +9,8 @@
 
 namespace tide::quantize {
 namespace {
+
+constexpr float kHalfMax = 65504.0f;
 
 int64_t InitializerBytes(const onnx::GraphProto& g) {
   int64_t total = 0;
@@ -18,6 +21,13 @@ int64_t InitializerBytes(const onnx::GraphProto& g) {
 absl::StatusOr<std::string> AddHalfCopy(const onnx::TensorProto& t, Namer* namer, onnx::GraphProto* g) {
   absl::StatusOr<std::vector<float>> v = ReadFloatTensor(t);
   if (!v.ok()) return v.status();
+  for (float x : *v) {
+    // Beyond float16's largest finite value a weight would silently become infinity.
+    if (std::isfinite(x) && std::fabs(x) > kHalfMax) {
+      return absl::InvalidArgumentError(absl::StrCat("weight ", t.name(), " holds ", x,
+                                                     ", outside float16's range (+-65504); exclude it with --exclude"));
+    }
+  }
   std::string raw(v->size() * 2, '\0');
   for (size_t i = 0; i < v->size(); ++i) {
     const uint16_t h = FloatToHalf((*v)[i]);

@@ -444,6 +444,54 @@ TEST(ConvertFp16Test, MatMulModeComputesInHalfBetweenCasts) {
   EXPECT_EQ(Init(m, "classifier.weight")->data_type(), onnx::TensorProto::FLOAT);
 }
 
+TEST(ConvertFp16Test, MatMulModeRunsOnCpuWithinTolerance) {
+  const onnx::ModelProto fp32 = TinyReranker();
+  const runtime::TokenBatch batch = RandomBatch(8, 16, kVocab, 6);
+  auto ref = Score(fp32, batch);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  onnx::ModelProto m = fp32;
+  ASSERT_TRUE(ConvertFp16({.mode = Fp16Mode::kMatMul}, &m).ok());
+  auto got = Score(m, batch);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const Diff d = Compare(*ref, *got);
+  EXPECT_GT(d.max_abs, 0.0) << "float16 compute changed nothing: was the graph rewritten?";
+  // Weights and activations rounded to 11-bit mantissas through three layers.
+  EXPECT_LE(d.max_abs, 1e-2 * d.max_ref);
+}
+
+TEST(ConvertFp16Test, ClearErrors) {
+  {  // a finite weight beyond float16's range would become infinity
+    onnx::ModelProto m = TinyReranker();
+    for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+      if (t.name() == "ffn.w2") {
+        const float big = 1e5f;
+        t.mutable_raw_data()->replace(4, 4, reinterpret_cast<const char*>(&big), 4);
+      }
+    }
+    for (Fp16Mode mode : {Fp16Mode::kMatMul, Fp16Mode::kWeightsOnly}) {
+      onnx::ModelProto copy = m;
+      auto r = ConvertFp16({.mode = mode}, &copy);
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(r.status().message(), HasSubstr("ffn.w2"));
+      EXPECT_THAT(r.status().message(), HasSubstr("float16's range"));
+    }
+    // Leaving that weight in FP32 works.
+    auto r = ConvertFp16({.exclude_patterns = {"classifier", "^ffn\\.w2$"}}, &m);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->converted_nodes.size(), 2u);
+  }
+  {  // nothing selected, already converted, no graph
+    onnx::ModelProto m = TinyReranker();
+    EXPECT_EQ(ConvertFp16({.exclude_patterns = {"."}}, &m).status().code(), absl::StatusCode::kFailedPrecondition);
+    ASSERT_TRUE(ConvertFp16({}, &m).ok());
+    auto again = ConvertFp16({}, &m);
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(again.status().message(), HasSubstr("float16"));
+    onnx::ModelProto empty;
+    EXPECT_EQ(ConvertFp16({}, &empty).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
 // The default model of `make models` (random weights) and a real third-party export.
 void CheckRealModel(const fs::path& path, int64_t vocab, double relative_tolerance) {
   auto fp32 = LoadModel(path.string());
