@@ -129,17 +129,20 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
       auto v = ParseInt(file, key, value, 16, int64_t{1} << 24);
       if (!v.ok()) return v.status();
       p.max_batch_tokens = *v;
-    } else if (key == "sequence_buckets") {
-      std::vector<int64_t> buckets;
+    } else if (key == "sequence_buckets" || key == "allowed_batch_sizes") {
+      const bool buckets = key == "sequence_buckets";
+      std::vector<int64_t> sizes;
       for (absl::string_view part : absl::StrSplit(value, ',')) {
-        auto v = ParseInt(file, key, absl::StripAsciiWhitespace(part), 1, kMaxSequenceLengthLimit);
+        auto v = ParseInt(file, key, absl::StripAsciiWhitespace(part), 1,
+                          buckets ? kMaxSequenceLengthLimit : int64_t{1} << 20);
         if (!v.ok()) return v.status();
-        if (!buckets.empty() && *v <= buckets.back()) {
-          return ParamError(file, key, "bucket lengths must be strictly increasing");
+        if (!sizes.empty() && *v <= sizes.back()) {
+          return ParamError(file, key, buckets ? "bucket lengths must be strictly increasing"
+                                               : "batch sizes must be strictly increasing");
         }
-        buckets.push_back(*v);
+        sizes.push_back(*v);
       }
-      p.sequence_buckets = std::move(buckets);
+      (buckets ? p.sequence_buckets : p.allowed_batch_sizes) = std::move(sizes);
     } else if (key == "batch_grouping") {
       auto v = ParseChoice(file, key, value, kGroupings);
       if (!v.ok()) return v.status();

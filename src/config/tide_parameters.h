@@ -22,6 +22,8 @@
 //   enable_cpu_mem_arena      "true" | "false"
 //   max_batch_tokens          integer >= 16: most padded tokens in one batch (TEI's max_batch_tokens)
 //   sequence_buckets          "16,32,64,...": padded sequence lengths, strictly increasing
+//   allowed_batch_sizes       "1,2,4,8,...": batch sizes the runtime sees (a batch is padded up to
+//                             the next one), strictly increasing; unset: every size
 //   breaker_p99_ms            integer >= 0: open the circuit breaker when the rolling P99 exceeds it
 //   breaker_error_rate        0..1: open when errors / requests in the window reach it
 //   breaker_queue_fullness    0..1: open when the queue is this full (of max_queue_size)
@@ -64,6 +66,7 @@ struct TideParameters {
   bool enable_cpu_mem_arena = true;
   std::optional<int64_t> max_batch_tokens;          // unset: the server's --max-batch-tokens
   std::vector<int64_t> sequence_buckets;            // empty: the server's default buckets
+  std::vector<int64_t> allowed_batch_sizes;         // empty: every size 1..max_batch_size
   // Circuit breaker (see src/guard/circuit_breaker.h); all triggers off by default.
   int64_t breaker_p99_ms = 0;
   double breaker_error_rate = 0.0;

@@ -45,7 +45,9 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"allow_spinning", "true"},
                                                   {"graph_optimization_level", "basic"},
                                                   {"enable_cpu_mem_arena", "false"},
-                                                  {"batch_grouping", "fifo"}}),
+                                                  {"batch_grouping", "fifo"},
+                                                  {"sequence_buckets", "32, 64,128"},
+                                                  {"allowed_batch_sizes", "1,2,4,8"}}),
                                       "c.pbtxt");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->task, Task::kClassify);
@@ -59,6 +61,8 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kBasic);
   EXPECT_FALSE(p->enable_cpu_mem_arena);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kFifo);
+  EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
+  EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(TaskName(p->task), "classify");
   EXPECT_EQ(ScoreActivationName(p->score_activation), "softmax");
 }
@@ -76,6 +80,10 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"allow_spinning", "maybe", "maybe"},
       {"graph_optimization_level", "max", "\"all\""},
       {"batch_grouping", "sorted", "sorted"},
+      {"sequence_buckets", "64,32", "strictly increasing"},
+      {"allowed_batch_sizes", "1,4,2", "strictly increasing"},
+      {"allowed_batch_sizes", "0,4", "out of range"},
+      {"allowed_batch_sizes", "1,x", "integer"},
       {"tokenizer", "/etc/tokenizer.json", "relative"},
       {"tokenizer", "../other/tokenizer.json", "relative"},
       {"tokenizer", "tok/../../tokenizer.json", "relative"},

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "config/ort_options.h"
 #include "runtime/ort_backend.h"
+#include "serving/warmup_shapes.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -41,6 +42,7 @@ batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, c
     }
   }
   o.sequence_buckets.push_back(max_sequence_length);
+  for (int64_t size : params.allowed_batch_sizes) o.allowed_batch_sizes.push_back(static_cast<size_t>(size));
   o.group_by_length = params.batch_grouping == config::BatchGrouping::kLength;
   if (config.has_dynamic_batching()) {
     const ModelDynamicBatching& db = config.dynamic_batching();
@@ -54,27 +56,6 @@ batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, c
     }
   }
   return o;
-}
-
-// config.model_warmup when given; else every sequence bucket at batch 1 plus the largest shape the
-// token budget allows (the arena and memory plans then never grow under traffic).
-std::vector<BatchShape> WarmupShapes(const config::ModelConfig& config, const batching::BatcherOptions& o) {
-  std::vector<BatchShape> shapes;
-  for (const ModelWarmup& w : config.model_warmup()) {
-    int64_t seq = 16;
-    for (const auto& [name, input] : w.inputs()) {
-      if (!input.dims().empty()) seq = std::max<int64_t>(seq, input.dims(input.dims_size() - 1));
-    }
-    for (uint32_t i = 0; i < std::max<uint32_t>(w.count(), 1); ++i) {
-      shapes.push_back({std::max<int64_t>(w.batch_size(), 1), seq});
-    }
-  }
-  if (!shapes.empty()) return shapes;
-  for (size_t bucket : o.sequence_buckets) shapes.push_back({1, static_cast<int64_t>(bucket)});
-  const size_t longest = o.sequence_buckets.back();
-  const size_t rows = std::clamp<size_t>(o.max_batch_tokens / longest, 1, o.max_batch_size);
-  if (rows > 1) shapes.push_back({static_cast<int64_t>(rows), static_cast<int64_t>(longest)});
-  return shapes;
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 //
 // Contract:
 //  - Create loads the tokenizer and instance_group.count sessions, warms every instance up
-//    (config.model_warmup, else every sequence bucket at batch 1 plus the largest shape the token
-//    budget allows) and starts the workers; the model is ready when Create returns.
+//    (serving/warmup_shapes.h: config.model_warmup, else every bucket x batch shape the batcher
+//    can form) and starts the workers; the model is ready when Create returns.
 //  - Thread-safe: Submit may be called from any thread. It never blocks: rows are queued and the
 //    callback runs later on an instance thread, exactly once. A queue over capacity answers
 //    UNAVAILABLE at once (the edge maps it to 503 + Retry-After).

@@ -1,0 +1,66 @@
+#include "serving/warmup_shapes.h"
+
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tide::serving {
+namespace {
+
+using ::testing::ElementsAre;
+
+std::vector<std::pair<int64_t, int64_t>> Pairs(const std::vector<BatchShape>& shapes) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const BatchShape& s : shapes) out.emplace_back(s.batch, s.seq_len);
+  return out;
+}
+
+batching::BatcherOptions Options(std::vector<size_t> buckets, size_t max_batch_size, size_t max_batch_tokens) {
+  batching::BatcherOptions o;
+  o.sequence_buckets = std::move(buckets);
+  o.max_batch_size = max_batch_size;
+  o.max_batch_tokens = max_batch_tokens;
+  return o;
+}
+
+TEST(WarmupShapesTest, EveryBucketAtBatchOneAndAtTheMostRowsItsBudgetAllows) {
+  const auto shapes = WarmupShapes(config::ModelConfig(), Options({32, 128, 512}, 16, 2048));
+  // 2048 / 32 = 64 rows, capped at max_batch_size 16; 2048 / 128 = 16; 2048 / 512 = 4.
+  EXPECT_THAT(Pairs(shapes), ElementsAre(std::pair{1, 32}, std::pair{16, 32}, std::pair{1, 128}, std::pair{16, 128},
+                                         std::pair{1, 512}, std::pair{4, 512}));
+}
+
+TEST(WarmupShapesTest, ABucketLongerThanTheBudgetRunsOnceAlone) {
+  const auto shapes = WarmupShapes(config::ModelConfig(), Options({256, 512}, 8, 300));
+  EXPECT_THAT(Pairs(shapes), ElementsAre(std::pair{1, 256}, std::pair{1, 512}));
+}
+
+TEST(WarmupShapesTest, AllowedBatchSizesGiveEveryBucketTimesSizeWithinTheBudget) {
+  batching::BatcherOptions o = Options({64, 256}, 8, 1024);
+  o.allowed_batch_sizes = {2, 4, 8};
+  const auto shapes = WarmupShapes(config::ModelConfig(), o);
+  // 64 x {2,4,8} all fit 1024; 256 x 2 = 512 and 256 x 4 = 1024 fit, 256 x 8 does not.
+  EXPECT_THAT(Pairs(shapes), ElementsAre(std::pair{2, 64}, std::pair{4, 64}, std::pair{8, 64}, std::pair{2, 256},
+                                         std::pair{4, 256}));
+}
+
+TEST(WarmupShapesTest, TheSmallestAllowedSizeRunsEvenWhenOverBudget) {
+  batching::BatcherOptions o = Options({512}, 8, 512);
+  o.allowed_batch_sizes = {2, 8};
+  EXPECT_THAT(Pairs(WarmupShapes(config::ModelConfig(), o)), ElementsAre(std::pair{2, 512}));
+}
+
+TEST(WarmupShapesTest, ConfigModelWarmupReplacesTheDefaultShapes) {
+  config::ModelConfig c;
+  ModelWarmup* w = c.add_model_warmup();
+  w->set_batch_size(3);
+  w->set_count(2);
+  ModelWarmup::Input& in = (*w->mutable_inputs())["input_ids"];
+  in.add_dims(96);
+  EXPECT_THAT(Pairs(WarmupShapes(c, Options({32, 512}, 8, 4096))), ElementsAre(std::pair{3, 96}, std::pair{3, 96}));
+}
+
+}  // namespace
+}  // namespace tide::serving
