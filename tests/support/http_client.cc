@@ -1,5 +1,7 @@
 #include "http_client.h"
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 
 #include <boost/asio.hpp>
@@ -138,7 +140,7 @@ ClientResponse HttpClient::ReadResponse() {
   }
   for (;;) {
     bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(boost::none);
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Boost 1.74 compares it wrongly
     const boost::system::error_code ec =
         impl.Run([&](auto handler) { bhttp::async_read(impl.socket, impl.buffer, parser, handler); }, impl.timeout);
     if (ec) {
