@@ -1,7 +1,9 @@
 #include "config/tide_parameters.h"
 
-#include <string>
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <string>
 #include <map>
 
 #include "absl/status/status.h"
@@ -66,6 +68,29 @@ constexpr std::pair<std::string_view, GraphOptimizationLevel> kLevels[] = {
     {"disable", GraphOptimizationLevel::kDisable}};
 constexpr std::pair<std::string_view, BatchGrouping> kGroupings[] = {
     {"length", BatchGrouping::kLength}, {"fifo", BatchGrouping::kFifo}};
+
+// "[2.5, -2.5]" or "2.5,-2.5": one finite number per label.
+absl::StatusOr<std::vector<float>> ParseDefaultResult(absl::string_view file, absl::string_view key,
+                                                      absl::string_view value) {
+  absl::string_view list = absl::StripAsciiWhitespace(value);
+  if (absl::ConsumePrefix(&list, "[") != absl::ConsumeSuffix(&list, "]")) {
+    return ParamError(file, key, absl::StrCat("unbalanced brackets in \"", value, "\""));
+  }
+  if (absl::StripAsciiWhitespace(list).empty()) {
+    return ParamError(file, key, "expected one number per output label, e.g. \"[2.5, -2.5]\"; got none");
+  }
+  std::vector<float> values;
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
+    double v = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &v) || !std::isfinite(v) ||
+        std::abs(v) > std::numeric_limits<float>::max()) {
+      return ParamError(file, key, absl::StrCat("expected a finite number, got \"", absl::StripAsciiWhitespace(part),
+                                                "\" in \"", value, "\""));
+    }
+    values.push_back(static_cast<float>(v));
+  }
+  return values;
+}
 
 constexpr int64_t kMaxThreads = 1024;
 constexpr int64_t kMaxSequenceLengthLimit = 1 << 20;
@@ -161,14 +186,29 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
         return ParamError(file, key, absl::StrCat("expected a number in [0, 1], got \"", value, "\""));
       }
       (key == "breaker_error_rate" ? p.breaker_error_rate : p.breaker_queue_fullness) = v;
+    } else if (key == "breaker_default_result") {
+      auto v = ParseDefaultResult(file, key, value);
+      if (!v.ok()) return v.status();
+      p.breaker_default_result = *std::move(v);
     } else {
       return ParamError(file, key,
                         "unknown parameter (tide knows task, tokenizer, max_sequence_length, "
                         "truncation_direction, score_activation, intra_op_threads, "
                         "inter_op_threads, allow_spinning, graph_optimization_level, "
-                        "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, batch_grouping, "
+                        "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, allowed_batch_sizes, batch_grouping, "
                         "breaker_p99_ms, breaker_error_rate, breaker_queue_fullness, "
-                        "breaker_window_s, breaker_open_s, breaker_probes)");
+                        "breaker_window_s, breaker_open_s, breaker_probes, breaker_default_result)");
+    }
+  }
+  if (!p.breaker_default_result.empty()) {
+    if (p.task != Task::kClassify) {
+      return ParamError(file, "breaker_default_result",
+                        "applies to task \"classify\" only (a reranker's fallback is BM25)");
+    }
+    if (!p.breaker_enabled()) {
+      return ParamError(file, "breaker_default_result",
+                        "has no effect without a breaker trigger (breaker_p99_ms, breaker_error_rate or "
+                        "breaker_queue_fullness)");
     }
   }
   return p;

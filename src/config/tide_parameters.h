@@ -31,6 +31,10 @@
 //   breaker_open_s            integer >= 1: how long the breaker stays open before probing
 //   breaker_probes            integer >= 1: requests let through while half-open
 //   (the breaker exists only when one of the three triggers is set)
+//   breaker_default_result    task "classify" only: "[l0, l1, ...]" (brackets optional), the logits
+//                             answered for every input while the breaker is open, one finite
+//                             number per output label (checked against the model at load); unset:
+//                             503 + Retry-After while open. Needs a breaker trigger.
 //   batch_grouping            "length" | "fifo": how batches gather queued requests (length-sorted
 //                             buckets, or strictly in arrival order; "fifo" exists for comparison)
 // (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
@@ -74,6 +78,8 @@ struct TideParameters {
   int64_t breaker_window_s = 10;
   int64_t breaker_open_s = 5;
   int64_t breaker_probes = 3;
+  // Classifiers: the logits row answered per input while the breaker is open; empty: 503.
+  std::vector<float> breaker_default_result;
   bool breaker_enabled() const {
     return breaker_p99_ms > 0 || breaker_error_rate > 0 || breaker_queue_fullness > 0;
   }

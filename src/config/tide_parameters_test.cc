@@ -112,5 +112,41 @@ TEST(TideParametersTest, ParsedFromTextConfig) {
   EXPECT_EQ(p->score_activation, ScoreActivation::kNone);
 }
 
+// A classifier's answer while its breaker is open: one logit per label, brackets optional; only for
+// task "classify" and only with a breaker trigger (else it could never be used).
+TEST(TideParametersTest, BreakerDefaultResult) {
+  for (const char* value : {"[2.5, -2.5]", " 2.5,-2.5 ", "[ 2.5 , -2.5 ]"}) {
+    auto p = TideParameters::FromConfig(
+        WithParams({{"task", "classify"}, {"breaker_queue_fullness", "0.5"}, {"breaker_default_result", value}}),
+        "c.pbtxt");
+    ASSERT_TRUE(p.ok()) << value << ": " << p.status();
+    EXPECT_EQ(p->breaker_default_result, (std::vector<float>{2.5f, -2.5f})) << value;
+  }
+  EXPECT_TRUE(TideParameters::FromConfig(ModelConfig(), "c.pbtxt")->breaker_default_result.empty());
+
+  struct Case {
+    std::vector<std::pair<const char*, const char*>> params;
+    const char* detail;
+  } cases[] = {
+      {{{"task", "classify"}, {"breaker_p99_ms", "200"}, {"breaker_default_result", "[1, 2"}}, "unbalanced brackets"},
+      {{{"task", "classify"}, {"breaker_p99_ms", "200"}, {"breaker_default_result", "[]"}}, "one number per output label"},
+      {{{"task", "classify"}, {"breaker_p99_ms", "200"}, {"breaker_default_result", "[1, x]"}}, "\"x\""},
+      {{{"task", "classify"}, {"breaker_p99_ms", "200"}, {"breaker_default_result", "[1,,2]"}}, "finite number"},
+      {{{"task", "classify"}, {"breaker_p99_ms", "200"}, {"breaker_default_result", "nan"}}, "finite number"},
+      {{{"task", "classify"}, {"breaker_p99_ms", "200"}, {"breaker_default_result", "1e300"}}, "finite number"},
+      {{{"breaker_p99_ms", "200"}, {"breaker_default_result", "[1]"}}, "task \"classify\" only"},
+      {{{"task", "classify"}, {"breaker_default_result", "[1]"}}, "without a breaker trigger"},
+  };
+  for (const Case& c : cases) {
+    ModelConfig config;
+    for (const auto& [k, v] : c.params) (*config.mutable_parameters())[k].set_string_value(v);
+    auto p = TideParameters::FromConfig(config, "m/config.pbtxt");
+    ASSERT_FALSE(p.ok()) << c.detail;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(p.status().message(),
+                AllOf(HasSubstr("m/config.pbtxt: parameters[\"breaker_default_result\"]"), HasSubstr(c.detail)));
+  }
+}
+
 }  // namespace
 }  // namespace tide::config

@@ -24,4 +24,13 @@ absl::Status Bm25Scores(const tokenizer::Tokenizer& tokenizer, std::string_view 
   return absl::OkStatus();
 }
 
+InferenceResult DefaultResult(std::span<const float> logits_row, int64_t rows) {
+  InferenceResult result;
+  result.rows = rows;
+  result.num_labels = static_cast<int64_t>(logits_row.size());
+  result.logits.reserve(static_cast<size_t>(rows) * logits_row.size());
+  for (int64_t r = 0; r < rows; ++r) result.logits.insert(result.logits.end(), logits_row.begin(), logits_row.end());
+  return result;
+}
+
 }  // namespace tide::serving

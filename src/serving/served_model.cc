@@ -90,6 +90,12 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     return absl::FailedPreconditionError(absl::StrCat(ort.model_path, ": output ", m->signature_.logits_name,
                                                       " has a dynamic label dimension; tide needs a fixed one"));
   }
+  if (!m->params_.breaker_default_result.empty() &&
+      static_cast<int64_t>(m->params_.breaker_default_result.size()) != m->signature_.num_labels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config_file, ": parameters[\"breaker_default_result\"]: has ", m->params_.breaker_default_result.size(),
+        " value(s) but model output ", m->signature_.logits_name, " has ", m->signature_.num_labels, " label(s)"));
+  }
 
   if (m->params_.breaker_enabled()) {
     guard::CircuitBreakerOptions bo;

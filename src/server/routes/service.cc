@@ -151,14 +151,13 @@ absl::Status RowsFromTensors(const serving::ServedModel& model, const api::Infer
   return absl::OkStatus();
 }
 
-// While a reranker's breaker is open: BM25 over the request's own documents. TEI's array gets
-// "degraded": true on every result, Cohere's object once at the top.
-absl::StatusOr<http::Response> DegradedRerank(serving::ServedModel& model, serving::ServingMetrics* metrics,
-                                              std::string_view query, std::span<const std::string_view> docs,
+// While a model's breaker is open: `scores` from a fallback (`fallback`: BM25 for a reranker, the
+// configured default result for a classifier). TEI's array gets "degraded": true on every result,
+// Cohere's object once at the top.
+absl::StatusOr<http::Response> DegradedRerank(const serving::ServedModel& model, serving::ServingMetrics* metrics,
+                                              std::span<const float> scores, const char* fallback,
                                               const std::function<absl::StatusOr<std::string>(std::span<const float>)>& render,
                                               bool tei_array) {
-  std::vector<float> scores;
-  if (absl::Status s = serving::Bm25Scores(model.tokenizer(), query, docs, &scores); !s.ok()) return s;
   auto body = render(scores);
   if (!body.ok()) return body.status();
   nlohmann::json j = nlohmann::json::parse(*body);
@@ -168,8 +167,42 @@ absl::StatusOr<http::Response> DegradedRerank(serving::ServedModel& model, servi
     j["degraded"] = true;
   }
   http::Response r = JsonResponse(j.dump());
-  r.headers.emplace_back("x-tide-degraded", serving::kFallbackBm25);
-  if (metrics != nullptr) metrics->degraded->WithLabels({model.name(), serving::kFallbackBm25})->Increment();
+  r.headers.emplace_back("x-tide-degraded", fallback);
+  if (metrics != nullptr) metrics->degraded->WithLabels({model.name(), fallback})->Increment();
+  return r;
+}
+
+// The KServe answer carrying `result` as the model's output tensor (JSON, or binary when asked);
+// `degraded` (a fallback's result) adds "parameters": {"degraded": true}.
+absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& model, const api::InferRequest& request,
+                                                 serving::InferenceResult result, bool degraded) {
+  api::InferResponse response;
+  response.model_name = model.name();
+  response.model_version = std::to_string(model.version());
+  response.id = request.id;
+  if (degraded) response.parameters["degraded"] = true;
+  api::Tensor out;
+  out.name = model.signature().logits_name;
+  out.datatype = api::DataType::kFp32;
+  out.shape = {result.rows, result.num_labels};
+  out.data = std::move(result.logits);
+  response.outputs.push_back(std::move(out));
+  auto rendered = api::RenderInferResponse(response, request);
+  if (!rendered.ok()) return rendered.status();
+  http::Response http_response = JsonResponse(std::move(rendered->body));
+  if (rendered->inference_header_content_length.has_value()) {
+    http_response.content_type = "application/octet-stream";
+    http_response.headers.emplace_back(std::string(api::kInferenceHeaderContentLength),
+                                       std::to_string(*rendered->inference_header_content_length));
+  }
+  return http_response;
+}
+
+// A model with an open breaker and no fallback: 503 + Retry-After.
+http::Response DegradedUnavailable(const serving::ServedModel& model) {
+  http::Response r = ErrorResponse(absl::UnavailableError(
+      absl::StrCat("model ", model.name(), " is degraded (circuit breaker open); retry later")));
+  r.headers.emplace_back("x-tide-degraded", "unavailable");
   return r;
 }
 
@@ -302,8 +335,23 @@ void Service::ScorePairs(ResponseSender sender, std::shared_ptr<serving::ServedM
   const Clock::duration tokenize = Steady::now() - start;
 
   if (!model->AdmitToModel()) {
+    // Breaker open. A reranker answers BM25 over the request's documents; a classifier its
+    // configured default result for every pair, or 503 when it has none.
+    std::vector<float> scores;
+    const char* fallback = serving::kFallbackBm25;
+    if (model->parameters().task == config::Task::kClassify) {
+      const std::vector<float>& row = model->parameters().breaker_default_result;
+      if (row.empty()) return sender.Send(DegradedUnavailable(*model));
+      const serving::InferenceResult result = serving::DefaultResult(row, static_cast<int64_t>(docs.size()));
+      for (int64_t i = 0; i < result.rows; ++i) {
+        scores.push_back(serving::RerankScore(result, i, model->parameters().score_activation, raw_scores));
+      }
+      fallback = serving::kFallbackDefault;
+    } else if (absl::Status s = serving::Bm25Scores(model->tokenizer(), query, docs, &scores); !s.ok()) {
+      return sender.SendError(s);
+    }
     auto degraded = DegradedRerank(
-        *model, metrics_, query, docs, [&](std::span<const float> scores) { return render(scores, 0); }, tei_array);
+        *model, metrics_, scores, fallback, [&](std::span<const float> s) { return render(s, 0); }, tei_array);
     return degraded.ok() ? sender.Send(*std::move(degraded)) : sender.SendError(degraded.status());
   }
   model->Submit(rows, admission,
@@ -454,43 +502,32 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
   Clock::duration tokenize{};
   if (absl::Status s = RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
 
-  if (!(*model)->AdmitToModel()) {
-    // Tensors have no lightweight fallback: answer 503 while the model's breaker is open.
-    http::Response r = ErrorResponse(absl::UnavailableError(
-        absl::StrCat("model ", (*model)->name(), " is degraded (circuit breaker open); retry later")));
-    r.headers.emplace_back("x-tide-degraded", "unavailable");
-    return sender.Send(std::move(r));
-  }
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
+  if (!(*model)->AdmitToModel()) {
+    // Breaker open. A classifier with a breaker_default_result answers it for every row, marked
+    // degraded; every other model answers 503 (tensors have no lightweight fallback).
+    const std::vector<float>& row = (*model)->parameters().breaker_default_result;
+    if (row.empty()) return sender.Send(DegradedUnavailable(**model));
+    auto response = InferHttpResponse(**model, *req,
+                                      serving::DefaultResult(row, static_cast<int64_t>(rows.size())), true);
+    if (!response.ok()) return sender.SendError(response.status());
+    response->headers.emplace_back("x-tide-degraded", serving::kFallbackDefault);
+    metrics_->degraded->WithLabels({(*model)->name(), serving::kFallbackDefault})->Increment();
+    return sender.Send(*std::move(response));
+  }
   (*model)->Submit(
       rows, *admission,
       [sender = std::move(sender), req, m = *model, tokenize](absl::StatusOr<serving::InferenceResult> result) mutable {
         if (!result.ok()) return sender.SendError(result.status());
         const Steady::time_point post = Steady::now();
-        api::InferResponse response;
-        response.model_name = m->name();
-        response.model_version = std::to_string(m->version());
-        response.id = req->id;
-        api::Tensor out;
-        out.name = m->signature().logits_name;
-        out.datatype = api::DataType::kFp32;
-        out.shape = {result->rows, result->num_labels};
-        out.data = std::move(result->logits);
-        response.outputs.push_back(std::move(out));
-        auto rendered = api::RenderInferResponse(response, *req);
-        if (!rendered.ok()) return sender.SendError(rendered.status());
         serving::StageTimings t = result->timings;
+        auto response = InferHttpResponse(*m, *req, *std::move(result), /*degraded=*/false);
+        if (!response.ok()) return sender.SendError(response.status());
         t.tokenize = tokenize;
         t.postprocess = Steady::now() - post;
         t.total = Steady::now() - sender.received_at();
-        http::Response http_response = JsonResponse(std::move(rendered->body));
-        if (rendered->inference_header_content_length.has_value()) {
-          http_response.content_type = "application/octet-stream";
-          http_response.headers.emplace_back(std::string(api::kInferenceHeaderContentLength),
-                                             std::to_string(*rendered->inference_header_content_length));
-        }
-        AddTimingHeaders(t, &http_response);
-        sender.Send(std::move(http_response), &t);
+        AddTimingHeaders(t, &*response);
+        sender.Send(*std::move(response), &t);
       });
 }
 
