@@ -132,6 +132,24 @@ absl::Status AddModel(const fs::path& repository, const std::string& name, const
   return absl::OkStatus();
 }
 
+absl::Status AddTinyBert(const fs::path& repository, const std::string& name,
+                         std::optional<std::string> config_pbtxt) {
+  auto tiny = ExportedTinyBert();
+  if (!tiny.ok()) return tiny.status();
+  return AddModel(repository, name, *tiny / "1" / "model.onnx", *tiny / "tokenizer.json", std::move(config_pbtxt));
+}
+
+absl::StatusOr<std::unique_ptr<tide::testing::ServerProcess>> StartTideServe(const fs::path& repository,
+                                                                              const std::vector<std::string>& args,
+                                                                              std::chrono::milliseconds startup_timeout) {
+  tide::testing::ServerProcessOptions options;
+  options.binary = TideBinary().string();
+  options.args = {"serve", "--model-repository", repository.string()};
+  options.args.insert(options.args.end(), args.begin(), args.end());
+  options.startup_timeout = startup_timeout;
+  return tide::testing::ServerProcess::Start(options);
+}
+
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, std::string_view stdin_text) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   // stdin comes from a file, so that a child that writes before it reads cannot deadlock with us.

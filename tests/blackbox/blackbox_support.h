@@ -13,7 +13,9 @@
 //  - Errors come back as absl::Status with the failing command's output in the message.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "server_process.h"
 
 namespace tide::blackbox {
 
@@ -52,6 +55,18 @@ absl::StatusOr<std::filesystem::path> ExportedTinyBert();
 absl::Status AddModel(const std::filesystem::path& repository, const std::string& name,
                       const std::filesystem::path& model_file, const std::filesystem::path& tokenizer_file,
                       std::optional<std::string> config_pbtxt);
+
+// AddModel for the exported tiny-bert (ExportedTinyBert()): <repository>/<name> with `config_pbtxt`.
+absl::Status AddTinyBert(const std::filesystem::path& repository, const std::string& name,
+                         std::optional<std::string> config_pbtxt);
+
+// Starts `tide serve --model-repository <repository> <args...> --port 0` and returns once it
+// printed its "listening" line (every model loaded and warmed up; up to `startup_timeout`, generous
+// because the machine running the tests may be loaded). The process is stopped (SIGTERM, then
+// SIGKILL) when the returned object is destroyed.
+absl::StatusOr<std::unique_ptr<tide::testing::ServerProcess>> StartTideServe(
+    const std::filesystem::path& repository, const std::vector<std::string>& args,
+    std::chrono::milliseconds startup_timeout = std::chrono::milliseconds(120000));
 
 struct CommandResult {
   int exit_code = -1;  // 128+N when killed by signal N

@@ -34,7 +34,6 @@ using ::testing::HasSubstr;
 using tide::testing::ClientResponse;
 using tide::testing::HttpClient;
 using tide::testing::ServerProcess;
-using tide::testing::ServerProcessOptions;
 
 constexpr int kMaxSequenceLength = 48;
 constexpr size_t kMaxBodyBytes = 65536;
@@ -68,12 +67,8 @@ class ServeApiTest : public ::testing::Test {
       setup_error_ = new std::string(s.ToString());
       return;
     }
-    ServerProcessOptions options;
-    options.binary = TideBinary().string();
-    options.args = {"serve", "--model-repository", repo_->path().string(), "--max-body-bytes",
-                    std::to_string(kMaxBodyBytes), "--max-batch-tokens", "1024", "--log-level", "warn"};
-    options.startup_timeout = std::chrono::milliseconds(120000);
-    auto server = ServerProcess::Start(options);
+    auto server = StartTideServe(repo_->path(), {"--max-body-bytes", std::to_string(kMaxBodyBytes),
+                                                 "--max-batch-tokens", "1024", "--log-level", "warn"});
     if (!server.ok()) {
       setup_error_ = new std::string(server.status().ToString());
       return;

@@ -6,8 +6,6 @@
 //              so a burst overflows the queue
 // Requests go to /v1/rerank, which routes on its "model" field. Each request carries ONE document,
 // so a batch of more than one row can only come from several requests.
-#include <signal.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -37,7 +35,6 @@ using ::testing::HasSubstr;
 using tide::testing::ClientResponse;
 using tide::testing::HttpClient;
 using tide::testing::ServerProcess;
-using tide::testing::ServerProcessOptions;
 
 constexpr std::chrono::milliseconds kClientTimeout{60000};
 
@@ -71,12 +68,8 @@ class ServeBatchingTest : public ::testing::Test {
       setup_error_ = new std::string(s.ToString());
       return;
     }
-    ServerProcessOptions options;
-    options.binary = TideBinary().string();
-    options.args = {"serve", "--model-repository", repo_->path().string(), "--io-threads", "4",
-                    "--max-batch-tokens", "2048", "--log-level", "warn"};
-    options.startup_timeout = std::chrono::milliseconds(120000);
-    auto server = ServerProcess::Start(options);
+    auto server = StartTideServe(repo_->path(),
+                                 {"--io-threads", "4", "--max-batch-tokens", "2048", "--log-level", "warn"});
     if (!server.ok()) {
       setup_error_ = new std::string(server.status().ToString());
       return;
@@ -320,48 +313,6 @@ TEST_F(ServeBatchingTest, MetricsShowBatchSizesAndQueueGauges) {
     if (line.substr(0, prefix.size()) == prefix) batches = std::stod(std::string(line.substr(prefix.size())));
   }
   EXPECT_GE(batches, 1) << m.body;
-}
-
-// SIGTERM drains: a request already queued still gets its answer, then the server exits 0.
-TEST(ServeShutdownTest, SigtermLetsQueuedRequestsFinish) {
-  auto tiny = ExportedTinyBert();
-  ASSERT_TRUE(tiny.ok()) << tiny.status();
-  TempDir repo;
-  // A one-second batching window keeps the request queued while the signal arrives.
-  ASSERT_TRUE(AddModel(repo.path(), "slow", *tiny / "1" / "model.onnx", *tiny / "tokenizer.json",
-                       "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
-                       "dynamic_batching { max_queue_delay_microseconds: 1000000 }\n"
-                       "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n")
-                  .ok());
-  ServerProcessOptions options;
-  options.binary = TideBinary().string();
-  options.args = {"serve", "--model-repository", repo.path().string(), "--shutdown-grace-ms", "30000",
-                  "--log-level", "info"};
-  options.startup_timeout = std::chrono::milliseconds(120000);
-  auto server = ServerProcess::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-
-  ClientResponse in_flight;
-  std::thread request([&] {
-    HttpClient client((*server)->host(), (*server)->port(), kClientTimeout);
-    in_flight = client.Post("/v1/rerank", json({{"query", "panda"}, {"documents", {"bamboo forest"}}}).dump());
-  });
-  // Wait (by polling the queue gauge, no sleeps) until the request's row is queued.
-  HttpClient poll((*server)->host(), (*server)->port(), kClientTimeout);
-  bool queued = false;
-  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-       !queued && std::chrono::steady_clock::now() < end;) {
-    queued = poll.Get("/metrics").body.find(R"(tide_queue_tasks{model="slow"} 1)") != std::string::npos;
-  }
-  poll.Disconnect();
-  EXPECT_TRUE(queued) << "the request never showed in tide_queue_tasks";
-  ASSERT_TRUE((*server)->Signal(SIGTERM).ok());
-  request.join();
-  EXPECT_EQ(in_flight.status, 200) << in_flight.error << in_flight.body << (*server)->Diagnostics();
-  absl::StatusOr<int> code = (*server)->WaitExit(std::chrono::milliseconds(60000));
-  ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_EQ(*code, 0) << (*server)->Diagnostics();
-  EXPECT_THAT((*server)->Stdout() + (*server)->Stderr(), HasSubstr("draining"));
 }
 
 }  // namespace

@@ -6,6 +6,10 @@
 //   guarded  tiny-bert with default_queue_policy { max_queue_size: 2 } and
 //            breaker_queue_fullness 0.5: a 3-document request fills the queue past half, so the
 //            breaker opens and the next requests are answered by BM25 for 60 s.
+//   verdict, verdict-503
+//            the same breaker on tiny-bert configured as a classifier (task "classify"): with
+//            breaker_default_result "[-1.5]" it answers that logit while open; without, 503.
+//            (Named after "guarded" and "slow": TEI's /rerank serves the first model by name.)
 #include <latch>
 #include <memory>
 #include <string>
@@ -23,12 +27,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using tide::testing::ClientResponse;
 using tide::testing::HeaderList;
 using tide::testing::HttpClient;
 using tide::testing::ServerProcess;
-using tide::testing::ServerProcessOptions;
 
 const HeaderList kAuth = {{"Authorization", "Bearer secret"}};
 
@@ -55,16 +59,24 @@ class ServeGuardTest : public ::testing::Test {
                        "parameters { key: \"breaker_queue_fullness\" value { string_value: \"0.5\" } }\n"
                        "parameters { key: \"breaker_open_s\" value { string_value: \"60\" } }\n");
     }
+    const std::string classifier =
+        common +
+        "dynamic_batching { max_queue_delay_microseconds: 1000\n"
+        "  default_queue_policy { max_queue_size: 2 } }\n"
+        "parameters { key: \"task\" value { string_value: \"classify\" } }\n"
+        "parameters { key: \"breaker_queue_fullness\" value { string_value: \"0.5\" } }\n"
+        "parameters { key: \"breaker_open_s\" value { string_value: \"60\" } }\n";
+    if (s.ok()) {
+      s = AddModel(repo_->path(), "verdict", model, tokenizer,
+                   classifier + "parameters { key: \"breaker_default_result\" value { string_value: \"[-1.5]\" } }\n");
+    }
+    if (s.ok()) s = AddModel(repo_->path(), "verdict-503", model, tokenizer, classifier);
     if (!s.ok()) {
       setup_error_ = new std::string(s.ToString());
       return;
     }
-    ServerProcessOptions options;
-    options.binary = TideBinary().string();
-    options.args = {"serve", "--model-repository", repo_->path().string(), "--io-threads", "4",
-                    "--api-key", "secret", "--max-concurrent-requests", "2", "--log-level", "warn"};
-    options.startup_timeout = std::chrono::milliseconds(120000);
-    auto server = ServerProcess::Start(options);
+    auto server = StartTideServe(repo_->path(), {"--io-threads", "4", "--api-key", "secret",
+                                                 "--max-concurrent-requests", "2", "--log-level", "warn"});
     if (!server.ok()) {
       setup_error_ = new std::string(server.status().ToString());
       return;
@@ -195,34 +207,70 @@ TEST_F(ServeGuardTest, OpenBreakerAnswersWithBm25MarkedDegraded) {
   EXPECT_THAT(metrics, HasSubstr(R"(tide_degraded_responses_total{model="guarded",fallback="bm25"} 2)"));
 }
 
-
-// Hostile inputs are answered with a clear error and never take the server down.
-TEST_F(ServeGuardTest, HostileInputsGetClearErrorsAndTheServerStaysLive) {
+// A classifier's breaker opens the same way; while open it answers its breaker_default_result
+// (the logits row, for every input) marked degraded on every endpoint, or 503 when it has none.
+TEST_F(ServeGuardTest, OpenBreakerOfAClassifierAnswersItsDefaultResultOr503) {
   auto client = NewClient();
-  // 10,000 documents: over --max-documents (1000), refused before any tokenization.
-  std::vector<std::string> many(10000, "bear");
-  const ClientResponse too_many = client->Post("/v1/rerank", Body("slow", "panda", many), kAuth);
-  EXPECT_EQ(too_many.status, 422) << too_many.body;
-  EXPECT_THAT(too_many.body, HasSubstr("max_documents=1000"));
-  // JSON nested 100,000 deep: stopped by the depth pre-scan, no recursion.
-  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  const ClientResponse nested = client->Post("/v1/rerank", deep, kAuth);
-  EXPECT_TRUE(nested.status == 400 || nested.status == 422) << nested.status << " " << nested.body;
-  EXPECT_THAT(nested.body, HasSubstr("error"));
-  // 64 KiB of headers: 431 from the HTTP layer.
-  auto big = NewClient();
-  const ClientResponse huge = big->Get("/v2/health/live", {{"x-filler", std::string(64 * 1024, 'a')}});
-  EXPECT_EQ(huge.status, 431) << huge.error;
-  // A truncated body (Content-Length larger than what is sent) and a client that leaves mid-request.
-  auto cut = NewClient();
-  ASSERT_TRUE(cut->SendRaw("POST /v1/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           "Authorization: Bearer secret\r\nContent-Length: 1000\r\n\r\n{\"query\": \"pa").ok());
-  cut->Disconnect();
-  // Liveness stays fast and inference still works afterwards.
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(client->Get("/v2/health/live").status, 200);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
-  EXPECT_EQ(client->Post("/v1/rerank", Body("slow", "panda", {"bear"}), kAuth).status, 200);
+  for (const char* model : {"verdict", "verdict-503"}) {
+    const ClientResponse first = client->Post("/v1/rerank", Body(model, "panda", {"a", "b", "c"}), kAuth);
+    ASSERT_EQ(first.status, 200) << model << ": " << first.body;
+    EXPECT_EQ(first.header("x-tide-degraded"), "") << model;
+  }
+  const std::string infer_body =
+      R"({"id": "q1", "inputs": [{"name": "text", "shape": [2], "datatype": "BYTES", "data": ["panda", "bear"]}]})";
+
+  const ClientResponse rerank = client->Post("/v1/rerank", Body("verdict", "panda", {"bears", "cities"}), kAuth);
+  ASSERT_EQ(rerank.status, 200) << rerank.body;
+  EXPECT_EQ(rerank.header("x-tide-degraded"), "default");
+  json j = ParseJson(rerank.body);
+  ASSERT_TRUE(j.is_object() && j.contains("results")) << rerank.body;
+  EXPECT_EQ(j["degraded"], true);
+  ASSERT_EQ(j["results"].size(), 2u);
+  for (const json& item : j["results"]) {
+    EXPECT_NEAR(item["relevance_score"].get<double>(), Sigmoid(-1.5), 1e-6) << "the default logit, as a score";
+  }
+
+  const ClientResponse infer = client->Post("/v2/models/verdict/infer", infer_body, kAuth);
+  ASSERT_EQ(infer.status, 200) << infer.body;
+  EXPECT_EQ(infer.header("x-tide-degraded"), "default");
+  json out = ParseJson(infer.body);
+  ASSERT_TRUE(out.is_object() && out.contains("outputs")) << infer.body;
+  EXPECT_EQ(out["id"], "q1");
+  EXPECT_EQ(out["parameters"]["degraded"], true) << infer.body;
+  ASSERT_EQ(out["outputs"].size(), 1u);
+  EXPECT_EQ(out["outputs"][0]["shape"], json::array({2, 1}));
+  EXPECT_EQ(out["outputs"][0]["data"], json::array({-1.5, -1.5}));
+
+  for (const ClientResponse& r : {client->Post("/v1/rerank", Body("verdict-503", "panda", {"bears"}), kAuth),
+                                  client->Post("/v2/models/verdict-503/infer", infer_body, kAuth)}) {
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_EQ(r.header("retry-after"), "1");
+    EXPECT_EQ(r.header("x-tide-degraded"), "unavailable");
+    EXPECT_THAT(r.body, HasSubstr("circuit breaker open"));
+  }
+  const std::string metrics = client->Get("/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_degraded_responses_total{model="verdict",fallback="default"} 2)"));
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_breaker_state{model="verdict-503"} 1)"));
+}
+
+// A default result that does not fit the model is refused when the model loads, naming the file,
+// the parameter and both counts.
+TEST(ServeGuardConfigTest, DefaultResultOfTheWrongLengthFailsAtLoad) {
+  TempDir repo;
+  ASSERT_TRUE(AddTinyBert(repo.path(), "verdict",
+                          "backend: \"onnxruntime\"\nmax_batch_size: 4\n"
+                          "parameters { key: \"task\" value { string_value: \"classify\" } }\n"
+                          "parameters { key: \"breaker_p99_ms\" value { string_value: \"200\" } }\n"
+                          "parameters { key: \"breaker_default_result\" value { string_value: \"[1, -1]\" } }\n")
+                  .ok());
+  // (A server that wrongly started would be stopped by timeout: exit 124.)
+  auto run = RunCommand({"/usr/bin/timeout", "60", TideBinary().string(), "serve", "--model-repository",
+                         repo.path().string(), "--port", "0", "--log-level", "warn"});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->exit_code, 1) << run->output;
+  EXPECT_THAT(run->output,
+              AllOf(HasSubstr("config.pbtxt: parameters[\"breaker_default_result\"]: has 2 value(s)"),
+                    HasSubstr("has 1 label(s)")));
 }
 
 }  // namespace
