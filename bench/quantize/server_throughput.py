@@ -5,12 +5,15 @@ Starts one `tide serve` over a repository that holds both entries (e.g. minilm-l
 minilm-l6-int8), then drives POST /v1/rerank with `--clients` concurrent keep-alive clients, each
 sending one query with `--docs` documents of SciFact-like length (words drawn from a word list,
 seeded), alternating the model per round (fp32, int8, fp32, int8, ...) so that background load on a
-shared machine hits both alike. Prints pairs/s per round and the INT8/FP32 ratio of the sums.
+shared machine hits both alike. Prints per round pairs/s, the mean tokens per pair (from the
+responses' usage.total_tokens) and how many cores the server process kept busy (from /proc: near
+the core count means saturated), then the INT8/FP32 ratio of the mean rates.
 Standard library only (no PyPI here).
 """
 import argparse
 import http.client
 import json
+import os
 import random
 import re
 import subprocess
@@ -27,9 +30,19 @@ def documents(words, rng, n, mean_words):
     return out
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds the process has used (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def drive(port, model, bodies, clients, seconds):
+    """Closed loop: `clients` connections each send the next request as soon as the last answers.
+    Returns (pairs/s, errors, tokens per pair) over the round, including the in-flight tail."""
     done = [0] * clients
     errors = [0] * clients
+    tokens = [0] * clients
     stop = time.monotonic() + seconds
 
     def client(i):
@@ -40,9 +53,10 @@ def drive(port, model, bodies, clients, seconds):
             j += clients
             conn.request("POST", "/v1/rerank", body=body[1], headers={"Content-Type": "application/json"})
             resp = conn.getresponse()
-            resp.read()
+            data = resp.read()
             if resp.status == 200:
                 done[i] += body[0]
+                tokens[i] += json.loads(data).get("usage", {}).get("total_tokens", 0)
             else:
                 errors[i] += 1
         conn.close()
@@ -54,19 +68,19 @@ def drive(port, model, bodies, clients, seconds):
     for t in threads:
         t.join()
     elapsed = time.monotonic() - t0
-    return sum(done) / elapsed, sum(errors)
+    return sum(done) / elapsed, sum(errors), sum(tokens) / max(1, sum(done))
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tide", default="build-q/tide")
+    p.add_argument("--tide", default="build/tide")
     p.add_argument("--repository", required=True)
     p.add_argument("--fp32", default="minilm-l6")
     p.add_argument("--int8", default="minilm-l6-int8")
-    p.add_argument("--clients", type=int, default=8)
-    p.add_argument("--docs", type=int, default=32, help="documents per request")
-    p.add_argument("--mean-words", type=int, default=200, help="mean words per document (~300 tokens)")
-    p.add_argument("--seconds", type=float, default=20, help="per round")
+    p.add_argument("--clients", type=int, default=4)
+    p.add_argument("--docs", type=int, default=16, help="documents per request")
+    p.add_argument("--mean-words", type=int, default=150, help="mean words per document (~300 tokens per pair)")
+    p.add_argument("--seconds", type=float, default=30, help="per round")
     p.add_argument("--rounds", type=int, default=2, help="rounds per model, alternating")
     p.add_argument("--words", default="/usr/share/dict/words")
     p.add_argument("--seed", type=int, default=1)
@@ -80,6 +94,7 @@ def main():
         query = " ".join(rng.choice(words) for _ in range(rng.randint(8, 20))) + "?"
         requests.append((query, documents(words, rng, args.docs, args.mean_words)))
 
+    started = time.monotonic()
     server = subprocess.Popen([args.tide, "serve", "--model-repository", args.repository, "--port", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -91,19 +106,26 @@ def main():
                 break
         if port is None:
             sys.exit("tide serve did not start")
+        print(f"tide serve ready after {time.monotonic() - started:.0f} s (loading and warming up both models)", flush=True)
         results = {args.fp32: [], args.int8: []}
         for model in (args.fp32, args.int8):  # warm-up, not counted
             body = json.dumps({"model": model, "query": requests[0][0], "documents": requests[0][1]})
             drive(port, model, [(args.docs, body)], 1, 0.1)
+        errors_total = 0
         for r in range(args.rounds):
             for model in (args.fp32, args.int8):
                 bodies = [(args.docs, json.dumps({"model": model, "query": q, "documents": d})) for q, d in requests]
-                rate, errors = drive(port, model, bodies, args.clients, args.seconds)
+                cpu0, t0 = cpu_seconds(server.pid), time.monotonic()
+                rate, errors, tokens = drive(port, model, bodies, args.clients, args.seconds)
+                cores = (cpu_seconds(server.pid) - cpu0) / (time.monotonic() - t0)
                 results[model].append(rate)
-                print(f"round {r + 1} {model}: {rate:.1f} pairs/s ({errors} errors)", flush=True)
+                errors_total += errors
+                print(f"round {r + 1} {model}: {rate:.1f} pairs/s, {tokens:.0f} tokens per pair, "
+                      f"server busy {cores:.2f} of {os.cpu_count()} cores ({errors} errors)", flush=True)
         fp32 = sum(results[args.fp32]) / len(results[args.fp32])
         int8 = sum(results[args.int8]) / len(results[args.int8])
-        print(f"fp32 {fp32:.1f} pairs/s, int8 {int8:.1f} pairs/s, int8/fp32 = {int8 / fp32:.2f}x")
+        print(f"fp32 {fp32:.1f} pairs/s, int8 {int8:.1f} pairs/s, int8/fp32 = {int8 / fp32:.2f}x"
+              + (f" ({errors_total} errors: the ratio is not valid)" if errors_total else ""))
     finally:
         server.terminate()
         server.wait()
