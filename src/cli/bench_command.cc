@@ -211,6 +211,19 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
   }
   report.mean_query_tokens = query_sum / static_cast<double>(flags.request_pool);
   report.mean_document_tokens = docs > 0 ? doc_sum / docs : 0;
+  if (!flags.dump_requests.empty()) {
+    std::string lines;
+    for (const std::string& body : bodies) {
+      if (body.find('\n') != std::string::npos)  // a multi-line body template
+        return fail(absl::InvalidArgumentError("--dump-requests writes one body per line, but a body spans lines"), 2);
+      absl::StrAppend(&lines, body, "\n");
+    }
+    if (absl::Status s = WriteFile(flags.dump_requests, lines); !s.ok()) return fail(s, 1);
+    err << "tide bench: wrote " << bodies.size() << " request bodies for " << report.path << " to "
+        << flags.dump_requests << " (mean tokens query " << absl::StrFormat("%.1f", report.mean_query_tokens)
+        << ", document " << absl::StrFormat("%.1f", report.mean_document_tokens) << ")\n";
+    return 0;
+  }
 
   // ---- runs ----
   bool metrics_warned = false;
@@ -333,6 +346,8 @@ void RegisterBenchCommand(CLI::App* app) {
   opt("--csv", flags->csv, "TIDE_BENCH_CSV", "Write a CSV report");
   opt("--json", flags->json, "TIDE_BENCH_JSON", "Write a JSON report");
   opt("--html", flags->html, "TIDE_BENCH_HTML", "Write a self-contained HTML report");
+  opt("--dump-requests", flags->dump_requests, "TIDE_BENCH_DUMP_REQUESTS",
+      "Write the request pool's bodies (one per line) to this file and exit without sending");
   opt("--timeout-ms", flags->timeout_ms, "TIDE_BENCH_TIMEOUT_MS", "Per-request timeout");
   cmd->add_flag("--scrape-metrics,!--no-scrape-metrics", flags->scrape_metrics,
                 "GET /metrics before and after each run for the server-side split")

@@ -9,6 +9,8 @@
 // measurement windows until 3 consecutive ones agree within --stability on throughput and p99
 // (at most --max-windows), or one --duration window. Around each run the server's /metrics is
 // scraped for the tokenize/queue/inference split, and the client's own CPU use is reported.
+// --dump-requests FILE writes the --request-pool bodies that a run would send, one JSON body per
+// line, and exits without contacting the server (so other load generators can replay them).
 // Every flag has a TIDE_BENCH_* environment twin. Exit codes: 0 all runs done (errors, if any,
 // are in the report), 1 a run could not be carried out or a report not written, 2 bad flags or
 // an unusable tokenizer/template.
@@ -54,6 +56,7 @@ struct BenchCommandOptions {
   std::string csv, json, html;                  // report files ("" = not written)
   int64_t timeout_ms = 30000;                   // per request
   bool scrape_metrics = true;                   // GET /metrics before and after each run
+  std::string dump_requests;                    // write the request pool (one body per line) and exit
 };
 
 int RunBenchCommand(const BenchCommandOptions& options, std::ostream& out, std::ostream& err);

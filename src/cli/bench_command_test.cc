@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -65,6 +66,61 @@ std::string ReadFile(const fs::path& p) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// --dump-requests writes the pool a run would send (one body per line) without contacting any
+// server: the port below is closed, and nothing listens there.
+TEST(RunBenchCommand, DumpRequestsWritesThePoolAndSendsNothing) {
+  char tmpl[] = "/tmp/tide-bench-dump-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const fs::path tmp = tmpl;
+  auto dump = [&](uint64_t seed, const std::string& name) {
+    BenchCommandOptions o;
+    o.url = "http://127.0.0.1:1";
+    o.documents = 5;
+    o.request_pool = 7;
+    o.seed = seed;
+    o.dump_requests = (tmp / name).string();
+    std::ostringstream out, err;
+    EXPECT_EQ(RunBenchCommand(o, out, err), 0) << err.str();
+    EXPECT_NE(err.str().find("wrote 7 request bodies"), std::string::npos) << err.str();
+    return ReadFile(tmp / name);
+  };
+  const std::string a = dump(42, "a.jsonl"), again = dump(42, "again.jsonl"), other = dump(43, "b.jsonl");
+  EXPECT_EQ(a, again);  // deterministic for a seed
+  EXPECT_NE(a, other);
+  std::istringstream lines(a);
+  std::string line;
+  std::set<std::string> distinct;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    ASSERT_TRUE(j["query"].is_string()) << line;
+    EXPECT_FALSE(j["query"].get<std::string>().empty());
+    ASSERT_TRUE(j["texts"].is_array()) << line;
+    EXPECT_EQ(j["texts"].size(), 5u);
+    distinct.insert(line);
+  }
+  EXPECT_EQ(n, 7);
+  EXPECT_EQ(distinct.size(), 7u);
+
+  BenchCommandOptions o;  // an unwritable file is exit code 1 with the path named
+  o.dump_requests = (tmp / "missing-dir" / "x.jsonl").string();
+  std::ostringstream out, err;
+  EXPECT_EQ(RunBenchCommand(o, out, err), 1);
+  EXPECT_NE(err.str().find("missing-dir"), std::string::npos) << err.str();
+
+  // A body template spanning lines cannot be written one body per line: a flag error.
+  std::ofstream(tmp / "multi.tmpl") << "{\n\"query\": {{query_json}}, \"texts\": {{documents_json}}\n}";
+  o = {};
+  o.body_template = (tmp / "multi.tmpl").string();
+  o.dump_requests = (tmp / "multi.jsonl").string();
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunBenchCommand(o, out2, err2), 2);
+  EXPECT_NE(err2.str().find("spans lines"), std::string::npos) << err2.str();
+  fs::remove_all(tmp);
 }
 
 TEST(TideBenchBlackBox, ShortRunAgainstARealServer) {
