@@ -88,8 +88,10 @@ void ResponseSender::Send(http::Response response, const serving::StageTimings* 
       observe("postprocess", timings->postprocess);
     }
   }
-  std::move(respond_)(std::move(response));
+  // The permit goes first: a client that reads this response and sends its next request at once
+  // must find its slot free (else a sequential client at --max-concurrent-requests 1 gets 429s).
   permit_.reset();
+  std::move(respond_)(std::move(response));
 }
 
 }  // namespace tide::server

@@ -47,7 +47,8 @@ class ResponseSender {
   ResponseSender& operator=(ResponseSender&&) = default;
 
   void set_model(std::string model) { model_ = std::move(model); }
-  // Holds a concurrency permit until the response is sent (or the sender destroyed).
+  // Holds a concurrency permit until the response is sent (released just before it is handed to the
+  // connection) or the sender destroyed.
   void hold(guard::ConcurrencyLimiter::Permit permit) { permit_.emplace(std::move(permit)); }
   const std::chrono::steady_clock::time_point& received_at() const { return received_at_; }
   void Send(http::Response response, const serving::StageTimings* timings = nullptr);

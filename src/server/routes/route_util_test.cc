@@ -81,5 +81,26 @@ TEST(AddTimingHeaders, TeiHeadersAndServerTiming) {
   EXPECT_NE(h["Server-Timing"].find("tokenize;dur=1.500"), std::string::npos);
 }
 
+TEST(ResponseSender, ReleasesItsConcurrencyPermitBeforeTheResponseLeaves) {
+  guard::ConcurrencyLimiter limiter(1);
+  bool slot_free_when_sent = false;
+  int sent = 0;
+  ResponseSender sender(
+      http::Responder::FromCallback([&](http::Response) {
+        ++sent;
+        // The client may already be sending its next request: its permit must be available.
+        slot_free_when_sent = limiter.TryAcquire().has_value();
+      }),
+      nullptr, "rerank", std::chrono::steady_clock::now());
+  auto permit = limiter.TryAcquire();
+  ASSERT_TRUE(permit.has_value());
+  sender.hold(*std::move(permit));
+  EXPECT_FALSE(limiter.TryAcquire().has_value());
+  sender.Send(http::Response{});
+  sender.Send(http::Response{});  // a second Send is ignored
+  EXPECT_EQ(sent, 1);
+  EXPECT_TRUE(slot_free_when_sent);
+}
+
 }  // namespace
 }  // namespace tide::server
