@@ -29,8 +29,8 @@ struct ServeFlags {
   int64_t header_read_timeout_ms = 10000;
   int64_t body_read_timeout_ms = 30000;
   int64_t idle_timeout_ms = 60000;
-  int64_t default_timeout_ms = 0;
-  size_t max_batch_tokens = 8192;
+  int64_t default_timeout_ms = 30000;
+  size_t max_batch_tokens = 4096;
   size_t max_documents = 1000;
   size_t max_text_bytes = 100000;
   int64_t shutdown_grace_ms = 10000;
@@ -146,7 +146,7 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--idle-timeout-ms", flags->idle_timeout_ms, "Idle keep-alive connections are closed after this")
       ->envname("TIDE_IDLE_TIMEOUT_MS")->capture_default_str();
   cmd->add_option("--default-timeout-ms", flags->default_timeout_ms,
-                  "Deadline of requests that set none (x-timeout-ms); 0 = none")
+                  "Deadline of requests that set none (x-timeout-ms may shorten it); 0 = none")
       ->envname("TIDE_DEFAULT_TIMEOUT_MS")->capture_default_str();
   cmd->add_option("--max-batch-tokens", flags->max_batch_tokens, "Most padded tokens in one batch")
       ->envname("TIDE_MAX_BATCH_TOKENS")->capture_default_str();

@@ -44,7 +44,11 @@ inline constexpr size_t kDefaultSequenceBuckets[] = {16,  32,  64,  96,  128, 16
 
 struct ServedModelOptions {
   // Most padded tokens in one batch (TEI's max_batch_tokens); bounds per-batch latency and memory.
-  size_t max_batch_tokens = 8192;
+  // 4096: about 12 MiniLM-sized pairs of 337 tokens, already past where ONNX Runtime's GEMMs stop
+  // gaining from more rows on this CPU (bench/batching: 4-row batches were the raw engine's best),
+  // half a second to 1.5 s per batch on one core, and a warm-up (every bucket at its most rows) of
+  // under a minute.
+  size_t max_batch_tokens = 4096;
   std::chrono::milliseconds shutdown_grace{10000};
   ServingMetrics* metrics = nullptr;  // not owned; may be null
 };
