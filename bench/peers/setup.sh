@@ -45,5 +45,5 @@ node -e "require('./third_party/node/node_modules/tokenizers'); console.log('set
 import fastapi, uvicorn, torch
 print(f"setup: fastapi {fastapi.__version__}, uvicorn {uvicorn.__version__}, torch {torch.__version__}")
 PY
-command -v wrk >/dev/null && echo "setup: $(wrk -v 2>&1 | head -1)"
-command -v locust >/dev/null && echo "setup: locust $(locust -V 2>&1 | tail -1)"
+echo "setup: $(wrk -v 2>&1 | head -1)"
+echo "setup: locust $(dpkg-query -W -f='${Version}' python3-locust)"

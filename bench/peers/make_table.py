@@ -1,0 +1,242 @@
+"""Renders bench/run_all's results: table.md (stdout) and summary.json, from OUT/raw.
+
+usage: make_table.py OUT_DIR
+Rows whose server did not start or whose run failed say why instead of figures. Ratios are against
+the prototype row measured in the same run.
+"""
+import csv
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_scores  # noqa: E402
+
+ROWS = ["prototype", "node", "tide-nobatch", "tide-batch", "tide-int8"]
+LABELS = {
+    "prototype": "prototype (FastAPI + PyTorch FP32)",
+    "node": "Node.js + onnxruntime-node FP32",
+    "tide-nobatch": "tide, no batching, FP32",
+    "tide-batch": "tide, dynamic batching, FP32",
+    "tide-int8": "tide, dynamic batching, INT8",
+}
+
+
+def read_facts(path):
+    facts = {}
+    if os.path.exists(path):
+        for line in open(path, encoding="utf-8"):
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                facts[k] = v
+    return facts
+
+
+def load_run(path):
+    try:
+        return json.load(open(path))["runs"][0]
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+def fnum(x, digits=2):
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def ratio(a, b, digits=2):
+    return "n/a" if a is None or not b else f"{a / b:.{digits}f}x"
+
+
+def locust_stats(prefix):
+    try:
+        rows = list(csv.DictReader(open(prefix + "_stats.csv")))
+    except OSError:
+        return None
+    agg = next((r for r in rows if r.get("Name") == "Aggregated"), None)
+    if not agg or not int(agg["Request Count"] or 0):
+        return None
+    pct = lambda k: float(agg[k]) if agg.get(k) not in (None, "", "N/A") else None  # noqa: E731
+    return {"qps": float(agg["Requests/s"]), "completed": int(agg["Request Count"]),
+            "errors": int(agg["Failure Count"]), "p50": pct("50%"), "p95": pct("95%"), "p99": pct("99%")}
+
+
+def wrk_stats(path):
+    try:
+        m = re.search(r"^wrk-json (\{.*\})$", open(path).read(), re.M)
+    except OSError:
+        return None
+    if not m:
+        return None
+    j = json.loads(m.group(1))
+    return {"qps": j["rps"], "completed": j["requests"], "errors": j["socket_errors"] + j["timeouts"] + j["non_2xx_3xx"],
+            "p50": j["p50_ms"], "p95": j["p95_ms"], "p99": j["p99_ms"]}
+
+
+def client_cpu(path):
+    try:
+        cpu, wall, code = open(path).read().split()
+        return float(cpu), float(wall), int(code)
+    except (OSError, ValueError):
+        return None
+
+
+def main():
+    out = sys.argv[1]
+    raw = os.path.join(out, "raw")
+    machine = read_facts(os.path.join(raw, "machine.facts"))
+    cores = int(machine.get("cores", "1"))
+    docs = int(machine.get("documents", "1"))
+    summary = {"machine": machine, "rows": {}, "cross_checks": {}, "targets": {}}
+    lines = []
+    w = lines.append
+    w(f"# tide side by side — {machine.get('date_utc', '?')}")
+    w("")
+    if "smoke" in machine.get("label", ""):
+        w("**Smoke run**: short settings that only prove the pipeline end to end; its figures are not results.")
+        w("")
+    w(f"`{machine.get('command', 'bench/run_all')}` (git {machine.get('git', '?')})")
+    w("")
+    w(f"Machine: {machine.get('cpu_model', '?')}, {cores} cores, {machine.get('memory_gib', '?')} GiB; load average "
+      f"before {machine.get('load_before', '?')}, after {machine.get('load_after', '?')} (shared machine: other work "
+      "may have run beside the benchmark).")
+    w("")
+    w(f"Closed loop: {machine.get('clients')} concurrent clients, {machine.get('warmup')} s warm-up + "
+      f"{machine.get('duration')} s measured per row — **scaled down from the seeds' 30-minute runs**. Workload: "
+      f"1 query (~21 tokens) + {docs} document(s) of {machine.get('doc_tokens')} lengths per request "
+      "(`tide bench --dump-requests`, seed 42, words from the model's vocabulary), model "
+      "minilm-l6 (6 x 384, random weights) in every row.")
+    w("")
+    proto = load_run(os.path.join(raw, "prototype-closed.json"))
+    proto_open = load_run(os.path.join(raw, "prototype-open.json"))
+    ref_scores = os.path.join(raw, "tide-batch-scores.json")
+
+    w("| row | QPS | pairs/s | P50 ms | P95 ms | P99 ms | errors | peak RSS MB | CPU util | pairs/s vs prototype | "
+      "open-loop P99 ms | P99 vs prototype | scores vs tide FP32 |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in ROWS:
+        facts = read_facts(os.path.join(raw, f"{row}.facts"))
+        if not facts:
+            continue
+        closed = load_run(os.path.join(raw, f"{row}-closed.json"))
+        opened = load_run(os.path.join(raw, f"{row}-open.json"))
+        status = facts.get("status", "incomplete")
+        entry = {"status": status}
+        score_text = facts.get("score_check", "")
+        scores = os.path.join(raw, f"{row}-scores.json")
+        if not score_text and os.path.exists(scores) and os.path.exists(ref_scores) and row != "tide-batch":
+            import contextlib
+            import io
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                code = check_scores.compare(ref_scores, scores, 1e-4)
+            text = buf.getvalue().strip()
+            m = re.search(r"max \|logit difference\| (\S+)", text)
+            score_text = (m.group(1) if m else text) + ("" if code == 0 else " (above 1e-4" +
+                                                        (": INT8 is expected to differ)" if row == "tide-int8" else ")"))
+        elif row == "tide-batch" and os.path.exists(scores):
+            score_text = "reference"
+        entry["score_check"] = score_text
+        if status != "ok" or closed is None:
+            why = status if status != "ok" else "no closed-loop result (see raw/)"
+            w(f"| {LABELS[row]} | {why} | | | | | | | | | | | |")
+            summary["rows"][row] = entry
+            continue
+        cpu_s, wall_s = float(facts.get("closed_server_cpu_s", 0)), float(facts.get("closed_wall_s", 0))
+        util = cpu_s / wall_s / cores if wall_s else None
+        rss = float(facts["rss_peak_mib"]) if facts.get("rss_peak_mib") else None
+        lat = closed["latency_ms"]
+        entry.update({"qps": closed["qps"], "pairs_per_s": closed["pairs_per_s"], "p50_ms": lat["p50"],
+                      "p95_ms": lat["p95"], "p99_ms": lat["p99"], "completed": closed["completed"],
+                      "errors": closed["error_count"], "peak_rss_mib": rss, "cpu_utilisation": util,
+                      "client_cpu_percent_of_one_core": closed["client_cpu"]["percent_of_one_core"],
+                      "startup_s": float(facts.get("startup_s", 0))})
+        if opened:
+            entry.update({"open_rate": opened["request_rate"], "open_p50_ms": opened["latency_ms"]["p50"],
+                          "open_p99_ms": opened["latency_ms"]["p99"], "open_completed": opened["completed"],
+                          "open_errors": opened["error_count"]})
+        summary["rows"][row] = entry
+        pairs_vs = ratio(closed["pairs_per_s"], proto["pairs_per_s"] if proto else None)
+        p99_vs = (ratio(opened["latency_ms"]["p99"], proto_open["latency_ms"]["p99"], 3)
+                  if opened and proto_open else "n/a")
+        open_p99 = fnum(opened["latency_ms"]["p99"], 0) if opened else "n/a"
+        errors = f"{closed['error_count']}" + (f" / {opened['error_count']}" if opened else "")
+        w(f"| {LABELS[row]} | {fnum(closed['qps'])} | {fnum(closed['pairs_per_s'])} | {fnum(lat['p50'], 0)} | "
+          f"{fnum(lat['p95'], 0)} | {fnum(lat['p99'], 0)} | {errors} | {fnum(rss, 0)} | "
+          f"{'n/a' if util is None else f'{100 * util:.0f}%'} | {pairs_vs} | {open_p99} | {p99_vs} | {score_text} |")
+    w("")
+    if proto_open:
+        w(f"Open loop: Poisson arrivals at {proto_open['request_rate']:.3f} req/s = {machine.get('open_fraction')} x "
+          f"the prototype's closed-loop QPS, {machine.get('open_duration')} s per row (after 5 s warm-up); "
+          "latency from each request's intended send time. Errors column: closed / open loop.")
+    w("Peak RSS: the server's process tree, sampled every 0.5 s during the closed loop. CPU util: the tree's "
+      f"CPU seconds over the closed loop's wall time (warm-up included) / {cores} cores.")
+    gen = [f"{row} {e['client_cpu_percent_of_one_core']:.2f}%" for row, e in summary["rows"].items()
+           if "client_cpu_percent_of_one_core" in e]
+    if gen:
+        w(f"Load generator (tide bench, beside the server) CPU, % of one core in the closed loop: {', '.join(gen)}.")
+    w("")
+
+    # Targets (measured, not asserted).
+    rows = summary["rows"]
+    def r(name, key):
+        return rows.get(name, {}).get(key)
+    checks = [
+        ("tide batching FP32 pairs/s >= 3x prototype", r("tide-batch", "pairs_per_s"), r("prototype", "pairs_per_s"), 3, True),
+        ("tide batching INT8 pairs/s >= 5x prototype", r("tide-int8", "pairs_per_s"), r("prototype", "pairs_per_s"), 5, True),
+        ("tide batching FP32 open-loop P99 <= 1/10 prototype's", r("tide-batch", "open_p99_ms"),
+         r("prototype", "open_p99_ms"), 0.1, False),
+        ("tide batching FP32 pairs/s >= 2x Node + onnxruntime", r("tide-batch", "pairs_per_s"), r("node", "pairs_per_s"), 2, True),
+    ]
+    w("| target | measured | met |")
+    w("|---|---|---|")
+    for name, a, b, want, higher in checks:
+        if a is None or not b:
+            w(f"| {name} | n/a | n/a |")
+            continue
+        x = a / b
+        met = x >= want if higher else x <= want
+        summary["targets"][name] = {"ratio": x, "met": met}
+        w(f"| {name} | {x:.3f}x | {'yes' if met else 'no'} |")
+    w("")
+
+    cross = []
+    for row in ("prototype", "tide-batch"):
+        base = rows.get(row, {})
+        if "qps" in base:
+            cross.append(("tide bench", row, {"qps": base["qps"], "p50": base["p50_ms"], "p95": base["p95_ms"],
+                                              "p99": base["p99_ms"], "errors": base["errors"]},
+                          f"{base['client_cpu_percent_of_one_core']:.2f}%"))
+        for tool, stats in (("locust", locust_stats(os.path.join(raw, f"{row}-locust"))),
+                            ("wrk", wrk_stats(os.path.join(raw, f"{row}-wrk.txt")))):
+            usage = client_cpu(os.path.join(raw, f"{row}-{tool}.cpu"))
+            if stats is None and usage is None:
+                continue
+            cpu = f"{100 * usage[0] / usage[1]:.2f}%" if usage and usage[1] else "n/a"
+            cross.append((tool, row, stats, cpu))
+    if any(tool != "tide bench" for tool, *_ in cross):
+        w(f"Cross-check with third-party clients ({machine.get('clients')} closed-loop users, same bodies, "
+          f"{machine.get('cross_duration')} s; locust and wrk count from the first request, no warm-up excluded):")
+        w("")
+        w("| client | row | QPS | P50 ms | P95 ms | P99 ms | errors | client CPU (% of one core) |")
+        w("|---|---|---|---|---|---|---|---|")
+        for tool, row, s, cpu in cross:
+            if s is None:
+                w(f"| {tool} | {row} | no result (see raw/{row}-{tool}.txt) | | | | | {cpu} |")
+                continue
+            summary["cross_checks"][f"{tool}/{row}"] = dict(s, client_cpu=cpu)
+            w(f"| {tool} | {row} | {fnum(s['qps'])} | {fnum(s['p50'], 0)} | {fnum(s['p95'], 0)} | {fnum(s['p99'], 0)} | "
+              f"{s['errors']} | {cpu} |")
+        w("")
+    tok = os.path.join(raw, "tokenizer_check.txt")
+    if os.path.exists(tok):
+        w(f"Prototype tokenizer: {open(tok).read().strip().splitlines()[-1]}.")
+    w("Raw outputs (tide bench JSON, server logs, locust CSV, wrk output) are in raw/.")
+    print("\n".join(lines))
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
