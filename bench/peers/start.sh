@@ -7,6 +7,7 @@
 #   node          Node.js + onnxruntime-node, one session (bench/peers/node_server.js)
 #   tide-nobatch  tide serve, max_batch_size 1 and no dynamic_batching: every pair runs alone
 #   tide-batch    tide serve with the model entry's own config.pbtxt (dynamic batching, FP32)
+#                 (tide rows run with --default-timeout-ms 0: no deadline, as the other peers)
 #   tide-int8     the same config, model quantized by `tide quantize --int8`
 # usage: bench/peers/start.sh PEER PORT WORKDIR
 #   WORKDIR: a scratch folder for the tide model repositories (and the INT8 model, made once).
@@ -84,7 +85,10 @@ case "$peer" in
     [ "$peer" = tide-nobatch ] && no_batching "$repo/$name/config.pbtxt"
     echo "start: $peer config:"
     sed 's/^/  /' "$repo/$name/config.pbtxt"
-    exec "$TIDE" serve --model-repository "$repo" --host 127.0.0.1 --port "$port" --log-level warn
+    # No server-side deadline (tide's default is 30 s): the other peers have none, and a saturated
+    # closed loop must be measured, not shed.
+    exec "$TIDE" serve --model-repository "$repo" --host 127.0.0.1 --port "$port" --log-level warn \
+      --default-timeout-ms 0
     ;;
   *)
     echo "start: unknown peer '$peer' (prototype, node, tide-nobatch, tide-batch, tide-int8)" >&2
