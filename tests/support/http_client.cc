@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "common/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace tide::testing {
@@ -17,24 +18,13 @@ namespace net = boost::asio;
 namespace bhttp = boost::beast::http;
 using tcp = net::ip::tcp;
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
-
 std::string ToString(boost::beast::string_view s) { return std::string(s.data(), s.size()); }
 
 }  // namespace
 
 std::string_view ClientResponse::header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
-    if (EqualsIgnoreCase(key, name)) return value;
+    if (AsciiEqualsIgnoreCase(key, name)) return value;
   }
   return {};
 }
@@ -196,7 +186,7 @@ ClientResponse HttpClient::Send(std::string_view method, std::string_view path, 
   absl::StrAppend(&request, "Host: ", impl_->host, ":", impl_->port, "\r\n");
   bool has_length = false;
   for (const auto& [name, value] : headers) {
-    if (EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "transfer-encoding")) has_length = true;
+    if (AsciiEqualsIgnoreCase(name, "content-length") || AsciiEqualsIgnoreCase(name, "transfer-encoding")) has_length = true;
     absl::StrAppend(&request, name, ": ", value, "\r\n");
   }
   if (!has_length && (!body.empty() || method == "POST" || method == "PUT")) {
@@ -217,7 +207,7 @@ ClientResponse HttpClient::Get(std::string_view path, const HeaderList& headers)
 
 ClientResponse HttpClient::Post(std::string_view path, std::string_view body, const HeaderList& headers) {
   bool has_type = false;
-  for (const auto& [name, value] : headers) has_type = has_type || EqualsIgnoreCase(name, "content-type");
+  for (const auto& [name, value] : headers) has_type = has_type || AsciiEqualsIgnoreCase(name, "content-type");
   if (has_type) return Send("POST", path, body, headers);
   HeaderList with_type = headers;
   with_type.emplace_back("Content-Type", "application/json");

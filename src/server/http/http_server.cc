@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/base/thread_annotations.h"
+#include "common/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -33,17 +34,6 @@ constexpr size_t kReadChunk = 4096;
 // for this long before closing, so that closing with unread input does not turn into a TCP reset
 // that destroys the response in flight.
 constexpr std::chrono::milliseconds kLingerTime{1000};
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 std::string_view ToStd(boost::beast::string_view s) { return std::string_view(s.data(), s.size()); }
 
@@ -89,8 +79,8 @@ std::string Serialize(const Response& original, int version, bool keep_alive, bo
     out.append("\r\n");
   }
   for (const auto& [name, value] : response.headers) {
-    if (!IsToken(name) || EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "connection") ||
-        EqualsIgnoreCase(name, "transfer-encoding") || EqualsIgnoreCase(name, "server")) {
+    if (!IsToken(name) || AsciiEqualsIgnoreCase(name, "content-length") || AsciiEqualsIgnoreCase(name, "connection") ||
+        AsciiEqualsIgnoreCase(name, "transfer-encoding") || AsciiEqualsIgnoreCase(name, "server")) {
       continue;
     }
     out.append(name);
@@ -123,7 +113,7 @@ class Connection;
 
 std::string_view Request::header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
-    if (EqualsIgnoreCase(key, name)) return value;
+    if (AsciiEqualsIgnoreCase(key, name)) return value;
   }
   return {};
 }
@@ -315,7 +305,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
       return;
     }
     const auto& message = parser_->get();
-    if (message.version() >= 11 && EqualsIgnoreCase(ToStd(message[bhttp::field::expect]), "100-continue")) {
+    if (message.version() >= 11 && AsciiEqualsIgnoreCase(ToStd(message[bhttp::field::expect]), "100-continue")) {
       Slot interim;
       interim.id = next_id_++;
       interim.ready = true;
