@@ -256,6 +256,31 @@ class ExportRoundTripTest(unittest.TestCase):
             json.dump(reference, f)
         self.assertNotEqual(verify(model, bad).returncode, 0, "verify-model must reject logits off by 1e-3")
 
+    def test_int8_flag_writes_a_quantized_sibling_entry(self):
+        ref = os.path.join(self.tmp.name, "int8-reference.json")
+        proc = run_export("--preset", "tiny-bert", "--name", "tb", "--repository", self.repo, "--reference-out", ref,
+                          "--verify-cases", "3", "--int8")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        entry = os.path.join(self.repo, "tb-int8")
+        self.assertEqual(sorted(os.listdir(entry)), ["1", "config.pbtxt", "tokenizer.json"])
+        with open(os.path.join(entry, "config.pbtxt"), encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn('name: "tb-int8"', text)
+        self.assertNotIn('name: "tb"', text)
+        import onnx
+        ops = {n.op_type for n in onnx.load(os.path.join(entry, "1", "model.onnx")).graph.node}
+        self.assertTrue(ops & {"DynamicQuantizeMatMul", "MatMulInteger"}, f"no INT8 MatMul in {sorted(ops)}")
+        fp32_ops = {n.op_type for n in onnx.load(os.path.join(self.repo, "tb", "1", "model.onnx")).graph.node}
+        self.assertFalse(fp32_ops & {"DynamicQuantizeMatMul", "MatMulInteger"}, "the FP32 entry must stay FP32")
+        # The INT8 model runs in ONNX Runtime and stays near the PyTorch FP32 logits, but not within 1e-4.
+        int8_model = os.path.join(entry, "1", "model.onnx")
+        self.assertNotEqual(verify(int8_model, ref).returncode, 0, "INT8 logits equal FP32 to 1e-4: not quantized?")
+        near = subprocess.run([tide_binary(), "verify-model", "--model", int8_model, "--reference", ref, "--atol", "0.5"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(near.returncode, 0, near.stdout)
+        self.assertEqual(sorted(n for n in os.listdir(self.repo) if n.startswith(".")), [],
+                         "no staging folders may remain")
+
     def test_tiny_xlmr_round_trip(self):
         entry, ref = self.export_preset("tiny-xlmr")
         self.check_entry(entry, crossencoder.PRESETS["tiny-xlmr"])
