@@ -200,4 +200,24 @@ nlohmann::json ParseJson(std::string_view text) {
 
 double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+void SharedServer::Start(const std::function<absl::Status(const fs::path& repository)>& populate,
+                         const std::vector<std::string>& flags) {
+  process_.reset();
+  error_.clear();
+  if (scratch_.path().empty()) {
+    error_ = "cannot create a scratch directory under " + fs::temp_directory_path().string();
+    return;
+  }
+  if (absl::Status s = populate(repository()); !s.ok()) {
+    error_ = s.ToString();
+    return;
+  }
+  auto server = StartTideServe(repository(), flags);
+  if (!server.ok()) {
+    error_ = server.status().ToString();
+    return;
+  }
+  process_ = *std::move(server);
+}
+
 }  // namespace tide::blackbox

@@ -1,5 +1,6 @@
 // tide::blackbox — what the black-box tests of `tide serve` share: where the binary and the shared
-// assets are, temporary model repositories, the exported test model, child commands, JSON helpers.
+// assets are, temporary model repositories, the exported test model, child commands, JSON helpers,
+// and the fixture of a suite that shares one server among its tests (SharedServerSuite).
 //
 // Contract:
 //  - Paths come from the environment tide_add_test sets (TIDE_SOURCE_DIR, TIDE_BINARY_DIR); the
@@ -15,6 +16,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +26,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "http_client.h"
 #include "nlohmann/json.hpp"
 #include "server_process.h"
 
@@ -79,5 +84,88 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, s
 nlohmann::json ParseJson(std::string_view text);
 
 double Sigmoid(double x);
+
+// One `tide serve` over a model repository made for it, in a scratch directory of its own.
+// Start() never fails: its first error (laying out the repository, starting the server) is kept in
+// error() and the server is then absent. Destruction stops the server (as StartTideServe's object
+// does), then removes the scratch directory with the repository in it.
+class SharedServer {
+ public:
+  SharedServer() = default;  // makes the scratch directory (Start reports when it could not)
+  SharedServer(const SharedServer&) = delete;
+  SharedServer& operator=(const SharedServer&) = delete;
+
+  // Lays out the model repository with `populate`, which gets the path of the (not yet created)
+  // repository <scratch>/repo, then starts `tide serve --model-repository <repository> <flags...>`.
+  void Start(const std::function<absl::Status(const std::filesystem::path& repository)>& populate,
+             const std::vector<std::string>& flags);
+
+  const std::filesystem::path& scratch_dir() const { return scratch_.path(); }
+  std::filesystem::path repository() const { return scratch_.path() / "repo"; }
+  tide::testing::ServerProcess* process() const { return process_.get(); }  // null unless started
+  const std::string& error() const { return error_; }                       // empty unless failed
+
+ private:
+  TempDir scratch_;  // declared first, so it is removed after the server has stopped
+  std::string error_;
+  std::unique_ptr<tide::testing::ServerProcess> process_;
+};
+
+// The fixture of a suite whose tests share one server (started once: a server loads and warms up
+// its models for seconds). `Suite` is the fixture class itself (CRTP), so each suite has its own
+// server; a fixture derived from `Suite` shares its statics and runs its own SetUpTestSuite /
+// TearDownTestSuite pair, so it gets a fresh server, as gtest runs it as a separate suite.
+//
+// The suite's own SetUpTestSuite states only what is specific to it:
+//   static void SetUpTestSuite() {
+//     StartSharedServer([](const fs::path& repository) { return AddTinyBert(repository, "m", config); },
+//                       {"--log-level", "warn"});
+//   }
+// A setup error fails every test of the suite in SetUp with that error; a failed test prints the
+// server's stderr tail in TearDown. A fixture that overrides SetUp calls SharedServerSuite::SetUp()
+// first and returns when HasFatalFailure().
+template <typename Suite>
+class SharedServerSuite : public ::testing::Test {
+ protected:
+  static void StartSharedServer(
+      const std::function<absl::Status(const std::filesystem::path& repository)>& populate,
+      const std::vector<std::string>& flags) {
+    delete shared_;
+    shared_ = new SharedServer();
+    shared_->Start(populate, flags);
+  }
+
+  static void TearDownTestSuite() {
+    delete shared_;
+    shared_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(shared_, nullptr) << "the suite's SetUpTestSuite did not call StartSharedServer";
+    ASSERT_TRUE(shared_->error().empty()) << "the suite's server did not start: " << shared_->error();
+    ASSERT_NE(shared_->process(), nullptr);
+  }
+
+  void TearDown() override {
+    if (HasFailure() && shared_ != nullptr && shared_->process() != nullptr) {
+      std::cerr << "tide serve " << shared_->process()->Diagnostics() << "\n";
+    }
+  }
+
+  // The running server; only valid in tests (SetUp has checked that it runs).
+  static tide::testing::ServerProcess& server() { return *shared_->process(); }
+  // A directory for the suite's other files (`populate` may use it too), removed after the suite;
+  // the repository is in it.
+  static const std::filesystem::path& scratch_dir() { return shared_->scratch_dir(); }
+
+  // A client of the running server (connects on its first request).
+  static std::unique_ptr<tide::testing::HttpClient> NewClient(
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(60000)) {
+    return std::make_unique<tide::testing::HttpClient>(server().host(), server().port(), timeout);
+  }
+
+ private:
+  static inline SharedServer* shared_ = nullptr;
+};
 
 }  // namespace tide::blackbox

@@ -7,7 +7,6 @@
 // the token ids that `tide tokenize` (a separate process) computes for the same pairs.
 #include <algorithm>
 #include <cmath>
-#include <iostream>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -23,7 +22,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
-#include "server_process.h"
 
 namespace tide::blackbox {
 namespace {
@@ -33,7 +31,6 @@ using json = nlohmann::json;
 using ::testing::HasSubstr;
 using tide::testing::ClientResponse;
 using tide::testing::HttpClient;
-using tide::testing::ServerProcess;
 
 constexpr int kMaxSequenceLength = 48;
 constexpr size_t kMaxBodyBytes = 65536;
@@ -43,58 +40,34 @@ struct CliEncoding {
   std::vector<int64_t> input_ids, token_type_ids, attention_mask;
 };
 
-class ServeApiTest : public ::testing::Test {
+class ServeApiTest : public SharedServerSuite<ServeApiTest> {
  protected:
   static void SetUpTestSuite() {
-    repo_ = new TempDir();
+    StartSharedServer(AddModels, {"--max-body-bytes", std::to_string(kMaxBodyBytes), "--max-batch-tokens", "1024",
+                                  "--log-level", "warn"});
+  }
+
+  static absl::Status AddModels(const fs::path& repository) {
     auto tiny = ExportedTinyBert();
-    if (!tiny.ok()) {
-      setup_error_ = new std::string(tiny.status().ToString());
-      return;
-    }
-    bert_tokenizer_ = new fs::path(*tiny / "tokenizer.json");
+    if (!tiny.ok()) return tiny.status();
+    bert_tokenizer_ = *tiny / "tokenizer.json";
     const std::string bert_config = absl::StrCat(
         "name: \"bert\"\nbackend: \"onnxruntime\"\nmax_batch_size: 8\n",
         "parameters { key: \"max_sequence_length\" value { string_value: \"", kMaxSequenceLength, "\" } }\n");
-    absl::Status s = AddModel(repo_->path(), "bert", *tiny / "1" / "model.onnx", *bert_tokenizer_, bert_config);
+    absl::Status s = AddModel(repository, "bert", *tiny / "1" / "model.onnx", bert_tokenizer_, bert_config);
     if (s.ok() && SharedAssets().has_value()) {
       const fs::path assets = *SharedAssets();
-      s = AddModel(repo_->path(), "distilbert", assets / "models" / "tiny-distilbert-classification" / "model.onnx",
+      s = AddModel(repository, "distilbert", assets / "models" / "tiny-distilbert-classification" / "model.onnx",
                    assets / "tokenizers" / "bert-base-uncased" / "tokenizer.json", std::nullopt);
       have_distilbert_ = s.ok();
     }
-    if (!s.ok()) {
-      setup_error_ = new std::string(s.ToString());
-      return;
-    }
-    auto server = StartTideServe(repo_->path(), {"--max-body-bytes", std::to_string(kMaxBodyBytes),
-                                                 "--max-batch-tokens", "1024", "--log-level", "warn"});
-    if (!server.ok()) {
-      setup_error_ = new std::string(server.status().ToString());
-      return;
-    }
-    server_ = server->release();
-  }
-
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete repo_;
-    repo_ = nullptr;
-    delete bert_tokenizer_;
-    bert_tokenizer_ = nullptr;
-    delete setup_error_;
-    setup_error_ = nullptr;
+    return s;
   }
 
   void SetUp() override {
-    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
-    ASSERT_NE(server_, nullptr);
-    client_ = std::make_unique<HttpClient>(server_->host(), server_->port(), std::chrono::milliseconds(60000));
-  }
-
-  void TearDown() override {
-    if (HasFailure() && server_ != nullptr) std::cerr << "tide serve " << server_->Diagnostics() << "\n";
+    SharedServerSuite::SetUp();
+    if (HasFatalFailure()) return;
+    client_ = NewClient();
   }
 
   ClientResponse Get(std::string_view path) { return client_->Get(path); }
@@ -166,7 +139,7 @@ class ServeApiTest : public ::testing::Test {
   // Whole lowercase words of the bert tokenizer's vocabulary, each one token.
   static std::vector<std::string> VocabWords(size_t count) {
     std::vector<std::string> words;
-    std::ifstream in(*bert_tokenizer_);
+    std::ifstream in(bert_tokenizer_);
     const json t = json::parse(in, nullptr, false);
     if (t.is_discarded()) return words;
     std::vector<std::pair<int64_t, std::string>> by_id;
@@ -186,10 +159,7 @@ class ServeApiTest : public ::testing::Test {
     return m;
   }
 
-  static inline TempDir* repo_ = nullptr;
-  static inline ServerProcess* server_ = nullptr;
-  static inline fs::path* bert_tokenizer_ = nullptr;
-  static inline std::string* setup_error_ = nullptr;
+  static inline fs::path bert_tokenizer_;
   static inline bool have_distilbert_ = false;
   std::unique_ptr<HttpClient> client_;
 };
@@ -285,7 +255,7 @@ TEST_F(ServeApiTest, RerankDefaultScoreIsSigmoidOfRawScore) {
 TEST_F(ServeApiTest, RerankRawScoresEqualSingleRowInferOfTheSameIds) {
   std::vector<std::pair<std::string, std::optional<std::string>>> pairs;
   for (const std::string& d : kDocs) pairs.emplace_back(kQuery, d);
-  const std::vector<CliEncoding> enc = CliTokenize(*bert_tokenizer_, pairs);
+  const std::vector<CliEncoding> enc = CliTokenize(bert_tokenizer_, pairs);
   ASSERT_EQ(enc.size(), kDocs.size());
   const auto raw =
       ScoresByIndex(Ok(Post("/rerank", {{"query", kQuery}, {"texts", kDocs}, {"raw_scores", true}})), "score");
@@ -377,7 +347,7 @@ TEST_F(ServeApiTest, CohereRerankTopNDocumentsAndUsage) {
   std::vector<std::pair<std::string, std::optional<std::string>>> pairs;
   for (const std::string& d : kDocs) pairs.emplace_back(kQuery, d);
   size_t tokens = 0;
-  for (const CliEncoding& e : CliTokenize(*bert_tokenizer_, pairs)) tokens += e.input_ids.size();
+  for (const CliEncoding& e : CliTokenize(bert_tokenizer_, pairs)) tokens += e.input_ids.size();
   EXPECT_EQ(res["usage"]["total_tokens"].get<size_t>(), tokens) << res;
 
   const json without = Ok(Post("/v1/rerank", {{"query", kQuery}, {"documents", docs}}));
@@ -418,7 +388,7 @@ TEST_F(ServeApiTest, CohereRerankErrors) {
 TEST_F(ServeApiTest, TokenizeMatchesTheTokenizeCommand) {
   const std::vector<std::pair<std::string, std::optional<std::string>>> in = {
       {kQuery, std::nullopt}, {kQuery, kDocs[0]}, {"Hello, World! naïve café", std::nullopt}};
-  const std::vector<CliEncoding> cli = CliTokenize(*bert_tokenizer_, in);
+  const std::vector<CliEncoding> cli = CliTokenize(bert_tokenizer_, in);
   ASSERT_EQ(cli.size(), in.size());
   const json res = Ok(Post("/tokenize", {{"inputs", {in[0].first, {in[1].first, *in[1].second}, in[2].first}}}));
   ASSERT_TRUE(res.is_array());
@@ -448,7 +418,7 @@ class ServeInferTest : public ServeApiTest {
   void SetUp() override {
     ServeApiTest::SetUp();
     if (HasFatalFailure()) return;
-    enc_ = CliTokenize(*bert_tokenizer_, {{kQuery, kDocs[0]}, {kQuery, kDocs[2]}});
+    enc_ = CliTokenize(bert_tokenizer_, {{kQuery, kDocs[0]}, {kQuery, kDocs[2]}});
     ASSERT_EQ(enc_.size(), 2u);
     seq_ = std::max(enc_[0].input_ids.size(), enc_[1].input_ids.size());
     for (const CliEncoding& e : enc_) {

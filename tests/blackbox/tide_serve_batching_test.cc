@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <iostream>
 #include <latch>
 #include <memory>
 #include <set>
@@ -24,7 +23,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
-#include "server_process.h"
 
 namespace tide::blackbox {
 namespace {
@@ -34,69 +32,30 @@ using json = nlohmann::json;
 using ::testing::HasSubstr;
 using tide::testing::ClientResponse;
 using tide::testing::HttpClient;
-using tide::testing::ServerProcess;
 
-constexpr std::chrono::milliseconds kClientTimeout{60000};
-
-class ServeBatchingTest : public ::testing::Test {
+class ServeBatchingTest : public SharedServerSuite<ServeBatchingTest> {
  protected:
   static void SetUpTestSuite() {
-    repo_ = new TempDir();
-    auto tiny = ExportedTinyBert();
-    if (!tiny.ok()) {
-      setup_error_ = new std::string(tiny.status().ToString());
-      return;
-    }
-    const fs::path model = *tiny / "1" / "model.onnx";
-    const fs::path tokenizer = *tiny / "tokenizer.json";
+    StartSharedServer(AddModels, {"--io-threads", "4", "--max-batch-tokens", "2048", "--log-level", "warn"});
+  }
+
+  static absl::Status AddModels(const fs::path& repository) {
     const std::string common =
         "backend: \"onnxruntime\"\n"
         "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n";
-    absl::Status s = AddModel(repo_->path(), "batched", model, tokenizer,
-                              common + "max_batch_size: 16\n"
-                                       "dynamic_batching { max_queue_delay_microseconds: 200000 }\n");
-    if (s.ok()) s = AddModel(repo_->path(), "unbatched", model, tokenizer, common + "max_batch_size: 1\n");
+    absl::Status s = AddTinyBert(repository, "batched",
+                                 common + "max_batch_size: 16\n"
+                                          "dynamic_batching { max_queue_delay_microseconds: 200000 }\n");
+    if (s.ok()) s = AddTinyBert(repository, "unbatched", common + "max_batch_size: 1\n");
     if (s.ok()) {
-      s = AddModel(repo_->path(), "limited", model, tokenizer,
-                   common + "max_batch_size: 16\n"
-                            "dynamic_batching {\n"
-                            "  max_queue_delay_microseconds: 500000\n"
-                            "  default_queue_policy { max_queue_size: 2 }\n"
-                            "}\n");
+      s = AddTinyBert(repository, "limited",
+                      common + "max_batch_size: 16\n"
+                               "dynamic_batching {\n"
+                               "  max_queue_delay_microseconds: 500000\n"
+                               "  default_queue_policy { max_queue_size: 2 }\n"
+                               "}\n");
     }
-    if (!s.ok()) {
-      setup_error_ = new std::string(s.ToString());
-      return;
-    }
-    auto server = StartTideServe(repo_->path(),
-                                 {"--io-threads", "4", "--max-batch-tokens", "2048", "--log-level", "warn"});
-    if (!server.ok()) {
-      setup_error_ = new std::string(server.status().ToString());
-      return;
-    }
-    server_ = server->release();
-  }
-
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete repo_;
-    repo_ = nullptr;
-    delete setup_error_;
-    setup_error_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
-    ASSERT_NE(server_, nullptr);
-  }
-
-  void TearDown() override {
-    if (HasFailure() && server_ != nullptr) std::cerr << "tide serve " << server_->Diagnostics() << "\n";
-  }
-
-  std::unique_ptr<HttpClient> NewClient() const {
-    return std::make_unique<HttpClient>(server_->host(), server_->port(), kClientTimeout);
+    return s;
   }
 
   static json RerankBody(const std::string& model, const std::string& query, const std::vector<std::string>& docs) {
@@ -161,10 +120,6 @@ class ServeBatchingTest : public ::testing::Test {
     }
     return pairs;
   }
-
-  static inline TempDir* repo_ = nullptr;
-  static inline ServerProcess* server_ = nullptr;
-  static inline std::string* setup_error_ = nullptr;
 };
 
 // Concurrent single-document requests share batches, and each gets exactly its own score: the

@@ -176,55 +176,31 @@ std::string RawPost(const std::string& path, const std::string& body, const Head
   return out;
 }
 
-class ServeFaultTest : public ::testing::Test {
+class ServeFaultTest : public SharedServerSuite<ServeFaultTest> {
  protected:
   static void SetUpTestSuite() {
-    repo_ = new TempDir();
+    StartSharedServer(AddModels, {"--max-concurrent-requests", std::to_string(kMaxConcurrentRequests),
+                                  "--header-read-timeout-ms", std::to_string(kHeaderTimeoutMs),
+                                  "--body-read-timeout-ms", std::to_string(kBodyTimeoutMs),
+                                  "--default-timeout-ms", "5000", "--log-level", "warn"});
+  }
+
+  static absl::Status AddModels(const fs::path& repository) {
     const std::string common =
         "backend: \"onnxruntime\"\nmax_batch_size: 16\ninstance_group [{ count: 1, kind: KIND_CPU }]\n"
         "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n";
-    absl::Status s = AddTinyBert(repo_->path(), "fault", common + "dynamic_batching {\n"
-                                                                  "  max_queue_delay_microseconds: 20000\n"
-                                                                  "  default_queue_policy { max_queue_size: 10 }\n"
-                                                                  "}\n");
+    absl::Status s = AddTinyBert(repository, "fault", common + "dynamic_batching {\n"
+                                                                "  max_queue_delay_microseconds: 20000\n"
+                                                                "  default_queue_policy { max_queue_size: 10 }\n"
+                                                                "}\n");
     if (s.ok()) {
-      s = AddTinyBert(repo_->path(), "held", common + "dynamic_batching { max_queue_delay_microseconds: 1000000 }\n");
+      s = AddTinyBert(repository, "held", common + "dynamic_batching { max_queue_delay_microseconds: 1000000 }\n");
     }
-    if (!s.ok()) {
-      setup_error_ = new std::string(s.ToString());
-      return;
-    }
-    auto server = StartTideServe(
-        repo_->path(), {"--max-concurrent-requests", std::to_string(kMaxConcurrentRequests), "--header-read-timeout-ms",
-                        std::to_string(kHeaderTimeoutMs), "--body-read-timeout-ms", std::to_string(kBodyTimeoutMs),
-                        "--default-timeout-ms", "5000", "--log-level", "warn"});
-    if (!server.ok()) {
-      setup_error_ = new std::string(server.status().ToString());
-      return;
-    }
-    server_ = server->release();
-  }
-
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete repo_;
-    repo_ = nullptr;
-    delete setup_error_;
-    setup_error_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
-    ASSERT_NE(server_, nullptr);
-  }
-
-  void TearDown() override {
-    if (HasFailure() && server_ != nullptr) std::cerr << "tide serve " << server_->Diagnostics() << "\n";
+    return s;
   }
 
   static std::unique_ptr<HttpClient> NewClient(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000)) {
-    return std::make_unique<HttpClient>(server_->host(), server_->port(), timeout);
+    return SharedServerSuite::NewClient(timeout);
   }
 
   static std::string Metrics() { return NewClient()->Get("/metrics").body; }
@@ -270,7 +246,7 @@ class ServeFaultTest : public ::testing::Test {
     std::atomic<bool> done{false};
     std::thread prober([&] {
       while (!done.load()) {
-        HttpClient probe(server_->host(), server_->port(), std::chrono::milliseconds(5000));
+        HttpClient probe(server().host(), server().port(), std::chrono::milliseconds(5000));
         const auto t0 = Steady::now();
         const ClientResponse r = probe.Get("/v2/health/live");
         const double ms = MsSince(t0);
@@ -297,7 +273,9 @@ class ServeFaultTest : public ::testing::Test {
             EXPECT_TRUE(AnswersTag(j, tag(k))) << tag(k) << " got another request's answer: " << r.body;
           } else if (r.status != 0) {
             EXPECT_TRUE(j.is_object() && j.contains("error")) << tag(k) << ": " << r.status << " " << r.body;
-            if (r.status == 429 || r.status == 503) EXPECT_EQ(r.header("retry-after"), "1") << tag(k);
+            if (r.status == 429 || r.status == 503) {
+              EXPECT_EQ(r.header("retry-after"), "1") << tag(k);
+            }
           }
           outcomes[c].push_back(o);
         };
@@ -386,16 +364,12 @@ class ServeFaultTest : public ::testing::Test {
     EXPECT_LT(Percentile(r.live_ms, 1.0), 1000.0) << summary;
     ExpectServing();
   }
-
-  static inline TempDir* repo_ = nullptr;
-  static inline ServerProcess* server_ = nullptr;
-  static inline std::string* setup_error_ = nullptr;
 };
 
 // A sender that trickles its headers (one byte per 100 ms) is answered 408 at the header-read
 // timeout, and meanwhile a normal request on another connection is served at once.
 TEST_F(ServeFaultTest, SlowHeaderSenderGets408WithoutBlockingOthers) {
-  RawSocket slow(server_->port());
+  RawSocket slow(server().port());
   ASSERT_TRUE(slow.ok());
   const std::string request = "POST /v1/rerank HTTP/1.1\r\nHost: tide\r\nX-Slow: " + std::string(100, 'a');
   std::string answer;
@@ -441,12 +415,12 @@ TEST_F(ServeFaultTest, TruncatedBodyGets408AfterTheBodyTimeoutOrIsDroppedOnClose
                            "Content-Length: 1000\r\n\r\n{\"query\": \"pa";
   const std::string before = Metrics();
   {
-    RawSocket cut(server_->port());
+    RawSocket cut(server().port());
     ASSERT_TRUE(cut.ok());
     ASSERT_TRUE(cut.Send(head));
     cut.Close();
   }
-  RawSocket idle(server_->port());
+  RawSocket idle(server().port());
   ASSERT_TRUE(idle.ok());
   const auto t0 = Steady::now();
   ASSERT_TRUE(idle.Send(head));
@@ -506,7 +480,7 @@ TEST_F(ServeFaultTest, ClientThatLeavesMidRequestHasItsWorkDropped) {
   const double dropped_before = MetricSum(Metrics(), "tide_dropped_tasks_total", cancelled);
   const json stats_before = ParseJson(NewClient()->Get("/v2/models/held/stats").body);
   {
-    RawSocket leaver(server_->port());
+    RawSocket leaver(server().port());
     ASSERT_TRUE(leaver.ok());
     ASSERT_TRUE(leaver.Send(RawPost("/v1/rerank", TaggedBody("held", "leaver"))));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // read and queued, not yet run

@@ -20,7 +20,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
-#include "server_process.h"
 
 namespace tide::blackbox {
 namespace {
@@ -32,32 +31,28 @@ using ::testing::HasSubstr;
 using tide::testing::ClientResponse;
 using tide::testing::HeaderList;
 using tide::testing::HttpClient;
-using tide::testing::ServerProcess;
 
 const HeaderList kAuth = {{"Authorization", "Bearer secret"}};
 
-class ServeGuardTest : public ::testing::Test {
+class ServeGuardTest : public SharedServerSuite<ServeGuardTest> {
  protected:
   static void SetUpTestSuite() {
-    repo_ = new TempDir();
-    auto tiny = ExportedTinyBert();
-    if (!tiny.ok()) {
-      setup_error_ = new std::string(tiny.status().ToString());
-      return;
-    }
-    const fs::path model = *tiny / "1" / "model.onnx", tokenizer = *tiny / "tokenizer.json";
+    StartSharedServer(AddModels, {"--io-threads", "4", "--api-key", "secret", "--max-concurrent-requests", "2",
+                                  "--log-level", "warn"});
+  }
+  static absl::Status AddModels(const fs::path& repository) {
     const std::string common =
         "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
         "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n";
-    absl::Status s = AddModel(repo_->path(), "slow", model, tokenizer,
-                              common + "dynamic_batching { max_queue_delay_microseconds: 300000 }\n");
+    absl::Status s =
+        AddTinyBert(repository, "slow", common + "dynamic_batching { max_queue_delay_microseconds: 300000 }\n");
     if (s.ok()) {
-      s = AddModel(repo_->path(), "guarded", model, tokenizer,
-                   common +
-                       "dynamic_batching { max_queue_delay_microseconds: 1000\n"
-                       "  default_queue_policy { max_queue_size: 2 } }\n"
-                       "parameters { key: \"breaker_queue_fullness\" value { string_value: \"0.5\" } }\n"
-                       "parameters { key: \"breaker_open_s\" value { string_value: \"60\" } }\n");
+      s = AddTinyBert(repository, "guarded",
+                      common +
+                          "dynamic_batching { max_queue_delay_microseconds: 1000\n"
+                          "  default_queue_policy { max_queue_size: 2 } }\n"
+                          "parameters { key: \"breaker_queue_fullness\" value { string_value: \"0.5\" } }\n"
+                          "parameters { key: \"breaker_open_s\" value { string_value: \"60\" } }\n");
     }
     const std::string classifier =
         common +
@@ -67,49 +62,17 @@ class ServeGuardTest : public ::testing::Test {
         "parameters { key: \"breaker_queue_fullness\" value { string_value: \"0.5\" } }\n"
         "parameters { key: \"breaker_open_s\" value { string_value: \"60\" } }\n";
     if (s.ok()) {
-      s = AddModel(repo_->path(), "verdict", model, tokenizer,
-                   classifier + "parameters { key: \"breaker_default_result\" value { string_value: \"[-1.5]\" } }\n");
+      s = AddTinyBert(
+          repository, "verdict",
+          classifier + "parameters { key: \"breaker_default_result\" value { string_value: \"[-1.5]\" } }\n");
     }
-    if (s.ok()) s = AddModel(repo_->path(), "verdict-503", model, tokenizer, classifier);
-    if (!s.ok()) {
-      setup_error_ = new std::string(s.ToString());
-      return;
-    }
-    auto server = StartTideServe(repo_->path(), {"--io-threads", "4", "--api-key", "secret",
-                                                 "--max-concurrent-requests", "2", "--log-level", "warn"});
-    if (!server.ok()) {
-      setup_error_ = new std::string(server.status().ToString());
-      return;
-    }
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    delete repo_;
-    delete setup_error_;
-    server_ = nullptr;
-    repo_ = nullptr;
-    setup_error_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
-    ASSERT_NE(server_, nullptr);
-  }
-  std::unique_ptr<HttpClient> NewClient() const {
-    return std::make_unique<HttpClient>(server_->host(), server_->port(), std::chrono::milliseconds(60000));
+    if (s.ok()) s = AddTinyBert(repository, "verdict-503", classifier);
+    return s;
   }
   static std::string Body(const std::string& model, const std::string& query, const std::vector<std::string>& docs) {
     return json{{"model", model}, {"query", query}, {"documents", docs}}.dump();
   }
-
-  static TempDir* repo_;
-  static ServerProcess* server_;
-  static std::string* setup_error_;
 };
-
-TempDir* ServeGuardTest::repo_ = nullptr;
-ServerProcess* ServeGuardTest::server_ = nullptr;
-std::string* ServeGuardTest::setup_error_ = nullptr;
 
 TEST_F(ServeGuardTest, InferenceEndpointsNeedTheApiKeyHealthDoesNot) {
   auto client = NewClient();

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
@@ -31,7 +30,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
-#include "server_process.h"
 
 namespace tide::blackbox {
 namespace {
@@ -41,8 +39,6 @@ using json = nlohmann::json;
 using ::testing::HasSubstr;
 using tide::testing::ClientResponse;
 using tide::testing::HttpClient;
-using tide::testing::ServerProcess;
-using tide::testing::ServerProcessOptions;
 
 constexpr double kInt8RelativeTolerance = 0.10;  // of the largest |FP32 logit|, see the file comment
 constexpr int kMaxSequenceLength = 64;
@@ -54,76 +50,39 @@ std::string Config(bool all_versions) {
                       "\" } }\n", all_versions ? "version_policy { all { } }\n" : "");
 }
 
-class ServePrecisionTest : public ::testing::Test {
+class ServePrecisionTest : public SharedServerSuite<ServePrecisionTest> {
  protected:
-  static void SetUpTestSuite() {
-    work_ = new TempDir();
-    absl::Status s = Prepare();
-    if (!s.ok()) {
-      setup_error_ = new std::string(s.ToString());
-      return;
-    }
-    ServerProcessOptions options;
-    options.binary = TideBinary().string();
-    options.args = {"serve", "--model-repository", (work_->path() / "repo").string(), "--log-level", "warn"};
-    options.startup_timeout = std::chrono::milliseconds(120000);
-    auto server = ServerProcess::Start(options);
-    if (!server.ok()) {
-      setup_error_ = new std::string(server.status().ToString());
-      return;
-    }
-    server_ = server->release();
-  }
+  static void SetUpTestSuite() { StartSharedServer(Prepare, {"--log-level", "warn"}); }
 
   // Exports tiny-bert (cached), quantizes it with the real binary, and lays out the repository.
-  static absl::Status Prepare() {
+  static absl::Status Prepare(const fs::path& repo) {
     auto tiny = ExportedTinyBert();
     if (!tiny.ok()) return tiny.status();
-    fp32_model_ = new fs::path(*tiny / "1" / "model.onnx");
-    tokenizer_ = new fs::path(*tiny / "tokenizer.json");
-    int8_model_ = new fs::path(work_->path() / "int8.onnx");
-    auto run = RunCommand({TideBinary().string(), "quantize", "--int8", fp32_model_->string(), int8_model_->string()});
+    fp32_model_ = *tiny / "1" / "model.onnx";
+    tokenizer_ = *tiny / "tokenizer.json";
+    int8_model_ = scratch_dir() / "int8.onnx";
+    auto run = RunCommand({TideBinary().string(), "quantize", "--int8", fp32_model_.string(), int8_model_.string()});
     if (!run.ok()) return run.status();
     if (run->exit_code != 0 || run->output.find("nodes converted") == std::string::npos) {
       return absl::InternalError(absl::StrCat("tide quantize --int8 exited ", run->exit_code, ": ", run->output));
     }
-    quantize_output_ = new std::string(run->output);
-    const fs::path repo = work_->path() / "repo";
-    if (absl::Status st = AddModel(repo, "tiny", *fp32_model_, *tokenizer_, Config(false)); !st.ok()) return st;
-    if (absl::Status st = AddModel(repo, "tiny-int8", *int8_model_, *tokenizer_, Config(false)); !st.ok()) return st;
-    if (absl::Status st = AddModel(repo, "tiny-versions", *fp32_model_, *tokenizer_, Config(true)); !st.ok()) {
+    quantize_output_ = run->output;
+    if (absl::Status st = AddModel(repo, "tiny", fp32_model_, tokenizer_, Config(false)); !st.ok()) return st;
+    if (absl::Status st = AddModel(repo, "tiny-int8", int8_model_, tokenizer_, Config(false)); !st.ok()) return st;
+    if (absl::Status st = AddModel(repo, "tiny-versions", fp32_model_, tokenizer_, Config(true)); !st.ok()) {
       return st;
     }
     std::error_code ec;
     fs::create_directories(repo / "tiny-versions" / "2", ec);
-    if (!ec) fs::create_symlink(*int8_model_, repo / "tiny-versions" / "2" / "model.onnx", ec);
+    if (!ec) fs::create_symlink(int8_model_, repo / "tiny-versions" / "2" / "model.onnx", ec);
     if (ec) return absl::InternalError(absl::StrCat("cannot add version 2: ", ec.message()));
     return absl::OkStatus();
   }
 
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete work_;
-    work_ = nullptr;
-    for (fs::path** p : {&fp32_model_, &int8_model_, &tokenizer_}) {
-      delete *p;
-      *p = nullptr;
-    }
-    delete quantize_output_;
-    quantize_output_ = nullptr;
-    delete setup_error_;
-    setup_error_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
-    ASSERT_NE(server_, nullptr);
-    client_ = std::make_unique<HttpClient>(server_->host(), server_->port(), std::chrono::milliseconds(60000));
-  }
-
-  void TearDown() override {
-    if (HasFailure() && server_ != nullptr) std::cerr << "tide serve " << server_->Diagnostics() << "\n";
+    SharedServerSuite::SetUp();
+    if (HasFatalFailure()) return;
+    client_ = NewClient();
   }
 
   static json Ok(const ClientResponse& r) {
@@ -136,7 +95,7 @@ class ServePrecisionTest : public ::testing::Test {
   // Whole lowercase words of the tiny-bert vocabulary (each a single token).
   static std::vector<std::string> VocabWords() {
     std::vector<std::string> words;
-    std::ifstream in(*tokenizer_);
+    std::ifstream in(tokenizer_);
     const json t = json::parse(in, nullptr, false);
     if (t.is_discarded()) return words;
     for (const auto& [piece, id] : t["model"]["vocab"].items()) {
@@ -234,23 +193,18 @@ class ServePrecisionTest : public ::testing::Test {
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << what << ", row " << i;
   }
 
-  static inline TempDir* work_ = nullptr;
-  static inline ServerProcess* server_ = nullptr;
-  static inline fs::path* fp32_model_ = nullptr;
-  static inline fs::path* int8_model_ = nullptr;
-  static inline fs::path* tokenizer_ = nullptr;
-  static inline std::string* quantize_output_ = nullptr;
-  static inline std::string* setup_error_ = nullptr;
+  static inline fs::path fp32_model_, int8_model_, tokenizer_;
+  static inline std::string quantize_output_;
   std::unique_ptr<HttpClient> client_;
 };
 
 TEST_F(ServePrecisionTest, QuantizeReportsTheRewriteAndTheFileShrinks) {
   // tiny-bert has 2 layers x (Q, K, V, attention output, FFN in, FFN out) weight MatMuls; the
   // classifier head stays FP32.
-  EXPECT_THAT(*quantize_output_, HasSubstr("int8 (per-tensor, com.microsoft.DynamicQuantizeMatMul)"));
-  EXPECT_THAT(*quantize_output_, HasSubstr("12 nodes converted"));
-  EXPECT_THAT(*quantize_output_, HasSubstr("excluded by name pattern"));
-  EXPECT_LT(fs::file_size(*int8_model_), fs::file_size(*fp32_model_));
+  EXPECT_THAT(quantize_output_, HasSubstr("int8 (per-tensor, com.microsoft.DynamicQuantizeMatMul)"));
+  EXPECT_THAT(quantize_output_, HasSubstr("12 nodes converted"));
+  EXPECT_THAT(quantize_output_, HasSubstr("excluded by name pattern"));
+  EXPECT_LT(fs::file_size(int8_model_), fs::file_size(fp32_model_));
 }
 
 TEST_F(ServePrecisionTest, BothVariantsAreReadyAsEntriesAndAsVersions) {
@@ -331,17 +285,17 @@ TEST_F(ServePrecisionTest, CohereModelSelectsTheVariantAndInt8StaysWithinToleran
 }
 
 TEST_F(ServePrecisionTest, QuantizingAnInt8ModelAgainIsRefusedWithAClearMessage) {
-  const fs::path out = work_->path() / "twice.onnx";
-  auto run = RunCommand({TideBinary().string(), "quantize", "--int8", int8_model_->string(), out.string()});
+  const fs::path out = scratch_dir() / "twice.onnx";
+  auto run = RunCommand({TideBinary().string(), "quantize", "--int8", int8_model_.string(), out.string()});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 2) << run->output;
-  EXPECT_THAT(run->output, HasSubstr(int8_model_->string()));
+  EXPECT_THAT(run->output, HasSubstr(int8_model_.string()));
   EXPECT_THAT(run->output, HasSubstr("already quantized"));
   EXPECT_THAT(run->output, HasSubstr("DynamicQuantizeMatMul"));
   EXPECT_THAT(run->output, HasSubstr("quantize the FP32 model instead"));
   EXPECT_FALSE(fs::exists(out)) << "a refused model must not leave an output file";
   // FP16 conversion of an INT8 model is refused too.
-  run = RunCommand({TideBinary().string(), "quantize", "--fp16", int8_model_->string(), out.string()});
+  run = RunCommand({TideBinary().string(), "quantize", "--fp16", int8_model_.string(), out.string()});
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 2) << run->output;
   EXPECT_THAT(run->output, HasSubstr("already quantized"));
@@ -349,7 +303,7 @@ TEST_F(ServePrecisionTest, QuantizingAnInt8ModelAgainIsRefusedWithAClearMessage)
 }
 
 TEST_F(ServePrecisionTest, MalformedModelsGetClearErrorsFromQuantize) {
-  std::ifstream in(*fp32_model_, std::ios::binary);
+  std::ifstream in(fp32_model_, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_GT(bytes.size(), 1000u);
   struct Case {
@@ -364,9 +318,9 @@ TEST_F(ServePrecisionTest, MalformedModelsGetClearErrorsFromQuantize) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.file);
-    const fs::path path = work_->path() / c.file;
+    const fs::path path = scratch_dir() / c.file;
     std::ofstream(path, std::ios::binary) << c.contents;
-    const fs::path out = work_->path() / "out.onnx";
+    const fs::path out = scratch_dir() / "out.onnx";
     auto run = RunCommand({TideBinary().string(), "quantize", "--int8", path.string(), out.string()});
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(run->exit_code, 2) << run->output;
@@ -377,13 +331,13 @@ TEST_F(ServePrecisionTest, MalformedModelsGetClearErrorsFromQuantize) {
 }
 
 TEST_F(ServePrecisionTest, ServeRefusesARepositoryWithAMalformedInt8ModelNamingIt) {
-  std::ifstream in(*int8_model_, std::ios::binary);
+  std::ifstream in(int8_model_, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const fs::path broken = work_->path() / "broken-int8.onnx";
+  const fs::path broken = scratch_dir() / "broken-int8.onnx";
   std::ofstream(broken, std::ios::binary) << bytes.substr(0, bytes.size() / 3);
   TempDir repo;
-  ASSERT_TRUE(AddModel(repo.path(), "tiny", *fp32_model_, *tokenizer_, Config(false)).ok());
-  ASSERT_TRUE(AddModel(repo.path(), "tiny-int8", broken, *tokenizer_, Config(false)).ok());
+  ASSERT_TRUE(AddModel(repo.path(), "tiny", fp32_model_, tokenizer_, Config(false)).ok());
+  ASSERT_TRUE(AddModel(repo.path(), "tiny-int8", broken, tokenizer_, Config(false)).ok());
   // `timeout` bounds the run should the server start after all (then it is killed: exit 124).
   auto run = RunCommand({"/usr/bin/timeout", "120", TideBinary().string(), "serve", "--model-repository", repo.path().string(),
                          "--port", "0", "--log-level", "warn"});
