@@ -55,6 +55,7 @@
 #include "api/rerank.h"
 #include "api/status_http.h"
 #include "api/tokenize.h"
+#include "common/ascii.h"
 #include "guard/api_key.h"
 #include "server/http/http_server.h"
 #include "server/http/router.h"
@@ -79,17 +80,6 @@ void Check(bool condition, const char* what) {
     std::fprintf(stderr, "http_fuzz: invariant violated: %s\n", what);
     std::abort();
   }
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
 }
 
 // What the handler saw and answered, per request, in dispatch order.
@@ -256,7 +246,7 @@ class FuzzHandler final : public tide::http::Handler {
 
 bool AllowedResponseHeader(std::string_view name) {
   for (std::string_view allowed : {"server", "content-type", "content-length", "connection", "allow", "x-echo"}) {
-    if (EqualsIgnoreCase(name, allowed)) return true;
+    if (tide::AsciiEqualsIgnoreCase(name, allowed)) return true;
   }
   return false;
 }
