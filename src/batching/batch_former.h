@@ -18,8 +18,9 @@
 // queue, so no task starves within its level. The rest is filled from that level first, taking
 // sequence buckets nearest the anchor's first (same bucket, then the next smaller, the next
 // larger, ...) and each bucket oldest first, then from lower levels the same way, while the batch
-// stays within max_batch_size (or the largest preferred_batch_size) and the padded cost
-// (bucketed longest length x allowed batch size) stays within max_batch_tokens. An anchor whose
+// stays within max_batch_size (or the largest preferred_batch_size), the padded cost
+// (bucketed longest length x allowed batch size) stays within max_batch_tokens, and the padded
+// length stays within max_padding_ratio of the shortest bucket in the batch. An anchor whose
 // own cost exceeds max_batch_tokens runs alone. The batch is released when it is full (size cap
 // reached, or one more task of its padded length would exceed the token budget), when the oldest
 // queued task has waited max_queue_delay, at once when max_queue_delay is zero, or when flushing
@@ -104,6 +105,7 @@ class BatchFormer {
     std::vector<size_t> takes;
     size_t count = 0;
     size_t padded_len = 0;
+    size_t shortest_len = 0;  // bucket length of the shortest task in the batch
     size_t anchor = 0;  // flattened (lane, bucket) of the anchor
     bool full = false;
   };
@@ -286,20 +288,29 @@ typename BatchFormer<Task>::Plan BatchFormer<Task>::Build(size_t limit) const {
   plan.takes[plan.anchor] = 1;
   plan.count = 1;
   plan.padded_len = buckets_.SequenceBucketLength(anchor_bucket);
+  plan.shortest_len = plan.padded_len;
   if (!options_.group_by_length) {
     BuildInArrivalOrder(anchor_lane, limit, fits, &plan);
     return plan;
   }
+  const double ratio = options_.max_padding_ratio;
   for (size_t lane = anchor_lane; lane < lane_count() && plan.count < limit; ++lane) {
     for (size_t b : bucket_order_[anchor_bucket]) {
       if (plan.count >= limit) break;
       const size_t i = index(lane, b);
-      const size_t len = std::max(plan.padded_len, buckets_.SequenceBucketLength(b));
+      const size_t bucket_len = buckets_.SequenceBucketLength(b);
+      const size_t len = std::max(plan.padded_len, bucket_len);
+      const size_t shortest = std::min(plan.shortest_len, bucket_len);
       const size_t available = queues_[i].size();
+      if (ratio > 0 && len > shortest + BatcherOptions::kPaddingSlackTokens &&
+          static_cast<double>(len) > ratio * static_cast<double>(shortest)) {
+        continue;
+      }
       while (plan.count < limit && plan.takes[i] < available && fits(len, plan.count + 1)) {
         ++plan.takes[i];
         ++plan.count;
         plan.padded_len = len;
+        plan.shortest_len = shortest;
       }
     }
   }

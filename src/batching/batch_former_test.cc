@@ -164,6 +164,50 @@ TEST_F(BatchFormerTest, ShortTasksStillFillABatchWhoseBudgetALongOneWouldBreak) 
   EXPECT_THAT(Ids(*r.batch), ElementsAre(2));
 }
 
+TEST_F(BatchFormerTest, RowsBeyondThePaddingRatioWaitForABatchOfTheirOwn) {
+  BatcherOptions o;  // buckets 16, 32, 64, 128, 192, 256, 384, 512
+  o.max_queue_delay = microseconds(0);
+  o.max_padding_ratio = 1.5;
+  auto f = Make(o);
+  Add(*f, 1, 100, kT0);  // 128
+  Add(*f, 2, 500, kT0);  // 512 > 1.5 x 128: not padded together with 1
+  Add(*f, 3, 110, kT0);  // 128
+  Add(*f, 4, 170, kT0);  // 192 = 1.5 x 128: joins
+  Add(*f, 5, 480, kT0);  // 512
+  Add(*f, 6, 330, kT0);  // 384 > 1.5 x 128, but 512 <= 1.5 x 384 in the next batch
+  Former::Result r = Form(*f, kT0);
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), UnorderedElementsAre(1, 3, 4));
+  EXPECT_EQ(r.batch->padded_sequence_length, 192u);
+  r = Form(*f, kT0);
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), UnorderedElementsAre(2, 5, 6));
+  EXPECT_EQ(r.batch->padded_sequence_length, 512u);
+  EXPECT_FALSE(Form(*f, kT0).batch.has_value());
+}
+
+TEST_F(BatchFormerTest, SmallAbsolutePaddingIsAllowedBeyondTheRatioAndZeroRatioMeansNoLimit) {
+  for (double ratio : {1.5, 0.0}) {
+    BatcherOptions o;
+    o.max_queue_delay = microseconds(0);
+    o.max_padding_ratio = ratio;
+    auto f = Make(o);
+    Add(*f, 1, 10, kT0);   // 16
+    Add(*f, 2, 60, kT0);   // 64: 4 x 16 but only 48 pad tokens: joins
+    Add(*f, 3, 500, kT0);  // 512: joins only without a ratio
+    Former::Result r = Form(*f, kT0);
+    ASSERT_TRUE(r.batch.has_value());
+    if (ratio > 0) {
+      EXPECT_THAT(Ids(*r.batch), UnorderedElementsAre(1, 2));
+    } else {
+      EXPECT_THAT(Ids(*r.batch), UnorderedElementsAre(1, 2, 3));
+    }
+  }
+  BatcherOptions bad;
+  bad.max_padding_ratio = 0.5;
+  EXPECT_EQ(ValidateBatcherOptions(bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(BatchFormerTest, TaskLargerThanTheBudgetRunsAlone) {
   BatcherOptions o;
   o.max_batch_tokens = 100;

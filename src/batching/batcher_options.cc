@@ -17,6 +17,9 @@ absl::Status ValidateBatcherOptions(const BatcherOptions& o) {
   if (o.max_batch_size == 0) return absl::InvalidArgumentError("max_batch_size must be > 0");
   if (o.max_batch_tokens == 0) return absl::InvalidArgumentError("max_batch_tokens must be > 0");
   if (o.max_queue_delay.count() < 0) return absl::InvalidArgumentError("max_queue_delay must be >= 0");
+  if (!(o.max_padding_ratio == 0 || o.max_padding_ratio >= 1)) {
+    return absl::InvalidArgumentError("max_padding_ratio must be 0 (no limit) or >= 1");
+  }
   for (size_t p : o.preferred_batch_sizes) {
     if (p == 0 || p > o.max_batch_size) {
       return absl::InvalidArgumentError(

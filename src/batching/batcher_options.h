@@ -54,6 +54,14 @@ struct BatcherOptions {
   // arrival order across buckets, and the batch ends at the first task that does not fit; it is
   // still padded to the bucket of its longest member.
   bool group_by_length = true;
+  // With group_by_length: a task joins a batch only while the batch's padded length stays within
+  // this factor of the shortest sequence bucket in it (or within kPaddingSlackTokens of it: a few
+  // pad tokens on a short row cost less than a separate runtime call), so a 100-token row is not
+  // padded to 512 because a long row happened to be queued; rows beyond it wait for a batch of
+  // their own (an idle instance takes it at once). Zero: no limit (only the token budget bounds
+  // padding). Else >= 1.
+  double max_padding_ratio = 1.5;
+  static constexpr size_t kPaddingSlackTokens = 64;
   // Batch sizes the runtime accepts; a batch of n tasks is padded up to the next one. Empty: every
   // size 1..max_batch_size. Strictly increasing, the last >= max_batch_size.
   std::vector<size_t> allowed_batch_sizes;

@@ -186,6 +186,12 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
         return ParamError(file, key, absl::StrCat("expected a number in [0, 1], got \"", value, "\""));
       }
       (key == "breaker_error_rate" ? p.breaker_error_rate : p.breaker_queue_fullness) = v;
+    } else if (key == "max_padding_ratio") {
+      double v = 0;
+      if (!absl::SimpleAtod(value, &v) || !(v == 0.0 || (v >= 1.0 && v <= 1024.0))) {
+        return ParamError(file, key, absl::StrCat("expected 0 (no limit) or a number in [1, 1024], got \"", value, "\""));
+      }
+      p.max_padding_ratio = v;
     } else if (key == "breaker_default_result") {
       auto v = ParseDefaultResult(file, key, value);
       if (!v.ok()) return v.status();
@@ -196,6 +202,7 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
                         "truncation_direction, score_activation, intra_op_threads, "
                         "inter_op_threads, allow_spinning, graph_optimization_level, "
                         "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, allowed_batch_sizes, batch_grouping, "
+                        "max_padding_ratio, "
                         "breaker_p99_ms, breaker_error_rate, breaker_queue_fullness, "
                         "breaker_window_s, breaker_open_s, breaker_probes, breaker_default_result)");
     }

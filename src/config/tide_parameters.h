@@ -35,6 +35,8 @@
 //                             answered for every input while the breaker is open, one finite
 //                             number per output label (checked against the model at load); unset:
 //                             503 + Retry-After while open. Needs a breaker trigger.
+//   max_padding_ratio         0 | number >= 1: with length grouping, a row joins a batch only while the
+//                             padded length stays within this factor of the batch's shortest bucket
 //   batch_grouping            "length" | "fifo": how batches gather queued requests (length-sorted
 //                             buckets, or strictly in arrival order; "fifo" exists for comparison)
 // (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
@@ -71,6 +73,7 @@ struct TideParameters {
   std::optional<int64_t> max_batch_tokens;          // unset: the server's --max-batch-tokens
   std::vector<int64_t> sequence_buckets;            // empty: the server's default buckets
   std::vector<int64_t> allowed_batch_sizes;         // empty: every size 1..max_batch_size
+  std::optional<double> max_padding_ratio;          // unset: the batcher's default (1.5)
   // Circuit breaker (see src/guard/circuit_breaker.h); all triggers off by default.
   int64_t breaker_p99_ms = 0;
   double breaker_error_rate = 0.0;

@@ -47,7 +47,8 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"enable_cpu_mem_arena", "false"},
                                                   {"batch_grouping", "fifo"},
                                                   {"sequence_buckets", "32, 64,128"},
-                                                  {"allowed_batch_sizes", "1,2,4,8"}}),
+                                                  {"allowed_batch_sizes", "1,2,4,8"},
+                                                  {"max_padding_ratio", "2.5"}}),
                                       "c.pbtxt");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->task, Task::kClassify);
@@ -63,6 +64,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kFifo);
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
+  EXPECT_EQ(p->max_padding_ratio, 2.5);
   EXPECT_EQ(TaskName(p->task), "classify");
   EXPECT_EQ(ScoreActivationName(p->score_activation), "softmax");
 }
@@ -84,6 +86,8 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"allowed_batch_sizes", "1,4,2", "strictly increasing"},
       {"allowed_batch_sizes", "0,4", "out of range"},
       {"allowed_batch_sizes", "1,x", "integer"},
+      {"max_padding_ratio", "0.5", "[1, 1024]"},
+      {"max_padding_ratio", "lots", "lots"},
       {"tokenizer", "/etc/tokenizer.json", "relative"},
       {"tokenizer", "../other/tokenizer.json", "relative"},
       {"tokenizer", "tok/../../tokenizer.json", "relative"},

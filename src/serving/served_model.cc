@@ -43,6 +43,7 @@ batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, c
   }
   o.sequence_buckets.push_back(max_sequence_length);
   for (int64_t size : params.allowed_batch_sizes) o.allowed_batch_sizes.push_back(static_cast<size_t>(size));
+  if (params.max_padding_ratio) o.max_padding_ratio = *params.max_padding_ratio;
   o.group_by_length = params.batch_grouping == config::BatchGrouping::kLength;
   if (config.has_dynamic_batching()) {
     const ModelDynamicBatching& db = config.dynamic_batching();
