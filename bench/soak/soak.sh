@@ -35,20 +35,22 @@ instance_group [{ count: 2, kind: KIND_CPU }]
 parameters { key: "intra_op_threads" value { string_value: "1" } }
 parameters { key: "max_sequence_length" value { string_value: "512" } }
 parameters { key: "breaker_p99_ms" value { string_value: "8000" } }
+parameters { key: "breaker_window_s" value { string_value: "60" } }
+parameters { key: "breaker_min_samples" value { string_value: "10" } }
 parameters { key: "breaker_queue_fullness" value { string_value: "0.9" } }
 parameters { key: "breaker_open_s" value { string_value: "5" } }
 CONFIG
 
 log="$out/server.log"
-"$TIDE" serve --model-repository "$repo" --port 0 --default-timeout-ms 10000 --log-level info >"$log" 2>&1 &
+"$TIDE" serve --model-repository "$repo" --port 0 --default-timeout-ms 30000 --log-level info >"$log" 2>&1 &
 server=$!
 for _ in $(seq 3000); do grep -q "listening on" "$log" && break; kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
 port=$(grep -o 'listening on http://[^ ]*' "$log" | sed 's/.*://')
 url="http://127.0.0.1:$port"
 common=(--url "$url" --tokenizer "$MODELS/minilm-l6/tokenizer.json" --documents 16 --timeout-ms 60000)
 
-echo "soak: measuring capacity (closed loop, 4 clients, 30 s)"
-"$TIDE" bench "${common[@]}" --concurrency 4 --warmup 10s --duration 30s --json "$out/capacity.json" >/dev/null
+echo "soak: measuring capacity (closed loop, 2 clients: each request spreads over both instances; 60 s)"
+"$TIDE" bench "${common[@]}" --concurrency 2 --warmup 15s --duration 60s --json "$out/capacity.json" >/dev/null
 qps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["qps"])' "$out/capacity.json")
 rate=$(/usr/bin/python3 -c "print(round($qps * $FACTOR, 3))")
 if /usr/bin/python3 -c "import sys; sys.exit(0 if $qps > 0 else 1)"; then :; else

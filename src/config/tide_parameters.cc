@@ -176,6 +176,10 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
       auto v = ParseInt(file, key, value, 0, int64_t{1} << 32);
       if (!v.ok()) return v.status();
       p.breaker_p99_ms = *v;
+    } else if (key == "breaker_min_samples") {
+      auto v = ParseInt(file, key, value, 1, int64_t{1} << 24);
+      if (!v.ok()) return v.status();
+      p.breaker_min_samples = *v;
     } else if (key == "breaker_window_s" || key == "breaker_open_s" || key == "breaker_probes") {
       auto v = ParseInt(file, key, value, 1, 86400);
       if (!v.ok()) return v.status();
@@ -204,7 +208,8 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
                         "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, allowed_batch_sizes, batch_grouping, "
                         "max_padding_ratio, "
                         "breaker_p99_ms, breaker_error_rate, breaker_queue_fullness, "
-                        "breaker_window_s, breaker_open_s, breaker_probes, breaker_default_result)");
+                        "breaker_window_s, breaker_min_samples, breaker_open_s, breaker_probes, "
+                        "breaker_default_result)");
     }
   }
   if (!p.breaker_default_result.empty()) {

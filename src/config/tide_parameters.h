@@ -28,6 +28,7 @@
 //   breaker_error_rate        0..1: open when errors / requests in the window reach it
 //   breaker_queue_fullness    0..1: open when the queue is this full (of max_queue_size)
 //   breaker_window_s          integer >= 1: the rolling window of the P99 and error-rate triggers
+//   breaker_min_samples       integer >= 1: requests the window must hold before the P99 trigger acts
 //   breaker_open_s            integer >= 1: how long the breaker stays open before probing
 //   breaker_probes            integer >= 1: requests let through while half-open
 //   (the breaker exists only when one of the three triggers is set)
@@ -81,6 +82,9 @@ struct TideParameters {
   int64_t breaker_window_s = 10;
   int64_t breaker_open_s = 5;
   int64_t breaker_probes = 3;
+  // The P99 trigger waits for this many requests in the window; a model answering a few heavy
+  // requests per second needs a longer window or fewer samples for the trigger to ever fire.
+  int64_t breaker_min_samples = 100;
   // Classifiers: the logits row answered per input while the breaker is open; empty: 503.
   std::vector<float> breaker_default_result;
   bool breaker_enabled() const {

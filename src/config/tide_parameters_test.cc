@@ -48,7 +48,8 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"batch_grouping", "fifo"},
                                                   {"sequence_buckets", "32, 64,128"},
                                                   {"allowed_batch_sizes", "1,2,4,8"},
-                                                  {"max_padding_ratio", "2.5"}}),
+                                                  {"max_padding_ratio", "2.5"},
+                                                  {"breaker_min_samples", "12"}}),
                                       "c.pbtxt");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->task, Task::kClassify);
@@ -65,6 +66,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(p->max_padding_ratio, 2.5);
+  EXPECT_EQ(p->breaker_min_samples, 12);
   EXPECT_EQ(TaskName(p->task), "classify");
   EXPECT_EQ(ScoreActivationName(p->score_activation), "softmax");
 }
@@ -88,6 +90,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"allowed_batch_sizes", "1,x", "integer"},
       {"max_padding_ratio", "0.5", "[1, 1024]"},
       {"max_padding_ratio", "lots", "lots"},
+      {"breaker_min_samples", "0", "out of range"},
       {"tokenizer", "/etc/tokenizer.json", "relative"},
       {"tokenizer", "../other/tokenizer.json", "relative"},
       {"tokenizer", "tok/../../tokenizer.json", "relative"},

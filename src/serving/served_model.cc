@@ -106,6 +106,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     bo.latency_window = std::chrono::seconds(m->params_.breaker_window_s);
     bo.open_duration = std::chrono::seconds(m->params_.breaker_open_s);
     bo.half_open_probes = static_cast<int>(m->params_.breaker_probes);
+    bo.min_samples = m->params_.breaker_min_samples;
     metrics::Gauge* state_gauge =
         m->metrics_ != nullptr ? m->metrics_->breaker_state->WithLabels({m->name_}) : nullptr;
     ServingMetrics* mx = m->metrics_;
