@@ -39,28 +39,35 @@ def tree(pid):
     return out
 
 
-def cpu_seconds(pid):
-    total = 0.0
+def _sum_over_tree(pid, read_one):
+    """Sum of read_one(p) over the process tree of pid; a process that exits meanwhile counts 0."""
+    total = 0
     for p in tree(pid):
         try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            # utime stime cutime cstime are fields 14-17 of stat (11-14 after the command)
-            total += sum(int(x) for x in fields[11:15]) / TICKS
+            total += read_one(p)
         except OSError:
             pass
     return total
 
 
+def _cpu_seconds_of(p):
+    with open(f"/proc/{p}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime stime cutime cstime are fields 14-17 of stat (11-14 after the command)
+    return sum(int(x) for x in fields[11:15]) / TICKS
+
+
+def _rss_bytes_of(p):
+    with open(f"/proc/{p}/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def cpu_seconds(pid):
+    return _sum_over_tree(pid, _cpu_seconds_of)
+
+
 def rss_mib(pid):
-    total = 0
-    for p in tree(pid):
-        try:
-            with open(f"/proc/{p}/statm") as f:
-                total += int(f.read().split()[1]) * PAGE
-        except OSError:
-            pass
-    return total / (1 << 20)
+    return _sum_over_tree(pid, _rss_bytes_of) / (1 << 20)
 
 
 def main():
