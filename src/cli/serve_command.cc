@@ -30,7 +30,7 @@ struct ServeFlags {
   int64_t body_read_timeout_ms = 30000;
   int64_t idle_timeout_ms = 60000;
   int64_t default_timeout_ms = 30000;
-  size_t max_batch_tokens = 4096;
+  size_t max_batch_tokens = 1024;
   size_t max_documents = 1000;
   size_t max_text_bytes = 100000;
   int64_t shutdown_grace_ms = 10000;

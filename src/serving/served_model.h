@@ -44,11 +44,12 @@ inline constexpr size_t kDefaultSequenceBuckets[] = {16,  32,  64,  96,  128, 16
 
 struct ServedModelOptions {
   // Most padded tokens in one batch (TEI's max_batch_tokens); bounds per-batch latency and memory.
-  // 4096: about 12 MiniLM-sized pairs of 337 tokens, already past where ONNX Runtime's GEMMs stop
-  // gaining from more rows on this CPU (bench/batching: 4-row batches were the raw engine's best),
-  // half a second to 1.5 s per batch on one core, and a warm-up (every bucket at its most rows) of
-  // under a minute.
-  size_t max_batch_tokens = 4096;
+  // 1024 (a model's max sequence length is always allowed): on CPU a batch of ~1000 tokens already
+  // fills ONNX Runtime's GEMMs, and bigger batches leave the caches (a 4096-token batch's FFN
+  // activations alone are ~25 MB). Measured on MiniLM-L6, 50 clients of 1-document requests:
+  // 14.2 / 12.9 / 11.8 pairs/s at 1024 / 2048 / 4096 (bench/results/max_batch_tokens.txt); the raw
+  // engine was also fastest at 4-row batches (bench/batching).
+  size_t max_batch_tokens = 1024;
   std::chrono::milliseconds shutdown_grace{10000};
   ServingMetrics* metrics = nullptr;  // not owned; may be null
 };
