@@ -502,11 +502,11 @@ TEST_F(ServeFaultTest, ClientThatLeavesMidRequestHasItsWorkDropped) {
 // "2x" and "10x": closed-loop clients offered against the 6 requests the server admits at once
 // (--max-concurrent-requests; the queue bound of 10 rows sheds within those), for 2 s each.
 TEST_F(ServeFaultTest, TwiceCapacityEveryRequestGetsExactlyOneAnswer) {
-  ExpectOverloadAnsweredHonestly("2x", 2 * kMaxConcurrentRequests);
+  EXPECT_NO_FATAL_FAILURE(ExpectOverloadAnsweredHonestly("2x", 2 * kMaxConcurrentRequests));
 }
 
 TEST_F(ServeFaultTest, TenTimesCapacityEveryRequestGetsExactlyOneAnswer) {
-  ExpectOverloadAnsweredHonestly("10x", 10 * kMaxConcurrentRequests);
+  EXPECT_NO_FATAL_FAILURE(ExpectOverloadAnsweredHonestly("10x", 10 * kMaxConcurrentRequests));
 }
 
 // SIGTERM with requests running and queued under real concurrent load: readiness turns false
