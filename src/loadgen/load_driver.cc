@@ -15,8 +15,11 @@ std::string ErrorKind(const TransportResult& r) {
   return r.error.empty() ? std::string("no response") : r.error;
 }
 
+bool IsShedAnswer(const TransportResult& r) { return r.http_status == 429 || r.http_status == 503; }
+
 struct Window {
   LatencyRecorder latency;
+  LatencyRecorder shed_latency;
   std::map<std::string, size_t> errors;
   size_t error_count = 0;
 };
@@ -53,6 +56,7 @@ struct DriverState : std::enable_shared_from_this<DriverState> {
         result.latency.Record(static_cast<double>(now - intended) / 1e6);
       } else {
         ++result.errors[ErrorKind(r)];
+        if (IsShedAnswer(r)) result.shed_latency.Record(static_cast<double>(now - intended) / 1e6);
       }
       if (outstanding == 0) EndDrain();
       return;
@@ -66,6 +70,7 @@ struct DriverState : std::enable_shared_from_this<DriverState> {
     } else {
       ++w.errors[ErrorKind(r)];
       ++w.error_count;
+      if (IsShedAnswer(r)) w.shed_latency.Record(static_cast<double>(now - intended) / 1e6);
     }
   }
 
@@ -114,6 +119,7 @@ struct DriverState : std::enable_shared_from_this<DriverState> {
     const size_t take = std::min<size_t>(closed, static_cast<size_t>(stable_windows));
     for (size_t i = closed - take; i < closed; ++i) {
       result.latency.Merge(windows[i].latency);
+      result.shed_latency.Merge(windows[i].shed_latency);
       for (const auto& [kind, n] : windows[i].errors) result.errors[kind] += n;
     }
     result.completed = result.latency.count();

@@ -58,6 +58,7 @@ struct WindowStats {
 
 struct LoadResult {
   LatencyRecorder latency;               // successes in the aggregated windows
+  LatencyRecorder shed_latency;          // 429 / 503 answers (load shed) in the aggregated windows
   std::map<std::string, size_t> errors;  // by kind, aggregated windows
   size_t completed = 0;                  // successes in the aggregated windows
   double measured_seconds = 0;           // length of the aggregated windows

@@ -187,6 +187,28 @@ TEST(RunLoad, CountsErrorsByKindAndKeepsThemOutOfTheLatencies) {
   EXPECT_EQ(r->errors.at("http 503"), 9u);  // the tenth 503 completes exactly at the end
   EXPECT_EQ(r->completed, 30u);
   EXPECT_EQ(r->latency.Percentile(0), 10.0);
+  // The 503s are shed answers: their own latencies are kept apart (1 ms each).
+  EXPECT_EQ(r->shed_latency.count(), 9u);
+  EXPECT_EQ(r->shed_latency.Percentile(100), 1.0);
+}
+
+TEST(RunLoad, OpenLoopTimesShedAnswersFromTheIntendedSendTimeButNotOtherErrors) {
+  SimulatedEventLoop loop;
+  // One lane: every request queues behind the previous one, so a quick 429 still waits.
+  FakeTransport t(&loop, 1, [](size_t i, int64_t) { return i % 2 == 1 ? kMs / 2 : 2 * kMs; });
+  t.status_of = [](size_t i) { return i % 4 == 1 ? 429 : i % 4 == 3 ? 500 : 200; };
+  LoadOptions o;
+  o.request_rate = 400;  // one every 2.5 ms: the lane keeps up, nothing queues
+  o.warmup_ns = 0;
+  o.duration_ns = 1 * kS;
+  auto r = RunLoad(&loop, &t, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->errors.at("http 429"), 90u);
+  EXPECT_GT(r->errors.at("http 500"), 90u);
+  EXPECT_EQ(r->shed_latency.count(), r->errors.at("http 429"));  // 500 is not a shed answer
+  EXPECT_EQ(r->shed_latency.Percentile(0), 0.5);
+  EXPECT_EQ(r->shed_latency.Percentile(100), 0.5);
+  EXPECT_EQ(r->latency.Percentile(50), 2.0);
 }
 
 TEST(RunLoad, RejectsInconsistentOptions) {

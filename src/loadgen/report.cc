@@ -178,6 +178,7 @@ std::string RunReport::label() const {
 
 void FinalizeRun(size_t documents_per_request, RunReport* run) {
   run->latency = run->load.latency.Summarize();
+  run->shed_latency = run->load.shed_latency.Summarize();
   run->qps = run->load.throughput();
   run->pairs_per_s = run->qps * static_cast<double>(documents_per_request);
   run->client_cpu_percent =
@@ -201,6 +202,10 @@ std::string RenderTable(const BenchReport& report) {
       absl::StrAppend(&out, "    server (mean per observation): ",
                       parts.empty() ? "no stage observations" : absl::StrJoin(parts, ", "), "\n");
     }
+    if (const LatencySummary& s = r.shed_latency; s.count > 0)
+      absl::StrAppend(&out, absl::StrFormat("    shed answers (429/503): %zu, p50 %.3f ms, p99 %.3f ms, "
+                                            "p99.9 %.3f ms, max %.3f ms\n",
+                                            s.count, s.p50_ms, s.p99_ms, s.p999_ms, s.max_ms));
   }
   return out;
 }
@@ -209,7 +214,7 @@ std::string RenderCsv(const BenchReport& report) {
   std::string out =
       "mode,concurrency,request_rate,qps,pairs_per_s,completed,errors,stable,p50_ms,p90_ms,p95_ms,"
       "p99_ms,p999_ms,max_ms,mean_ms,client_cpu_percent,server_tokenize_ms,server_queue_ms,"
-      "server_inference_ms,server_postprocess_ms\n";
+      "server_inference_ms,server_postprocess_ms,shed_count,shed_p50_ms,shed_p99_ms,shed_max_ms\n";
   for (const RunReport& r : report.runs) {
     const LatencySummary& l = r.latency;
     absl::StrAppend(&out, r.open_loop ? "open" : "closed", ",", r.open_loop ? 0 : r.concurrency, ",",
@@ -223,6 +228,10 @@ std::string RenderCsv(const BenchReport& report) {
       if (const StageSplit* s = FindStage(r, stage); r.server_metrics && s != nullptr)
         out += Fixed(s->mean_ms, 3);
     }
+    const LatencySummary& shed = r.shed_latency;
+    absl::StrAppend(&out, ",", shed.count);
+    for (double v : {shed.p50_ms, shed.p99_ms, shed.max_ms})
+      absl::StrAppend(&out, ",", shed.count > 0 ? Fixed(v, 3) : std::string());
     out += "\n";
   }
   return out;
@@ -261,6 +270,9 @@ std::string RenderJson(const BenchReport& report) {
         {"latency_ms",
          {{"mean", l.mean_ms}, {"min", l.min_ms}, {"p50", l.p50_ms}, {"p90", l.p90_ms}, {"p95", l.p95_ms},
           {"p99", l.p99_ms}, {"p99.9", l.p999_ms}, {"max", l.max_ms}}},
+        {"shed_latency_ms",
+         {{"count", r.shed_latency.count}, {"p50", r.shed_latency.p50_ms}, {"p99", r.shed_latency.p99_ms},
+          {"p99.9", r.shed_latency.p999_ms}, {"max", r.shed_latency.max_ms}}},
         {"client_cpu",
          {{"cpu_seconds", r.client_cpu_seconds}, {"wall_seconds", r.client_wall_seconds},
           {"percent_of_one_core", r.client_cpu_percent}}},

@@ -5,11 +5,15 @@
 //   CSV columns (one row per run point): mode, concurrency, request_rate, qps, pairs_per_s,
 //     completed, errors, stable, p50_ms, p90_ms, p95_ms, p99_ms, p999_ms, max_ms, mean_ms,
 //     client_cpu_percent, server_tokenize_ms, server_queue_ms, server_inference_ms,
-//     server_postprocess_ms (server_* empty when /metrics could not be scraped)
+//     server_postprocess_ms (server_* empty when /metrics could not be scraped), shed_count,
+//     shed_p50_ms, shed_p99_ms, shed_max_ms (latency of 429/503 answers; empty when there were none)
 //   JSON: {"tool", "url", "endpoint", "path", "workload": {...}, "runs": [{"mode",
 //     "concurrency", "request_rate", "qps", "pairs_per_s", "completed", "errors": {kind: n},
 //     "error_count", "stable", "measured_seconds", "windows": [...], "latency_ms": {"p50", ...},
-//     "client_cpu": {...}, "server_stages_ms": {...}, "outstanding_at_end"}]}
+//     "shed_latency_ms": {"count", "p50", ...}, "client_cpu": {...}, "server_stages_ms": {...},
+//     "outstanding_at_end"}]}
+//   Console table: a "shed answers" line under a run that got 429/503 answers, with their latency
+//   (from the intended send time, like the successes'): how fast overload is answered.
 #pragma once
 
 #include <map>
@@ -29,6 +33,7 @@ struct RunReport {
   std::string arrivals;     // open loop: "constant" | "poisson"
   LoadResult load;
   LatencySummary latency;   // of load.latency
+  LatencySummary shed_latency;  // of load.shed_latency (429 / 503 answers)
   double qps = 0;
   double pairs_per_s = 0;
   double client_cpu_seconds = 0;  // user + system, getrusage(RUSAGE_SELF) over the whole run

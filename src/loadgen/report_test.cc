@@ -26,7 +26,10 @@ BenchReport SampleReport() {
     run.load.measured_seconds = 10;
     run.load.stable = true;
     run.load.windows.push_back({100, 0, 10, 99.0 * c});
-    if (c == 2) run.load.errors["http 503"] = 3;
+    if (c == 2) {
+      run.load.errors["http 503"] = 3;
+      for (double ms : {0.25, 0.5, 4.0}) run.load.shed_latency.Record(ms);
+    }
     run.client_cpu_seconds = 0.5;
     run.client_wall_seconds = 10;
     run.server_metrics = true;
@@ -52,12 +55,13 @@ TEST(Report, CsvHasTheDocumentedColumnsAndOneRowPerRun) {
   EXPECT_EQ(lines[0],
             "mode,concurrency,request_rate,qps,pairs_per_s,completed,errors,stable,p50_ms,p90_ms,p95_ms,"
             "p99_ms,p999_ms,max_ms,mean_ms,client_cpu_percent,server_tokenize_ms,server_queue_ms,"
-            "server_inference_ms,server_postprocess_ms");
+            "server_inference_ms,server_postprocess_ms,shed_count,shed_p50_ms,shed_p99_ms,shed_max_ms");
   for (size_t i = 1; i < lines.size(); ++i)
-    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[i], ',')).size(), 20u) << lines[i];
+    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[i], ',')).size(), 24u) << lines[i];
+  EXPECT_EQ(lines[1].substr(lines[1].size() - 5), ",0,,,");  // no shed answers: empty latencies
   EXPECT_EQ(lines[2],
             "closed,2,0,10.000,40.000,100,3,1,100.000,180.000,190.000,198.000,200.000,200.000,101.000,5.0,"
-            "1.250,,20.000,");
+            "1.250,,20.000,,3,0.500,4.000,4.000");
 }
 
 TEST(Report, JsonCarriesEveryRunWithLatenciesErrorsAndServerStages) {
@@ -76,6 +80,9 @@ TEST(Report, JsonCarriesEveryRunWithLatenciesErrorsAndServerStages) {
   EXPECT_DOUBLE_EQ(run["server_stages_ms"]["tokenize"]["mean_ms"].get<double>(), 1.25);
   EXPECT_DOUBLE_EQ(run["client_cpu"]["percent_of_one_core"].get<double>(), 5);
   EXPECT_EQ(run["windows"].size(), 1u);
+  EXPECT_EQ(run["shed_latency_ms"]["count"], 3);
+  EXPECT_DOUBLE_EQ(run["shed_latency_ms"]["max"].get<double>(), 4.0);
+  EXPECT_EQ(j["runs"][0]["shed_latency_ms"]["count"], 0);
 }
 
 TEST(Report, HtmlIsSelfContainedWithSvgCharts) {
@@ -96,6 +103,8 @@ TEST(Report, TableShowsEveryRunAndTheServerSplit) {
   EXPECT_NE(table.find("c=2"), std::string::npos);
   EXPECT_NE(table.find("http 503:3"), std::string::npos);
   EXPECT_NE(table.find("tokenize 1.25 ms"), std::string::npos);
+  EXPECT_NE(table.find("shed answers (429/503): 3, p50 0.500 ms, p99 4.000 ms"), std::string::npos) << table;
+  EXPECT_EQ(table.find("shed answers (429/503): 0"), std::string::npos);  // only runs that had some
 }
 
 }  // namespace
