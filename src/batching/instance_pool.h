@@ -14,6 +14,10 @@
 //    work for up to shutdown_grace (on the batcher's clock), then drops what is still queued with
 //    kShutdown and joins. A batch already running is never interrupted. Idempotent.
 //  - Stats() is thread-safe. busy_ratio = time inside Run / time since Create.
+//  - worker_nice > 0 lowers the workers' scheduling priority by that many nice steps, and runs each
+//    factory call on a thread lowered the same way, so threads a runner creates (an inference
+//    library's intra-op pool) are lowered too. Then the threads that answer clients (same process,
+//    default priority) preempt inference when they wake up. A failure to lower is a Create error.
 #pragma once
 
 #include <atomic>
@@ -33,6 +37,7 @@
 #include "batching/batch.h"
 #include "batching/batcher.h"
 #include "batching/clock.h"
+#include "batching/thread_priority.h"
 
 namespace tide::batching {
 
@@ -50,6 +55,8 @@ struct InstancePoolOptions {
   int instance_count = 1;
   // How long Stop() lets queued work finish before dropping it with kShutdown.
   std::chrono::milliseconds shutdown_grace{5000};
+  // Nice steps (0..19) added to the worker threads and to the threads runners create; 0 = as is.
+  int worker_nice = 0;
 };
 
 struct InstanceStats {
@@ -70,9 +77,20 @@ class InstancePool {
     if (options.instance_count < 1) return absl::InvalidArgumentError("instance_count must be >= 1");
     if (options.shutdown_grace.count() < 0) return absl::InvalidArgumentError("shutdown_grace must be >= 0");
     if (batcher == nullptr || !factory) return absl::InvalidArgumentError("batcher and runner factory are required");
+    if (options.worker_nice < 0 || options.worker_nice > 19)
+      return absl::InvalidArgumentError(absl::StrCat("worker_nice must be in 0..19, got ", options.worker_nice));
     std::vector<std::unique_ptr<BatchRunner<Task>>> runners;
     for (int i = 0; i < options.instance_count; ++i) {
-      absl::StatusOr<std::unique_ptr<BatchRunner<Task>>> runner = factory(i);
+      absl::StatusOr<std::unique_ptr<BatchRunner<Task>>> runner = absl::InternalError("not created");
+      if (options.worker_nice > 0) {
+        absl::Status lowered = RunOnLoweredThread(options.worker_nice, [&] {
+          runner = factory(i);
+          return absl::OkStatus();
+        });
+        if (!lowered.ok()) return lowered;
+      } else {
+        runner = factory(i);
+      }
       if (!runner.ok()) {
         return absl::Status(runner.status().code(),
                             absl::StrCat("creating instance ", i, ": ", runner.status().message()));
@@ -148,6 +166,8 @@ class InstancePool {
   }
 
   void Work(Instance& instance) {
+    // Checked in Create (the same call succeeded on the factory's thread).
+    LowerCurrentThreadPriority(options_.worker_nice).IgnoreError();
     Clock* clock = batcher_->clock();
     Batch<Task> batch;
     while (batcher_->WaitForBatch(&batch)) {

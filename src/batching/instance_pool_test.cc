@@ -243,3 +243,46 @@ TEST(InstancePoolTest, ConcurrentSubmitAndRunCompletesEveryTaskExactlyOnce) {
 
 }  // namespace
 }  // namespace tide::batching
+
+namespace tide::batching {
+namespace {
+
+TEST(InstancePoolTest, WorkerNiceLowersTheWorkersAndTheThreadsRunnersCreateButNotTheCaller) {
+  const int base = CurrentThreadNice();
+  if (base + 3 > 19) GTEST_SKIP() << "this process already runs at nice " << base;
+  Journal journal;
+  BatcherOptions o;
+  o.max_batch_size = 1;
+  auto batcher = MakeBatcher(o, SteadyClock::Get());
+  std::atomic<int> factory_nice{-100}, child_nice{-100}, worker_nice{-100};
+  auto pool = InstancePool<FakeTask>::Create(
+      {.instance_count = 1, .worker_nice = 3}, batcher.get(),
+      [&](int) -> absl::StatusOr<std::unique_ptr<BatchRunner<FakeTask>>> {
+        factory_nice = CurrentThreadNice();
+        std::thread pool_thread([&] { child_nice = CurrentThreadNice(); });  // like ORT's intra-op pool
+        pool_thread.join();
+        return std::make_unique<FakeRunner>([&](int, Batch<FakeTask>&) {
+          worker_nice = CurrentThreadNice();
+          return absl::OkStatus();
+        });
+      });
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  auto t = std::make_unique<FakeTask>(&journal, 0, 10);
+  ASSERT_TRUE(batcher->Submit(t).ok());
+  (*pool)->Stop();
+  EXPECT_EQ(journal.completions(0), 1);
+  EXPECT_EQ(factory_nice.load(), base + 3);
+  EXPECT_EQ(child_nice.load(), base + 3);
+  EXPECT_EQ(worker_nice.load(), base + 3);
+  EXPECT_EQ(CurrentThreadNice(), base);  // the caller (the server's main thread) keeps its priority
+
+  EXPECT_EQ(InstancePool<FakeTask>::Create({.instance_count = 1, .worker_nice = 20}, batcher.get(),
+                                           [](int) { return std::make_unique<FakeRunner>(); })
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LowerCurrentThreadPriority(-1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tide::batching

@@ -37,6 +37,7 @@ struct ServeFlags {
   std::string log_level = "info";
   std::string api_key;
   int64_t max_concurrent_requests = 512;
+  int inference_nice = 0;
 };
 
 int Serve(const ServeFlags& f) {
@@ -60,6 +61,7 @@ int Serve(const ServeFlags& f) {
   mo.repository = f.model_repository;
   mo.model.max_batch_tokens = f.max_batch_tokens;
   mo.model.shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
+  mo.model.inference_nice = f.inference_nice;
   mo.model.metrics = metrics->get();
   const auto load_start = std::chrono::steady_clock::now();
   auto models = serving::ModelManager::Create(mo);
@@ -162,6 +164,9 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--max-concurrent-requests", flags->max_concurrent_requests,
                   "Inference requests in flight beyond which new ones get 429 at once (0: unlimited)")
       ->envname("TIDE_MAX_CONCURRENT_REQUESTS")->capture_default_str();
+  cmd->add_option("--inference-nice", flags->inference_nice,
+                  "Nice steps added to the inference threads so the HTTP threads preempt them (0: same priority)")
+      ->envname("TIDE_INFERENCE_NICE")->check(CLI::Range(0, 19))->capture_default_str();
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->envname("TIDE_LOG_LEVEL")->capture_default_str();
   cmd->callback([flags]() {

@@ -190,6 +190,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   batching::InstancePoolOptions po;
   po.instance_count = instances;
   po.shutdown_grace = options.shutdown_grace;
+  po.worker_nice = options.inference_nice;
   auto pool = batching::InstancePool<RowTask>::Create(
       po, m->batcher_.get(),
       [&](int instance) -> absl::StatusOr<std::unique_ptr<batching::BatchRunner<RowTask>>> {

@@ -51,6 +51,10 @@ struct ServedModelOptions {
   // engine was also fastest at 4-row batches (bench/batching).
   size_t max_batch_tokens = 1024;
   std::chrono::milliseconds shutdown_grace{10000};
+  // Nice steps added to the inference threads (instance workers and ONNX Runtime's intra-op pools),
+  // so that the HTTP threads preempt inference and answer 429s and health probes at once on a
+  // saturated CPU. 0 leaves them at the process's priority.
+  int inference_nice = 0;
   ServingMetrics* metrics = nullptr;  // not owned; may be null
 };
 
