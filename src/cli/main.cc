@@ -5,6 +5,7 @@
 //   tide bench         load generator: latency/throughput of a running server
 //   tide quantize      rewrite an FP32 model as dynamic INT8 or FP16
 //   tide eval          fidelity and speed of quantized variants against the FP32 model
+//   tide optimize      fuse attention and skip-layernorm into ONNX Runtime contrib operators
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
@@ -24,6 +25,10 @@
 #endif
 #ifdef TIDE_HAVE_EVAL_COMMAND
 #include "cli/eval_command.h"
+#endif
+
+#ifdef TIDE_HAVE_OPTIMIZE_COMMAND
+#include "cli/optimize_command.h"
 #endif
 
 #ifdef TIDE_HAVE_BENCH_COMMAND
@@ -51,6 +56,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef TIDE_HAVE_BENCH_COMMAND
   tide::cli::RegisterBenchCommand(&app);
+#endif
+#ifdef TIDE_HAVE_OPTIMIZE_COMMAND
+  tide::cli::RegisterOptimizeCommand(&app);
 #endif
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -1,0 +1,128 @@
+#include "optimize/fusion_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "quantize/model_io.h"
+
+namespace tide::optimize {
+
+// Activations re-quantized per batch (tide quantize --int8): float-rounding-level differences
+// before such a node can flip uint8 codes, so fused and unfused INT8 models legitimately differ
+// by more than FP32 ones (see fusion_check_test.cc for a measurement).
+bool IsDynamicallyQuantized(const onnx::ModelProto& m) {
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() == "DynamicQuantizeMatMul" || n.op_type() == "DynamicQuantizeLinear" ||
+        n.op_type() == "MatMulInteger" || n.op_type() == "MatMulIntegerToFloat") {
+      return true;
+    }
+  }
+  return false;
+}
+
+runtime::TokenBatch ProbeBatch(const runtime::ModelSignature& signature, int64_t vocab_size,
+                               int64_t max_sequence_length) {
+  const int64_t seq = std::clamp<int64_t>(max_sequence_length, 4, 24);
+  const int64_t lengths[3] = {seq, std::max<int64_t>(2, seq * 2 / 3), 3};
+  runtime::TokenBatch b;
+  b.Resize(3, seq, !signature.token_type_ids_name.empty());
+  const int64_t range = std::max<int64_t>(2, std::min<int64_t>(vocab_size, 30000));
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t t = 0; t < seq; ++t) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const bool valid = t < lengths[r];
+      b.input_ids[r * seq + t] = valid ? 1 + static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(range - 1)) : 0;
+      b.attention_mask[r * seq + t] = valid ? 1 : 0;
+    }
+  }
+  return b;
+}
+
+absl::StatusOr<runtime::Logits> RunOnce(const runtime::OrtOptions& options, const runtime::TokenBatch& batch) {
+  auto backend = runtime::OrtBackend::Create(options);
+  if (!backend.ok()) return backend.status();
+  runtime::Logits out;
+  if (absl::Status s = (*backend)->Run(batch, &out); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<ProbeComparison> CompareOnProbe(const runtime::OrtOptions& original, const runtime::OrtOptions& fused,
+                                               const runtime::TokenBatch& probe, bool quantized) {
+  absl::StatusOr<runtime::Logits> a = RunOnce(original, probe);
+  if (!a.ok()) return absl::Status(a.status().code(), absl::StrCat("original model on the probe batch: ", a.status().message()));
+  absl::StatusOr<runtime::Logits> b = RunOnce(fused, probe);
+  if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("fused model on the probe batch: ", b.status().message()));
+  if (a->values.size() != b->values.size()) return absl::InternalError("fused model returned a different number of logits");
+  double scale = 1.0;
+  ProbeComparison c;
+  for (size_t i = 0; i < a->values.size(); ++i) {
+    scale = std::max(scale, static_cast<double>(std::fabs(a->values[i])));
+    const double d = std::fabs(static_cast<double>(b->values[i]) - a->values[i]);
+    c.max_abs_diff = std::isnan(d) ? INFINITY : std::max(c.max_abs_diff, d);
+  }
+  c.tolerance = (quantized ? 2e-2 : 1e-3) * scale;
+  return c;
+}
+
+FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe) {
+  FusedModel result;
+  if (options.model_path.empty()) {
+    result.reason = "the model is not a file";
+    return result;
+  }
+  std::ifstream f(options.model_path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  if (!f) {
+    result.reason = absl::StrCat("cannot read ", options.model_path);
+    return result;
+  }
+  absl::StatusOr<onnx::ModelProto> model = quantize::ParseModel(bytes.str());
+  if (!model.ok()) {
+    result.reason = std::string(model.status().message());
+    return result;
+  }
+  for (const auto& t : model->graph().initializer()) {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+      result.reason = "the model keeps its weights in external data";
+      return result;
+    }
+  }
+  absl::StatusOr<FusionReport> report = FuseTransformer(FusionOptions{}, &*model);
+  if (!report.ok()) {
+    result.reason = std::string(report.status().message());
+    return result;
+  }
+  result.report = *report;
+  if (report->fused() == 0) {
+    result.reason = "no attention or skip-layernorm subgraph matched";
+    return result;
+  }
+  runtime::OrtOptions fused_options = options;
+  fused_options.model_path.clear();
+  if (!model->SerializeToString(&fused_options.model_data)) {
+    result.reason = "cannot serialize the fused model";
+    return result;
+  }
+  absl::StatusOr<ProbeComparison> cmp = CompareOnProbe(options, fused_options, probe, IsDynamicallyQuantized(*model));
+  if (!cmp.ok()) {
+    result.reason = std::string(cmp.status().message());
+    return result;
+  }
+  result.max_abs_diff = cmp->max_abs_diff;
+  result.tolerance = cmp->tolerance;
+  if (!cmp->ok()) {
+    result.reason = absl::StrFormat("fused logits differ by %.3g (tolerance %.3g)", cmp->max_abs_diff, cmp->tolerance);
+    return result;
+  }
+  result.fused = true;
+  result.model_data = std::move(fused_options.model_data);
+  return result;
+}
+
+}  // namespace tide::optimize

@@ -1,0 +1,59 @@
+// tide::optimize::PrepareFusedModel — load-time graph fusion with a safety check.
+//
+// Contract:
+//  - Reads the model at options.model_path, fuses it (transformer_fusion.h) and, when anything
+//    was fused, runs `probe` through an ONNX Runtime session of the fused model and one of the
+//    original, with `options`' session settings. The fused model is accepted only when every
+//    logit agrees within tolerance = 1e-3 * max(1, max |original logit|), or 2e-2 * that scale
+//    for dynamically quantized (INT8) models, whose per-batch activation quantization turns
+//    float-rounding differences into whole quantization steps. A wrong rewrite (mask, scale,
+//    heads, bias) moves logits by a large fraction of their scale.
+//  - Never fails: any reason not to serve the fused model (unreadable file, external data, nothing
+//    matched, session or run error, mismatch) comes back as fused = false with `reason` set, and the
+//    caller serves the original file as before.
+//  - Blocks for parsing, fusing, two session creations and two runs; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "optimize/transformer_fusion.h"
+#include "runtime/model_backend.h"
+#include "runtime/ort_backend.h"
+
+namespace tide::optimize {
+
+struct FusedModel {
+  bool fused = false;       // true: serve model_data instead of the file
+  std::string model_data;   // the fused model, serialized
+  FusionReport report;
+  double max_abs_diff = 0;  // fused vs original logits on the probe batch
+  double tolerance = 0;
+  std::string reason;       // why the original is served (fused == false)
+};
+
+FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe);
+
+// A padded probe batch for `signature`: 3 rows of lengths seq, ~2/3 seq and 3 (seq = min(24,
+// max_sequence_length)), token ids drawn deterministically from [1, min(vocab_size, 30000)),
+// token_type_ids zero (every BERT-like model has type 0).
+runtime::TokenBatch ProbeBatch(const runtime::ModelSignature& signature, int64_t vocab_size,
+                               int64_t max_sequence_length);
+
+// Runs `batch` through the model given by `options`; the logits, or the backend's error.
+absl::StatusOr<runtime::Logits> RunOnce(const runtime::OrtOptions& options, const runtime::TokenBatch& batch);
+
+// True when the model re-quantizes activations at run time (tide quantize --int8 output).
+bool IsDynamicallyQuantized(const onnx::ModelProto& model);
+
+struct ProbeComparison {
+  double max_abs_diff = 0;  // over every logit of the probe batch (NaN counts as infinite)
+  double tolerance = 0;     // see PrepareFusedModel
+  bool ok() const { return max_abs_diff <= tolerance; }
+};
+
+// Runs `probe` through both models. Errors: the failing model's status, prefixed with which one.
+absl::StatusOr<ProbeComparison> CompareOnProbe(const runtime::OrtOptions& original, const runtime::OrtOptions& fused,
+                                               const runtime::TokenBatch& probe, bool quantized);
+
+}  // namespace tide::optimize

@@ -1,0 +1,208 @@
+// Fused vs unfused logits through tide's ONNX Runtime backend on real exports: the repository's
+// MiniLM-L6 (zero biases, shared initializers), tools/export_model.py's tiny-bert (real biases),
+// both in FP32 and after `tide quantize --int8`, on padded batches of mixed lengths; plus the
+// load-time check (PrepareFusedModel) accepting them and a model where nothing matches.
+#include "optimize/fusion_check.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "quantize/graph_util.h"
+#include "quantize/int8_quantizer.h"
+#include "quantize/model_io.h"
+
+namespace tide::optimize {
+namespace {
+
+std::filesystem::path SourceDir() {
+  const char* s = std::getenv("TIDE_SOURCE_DIR");
+  return s != nullptr ? std::filesystem::path(s) : std::filesystem::current_path();
+}
+
+// Mixed lengths (full, ~half, 2 tokens, 1 token) in one padded batch.
+runtime::TokenBatch PaddedBatch(const runtime::ModelSignature& sig, int64_t seq, int64_t vocab) {
+  runtime::TokenBatch b;
+  const int64_t lengths[] = {seq, seq / 2 + 1, 2, 1};
+  b.Resize(4, seq, !sig.token_type_ids_name.empty());
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int64_t> id(1, vocab - 1);
+  for (int64_t r = 0; r < 4; ++r) {
+    for (int64_t t = 0; t < seq; ++t) {
+      const bool valid = t < lengths[r];
+      b.input_ids[r * seq + t] = valid ? id(rng) : 0;
+      b.attention_mask[r * seq + t] = valid;
+      if (!b.token_type_ids.empty()) b.token_type_ids[r * seq + t] = valid && t >= lengths[r] / 2;
+    }
+  }
+  return b;
+}
+
+// Fuses `model` with `options`, checks what was fused, and compares logits with the unfused
+// model: the largest absolute difference must stay below `limit`.
+void ExpectSameLogits(onnx::ModelProto model, const FusionOptions& options, int layers,
+                      const runtime::TokenBatch& batch, double limit) {
+  runtime::OrtOptions original;
+  original.intra_op_threads = 1;
+  ASSERT_TRUE(model.SerializeToString(&original.model_data));
+  auto report = FuseTransformer(options, &model);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->attention_fused, options.attention ? layers : 0) << report->Summary();
+  EXPECT_EQ(report->skip_layer_norm_fused, options.skip_layer_norm ? 2 * layers : 0) << report->Summary();
+  runtime::OrtOptions fused = original;
+  ASSERT_TRUE(model.SerializeToString(&fused.model_data));
+  auto a = RunOnce(original, batch);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = RunOnce(fused, batch);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->values.size(), b->values.size());
+  double worst = 0;
+  for (size_t i = 0; i < a->values.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a->values[i] - b->values[i])));
+  EXPECT_LT(worst, limit) << report->Summary();
+}
+
+FusionOptions AttentionOnly() {
+  FusionOptions o;
+  o.skip_layer_norm = false;
+  return o;
+}
+
+onnx::ModelProto Int8(onnx::ModelProto m) {
+  quantize::Int8Options o;
+  auto r = quantize::QuantizeInt8(o, &m);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return m;
+}
+
+TEST(FusionCheckTest, MiniLmFp32AndInt8) {
+  const std::filesystem::path path = SourceDir() / "models/minilm-l6/1/model.onnx";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto model = quantize::LoadModel(path.string());
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto sig = runtime::OrtBackend::ReadSignature(path.string());
+  ASSERT_TRUE(sig.ok());
+  const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 30000);
+  ExpectSameLogits(*model, {}, 6, batch, 1e-4);
+  const onnx::ModelProto int8 = Int8(*model);
+  // MultiHeadAttention reproduces the INT8 model's attention to the last bit here.
+  ExpectSameLogits(int8, AttentionOnly(), 6, batch, 1e-4);
+  // SkipLayerNormalization rounds differently from Add + LayerNormalization (~1e-7 relative), and
+  // this random-weight model amplifies that through the next layer's dynamic activation
+  // quantization: scaling its LayerNorm gammas by 1 +- 1e-7 alone moves the INT8 logits (|l| ~ 11)
+  // by 0.07. The load-time check's INT8 tolerance (2e-2 x logit scale) is what must hold.
+  ExpectSameLogits(int8, {}, 6, batch, 0.2);
+}
+
+// Gives every 1-D float parameter (biases, LayerNorm gamma/beta) its own random values. The
+// exporters' presets initialise biases to zero and share one zero tensor between layers through
+// Identity nodes; folding biases into MultiHeadAttention / SkipLayerNormalization is only tested
+// by distinct, non-zero ones.
+void RandomizeVectors(onnx::ModelProto* m) {
+  onnx::GraphProto* g = m->mutable_graph();
+  std::map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& t : g->initializer()) inits[t.name()] = &t;
+  std::vector<onnx::TensorProto> unshared;
+  for (auto& n : *g->mutable_node()) {
+    if (n.op_type() != "Identity" || !inits.count(n.input(0))) continue;
+    onnx::TensorProto t = *inits[n.input(0)];
+    t.set_name(n.output(0));
+    unshared.push_back(t);
+    n.set_output(0, n.output(0) + "_unused");
+  }
+  for (auto& t : unshared) *g->add_initializer() = std::move(t);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 0.3f);
+  for (auto& t : *g->mutable_initializer()) {
+    if (t.data_type() != onnx::TensorProto::FLOAT || t.dims_size() != 1) continue;
+    const bool gamma = t.name().find("LayerNorm.weight") != std::string::npos;
+    std::vector<float> v(static_cast<size_t>(t.dims(0)));
+    for (float& x : v) x = (gamma ? 1.0f : 0.0f) + dist(rng);
+    t.clear_float_data();
+    t.set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+  }
+}
+
+// tools/export_model.py's tiny-bert (2 layers, hidden 64), exported once into the build folder
+// (skipped where the exporter's python3-torch is unavailable), with distinct random biases.
+TEST(FusionCheckTest, TinyBertWithBiasesFp32AndInt8) {
+  const char* bin = std::getenv("TIDE_BINARY_DIR");
+  const std::filesystem::path binary_dir = bin != nullptr ? bin : TIDE_BUILD_DIR;
+  const std::filesystem::path repo = binary_dir / "optimize_models";
+  const std::filesystem::path path = repo / "tiny-bert/1/model.onnx";
+  if (!std::filesystem::exists(path)) {
+    const std::string cmd = "/usr/bin/python3 '" + (SourceDir() / "tools/export_model.py").string() +
+                            "' --preset tiny-bert --repository '" + repo.string() + "' --name tiny-bert --tide-binary '" +
+                            (binary_dir / "tide").string() + "' --quiet > /dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(path)) {
+      GTEST_SKIP() << "could not export tiny-bert (" << cmd << ")";
+    }
+  }
+  auto model = quantize::LoadModel(path.string());
+  ASSERT_TRUE(model.ok()) << model.status();
+  RandomizeVectors(&*model);
+  auto sig = runtime::OrtBackend::ReadSignature(path.string());
+  ASSERT_TRUE(sig.ok());
+  const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 100);
+  ExpectSameLogits(*model, {}, 2, batch, 1e-4);
+  ExpectSameLogits(Int8(*model), {}, 2, batch, 1e-4);
+}
+
+TEST(FusionCheckTest, PrepareFusedModelAcceptsMiniLm) {
+  const std::filesystem::path path = SourceDir() / "models/minilm-l6/1/model.onnx";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto sig = runtime::OrtBackend::ReadSignature(path.string());
+  ASSERT_TRUE(sig.ok());
+  runtime::OrtOptions o;
+  o.model_path = path.string();
+  o.intra_op_threads = 1;
+  FusedModel f = PrepareFusedModel(o, ProbeBatch(*sig, 30522, 512));
+  EXPECT_TRUE(f.fused) << f.reason;
+  EXPECT_EQ(f.report.attention_fused, 6);
+  EXPECT_LE(f.max_abs_diff, f.tolerance);
+  EXPECT_FALSE(f.model_data.empty());
+}
+
+TEST(FusionCheckTest, PrepareFusedModelKeepsUnmatchedModel) {
+  // The third-party DistilBERT export masks with Where(mask == 0, -inf, scores): not matched.
+  std::filesystem::path path = SourceDir().parent_path() / "shared/assets/models/tiny-distilbert-classification/model.onnx";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (../shared/assets)";
+  auto sig = runtime::OrtBackend::ReadSignature(path.string());
+  ASSERT_TRUE(sig.ok());
+  runtime::OrtOptions o;
+  o.model_path = path.string();
+  o.intra_op_threads = 1;
+  FusedModel f = PrepareFusedModel(o, ProbeBatch(*sig, 1000, 512));
+  if (f.fused) {
+    // If the export does match, the check must still have passed.
+    EXPECT_LE(f.max_abs_diff, f.tolerance);
+  } else {
+    EXPECT_FALSE(f.reason.empty());
+    EXPECT_TRUE(f.model_data.empty());
+  }
+}
+
+TEST(FusionCheckTest, ProbeBatchIsPaddedAndInRange) {
+  runtime::ModelSignature sig;
+  sig.token_type_ids_name = "token_type_ids";
+  runtime::TokenBatch b = ProbeBatch(sig, 50, 512);
+  ASSERT_EQ(b.batch, 3);
+  ASSERT_EQ(b.seq_len, 24);
+  int64_t valid[3] = {0, 0, 0};
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t t = 0; t < 24; ++t) {
+      valid[r] += b.attention_mask[r * 24 + t];
+      EXPECT_GE(b.input_ids[r * 24 + t], 0);
+      EXPECT_LT(b.input_ids[r * 24 + t], 50);
+    }
+  }
+  EXPECT_EQ(valid[0], 24);
+  EXPECT_LT(valid[1], 24);
+  EXPECT_EQ(valid[2], 3);
+  EXPECT_EQ(b.token_type_ids.size(), 72u);
+}
+
+}  // namespace
+}  // namespace tide::optimize

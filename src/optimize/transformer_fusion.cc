@@ -1,0 +1,41 @@
+#include "optimize/transformer_fusion.h"
+
+#include "absl/strings/str_cat.h"
+#include "optimize/attention_fusion.h"
+#include "optimize/graph_rewrite.h"
+#include "optimize/skip_layer_norm_fusion.h"
+#include "quantize/graph_util.h"
+
+namespace tide::optimize {
+
+std::string FusionReport::Summary() const {
+  return absl::StrCat(attention_fused, " attention, ", skip_layer_norm_fused, " skip-layernorm; ", nodes_before,
+                      " -> ", nodes_after, " nodes");
+}
+
+absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx::ModelProto* model) {
+  if (!model->has_graph()) return absl::InvalidArgumentError("the model has no graph");
+  onnx::GraphProto* g = model->mutable_graph();
+  for (const auto& n : g->node()) {
+    if (n.domain() == "com.microsoft" &&
+        (n.op_type() == "MultiHeadAttention" || n.op_type() == "Attention" || n.op_type() == "SkipLayerNormalization")) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the model is already fused (node ", n.name().empty() ? n.output(0) : n.name(), " is com.microsoft.",
+                       n.op_type(), ")"));
+    }
+  }
+  FusionReport report;
+  report.nodes_before = g->node_size();
+  const int opset = static_cast<int>(quantize::OpsetVersion(*model, ""));
+  if (options.attention) report.attention_fused = FuseAttention(g, opset, &report.skipped);
+  if (options.skip_layer_norm) report.skip_layer_norm_fused = FuseSkipLayerNorm(g, &report.skipped);
+  if (report.fused() > 0) {
+    quantize::EnsureOpset(model, "com.microsoft", 1);
+    RemoveDeadNodes(g);
+    quantize::DropUnusedInitializers(g);
+  }
+  report.nodes_after = g->node_size();
+  return report;
+}
+
+}  // namespace tide::optimize

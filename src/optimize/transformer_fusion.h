@@ -1,0 +1,58 @@
+// tide::optimize — transformer graph fusion for ONNX Runtime's CPU provider.
+//
+// ONNX Runtime's online optimizer does not recognise the attention block of PyTorch's BERT
+// exports (torch >= 1.13, opset 14+), so a session still runs ~20 small operators per layer
+// between the weight GEMMs. FuseTransformer rewrites a model offline (`tide optimize`) or at load
+// time (graph_fusion = auto) into ONNX Runtime contrib operators:
+//
+//  - Attention: from the Q/K/V projection outputs to the [B, S, H] Reshape after the context
+//    MatMul (Reshape/Transpose x4, QK^T MatMul, scale, mask Add, Softmax, PV MatMul) becomes one
+//    com.microsoft.MultiHeadAttention(query, key, value, bias[3H], key_padding_mask int32[B, S])
+//    with num_heads and scale taken from the graph. The projections stay where they are (MatMul in
+//    FP32, DynamicQuantizeMatMul after `tide quantize --int8`), so fusion composes with quantization;
+//    constant bias Adds of the projections fold into `bias`. Only the additive padding mask
+//    (1 - mask) * c of a rank-2 graph input (c <= -1000) is recognised; attention_mask is cast to
+//    int32 once for all layers.
+//  - SkipLayerNormalization: LayerNormalization(Add(Add(P, bias), residual)) or
+//    LayerNormalization(Add(P, residual)), where P is a weight projection whose width equals the
+//    LayerNorm's gamma, becomes com.microsoft.SkipLayerNormalization(P, residual, gamma, beta, bias).
+//
+// Contract:
+//  - Matching is conservative: operator types, domains, permutations, reshape targets, constant
+//    shapes and single readers of every intermediate are checked; a subgraph that differs in any
+//    way is left as it is and described in FusionReport::skipped ("<node>: <why>").
+//  - Nodes and initializers no longer read after the rewrite are removed.
+//  - Errors: INVALID_ARGUMENT for a model without a graph, FAILED_PRECONDITION when the model
+//    already contains fused contrib operators. A model where nothing matched is not an error (the
+//    report says 0 fused and the model is unchanged).
+//  - Free function on a caller-owned model; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "onnx/onnx_pb.h"
+
+namespace tide::optimize {
+
+struct FusionOptions {
+  bool attention = true;        // MultiHeadAttention
+  bool skip_layer_norm = true;  // SkipLayerNormalization
+};
+
+struct FusionReport {
+  int attention_fused = 0;
+  int skip_layer_norm_fused = 0;
+  std::vector<std::string> skipped;  // "<node name>: <why it was left alone>"
+  int nodes_before = 0;
+  int nodes_after = 0;
+  int fused() const { return attention_fused + skip_layer_norm_fused; }
+  // "6 attention, 13 skip-layernorm; 623 -> 152 nodes"
+  std::string Summary() const;
+};
+
+absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx::ModelProto* model);
+
+}  // namespace tide::optimize
