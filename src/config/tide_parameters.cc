@@ -68,6 +68,8 @@ constexpr std::pair<std::string_view, GraphOptimizationLevel> kLevels[] = {
     {"disable", GraphOptimizationLevel::kDisable}};
 constexpr std::pair<std::string_view, BatchGrouping> kGroupings[] = {
     {"length", BatchGrouping::kLength}, {"fifo", BatchGrouping::kFifo}};
+constexpr std::pair<std::string_view, GraphFusion> kFusions[] = {{"auto", GraphFusion::kAuto},
+                                                                 {"off", GraphFusion::kOff}};
 
 // "[2.5, -2.5]" or "2.5,-2.5": one finite number per label.
 absl::StatusOr<std::vector<float>> ParseDefaultResult(absl::string_view file, absl::string_view key,
@@ -172,6 +174,10 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
       auto v = ParseChoice(file, key, value, kGroupings);
       if (!v.ok()) return v.status();
       p.batch_grouping = *v;
+    } else if (key == "graph_fusion") {
+      auto v = ParseChoice(file, key, value, kFusions);
+      if (!v.ok()) return v.status();
+      p.graph_fusion = *v;
     } else if (key == "breaker_p99_ms") {
       auto v = ParseInt(file, key, value, 0, int64_t{1} << 32);
       if (!v.ok()) return v.status();
@@ -206,7 +212,7 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
                         "truncation_direction, score_activation, intra_op_threads, "
                         "inter_op_threads, allow_spinning, graph_optimization_level, "
                         "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, allowed_batch_sizes, batch_grouping, "
-                        "max_padding_ratio, "
+                        "graph_fusion, max_padding_ratio, "
                         "breaker_p99_ms, breaker_error_rate, breaker_queue_fullness, "
                         "breaker_window_s, breaker_min_samples, breaker_open_s, breaker_probes, "
                         "breaker_default_result)");

@@ -40,6 +40,9 @@
 //                             padded length stays within this factor of the batch's shortest bucket
 //   batch_grouping            "length" | "fifo": how batches gather queued requests (length-sorted
 //                             buckets, or strictly in arrival order; "fifo" exists for comparison)
+//   graph_fusion              "auto" | "off": fuse attention and skip-layernorm into ONNX Runtime
+//                             contrib operators at load (src/optimize); auto keeps the original model
+//                             when nothing matches or a probe batch disagrees
 // (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
 #pragma once
 
@@ -59,6 +62,7 @@ enum class ScoreActivation { kSigmoid, kNone, kSoftmax };
 enum class TruncationDirection { kRight, kLeft };
 enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
 enum class BatchGrouping { kLength, kFifo };
+enum class GraphFusion { kAuto, kOff };
 
 struct TideParameters {
   Task task = Task::kRerank;                        // rerank: one score per pair; classify: labels
@@ -91,6 +95,7 @@ struct TideParameters {
     return breaker_p99_ms > 0 || breaker_error_rate > 0 || breaker_queue_fullness > 0;
   }
   BatchGrouping batch_grouping = BatchGrouping::kLength;  // BatcherOptions::group_by_length
+  GraphFusion graph_fusion = GraphFusion::kAuto;          // optimize::PrepareFusedModel at load
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
 

@@ -30,6 +30,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kAll);
   EXPECT_TRUE(p->enable_cpu_mem_arena);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kLength);
+  EXPECT_EQ(p->graph_fusion, GraphFusion::kAuto);
   EXPECT_EQ(p->EffectiveMaxSequenceLength(std::nullopt), 512);
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 256);
 }
@@ -46,6 +47,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"graph_optimization_level", "basic"},
                                                   {"enable_cpu_mem_arena", "false"},
                                                   {"batch_grouping", "fifo"},
+                                                  {"graph_fusion", "off"},
                                                   {"sequence_buckets", "32, 64,128"},
                                                   {"allowed_batch_sizes", "1,2,4,8"},
                                                   {"max_padding_ratio", "2.5"},
@@ -63,6 +65,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kBasic);
   EXPECT_FALSE(p->enable_cpu_mem_arena);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kFifo);
+  EXPECT_EQ(p->graph_fusion, GraphFusion::kOff);
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(p->max_padding_ratio, 2.5);
@@ -84,6 +87,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"allow_spinning", "maybe", "maybe"},
       {"graph_optimization_level", "max", "\"all\""},
       {"batch_grouping", "sorted", "sorted"},
+      {"graph_fusion", "on", "\"auto\""},
       {"sequence_buckets", "64,32", "strictly increasing"},
       {"allowed_batch_sizes", "1,4,2", "strictly increasing"},
       {"allowed_batch_sizes", "0,4", "out of range"},

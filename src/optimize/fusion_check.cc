@@ -112,12 +112,14 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   absl::StatusOr<ProbeComparison> cmp = CompareOnProbe(options, fused_options, probe, IsDynamicallyQuantized(*model));
   if (!cmp.ok()) {
     result.reason = std::string(cmp.status().message());
+    result.check_failed = true;
     return result;
   }
   result.max_abs_diff = cmp->max_abs_diff;
   result.tolerance = cmp->tolerance;
   if (!cmp->ok()) {
     result.reason = absl::StrFormat("fused logits differ by %.3g (tolerance %.3g)", cmp->max_abs_diff, cmp->tolerance);
+    result.check_failed = true;
     return result;
   }
   result.fused = true;

@@ -30,6 +30,7 @@ struct FusedModel {
   double max_abs_diff = 0;  // fused vs original logits on the probe batch
   double tolerance = 0;
   std::string reason;       // why the original is served (fused == false)
+  bool check_failed = false;  // the fused model failed or disagreed on the probe (an error to log)
 };
 
 FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe);

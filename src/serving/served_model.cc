@@ -8,6 +8,9 @@
 #include "config/ort_options.h"
 #include "runtime/ort_backend.h"
 #include "serving/warmup_shapes.h"
+#ifdef TIDE_HAVE_GRAPH_FUSION
+#include "optimize/fusion_check.h"
+#endif
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -83,13 +86,37 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   m->max_sequence_length_ =
       static_cast<size_t>(m->params_.EffectiveMaxSequenceLength(m->tokenizer_->default_max_length()));
 
-  const runtime::OrtOptions ort = config::MakeOrtOptions(m->params_, version.model_file);
+  runtime::OrtOptions ort = config::MakeOrtOptions(m->params_, version.model_file);
   auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
   if (!signature.ok()) return signature.status();
   m->signature_ = *signature;
   if (m->signature_.num_labels < 1) {
     return absl::FailedPreconditionError(absl::StrCat(ort.model_path, ": output ", m->signature_.logits_name,
                                                       " has a dynamic label dimension; tide needs a fixed one"));
+  }
+  if (m->params_.graph_fusion == config::GraphFusion::kAuto) {
+#ifdef TIDE_HAVE_GRAPH_FUSION
+    // Fused attention / skip-layernorm, checked on a padded probe batch against the original.
+    const auto fuse_start = std::chrono::steady_clock::now();
+    optimize::FusedModel fused = optimize::PrepareFusedModel(
+        ort, optimize::ProbeBatch(m->signature_, static_cast<int64_t>(m->tokenizer_->vocab_size()),
+                                  static_cast<int64_t>(m->max_sequence_length_)));
+    const double fuse_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fuse_start).count();
+    if (fused.fused) {
+      spdlog::info("model {} version {}: graph fusion: {}; probe max |fused - original| {:.3g} (limit {:.3g}); {:.0f} ms",
+                   m->name_, m->version_, fused.report.Summary(), fused.max_abs_diff, fused.tolerance, fuse_ms);
+      ort.model_path.clear();
+      ort.model_data = std::move(fused.model_data);
+    } else if (fused.check_failed) {
+      spdlog::error("model {} version {}: graph fusion rejected, serving the unfused model: {}", m->name_,
+                    m->version_, fused.reason);
+    } else {
+      spdlog::info("model {} version {}: graph fusion skipped: {}", m->name_, m->version_, fused.reason);
+    }
+#else
+    spdlog::info("model {} version {}: graph fusion unavailable (built without libonnx-dev)", m->name_, m->version_);
+#endif
   }
   if (!m->params_.breaker_default_result.empty() &&
       static_cast<int64_t>(m->params_.breaker_default_result.size()) != m->signature_.num_labels) {

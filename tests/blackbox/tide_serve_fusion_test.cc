@@ -1,0 +1,116 @@
+// Black-box tests of load-time graph fusion (config parameter graph_fusion, src/optimize) against
+// the real `tide serve`: tools/export_model.py's tiny-bert, FP32 and `tide quantize --int8`, each
+// served twice from one repository — with the default graph_fusion (auto) and with "off".
+//   - the server logs what it fused and the probe check's difference for the auto entries, and
+//     nothing of the kind for the "off" ones;
+//   - fused and unfused entries answer the same padded KServe batch (rows of mixed lengths) with the
+//     same logits: within 1e-4 for FP32, within 2e-2 x the logit scale for INT8 (the load-time
+//     check's bound: per-batch activation quantization turns float rounding into whole steps).
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "blackbox_support.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http_client.h"
+
+namespace tide::blackbox {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Config(bool fusion) {
+  return absl::StrCat("backend: \"onnxruntime\"\nmax_batch_size: 16\n",
+                      "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n",
+                      fusion ? "" : "parameters { key: \"graph_fusion\" value { string_value: \"off\" } }\n");
+}
+
+class ServeFusionTest : public SharedServerSuite<ServeFusionTest> {
+ protected:
+  static void SetUpTestSuite() { StartSharedServer(Prepare, {"--log-level", "info"}); }
+
+  static absl::Status Prepare(const fs::path& repo) {
+    auto tiny = ExportedTinyBert();
+    if (!tiny.ok()) return tiny.status();
+    const fs::path fp32 = *tiny / "1" / "model.onnx";
+    const fs::path tokenizer = *tiny / "tokenizer.json";
+    const fs::path int8 = scratch_dir() / "int8.onnx";
+    auto run = RunCommand({TideBinary().string(), "quantize", "--int8", fp32.string(), int8.string()});
+    if (!run.ok()) return run.status();
+    if (run->exit_code != 0) return absl::InternalError(absl::StrCat("tide quantize exited ", run->exit_code, ": ", run->output));
+    for (const auto& [name, model, fusion] : {std::tuple{"fp32-fused", fp32, true}, std::tuple{"fp32-plain", fp32, false},
+                                              std::tuple{"int8-fused", int8, true}, std::tuple{"int8-plain", int8, false}}) {
+      if (absl::Status s = AddModel(repo, name, model, tokenizer, Config(fusion)); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // Rows of different lengths ([CLS] random ids [SEP], padded with 0 / mask 0) as KServe tensors.
+  static json PaddedInputs() {
+    std::mt19937 rng(21);
+    std::uniform_int_distribution<int64_t> token(1000, 2047);  // inside the tiny-bert vocabulary
+    const int lengths[] = {40, 23, 9, 2};
+    const int seq = 40;
+    std::vector<int64_t> ids, mask, types;
+    for (int len : lengths) {
+      for (int t = 0; t < seq; ++t) {
+        const bool real = t < len;
+        ids.push_back(!real ? 0 : t == 0 ? 101 : t == len - 1 ? 102 : token(rng));
+        mask.push_back(real);
+        types.push_back(real && t >= len / 2);
+      }
+    }
+    const json shape = {4, seq};
+    return json::array({{{"name", "input_ids"}, {"shape", shape}, {"datatype", "INT64"}, {"data", ids}},
+                        {{"name", "attention_mask"}, {"shape", shape}, {"datatype", "INT64"}, {"data", mask}},
+                        {{"name", "token_type_ids"}, {"shape", shape}, {"datatype", "INT64"}, {"data", types}}});
+  }
+
+  std::vector<float> Infer(const std::string& model) {
+    auto client = NewClient();
+    const auto r = client->Post(absl::StrCat("/v2/models/", model, "/infer"), json{{"inputs", PaddedInputs()}}.dump());
+    EXPECT_EQ(r.status, 200) << r.error << r.body;
+    const json out = ParseJson(r.body);
+    if (out.is_discarded() || !out.contains("outputs") || out["outputs"].empty()) {
+      ADD_FAILURE() << "no outputs: " << r.body;
+      return {};
+    }
+    return out["outputs"][0]["data"].get<std::vector<float>>();
+  }
+
+  static void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, double limit, const char* what) {
+    ASSERT_EQ(a.size(), 4u) << what;
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], limit) << what << ", row " << i;
+  }
+};
+
+TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
+  const std::string log = server().Stdout() + server().Stderr();  // spdlog writes to stdout
+  for (const char* name : {"fp32-fused", "int8-fused"}) {
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion: 2 attention, 4 skip-layernorm")));
+  }
+  EXPECT_THAT(log, HasSubstr("probe max |fused - original|"));
+  for (const char* name : {"fp32-plain", "int8-plain"}) {
+    EXPECT_THAT(log, Not(HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion"))));
+  }
+  EXPECT_THAT(log, Not(HasSubstr("graph fusion rejected")));
+}
+
+TEST_F(ServeFusionTest, FusedAndUnfusedAnswerTheSamePaddedBatch) {
+  ExpectClose(Infer("fp32-fused"), Infer("fp32-plain"), 1e-4, "fp32");
+  const std::vector<float> plain = Infer("int8-plain");
+  double scale = 1;
+  for (float v : plain) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+  ExpectClose(Infer("int8-fused"), plain, 2e-2 * scale, "int8");
+}
+
+}  // namespace
+}  // namespace tide::blackbox
