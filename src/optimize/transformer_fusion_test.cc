@@ -23,6 +23,8 @@ struct LayerVariant {
   bool dynamic_reshape = false;     // Concat(Shape...) targets, as torch exports x.view(B, S, N, d)
   bool query_bias = true;
   bool identity_bias = false;       // biases reached through Identity (torch's shared initializers)
+  bool int32_mask = false;          // attention_mask is an int32 graph input (no Cast needed)
+  bool mul_scale = false;           // scores * (1/sqrt(d)) instead of scores / sqrt(d)
 };
 
 class GraphBuilder {
@@ -94,7 +96,7 @@ onnx::ModelProto BertLayer(const LayerVariant& var = {}) {
   onnx::GraphProto* g = m.mutable_graph();
   g->set_name("layer");
   AddInput(g, "x", onnx::TensorProto::FLOAT, 3);
-  AddInput(g, "attention_mask", onnx::TensorProto::INT64, 2);
+  AddInput(g, "attention_mask", var.int32_mask ? onnx::TensorProto::INT32 : onnx::TensorProto::INT64, 2);
   std::mt19937 rng(7);
   GraphBuilder b(g);
   // Mask: (1 - Unsqueeze(Unsqueeze(Cast(mask), 1), 2)) * c
@@ -142,7 +144,8 @@ onnx::ModelProto BertLayer(const LayerVariant& var = {}) {
   std::string k = transpose(split(proj("k", true), "k"), var.key_perm);
   std::string v = transpose(split(proj("v", true), "v"), {0, 2, 1, 3});
   std::string scores = b.Node("MatMul", {q, k});
-  std::string scaled = b.Node("Div", {scores, b.Scalar("sqrt_d", 2.0f)});
+  std::string scaled = var.mul_scale ? b.Node("Mul", {b.Scalar("inv_sqrt_d", 0.5f), scores})
+                                     : b.Node("Div", {scores, b.Scalar("sqrt_d", 2.0f)});
   std::string masked = b.Node("Add", {scaled, mask_bias});
   std::string probs = b.Node("Softmax", {masked});
   onnx::AttributeProto* axis = b.last()->add_attribute();
@@ -255,15 +258,19 @@ TEST(TransformerFusionTest, FusesAttentionAndSkipLayerNorm) {
 }
 
 TEST(TransformerFusionTest, FusedLayerMatchesUnfusedOnPaddedBatch) {
-  for (bool dynamic : {false, true}) {
+  // 0: constant reshape targets; 1: torch's Concat(Shape...) targets and Identity biases;
+  // 2: no query bias (zeros in the fused bias) and a Mul scale.
+  for (int variant = 0; variant < 3; ++variant) {
     LayerVariant var;
-    var.dynamic_reshape = dynamic;
-    var.identity_bias = dynamic;
+    var.dynamic_reshape = variant == 1;
+    var.identity_bias = variant == 1;
+    var.query_bias = variant != 2;
+    var.mul_scale = variant == 2;
     onnx::ModelProto original = BertLayer(var);
     onnx::ModelProto fused = original;
     auto report = FuseTransformer({}, &fused);
     ASSERT_TRUE(report.ok());
-    ASSERT_EQ(report->attention_fused, 1) << "dynamic " << dynamic;
+    ASSERT_EQ(report->attention_fused, 1) << "variant " << variant;
     ASSERT_EQ(report->skip_layer_norm_fused, 1);
     const int64_t batch = 3, seq = 7;
     const int64_t lengths[batch] = {7, 4, 1};
@@ -286,7 +293,7 @@ TEST(TransformerFusionTest, FusedLayerMatchesUnfusedOnPaddedBatch) {
         }
       }
     }
-    EXPECT_LT(worst, 1e-4) << "dynamic " << dynamic;
+    EXPECT_LT(worst, 1e-4) << "variant " << variant;
     // Padded keys get no weight: changing x at padded positions leaves valid tokens' outputs alone.
     std::vector<float> x2 = x;
     for (int64_t t = lengths[1]; t < seq; ++t) {
@@ -299,6 +306,23 @@ TEST(TransformerFusionTest, FusedLayerMatchesUnfusedOnPaddedBatch) {
         EXPECT_NEAR(b[i], c[i], 1e-5);
       }
     }
+  }
+}
+
+TEST(TransformerFusionTest, Int32MaskIsUsedAsItIsAndMulScaleIsRead) {
+  LayerVariant var;
+  var.int32_mask = true;
+  var.mul_scale = true;
+  onnx::ModelProto m = BertLayer(var);
+  auto report = FuseTransformer({}, &m);
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->attention_fused, 1);
+  const onnx::NodeProto* mha = FindOp(m, "MultiHeadAttention");
+  ASSERT_NE(mha, nullptr);
+  EXPECT_EQ(mha->input(4), "attention_mask");
+  EXPECT_EQ(CountOps(m, "Cast"), 0);
+  for (const auto& a : mha->attribute()) {
+    if (a.name() == "scale") EXPECT_FLOAT_EQ(a.f(), 0.5f);
   }
 }
 
