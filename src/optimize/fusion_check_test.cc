@@ -70,8 +70,10 @@ FusionOptions AttentionOnly() {
   return o;
 }
 
-onnx::ModelProto Int8(onnx::ModelProto m) {
+onnx::ModelProto Int8(onnx::ModelProto m,
+                      quantize::Int8OpFormat format = quantize::Int8OpFormat::kDynamicQuantizeMatMul) {
   quantize::Int8Options o;
+  o.op_format = format;
   auto r = quantize::QuantizeInt8(o, &m);
   EXPECT_TRUE(r.ok()) << r.status();
   return m;
@@ -126,7 +128,8 @@ void RandomizeVectors(onnx::ModelProto* m) {
 }
 
 // tools/export_model.py's tiny-bert (2 layers, hidden 64), exported once into the build folder
-// (skipped where the exporter's python3-torch is unavailable), with distinct random biases.
+// (skipped where the exporter's python3-torch is unavailable), with distinct random biases; FP32
+// and both INT8 layouts of tide quantize.
 TEST(FusionCheckTest, TinyBertWithBiasesFp32AndInt8) {
   const char* bin = std::getenv("TIDE_BINARY_DIR");
   const std::filesystem::path binary_dir = bin != nullptr ? bin : TIDE_BUILD_DIR;
@@ -148,6 +151,8 @@ TEST(FusionCheckTest, TinyBertWithBiasesFp32AndInt8) {
   const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 100);
   ExpectSameLogits(*model, {}, 2, batch, 1e-4);
   ExpectSameLogits(Int8(*model), {}, 2, batch, 1e-4);
+  // --format onnx: DynamicQuantizeLinear + MatMulInteger + Cast + Mul projections.
+  ExpectSameLogits(Int8(*model, quantize::Int8OpFormat::kMatMulInteger), {}, 2, batch, 1e-4);
 }
 
 TEST(FusionCheckTest, PrepareFusedModelAcceptsMiniLm) {

@@ -56,6 +56,18 @@ std::optional<std::vector<int64_t>> IntsAttribute(const onnx::NodeProto& n, cons
 std::optional<int64_t> WeightProjectionWidth(const GraphIndex& index, const std::string& value) {
   const onnx::NodeProto* n = index.ProducerNode(value);
   if (n == nullptr || n->input_size() < 2 || n->output(0) != value) return std::nullopt;
+  // tide quantize --int8 --format onnx: Mul(Cast<float>(MatMulInteger(DynamicQuantizeLinear(x), W)), scale).
+  if (n->op_type() == "Mul" && IsDefaultDomain(*n) && n->input_size() == 2) {
+    for (int side = 0; side < 2; ++side) {
+      const onnx::NodeProto* cast = index.ProducerOp(n->input(side), "Cast");
+      if (cast == nullptr || IntAttribute(*cast, "to") != onnx::TensorProto::FLOAT) continue;
+      const onnx::NodeProto* mmi = index.ProducerOp(cast->input(0), "MatMulInteger");
+      if (mmi == nullptr || mmi->input_size() < 2) continue;
+      const onnx::TensorProto* w = index.Constant(mmi->input(1));
+      if (w != nullptr && w->dims_size() == 2 && w->dims(1) > 0) return w->dims(1);
+    }
+    return std::nullopt;
+  }
   const bool matmul = n->op_type() == "MatMul" && IsDefaultDomain(*n);
   const bool contrib = n->domain() == "com.microsoft" &&
                        (n->op_type() == "DynamicQuantizeMatMul" || n->op_type() == "MatMulIntegerToFloat");

@@ -73,7 +73,8 @@ std::optional<int64_t> IntAttribute(const onnx::NodeProto& n, const std::string&
 std::optional<std::vector<int64_t>> IntsAttribute(const onnx::NodeProto& n, const std::string& name);
 
 // The output width N when `value` is written by a weight projection: MatMul (default domain) or
-// com.microsoft DynamicQuantizeMatMul / MatMulIntegerToFloat whose B is a constant [K, N] tensor.
+// com.microsoft DynamicQuantizeMatMul / MatMulIntegerToFloat whose B is a constant [K, N] tensor,
+// or the dequantizing Mul(Cast<float>(MatMulInteger(x, W)), scale) of `tide quantize --format onnx`.
 // nullopt for anything else. (Its output is then [..., N]: the shape fact the fusions rely on.)
 std::optional<int64_t> WeightProjectionWidth(const GraphIndex& index, const std::string& value);
 
