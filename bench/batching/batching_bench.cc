@@ -52,6 +52,9 @@
 #include "config/tide_parameters.h"
 #include "http_client.h"
 #include "nlohmann/json.hpp"
+#ifdef TIDE_HAVE_GRAPH_FUSION
+#include "optimize/fusion_check.h"
+#endif
 #include "runtime/ort_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -492,6 +495,23 @@ int main(int argc, char** argv) {
               LoadAverage().c_str(), std::thread::hardware_concurrency());
   const Workload w = MakeWorkload(**tok, static_cast<size_t>(max_length), requests, documents, query_tokens, median,
                                   p90, seed);
+  // The raw engine runs the graph the server serves: with graph_fusion = auto (the default) the
+  // server fuses attention and skip-layernorm at load, so the raw engine gets the same fused model.
+  const std::string model_file = model_dir + "/1/model.onnx";
+  std::string raw_model_data;  // empty: the file as exported
+  std::string raw_graph = "as exported (graph_fusion off)";
+#ifdef TIDE_HAVE_GRAPH_FUSION
+  if (params->graph_fusion == tide::config::GraphFusion::kAuto) {
+    auto signature = tide::runtime::OrtBackend::ReadSignature(model_file);
+    if (!signature.ok()) Die(signature.status().ToString());
+    tide::optimize::FusedModel fused = tide::optimize::PrepareFusedModel(
+        tide::config::MakeOrtOptions(*params, model_file),
+        tide::optimize::ProbeBatch(*signature, static_cast<int64_t>((*tok)->vocab_size()), max_length));
+    raw_graph = fused.fused ? "fused like the server's: " + fused.report.Summary() : "as exported: " + fused.reason;
+    if (fused.fused) raw_model_data = std::move(fused.model_data);
+  }
+#endif
+  std::printf("raw engine graph: %s\n", raw_graph.c_str());
   std::vector<double> lens;
   double real_tokens = 0, flops = 0;
   for (const auto& p : w.pairs) {
@@ -529,7 +549,12 @@ int main(int argc, char** argv) {
     p.intra_op_threads = threads;
     std::vector<std::unique_ptr<tide::runtime::OrtBackend>> backends;
     for (int i = 0; i < sessions; ++i) {
-      auto be = tide::runtime::OrtBackend::Create(tide::config::MakeOrtOptions(p, model_dir + "/1/model.onnx"));
+      tide::runtime::OrtOptions o = tide::config::MakeOrtOptions(p, model_file);
+      if (!raw_model_data.empty()) {
+        o.model_path.clear();
+        o.model_data = raw_model_data;
+      }
+      auto be = tide::runtime::OrtBackend::Create(o);
       if (!be.ok()) Die(be.status().ToString());
       backends.push_back(*std::move(be));
     }
