@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server_process.h"
+#include "shared_assets.h"
 
 namespace tide::cli {
 namespace {
@@ -124,11 +125,10 @@ TEST(RunBenchCommand, DumpRequestsWritesThePoolAndSendsNothing) {
 }
 
 TEST(TideBenchBlackBox, ShortRunAgainstARealServer) {
-  const fs::path assets = fs::path("..") / "shared" / "assets";
-  const fs::path model = assets / "models" / "tiny-distilbert-classification" / "model.onnx";
-  const fs::path tokenizer = assets / "tokenizers" / "bert-base-uncased" / "tokenizer.json";
-  if (!fs::exists(model) || !fs::exists(tokenizer))
-    GTEST_SKIP() << "../shared/assets absent (fresh clone): no tiny DistilBERT model / bert tokenizer";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kBertBaseUncasedTokenizer);
+  const fs::path model = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
+  const fs::path tokenizer = tide::testing::SharedAssetPath(tide::testing::kBertBaseUncasedTokenizer);
 
   char tmpl[] = "/tmp/tide-bench-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -1,11 +1,11 @@
 #include "cli/eval_command.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared_assets.h"
 
 namespace tide::cli {
 namespace {
@@ -14,9 +14,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 fs::path DistilBert() {
-  const char* src = std::getenv("TIDE_SOURCE_DIR");
-  fs::path root = src ? fs::path(src) : fs::current_path();
-  return root / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
+  return tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
 }
 
 EvalOptions Small(const std::string& model) {
@@ -30,7 +28,7 @@ EvalOptions Small(const std::string& model) {
 }
 
 TEST(EvalCommandTest, AVariantIdenticalToTheReferenceAgreesPerfectly) {
-  if (!fs::exists(DistilBert())) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification absent";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   EvalOptions o = Small(DistilBert().string());
   o.variants = {{"same", DistilBert().string()}};
   std::ostringstream out;

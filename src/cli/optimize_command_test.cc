@@ -9,17 +9,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ort_backend.h"
+#include "shared_assets.h"
 
 namespace tide::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-fs::path Root() {
-  const char* src = std::getenv("TIDE_SOURCE_DIR");
-  return src ? fs::path(src) : fs::current_path();
-}
 
 class OptimizeCommandTest : public ::testing::Test {
  protected:
@@ -32,7 +28,7 @@ class OptimizeCommandTest : public ::testing::Test {
 };
 
 TEST_F(OptimizeCommandTest, FusesMiniLmChecksAndWritesAModelThatLoads) {
-  const fs::path in = Root() / "models/minilm-l6/1/model.onnx";
+  const fs::path in = tide::testing::SourceRoot() / "models/minilm-l6/1/model.onnx";
   if (!fs::exists(in)) GTEST_SKIP() << in << " is absent";
   OptimizeCommandOptions o;
   o.input = in.string();
@@ -66,8 +62,8 @@ TEST_F(OptimizeCommandTest, RefusesToOverwriteItsInput) {
 
 TEST_F(OptimizeCommandTest, NothingMatchedWritesNothing) {
   // The third-party DistilBERT export masks scores with Where and decomposes LayerNorm (opset 11).
-  const fs::path in = Root() / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
-  if (!fs::exists(in)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification absent";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  const fs::path in = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
   OptimizeCommandOptions o;
   o.input = in.string();
   o.output = (dir_ / "out.onnx").string();

@@ -8,17 +8,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ort_backend.h"
+#include "shared_assets.h"
 
 namespace tide::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-fs::path Root() {
-  const char* src = std::getenv("TIDE_SOURCE_DIR");
-  return src ? fs::path(src) : fs::current_path();
-}
 
 class QuantizeCommandTest : public ::testing::Test {
  protected:
@@ -31,8 +27,8 @@ class QuantizeCommandTest : public ::testing::Test {
 };
 
 TEST_F(QuantizeCommandTest, Int8AndFp16OfTheSharedDistilBertLoadInOnnxRuntime) {
-  const fs::path in = Root() / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
-  if (!fs::exists(in)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification absent";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  const fs::path in = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
   for (bool int8 : {true, false}) {
     QuantizeCommandOptions o;
     o.input = in.string();
@@ -51,8 +47,8 @@ TEST_F(QuantizeCommandTest, Int8AndFp16OfTheSharedDistilBertLoadInOnnxRuntime) {
 }
 
 TEST_F(QuantizeCommandTest, AnAlreadyQuantizedModelIsRefusedAndNothingIsWritten) {
-  const fs::path in = Root() / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
-  if (!fs::exists(in)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification absent";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  const fs::path in = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
   QuantizeCommandOptions o;
   o.input = in.string();
   o.output = (dir_ / "int8.onnx").string();

@@ -1,6 +1,5 @@
 #include "cli/verify_model_command.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -8,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared_assets.h"
 
 namespace tide::cli {
 namespace {
@@ -16,9 +16,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 fs::path DistilBertModel() {
-  const char* src = std::getenv("TIDE_SOURCE_DIR");
-  fs::path root = src ? fs::path(src) : fs::current_path();
-  return root / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
+  return tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
 }
 
 constexpr char kPandaIds[] =
@@ -28,9 +26,7 @@ constexpr char kPandaMask[] = "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]";
 class VerifyModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(DistilBertModel())) {
-      GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification/model.onnx absent";
-    }
+    TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
     std::random_device rd;
     ref_ = fs::temp_directory_path() / ("tide_verify_" + std::to_string(rd()) + ".json");
   }

@@ -1,5 +1,4 @@
 // Normalization against a real third-party ONNX export (DistilBERT: no token_type_ids, 2 labels).
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -11,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ort_backend.h"
+#include "shared_assets.h"
 
 namespace tide::config {
 namespace {
@@ -18,14 +18,12 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path DistilBertModel() {
-  const char* src = std::getenv("TIDE_SOURCE_DIR");
-  fs::path root = src ? fs::path(src) : fs::current_path();
-  return root / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
+  return tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
 }
 
 TEST(NormalizeOnnxTest, AutoCompletesDistilBertExport) {
   const fs::path model = DistilBertModel();
-  if (!fs::exists(model)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification/model.onnx absent";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   auto sig = runtime::OrtBackend::ReadSignature(model.string());
   ASSERT_TRUE(sig.ok()) << sig.status();
 
@@ -55,7 +53,7 @@ TEST(NormalizeOnnxTest, AutoCompletesDistilBertExport) {
 
 TEST(NormalizeOnnxTest, RepositoryWithoutConfigLoadsTheRealModel) {
   const fs::path model = DistilBertModel();
-  if (!fs::exists(model)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification/model.onnx absent";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   std::random_device rd;
   fs::path root = fs::temp_directory_path() / ("tide_repo_onnx_" + std::to_string(rd()));
   fs::create_directories(root / "distilbert" / "1");
@@ -74,7 +72,7 @@ TEST(NormalizeOnnxTest, RepositoryWithoutConfigLoadsTheRealModel) {
 
 TEST(NormalizeOnnxTest, ParametersBecomeSessionOptions) {
   const fs::path model = DistilBertModel();
-  if (!fs::exists(model)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification/model.onnx absent";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   auto c = ParseModelConfig(R"pb(
     name: "distilbert"
     backend: "onnxruntime"

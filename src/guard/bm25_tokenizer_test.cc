@@ -8,21 +8,18 @@
 #include <gtest/gtest.h>
 
 #include "guard/bm25.h"
+#include "shared_assets.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::guard {
 namespace {
 
-constexpr std::string_view kTokenizerPath =
-    "../shared/assets/tokenizers/bert-base-uncased/tokenizer.json";
-
 class Bm25TokenizerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kTokenizerPath)) {
-      GTEST_SKIP() << "needs " << kTokenizerPath << " (shared test assets, absent in a fresh clone)";
-    }
-    auto tokenizer = tokenizer::Tokenizer::FromFile(std::string(kTokenizerPath));
+    TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kBertBaseUncasedTokenizer);
+    auto tokenizer = tokenizer::Tokenizer::FromFile(
+        tide::testing::SharedAssetPath(tide::testing::kBertBaseUncasedTokenizer).string());
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
     tokenizer_ = *std::move(tokenizer);
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "shared_assets.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::loadgen {
@@ -74,9 +75,8 @@ TEST(WorkloadGenerator, RejectsNoDocuments) {
 }
 
 TEST(Vocabulary, WordsFromTheTokenizerAreOneTokenEach) {
-  const std::filesystem::path path = "../shared/assets/tokenizers/bert-base-uncased/tokenizer.json";
-  if (!std::filesystem::exists(path))
-    GTEST_SKIP() << "../shared/assets absent (fresh clone): bert-base-uncased tokenizer not available";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kBertBaseUncasedTokenizer);
+  const std::filesystem::path path = tide::testing::SharedAssetPath(tide::testing::kBertBaseUncasedTokenizer);
   auto tok = tokenizer::Tokenizer::FromFile(path.string());
   ASSERT_TRUE(tok.ok()) << tok.status();
   auto vocab = Vocabulary::FromTokenizer(**tok);

@@ -14,14 +14,12 @@
 #include "quantize/graph_util.h"
 #include "quantize/int8_quantizer.h"
 #include "quantize/model_io.h"
+#include "shared_assets.h"
 
 namespace tide::optimize {
 namespace {
 
-std::filesystem::path SourceDir() {
-  const char* s = std::getenv("TIDE_SOURCE_DIR");
-  return s != nullptr ? std::filesystem::path(s) : std::filesystem::current_path();
-}
+using tide::testing::SourceRoot;
 
 // Mixed lengths (full, ~half, 2 tokens, 1 token) in one padded batch.
 runtime::TokenBatch PaddedBatch(const runtime::ModelSignature& sig, int64_t seq, int64_t vocab) {
@@ -80,7 +78,7 @@ onnx::ModelProto Int8(onnx::ModelProto m,
 }
 
 TEST(FusionCheckTest, MiniLmFp32AndInt8) {
-  const std::filesystem::path path = SourceDir() / "models/minilm-l6/1/model.onnx";
+  const std::filesystem::path path = SourceRoot() / "models/minilm-l6/1/model.onnx";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
   auto model = quantize::LoadModel(path.string());
   ASSERT_TRUE(model.ok()) << model.status();
@@ -136,7 +134,7 @@ TEST(FusionCheckTest, TinyBertWithBiasesFp32AndInt8) {
   const std::filesystem::path repo = binary_dir / "optimize_models";
   const std::filesystem::path path = repo / "tiny-bert/1/model.onnx";
   if (!std::filesystem::exists(path)) {
-    const std::string cmd = "/usr/bin/python3 '" + (SourceDir() / "tools/export_model.py").string() +
+    const std::string cmd = "/usr/bin/python3 '" + (SourceRoot() / "tools/export_model.py").string() +
                             "' --preset tiny-bert --repository '" + repo.string() + "' --name tiny-bert --tide-binary '" +
                             (binary_dir / "tide").string() + "' --quiet > /dev/null 2>&1";
     if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(path)) {
@@ -156,7 +154,7 @@ TEST(FusionCheckTest, TinyBertWithBiasesFp32AndInt8) {
 }
 
 TEST(FusionCheckTest, PrepareFusedModelAcceptsMiniLm) {
-  const std::filesystem::path path = SourceDir() / "models/minilm-l6/1/model.onnx";
+  const std::filesystem::path path = SourceRoot() / "models/minilm-l6/1/model.onnx";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
   auto sig = runtime::OrtBackend::ReadSignature(path.string());
   ASSERT_TRUE(sig.ok());
@@ -172,8 +170,8 @@ TEST(FusionCheckTest, PrepareFusedModelAcceptsMiniLm) {
 
 TEST(FusionCheckTest, PrepareFusedModelKeepsUnmatchedModel) {
   // The third-party DistilBERT export masks with Where(mask == 0, -inf, scores): not matched.
-  std::filesystem::path path = SourceDir().parent_path() / "shared/assets/models/tiny-distilbert-classification/model.onnx";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (../shared/assets)";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  const std::filesystem::path path = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
   auto sig = runtime::OrtBackend::ReadSignature(path.string());
   ASSERT_TRUE(sig.ok());
   runtime::OrtOptions o;

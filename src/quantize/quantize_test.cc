@@ -11,6 +11,7 @@
 #include "quantize/int8_quantizer.h"
 #include "quantize/model_io.h"
 #include "runtime/ort_backend.h"
+#include "shared_assets.h"
 
 namespace tide::quantize {
 namespace {
@@ -21,11 +22,6 @@ using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
 constexpr int64_t kVocab = 50, kHidden = 32, kFfn = 64;
-
-fs::path Root() {
-  const char* src = std::getenv("TIDE_SOURCE_DIR");
-  return src ? fs::path(src) : fs::current_path();
-}
 
 void AddFloatInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, std::mt19937* rng,
                   float stddev) {
@@ -184,7 +180,7 @@ constexpr double kInt8RelativeTolerance = 0.05;
 TEST(QuantizeInt8Test, RewritesWeightMatMulsAndKeepsHeadAndEmbeddingsFp32) {
   for (Int8OpFormat format : {Int8OpFormat::kDynamicQuantizeMatMul, Int8OpFormat::kMatMulInteger}) {
     for (bool per_channel : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "format " << static_cast<int>(format) << " per_channel " << per_channel);
+      SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(format) << " per_channel " << per_channel);
       onnx::ModelProto m = TinyReranker();
       auto report = QuantizeInt8({.per_channel = per_channel, .op_format = format}, &m);
       ASSERT_TRUE(report.ok()) << report.status();
@@ -223,7 +219,7 @@ TEST(QuantizeInt8Test, QuantizedModelRunsWithinToleranceOfFp32) {
   for (Int8OpFormat format : {Int8OpFormat::kDynamicQuantizeMatMul, Int8OpFormat::kMatMulInteger}) {
     for (bool per_channel : {false, true}) {
       for (bool reduce_range : {false, true}) {
-        SCOPED_TRACE(testing::Message() << "format " << static_cast<int>(format) << " per_channel " << per_channel
+        SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(format) << " per_channel " << per_channel
                                         << " reduce_range " << reduce_range);
         onnx::ModelProto m = fp32;
         ASSERT_TRUE(QuantizeInt8({.per_channel = per_channel, .reduce_range = reduce_range, .op_format = format}, &m).ok());
@@ -510,15 +506,14 @@ void CheckRealModel(const fs::path& path, int64_t vocab, double relative_toleran
 }
 
 TEST(QuantizeRealModelTest, DefaultMiniLmModel) {
-  const fs::path p = Root() / "models" / "minilm-l6" / "1" / "model.onnx";
+  const fs::path p = tide::testing::SourceRoot() / "models" / "minilm-l6" / "1" / "model.onnx";
   if (!fs::exists(p)) GTEST_SKIP() << "models/minilm-l6/1/model.onnx absent (run `make models`)";
   CheckRealModel(p, 30522, 0.10);
 }
 
 TEST(QuantizeRealModelTest, SharedDistilBertExport) {
-  const fs::path p = Root() / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
-  if (!fs::exists(p)) GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification absent";
-  CheckRealModel(p, 30522, 0.10);
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  CheckRealModel(tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel), 30522, 0.10);
 }
 
 }  // namespace

@@ -5,20 +5,23 @@
 // Needs ../shared/assets (relative to the working directory or TIDE_SOURCE_DIR).
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "runtime/ort_backend.h"
+#include "shared_assets.h"
 
 namespace tide::runtime {
 namespace {
 
 std::unique_ptr<OrtBackend> Backend(benchmark::State& state) {
-  const char* src = std::getenv("TIDE_SOURCE_DIR");
-  std::filesystem::path model = std::filesystem::path(src ? src : ".") / ".." / "shared" / "assets" /
-                                "models" / "tiny-distilbert-classification" / "model.onnx";
-  auto backend = OrtBackend::Create({.model_path = model.string(), .intra_op_threads = 1});
+  const std::optional<std::filesystem::path> model = tide::testing::SharedAsset(tide::testing::kTinyDistilBertModel);
+  if (!model) {
+    state.SkipWithError(tide::testing::MissingSharedAsset(tide::testing::kTinyDistilBertModel).c_str());
+    return nullptr;
+  }
+  auto backend = OrtBackend::Create({.model_path = model->string(), .intra_op_threads = 1});
   if (!backend.ok()) {
     state.SkipWithError(std::string(backend.status().message()).c_str());
     return nullptr;

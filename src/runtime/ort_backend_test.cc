@@ -1,11 +1,11 @@
 #include "runtime/ort_backend.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared_assets.h"
 
 #ifdef TIDE_HAVE_ONNX_PROTO
 #include "onnx/onnx_pb.h"
@@ -17,16 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-fs::path DistilBertModel() {
-  const char* src = std::getenv("TIDE_SOURCE_DIR");
-  fs::path root = src ? fs::path(src) : fs::current_path();
-  return root / ".." / "shared" / "assets" / "models" / "tiny-distilbert-classification" / "model.onnx";
-}
-
-#define SKIP_WITHOUT_DISTILBERT()                                                               \
-  if (!fs::exists(DistilBertModel()))                                                           \
-  GTEST_SKIP() << "../shared/assets/models/tiny-distilbert-classification/model.onnx absent "   \
-                  "(the shared test assets are not checked out next to the repository)"
+fs::path DistilBertModel() { return tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel); }
 
 // ("what is panda?", "The giant panda is a bear species endemic to China.") with bert-base-uncased.
 const std::vector<int64_t> kPandaIds = {101,  2054, 2003, 25462, 1029, 102,  1996, 5016, 25462,
@@ -47,7 +38,7 @@ TokenBatch Pack(const std::vector<std::vector<int64_t>>& rows, bool with_types =
 }
 
 TEST(OrtBackendDistilBertTest, DiscoversSignature) {
-  SKIP_WITHOUT_DISTILBERT();
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   auto backend = OrtBackend::Create({.model_path = DistilBertModel().string()});
   ASSERT_TRUE(backend.ok()) << backend.status();
   const ModelSignature& s = (*backend)->signature();
@@ -60,7 +51,7 @@ TEST(OrtBackendDistilBertTest, DiscoversSignature) {
 }
 
 TEST(OrtBackendDistilBertTest, PandaLogitsMatchReference) {
-  SKIP_WITHOUT_DISTILBERT();
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   // Reference from ../shared/assets/models/tiny-distilbert-classification/SOURCE.txt
   // (onnxruntime-node on the same ids).
   const float kReference[2] = {0.00032029501744545996f, -0.00020017904171254486f};
@@ -79,7 +70,7 @@ TEST(OrtBackendDistilBertTest, PandaLogitsMatchReference) {
 }
 
 TEST(OrtBackendDistilBertTest, BatchedRowsEqualSingleRuns) {
-  SKIP_WITHOUT_DISTILBERT();
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   auto backend = OrtBackend::Create({.model_path = DistilBertModel().string(), .intra_op_threads = 1});
   ASSERT_TRUE(backend.ok()) << backend.status();
   std::vector<std::vector<int64_t>> rows = {
@@ -107,7 +98,7 @@ TEST(OrtBackendDistilBertTest, BatchedRowsEqualSingleRuns) {
 }
 
 TEST(OrtBackendDistilBertTest, RejectsInconsistentShapes) {
-  SKIP_WITHOUT_DISTILBERT();
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   auto backend = OrtBackend::Create({.model_path = DistilBertModel().string()});
   ASSERT_TRUE(backend.ok());
   TokenBatch b = Pack({kPandaIds});

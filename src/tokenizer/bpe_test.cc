@@ -1,11 +1,12 @@
 #include "tokenizer/bpe.h"
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared_assets.h"
 #include "tokenizer/byte_level.h"
 
 namespace tide::tokenizer {
@@ -135,14 +136,12 @@ TEST(Bpe, BadConfig) {
 
 // ---- the real roberta-base tokenizer.json (ByteLevel + BPE) ----
 
-std::optional<nlohmann::json> LoadAsset(const std::string& relative) {
-  const char* root = std::getenv("TIDE_SOURCE_DIR");
-  const std::string path = std::string(root != nullptr ? root : ".") + "/../shared/assets/" + relative;
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return nlohmann::json::parse(buffer.str());
+constexpr std::string_view kRobertaTokenizer = "tokenizers/roberta-base-bpe/tokenizer.json";
+
+std::optional<nlohmann::json> LoadAsset(std::string_view relative) {
+  const std::optional<std::string> text = tide::testing::ReadSharedAsset(relative);
+  if (!text) return std::nullopt;
+  return nlohmann::json::parse(*text);
 }
 
 struct Golden {
@@ -189,8 +188,8 @@ const Golden kRobertaGolden[] = {
 };
 
 TEST(BpeRoberta, MatchesHuggingFace) {
-  auto json = LoadAsset("tokenizers/roberta-base-bpe/tokenizer.json");
-  if (!json) GTEST_SKIP() << "../shared/assets/tokenizers/roberta-base-bpe is absent";
+  auto json = LoadAsset(kRobertaTokenizer);
+  if (!json) GTEST_SKIP() << tide::testing::MissingSharedAsset(kRobertaTokenizer);
   auto pre = MakeByteLevelPreTokenizer((*json)["pre_tokenizer"]);
   ASSERT_TRUE(pre.ok()) << pre.status();
   auto model = MakeBpeModel((*json)["model"]);

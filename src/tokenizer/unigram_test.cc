@@ -1,11 +1,12 @@
 #include "tokenizer/unigram.h"
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared_assets.h"
 #include "tokenizer/metaspace.h"
 #include "tokenizer/precompiled.h"
 #include "tokenizer/unicode.h"
@@ -103,14 +104,12 @@ TEST(Unigram, BadConfig) {
 
 // ---- the real t5-small tokenizer.json (Precompiled + WhitespaceSplit + Metaspace + Unigram) ----
 
-std::optional<nlohmann::json> LoadAsset(const std::string& relative) {
-  const char* root = std::getenv("TIDE_SOURCE_DIR");
-  const std::string path = std::string(root != nullptr ? root : ".") + "/../shared/assets/" + relative;
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return nlohmann::json::parse(buffer.str());
+constexpr std::string_view kT5Tokenizer = "tokenizers/t5-small-unigram/tokenizer.json";
+
+std::optional<nlohmann::json> LoadAsset(std::string_view relative) {
+  const std::optional<std::string> text = tide::testing::ReadSharedAsset(relative);
+  if (!text) return std::nullopt;
+  return nlohmann::json::parse(*text);
 }
 
 // HF's WhitespaceSplit (split on Rust char::is_whitespace), which t5's Sequence pre-tokenizer
@@ -184,8 +183,8 @@ const Golden kT5Golden[] = {
 };
 
 TEST(UnigramT5, MatchesHuggingFace) {
-  auto json = LoadAsset("tokenizers/t5-small-unigram/tokenizer.json");
-  if (!json) GTEST_SKIP() << "../shared/assets/tokenizers/t5-small-unigram is absent";
+  auto json = LoadAsset(kT5Tokenizer);
+  if (!json) GTEST_SKIP() << tide::testing::MissingSharedAsset(kT5Tokenizer);
   auto normalizer = MakePrecompiledNormalizer((*json)["normalizer"]);
   ASSERT_TRUE(normalizer.ok()) << normalizer.status();
   auto metaspace = MakeMetaspacePreTokenizer((*json)["pre_tokenizer"]["pretokenizers"][1]);
@@ -254,8 +253,8 @@ namespace {
 // Arbitrary bytes through the real t5 pipeline: no crash, and every byte is accounted for by
 // some token (a non-empty piece never yields zero ids).
 TEST(UnigramT5, ArbitraryBytesNeverCrash) {
-  auto json = LoadAsset("tokenizers/t5-small-unigram/tokenizer.json");
-  if (!json) GTEST_SKIP() << "../shared/assets/tokenizers/t5-small-unigram is absent";
+  auto json = LoadAsset(kT5Tokenizer);
+  if (!json) GTEST_SKIP() << tide::testing::MissingSharedAsset(kT5Tokenizer);
   auto normalizer = MakePrecompiledNormalizer((*json)["normalizer"]);
   auto metaspace = MakeMetaspacePreTokenizer((*json)["pre_tokenizer"]["pretokenizers"][1]);
   auto model = MakeUnigramModel((*json)["model"]);

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "shared_assets.h"
 
 namespace tide::blackbox {
 
@@ -56,14 +57,14 @@ absl::StatusOr<std::string> ExportToolsStamp() {
 
 }  // namespace
 
-fs::path SourceDir() { return EnvPath("TIDE_SOURCE_DIR", fs::current_path()); }
+fs::path SourceDir() { return tide::testing::SourceRoot(); }
 fs::path BinaryDir() { return EnvPath("TIDE_BINARY_DIR", SourceDir() / "build"); }
 fs::path TideBinary() { return BinaryDir() / "tide"; }
 
 std::optional<fs::path> SharedAssets() {
-  const fs::path p = SourceDir() / ".." / "shared" / "assets";
+  const std::optional<fs::path> p = tide::testing::SharedAsset("");
   std::error_code ec;
-  if (fs::is_directory(p, ec)) return fs::weakly_canonical(p, ec);
+  if (p && fs::is_directory(*p, ec)) return fs::weakly_canonical(*p, ec);
   return std::nullopt;
 }
 

@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
+#include "shared_assets.h"
 
 namespace tide::blackbox {
 namespace {
@@ -611,7 +612,7 @@ TEST_F(ServeApiTest, MetricsCountRequestsByModelEndpointAndStatus) {
 // ---- the third-party DistilBERT export --------------------------------------------------------------
 
 TEST_F(ServeApiTest, ThirdPartyDistilBertServesItsReferenceLogits) {
-  if (!have_distilbert_) GTEST_SKIP() << "../shared/assets is absent: no third-party DistilBERT export to serve";
+  if (!have_distilbert_) GTEST_SKIP() << tide::testing::MissingSharedAsset("") << ": no third-party DistilBERT export to serve";
   const json md = Ok(Get("/v2/models/distilbert"));
   for (const json& in : md["inputs"]) EXPECT_NE(in["name"], "token_type_ids") << md;
   EXPECT_EQ(md["outputs"][0]["shape"], json::array({-1, 2})) << md;

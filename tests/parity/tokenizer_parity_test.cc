@@ -15,11 +15,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "corpus.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shared_assets.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::tokenizer {
@@ -28,15 +30,13 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string SourceDir() {
-  const char* dir = std::getenv("TIDE_SOURCE_DIR");
-  return dir != nullptr ? dir : ".";
-}
-fs::path AssetsDir() { return fs::path(SourceDir()) / ".." / "shared" / "assets" / "tokenizers"; }
+std::string SourceDir() { return tide::testing::SourceRoot().string(); }
+constexpr std::string_view kTokenizersDir = "tokenizers";
+fs::path AssetsDir() { return tide::testing::SharedAssetPath(kTokenizersDir); }
 
 // Why the reference cannot run here, or "" when it can.
 std::string ReferenceUnavailable() {
-  if (!fs::exists(AssetsDir())) return "../shared/assets/tokenizers is absent";
+  if (!tide::testing::SharedAsset(kTokenizersDir)) return tide::testing::MissingSharedAsset(kTokenizersDir);
   if (std::system("node --version > /dev/null 2>&1") != 0) return "node is not installed";
   if (!fs::exists(fs::path(SourceDir()) / "third_party/node/node_modules/tokenizers")) {
     return "third_party/node/node_modules/tokenizers is absent (run scripts/bootstrap.sh)";
@@ -135,7 +135,7 @@ EncodeOptions OptionsFor(const Request& r) {
 
 // Runs the reference over `reqs`; returns one JSON object per request.
 std::vector<json> RunReference(const fs::path& tokenizer_json, const std::vector<Request>& reqs) {
-  const fs::path dir = fs::path(testing::TempDir()) / ("tide_parity_" + std::to_string(::getpid()));
+  const fs::path dir = fs::path(::testing::TempDir()) / ("tide_parity_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const fs::path in = dir / "in.jsonl", out = dir / "out.jsonl", err = dir / "err.txt";
   {
@@ -271,7 +271,7 @@ void RunParity(const std::string& name, const fs::path& reference_json, const To
 const std::vector<std::string> kAssetTokenizers = {"bert-base-uncased", "all-minilm-l6-v2",
                                                    "t5-small-unigram", "roberta-base-bpe"};
 
-class AssetParity : public testing::TestWithParam<std::string> {};
+class AssetParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AssetParity, MatchesReference) {
   if (auto why = ReferenceUnavailable(); !why.empty()) GTEST_SKIP() << why;
@@ -286,7 +286,7 @@ TEST_P(AssetParity, MatchesReference) {
   RunParity(GetParam(), path, **tok);
 }
 
-INSTANTIATE_TEST_SUITE_P(Assets, AssetParity, testing::ValuesIn(kAssetTokenizers),
+INSTANTIATE_TEST_SUITE_P(Assets, AssetParity, ::testing::ValuesIn(kAssetTokenizers),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -294,7 +294,7 @@ INSTANTIATE_TEST_SUITE_P(Assets, AssetParity, testing::ValuesIn(kAssetTokenizers
                          });
 
 TEST(AssetParity, EveryAssetTokenizerIsCovered) {
-  if (!fs::exists(AssetsDir())) GTEST_SKIP() << "../shared/assets/tokenizers is absent";
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(kTokenizersDir);
   std::set<std::string> known(kAssetTokenizers.begin(), kAssetTokenizers.end());
   for (const auto& entry : fs::directory_iterator(AssetsDir())) {
     if (fs::exists(entry.path() / "tokenizer.json")) {
@@ -312,7 +312,7 @@ json LoadJson(const fs::path& p) {
 }
 
 fs::path WriteTemp(const std::string& name, const json& j) {
-  const fs::path dir = fs::path(testing::TempDir()) / ("tide_parity_" + std::to_string(::getpid()));
+  const fs::path dir = fs::path(::testing::TempDir()) / ("tide_parity_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   fs::path p = dir / name;
   std::ofstream(p) << j.dump();
@@ -397,7 +397,7 @@ const Variant kVariants[] = {
          "pre_tokenizer": {"type": "Whitespace"}})"},
 };
 
-class VariantParity : public testing::TestWithParam<Variant> {};
+class VariantParity : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(VariantParity, MatchesReference) {
   if (auto why = ReferenceUnavailable(); !why.empty()) GTEST_SKIP() << why;
@@ -409,7 +409,7 @@ TEST_P(VariantParity, MatchesReference) {
   RunParity(GetParam().name, path, **tok);
 }
 
-INSTANTIATE_TEST_SUITE_P(Bert, VariantParity, testing::ValuesIn(kVariants),
+INSTANTIATE_TEST_SUITE_P(Bert, VariantParity, ::testing::ValuesIn(kVariants),
                          [](const auto& info) { return std::string(info.param.name); });
 
 
@@ -417,7 +417,7 @@ INSTANTIATE_TEST_SUITE_P(Bert, VariantParity, testing::ValuesIn(kVariants),
 // HF prefixes "▁" only to the section at offset 0 with prepend_scheme "first"; sections after an
 // added token get none. The corpus has no added tokens, so these texts put some in.
 
-class MetaspaceSchemeParity : public testing::TestWithParam<std::string> {};
+class MetaspaceSchemeParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MetaspaceSchemeParity, MatchesReferenceAroundAddedTokens) {
   if (auto why = ReferenceUnavailable(); !why.empty()) GTEST_SKIP() << why;
@@ -441,7 +441,7 @@ TEST_P(MetaspaceSchemeParity, MatchesReferenceAroundAddedTokens) {
   EXPECT_EQ(stats.mismatches, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(T5, MetaspaceSchemeParity, testing::Values("first", "always", "never"));
+INSTANTIATE_TEST_SUITE_P(T5, MetaspaceSchemeParity, ::testing::Values("first", "always", "never"));
 
 }  // namespace
 }  // namespace tide::tokenizer
