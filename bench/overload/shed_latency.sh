@@ -2,7 +2,9 @@
 # How fast tide answers overload (issue 5: "429 or 503 with Retry-After immediately — within a
 # millisecond even under 10x overload"), measured from outside with tide bench's event-loop client.
 #
-# For each --inference-nice value in NICES (the first one is the reference):
+# For each server VARIANT (a label and tide serve flags; the first one is the reference — by default
+# the inference threads at the HTTP threads' priority with the kernel's time slice, then
+# --inference-nice 10 alone, then tide's defaults: nice 10 plus a 100 us time slice for the HTTP threads):
 # 1. Start tide on the default model with a concurrency limit of LIMIT requests.
 # 2. Capacity (first server only): closed loop of LIMIT clients (1 query + 1 SciFact-length
 #    document per request); every server gets the same offered rates.
@@ -12,19 +14,21 @@
 #    the shed answers apart ("shed answers" line, shed_latency_ms in the JSON). Meanwhile a probe
 #    GETs /v2/health/live every 100 ms (curl's time_total).
 #
-# usage: bench/overload/shed_latency.sh [--factors "2 10"] [--duration S] [--limit N] [--nices "0 10"]
-# output: bench/results/overload-<UTC stamp>/ (capacity.json, n<N>-x<F>.json / .txt, n<N>-live-x<F>.txt,
-#         n<N>-server.log, summary.md)
+# usage: bench/overload/shed_latency.sh [--factors "2 10"] [--duration S] [--limit N]
+#          [--variants "label=flags;label=flags..."]
+# output: bench/results/overload-<UTC stamp>/ (capacity.json, <label>-x<F>.json / .txt,
+#         <label>-live-x<F>.txt, <label>-server.log, summary.md)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-FACTORS="2 10" DURATION=30 LIMIT=4 NICES="0 10"
+FACTORS="2 10" DURATION=30 LIMIT=4
+VARIANTS="equal-priority=--inference-nice 0 --io-time-slice-us 0;nice10=--inference-nice 10 --io-time-slice-us 0;defaults="
 while [ $# -gt 0 ]; do
   case "$1" in
     --factors) FACTORS=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --limit) LIMIT=$2; shift 2 ;;
-    --nices) NICES=$2; shift 2 ;;
+    --variants) VARIANTS=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "shed_latency: unknown flag $1 (--help)" >&2; exit 2 ;;
   esac
@@ -42,16 +46,20 @@ server="" probe=""
 trap 'kill $probe $server 2>/dev/null || true' EXIT
 
 qps=""
-for nice in $NICES; do
-  log="$out/n$nice-server.log"
-  "$TIDE" serve --model-repository "$MODELS" --port 0 --max-concurrent-requests "$LIMIT" --inference-nice "$nice" \
+IFS=';' read -r -a variants <<< "$VARIANTS"
+for variant in "${variants[@]}"; do
+  label=${variant%%=*}  # file prefix
+  flags=${variant#*=}
+  log="$out/$label-server.log"
+  # shellcheck disable=SC2086  # flags are words
+  "$TIDE" serve --model-repository "$MODELS" --port 0 --max-concurrent-requests "$LIMIT" $flags \
     --log-level info >"$log" 2>&1 &
   server=$!
   for _ in $(seq 3000); do grep -q "listening on" "$log" && break; kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
   port=$(grep -o 'listening on http://[^ ]*' "$log" | sed 's/.*://')
   url="http://127.0.0.1:$port"
   common=(--url "$url" --tokenizer "$MODELS/minilm-l6/tokenizer.json" --documents 1 --timeout-ms 60000)
-  echo "shed_latency: tide at $url, --max-concurrent-requests $LIMIT --inference-nice $nice; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "shed_latency: [$label] tide at $url, --max-concurrent-requests $LIMIT ${flags:-(defaults)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
   if [ -z "$qps" ]; then
     echo "shed_latency: capacity (closed loop, $LIMIT clients, 10 s warm-up + 30 s)"
     "$TIDE" bench "${common[@]}" --concurrency "$LIMIT" --warmup 10s --duration 30s --json "$out/capacity.json" | tee "$out/capacity.txt"
@@ -59,51 +67,54 @@ for nice in $NICES; do
   fi
   for f in $FACTORS; do
     rate=$($PY -c "print(round($qps * $f, 3))")
-    echo "shed_latency: nice $nice, x$f = $rate requests/s (Poisson) for $DURATION s"
+    echo "shed_latency: [$label] x$f = $rate requests/s (Poisson) for $DURATION s"
     ( while :; do curl -s -o /dev/null -w '%{http_code} %{time_total}\n' "$url/v2/health/live"; sleep 0.1; done ) \
-      > "$out/n$nice-live-x$f.txt" 2>/dev/null &
+      > "$out/$label-live-x$f.txt" 2>/dev/null &
     probe=$!
     "$TIDE" bench "${common[@]}" --request-rate "$rate" --arrivals poisson --warmup 5s --duration "${DURATION}s" \
-      --max-connections 512 --json "$out/n$nice-x$f.json" | tee "$out/n$nice-x$f.txt"
+      --max-connections 512 --json "$out/$label-x$f.json" | tee "$out/$label-x$f.txt"
     kill $probe 2>/dev/null || true; wait $probe 2>/dev/null || true; probe=""
   done
-  curl -s "$url/metrics" > "$out/n$nice-metrics.txt" || true
+  curl -s "$url/metrics" > "$out/$label-metrics.txt" || true
   kill $server; wait $server 2>/dev/null || true; server=""
 done
 
-$PY - "$out" "$qps" "$LIMIT" "$NICES" $FACTORS <<'PY' | tee "$out/summary.md"
+$PY - "$out" "$qps" "$LIMIT" "$VARIANTS" $FACTORS <<'PY' | tee "$out/summary.md"
 import json, re, sys
-out, qps, limit, nices, factors = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5:]
+out, qps, limit, variants, factors = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
+flags = dict(v.split("=", 1) for v in variants.split(";"))
+labels = list(flags)
 def pct(xs, q):
     xs = sorted(xs)
     if not xs: return float("nan")
     k = max(1, -(-len(xs) * q // 100))
     return xs[int(min(k, len(xs))) - 1]
 print(f"# Overload answers — {out}\n")
-print(f"`bash bench/overload/shed_latency.sh --factors \"{' '.join(factors)}\" --nices \"{' '.join(nices)}\"`: "
+print(f"`bash bench/overload/shed_latency.sh --factors \"{' '.join(factors)}\"`, variants: "
+      + "; ".join(f"**{k}**: `{v or '(tide serve defaults)'}`" for k, v in flags.items()) + ". "
       f"tide --max-concurrent-requests {limit}, capacity {qps:.2f} requests/s (closed loop, {limit} clients, "
       f"1 query + 1 document, first server). Latency from the intended send time; counts of the measured window.\n")
-print("| --inference-nice | offered | 200 | shed 429/503 | other errors | shed p50 ms | shed p99 ms | shed p99.9 ms | shed max ms | 200 p99 ms | live p50 ms | live p99 ms | live max ms |")
+print("| variant | offered | 200 | shed 429/503 | other errors | shed p50 ms | shed p99 ms | shed p99.9 ms | shed max ms | 200 p99 ms | live p50 ms | live p99 ms | live max ms |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 p99 = {}
-for nice in nices:
+for label in labels:
   for f in factors:
-    r = json.load(open(f"{out}/n{nice}-x{f}.json"))["runs"][0]
+    r = json.load(open(f"{out}/{label}-x{f}.json"))["runs"][0]
     shed = r["shed_latency_ms"]
-    p99[(nice, f)] = shed["p99"]
+    p99[(label, f)] = shed["p99"]
     other = sum(n for k, n in r["errors"].items() if k not in ("http 429", "http 503"))
     live = []
-    for line in open(f"{out}/n{nice}-live-x{f}.txt"):
+    for line in open(f"{out}/{label}-live-x{f}.txt"):
         parts = line.split()
         if len(parts) == 2 and parts[0] == "200": live.append(float(parts[1]) * 1e3)
-    print(f"| {nice} | x{f} ({r['request_rate']:.1f}/s) | {r['completed']} | {shed['count']} | {other} | "
+    print(f"| {label} | x{f} ({r['request_rate']:.1f}/s) | {r['completed']} | {shed['count']} | {other} | "
           f"{shed['p50']:.3f} | {shed['p99']:.3f} | {shed['p99.9']:.3f} | {shed['max']:.3f} | {r['latency_ms']['p99']:.0f} | "
           f"{pct(live, 50):.2f} | {pct(live, 99):.2f} | {max(live) if live else float('nan'):.2f} |")
-for nice in nices[1:]:
+for label in labels[1:]:
   for f in factors:
-    if p99.get((nice, f)): print(f"\nshed p99 at x{f}: nice {nices[0]} / nice {nice} = {p99[(nices[0], f)] / p99[(nice, f)]:.1f}x")
-for nice in nices:
-  m = open(f"{out}/n{nice}-metrics.txt").read()
+    if p99.get((label, f)): print(f"\nshed p99 at x{f}: {labels[0]} / {label} = {p99[(labels[0], f)] / p99[(label, f)]:.1f}x")
+for label in labels:
+  m = open(f"{out}/{label}-metrics.txt").read()
   shed_total = sum(float(v) for v in re.findall(r'^tide_shed_requests_total\{[^}]*\} ([0-9.e+]+)', m, re.M))
-  print(f"server at nice {nice}: tide_shed_requests_total {shed_total:.0f} (warm-up included)")
+  print(f"server {label}: tide_shed_requests_total {shed_total:.0f} (warm-up included)")
 PY

@@ -25,6 +25,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "batching/batcher.h"
 #include "batching/clock.h"
 #include "batching/thread_priority.h"
+#include "common/this_thread.h"
 
 namespace tide::batching {
 
@@ -57,6 +59,8 @@ struct InstancePoolOptions {
   std::chrono::milliseconds shutdown_grace{5000};
   // Nice steps (0..19) added to the worker threads and to the threads runners create; 0 = as is.
   int worker_nice = 0;
+  // Worker thread names: prefix + instance index (as `top -H` shows them; 15 bytes at most).
+  std::string thread_name_prefix = "tide-infer-";
 };
 
 struct InstanceStats {
@@ -162,7 +166,12 @@ class InstancePool {
       absl::MutexLock lock(&mu_);
       running_workers_ = static_cast<int>(instances_.size());
     }
-    for (size_t i = 0; i < instances_.size(); ++i) threads_.emplace_back([this, i] { Work(*instances_[i]); });
+    for (size_t i = 0; i < instances_.size(); ++i) {
+      threads_.emplace_back([this, i] {
+        this_thread::SetCurrentThreadName(options_.thread_name_prefix + std::to_string(i));
+        Work(*instances_[i]);
+      });
+    }
   }
 
   void Work(Instance& instance) {

@@ -1,5 +1,7 @@
 #include "batching/instance_pool.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -247,7 +249,7 @@ TEST(InstancePoolTest, ConcurrentSubmitAndRunCompletesEveryTaskExactlyOnce) {
 namespace tide::batching {
 namespace {
 
-TEST(InstancePoolTest, WorkerNiceLowersTheWorkersAndTheThreadsRunnersCreateButNotTheCaller) {
+TEST(InstancePoolTest, WorkersAreNamedAndWorkerNiceLowersThemAndTheThreadsRunnersCreateButNotTheCaller) {
   const int base = CurrentThreadNice();
   if (base + 3 > 19) GTEST_SKIP() << "this process already runs at nice " << base;
   Journal journal;
@@ -255,6 +257,7 @@ TEST(InstancePoolTest, WorkerNiceLowersTheWorkersAndTheThreadsRunnersCreateButNo
   o.max_batch_size = 1;
   auto batcher = MakeBatcher(o, SteadyClock::Get());
   std::atomic<int> factory_nice{-100}, child_nice{-100}, worker_nice{-100};
+  std::string worker_name;  // written by the worker, read after Stop() joined it
   auto pool = InstancePool<FakeTask>::Create(
       {.instance_count = 1, .worker_nice = 3}, batcher.get(),
       [&](int) -> absl::StatusOr<std::unique_ptr<BatchRunner<FakeTask>>> {
@@ -263,6 +266,9 @@ TEST(InstancePoolTest, WorkerNiceLowersTheWorkersAndTheThreadsRunnersCreateButNo
         pool_thread.join();
         return std::make_unique<FakeRunner>([&](int, Batch<FakeTask>&) {
           worker_nice = CurrentThreadNice();
+          char name[16] = {};
+          pthread_getname_np(pthread_self(), name, sizeof name);
+          worker_name = name;
           return absl::OkStatus();
         });
       });
@@ -274,6 +280,7 @@ TEST(InstancePoolTest, WorkerNiceLowersTheWorkersAndTheThreadsRunnersCreateButNo
   EXPECT_EQ(factory_nice.load(), base + 3);
   EXPECT_EQ(child_nice.load(), base + 3);
   EXPECT_EQ(worker_nice.load(), base + 3);
+  EXPECT_EQ(worker_name, "tide-infer-0");  // as top -H shows it
   EXPECT_EQ(CurrentThreadNice(), base);  // the caller (the server's main thread) keeps its priority
 
   EXPECT_EQ(InstancePool<FakeTask>::Create({.instance_count = 1, .worker_nice = 20}, batcher.get(),

@@ -24,6 +24,7 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8000;
   int io_threads = 2;
+  int64_t io_time_slice_us = 100;
   size_t max_body_bytes = 8 * 1024 * 1024;
   size_t max_header_bytes = 16 * 1024;
   int64_t header_read_timeout_ms = 10000;
@@ -90,6 +91,7 @@ int Serve(const ServeFlags& f) {
   ho.host = f.host;
   ho.port = static_cast<uint16_t>(f.port);
   ho.io_threads = f.io_threads;
+  ho.io_time_slice = std::chrono::microseconds(f.io_time_slice_us);
   ho.max_body_bytes = f.max_body_bytes;
   ho.max_header_bytes = f.max_header_bytes;
   ho.header_read_timeout = std::chrono::milliseconds(f.header_read_timeout_ms);
@@ -139,6 +141,9 @@ void RegisterServeCommand(CLI::App* app) {
       ->envname("TIDE_PORT")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--io-threads", flags->io_threads, "HTTP I/O threads")
       ->envname("TIDE_IO_THREADS")->check(CLI::Range(1, 64))->capture_default_str();
+  cmd->add_option("--io-time-slice-us", flags->io_time_slice_us,
+                  "Scheduler time slice the HTTP threads ask for, so they preempt inference when woken (0: kernel default)")
+      ->envname("TIDE_IO_TIME_SLICE_US")->check(CLI::Range(0, 100000))->capture_default_str();
   cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")
       ->envname("TIDE_MAX_BODY_BYTES")->capture_default_str();
   cmd->add_option("--max-header-bytes", flags->max_header_bytes, "Largest request header block (431 above)")

@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/ascii.h"
+#include "common/this_thread.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -694,7 +695,10 @@ absl::Status HttpServer::Start() {
   core.work.emplace(net::make_work_guard(core.ioc));
   DoAccept(core_);
   for (int i = 0; i < core.options.io_threads; ++i) {
-    core.threads.emplace_back([&core] {
+    core.threads.emplace_back([&core, i] {
+      this_thread::SetCurrentThreadName("tide-http-" + std::to_string(i));
+      // Woken by a client, an I/O thread should preempt a GEMM at once, not after its slice.
+      if (core.options.io_time_slice.count() > 0) this_thread::RequestShortTimeSlice(core.options.io_time_slice);
       for (;;) {
         try {
           core.ioc.run();

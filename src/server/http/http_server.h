@@ -121,6 +121,9 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";       // address to bind; "0.0.0.0" for all interfaces
   uint16_t port = 8000;                 // 0 = ephemeral (read it back with port())
   int io_threads = 2;                   // threads running the I/O loop (parsing, writing)
+  // EEVDF time slice the I/O threads ask for (this_thread::RequestShortTimeSlice): woken by a
+  // client, they preempt a compute thread at once. 0 keeps the kernel's default slice.
+  std::chrono::microseconds io_time_slice{100};
   size_t max_header_bytes = 16 * 1024;  // request line + headers; over it: 431
   size_t max_body_bytes = 8 * 1024 * 1024;  // decoded body; over it: 413
   // From the first byte of a request to the end of its headers; over it: 408.

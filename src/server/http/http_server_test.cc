@@ -8,11 +8,17 @@
 #include <optional>
 #include <thread>
 
+#include <pthread.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/this_thread.h"
 #include "http_client.h"
 #include "nlohmann/json.hpp"
 
@@ -646,6 +652,57 @@ TEST(JsonErrorTest, EscapesMessage) {
   const Response response = JsonError(400, "bad \"quote\"\n");
   EXPECT_EQ(response.status, 400);
   EXPECT_EQ(response.body, R"({"error":"bad \"quote\"\n"})");
+}
+
+}  // namespace
+}  // namespace tide::http
+
+namespace tide::http {
+namespace {
+
+// sched_attr.sched_runtime of the calling thread (the EEVDF slice a thread asked for), or -1.
+int64_t CurrentSliceNs() {
+  struct {
+    uint32_t size;
+    uint32_t sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime;
+    uint64_t sched_deadline;
+    uint64_t sched_period;
+  } attr{};
+  if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return -1;
+  return static_cast<int64_t>(attr.sched_runtime);
+}
+
+TEST_F(HttpServerTest, IoThreadsAreNamedAndAskForAShortTimeSlice) {
+  bool kernel_takes_slices = false;
+  std::thread probe([&] { kernel_takes_slices = this_thread::RequestShortTimeSlice(std::chrono::microseconds(100)); });
+  probe.join();
+  std::mutex mu;
+  std::string name;
+  int64_t slice_ns = 0;
+  StartServer([&](Request request, Responder respond) {
+    char buf[16] = {};
+    pthread_getname_np(pthread_self(), buf, sizeof buf);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      name = buf;
+      slice_ns = CurrentSliceNs();
+    }
+    std::move(respond)(EchoResponse(request));
+  });
+  HttpClient client = Client();
+  const ClientResponse r = client.Get("/x");
+  ASSERT_EQ(r.status, 200) << r.error;
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_THAT(name, ::testing::MatchesRegex("tide-http-[01]"));  // as top -H shows them
+  if (kernel_takes_slices) {
+    EXPECT_EQ(slice_ns, 100000);
+  } else {
+    std::printf("this kernel refuses custom time slices; only the names are checked\n");
+  }
 }
 
 }  // namespace
