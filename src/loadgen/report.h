@@ -10,7 +10,7 @@
 //   JSON: {"tool", "url", "endpoint", "path", "workload": {...}, "runs": [{"mode",
 //     "concurrency", "request_rate", "qps", "pairs_per_s", "completed", "errors": {kind: n},
 //     "error_count", "stable", "measured_seconds", "windows": [...], "latency_ms": {"p50", ...},
-//     "shed_latency_ms": {"count", "p50", ...}, "client_cpu": {...}, "server_stages_ms": {...},
+//     "shed_latency_ms": {"count", "p50", "p90", ...}, "client_cpu": {...}, "server_stages_ms": {...},
 //     "outstanding_at_end"}]}
 //   Console table: a "shed answers" line under a run that got 429/503 answers, with their latency
 //   (from the intended send time, like the successes'): how fast overload is answered.
