@@ -8,6 +8,7 @@
 //    for that slice to end. For threads that wake often and run briefly: HTTP I/O threads, a load
 //    generator's event loop. Unprivileged; the kernel clamps the value to [0.1, 100] ms. Returns
 //    false where the kernel refuses it (older kernels ignore or reject the field).
+//  - CurrentTimeSliceNs: the slice the kernel reports for the calling thread, or -1.
 // Failures change nothing else.
 #pragma once
 
@@ -29,19 +30,21 @@ inline void SetCurrentThreadName(std::string name) {
   pthread_setname_np(pthread_self(), name.c_str());
 }
 
+// struct sched_attr as the kernel defines it (include/uapi/linux/sched/types.h), first version.
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;  // SCHED_OTHER: the requested time slice, ns
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+};
+
 inline bool RequestShortTimeSlice(std::chrono::microseconds slice) {
 #ifdef SYS_sched_setattr
-  // struct sched_attr as the kernel defines it (include/uapi/linux/sched/types.h), first version.
-  struct {
-    uint32_t size;
-    uint32_t sched_policy;
-    uint64_t sched_flags;
-    int32_t sched_nice;
-    uint32_t sched_priority;
-    uint64_t sched_runtime;
-    uint64_t sched_deadline;
-    uint64_t sched_period;
-  } attr{};
+  SchedAttr attr{};
   attr.size = sizeof attr;
   attr.sched_policy = SCHED_OTHER;
   errno = 0;
@@ -53,6 +56,17 @@ inline bool RequestShortTimeSlice(std::chrono::microseconds slice) {
 #else
   (void)slice;
   return false;
+#endif
+}
+
+// The calling thread's time slice as the kernel reports it (sched_getattr's sched_runtime), or -1.
+inline int64_t CurrentTimeSliceNs() {
+#ifdef SYS_sched_getattr
+  SchedAttr attr{};
+  if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return -1;
+  return static_cast<int64_t>(attr.sched_runtime);
+#else
+  return -1;
 #endif
 }
 

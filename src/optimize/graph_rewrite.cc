@@ -3,19 +3,11 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "quantize/graph_util.h"
+
 namespace tide::optimize {
 
-namespace {
-void CollectReads(const onnx::GraphProto& g, std::unordered_set<std::string>* reads) {
-  for (const auto& n : g.node()) {
-    for (const auto& i : n.input()) reads->insert(i);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) CollectReads(a.g(), reads);
-      for (const auto& sg : a.graphs()) CollectReads(sg, reads);
-    }
-  }
-}
-}  // namespace
+using quantize::CollectReads;  // a subgraph's reads of outer values (and pass-through outputs) keep them alive
 
 void NodeReplacements::ApplyTo(onnx::GraphProto* g) {
   if (empty()) return;

@@ -165,7 +165,6 @@ bool NodeFilter::Selected(const std::vector<std::string>& names) const {
   return !any(exclude_);
 }
 
-namespace {
 void CollectReads(const onnx::GraphProto& g, std::unordered_set<std::string>* reads) {
   for (const auto& n : g.node()) {
     for (const auto& i : n.input()) reads->insert(i);
@@ -176,7 +175,6 @@ void CollectReads(const onnx::GraphProto& g, std::unordered_set<std::string>* re
   }
   for (const auto& o : g.output()) reads->insert(o.name());
 }
-}  // namespace
 
 int64_t DropUnusedInitializers(onnx::GraphProto* g) {
   std::unordered_set<std::string> reads;

@@ -50,6 +50,10 @@ class NodeFilter {
   std::vector<std::regex> include_, exclude_;
 };
 
+// Adds to `reads` every value name the graph's nodes read (recursing into subgraphs, whose reads
+// of outer values count) and the graph's outputs.
+void CollectReads(const onnx::GraphProto& g, std::unordered_set<std::string>* reads);
+
 // Removes initializers (and their graph.input entries, IR < 4) that no node of any graph reads
 // any more and that are not graph outputs. Returns the number of bytes removed.
 int64_t DropUnusedInitializers(onnx::GraphProto* g);

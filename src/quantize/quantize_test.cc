@@ -513,7 +513,8 @@ TEST(QuantizeRealModelTest, DefaultMiniLmModel) {
 
 TEST(QuantizeRealModelTest, SharedDistilBertExport) {
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
-  CheckRealModel(tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel), 30522, 0.10);
+  EXPECT_NO_FATAL_FAILURE(
+      CheckRealModel(tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel), 30522, 0.10));
 }
 
 }  // namespace

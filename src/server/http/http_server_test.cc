@@ -10,7 +10,6 @@
 
 #include <pthread.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -660,22 +659,6 @@ TEST(JsonErrorTest, EscapesMessage) {
 namespace tide::http {
 namespace {
 
-// sched_attr.sched_runtime of the calling thread (the EEVDF slice a thread asked for), or -1.
-int64_t CurrentSliceNs() {
-  struct {
-    uint32_t size;
-    uint32_t sched_policy;
-    uint64_t sched_flags;
-    int32_t sched_nice;
-    uint32_t sched_priority;
-    uint64_t sched_runtime;
-    uint64_t sched_deadline;
-    uint64_t sched_period;
-  } attr{};
-  if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return -1;
-  return static_cast<int64_t>(attr.sched_runtime);
-}
-
 TEST_F(HttpServerTest, IoThreadsAreNamedAndAskForAShortTimeSlice) {
   bool kernel_takes_slices = false;
   std::thread probe([&] { kernel_takes_slices = this_thread::RequestShortTimeSlice(std::chrono::microseconds(100)); });
@@ -689,7 +672,7 @@ TEST_F(HttpServerTest, IoThreadsAreNamedAndAskForAShortTimeSlice) {
     {
       std::lock_guard<std::mutex> lock(mu);
       name = buf;
-      slice_ns = CurrentSliceNs();
+      slice_ns = this_thread::CurrentTimeSliceNs();
     }
     std::move(respond)(EchoResponse(request));
   });
