@@ -45,6 +45,7 @@ mkdir -p "$out"
 server="" probe=""
 trap 'kill $probe $server 2>/dev/null || true' EXIT
 
+source bench/lib/tide_server.sh
 qps=""
 IFS=';' read -r -a variants <<< "$VARIANTS"
 for variant in "${variants[@]}"; do
@@ -52,12 +53,7 @@ for variant in "${variants[@]}"; do
   flags=${variant#*=}
   log="$out/$label-server.log"
   # shellcheck disable=SC2086  # flags are words
-  "$TIDE" serve --model-repository "$MODELS" --port 0 --max-concurrent-requests "$LIMIT" $flags \
-    --log-level info >"$log" 2>&1 &
-  server=$!
-  for _ in $(seq 3000); do grep -q "listening on" "$log" && break; kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
-  port=$(grep -o 'listening on http://[^ ]*' "$log" | sed 's/.*://')
-  url="http://127.0.0.1:$port"
+  start_tide "$log" --model-repository "$MODELS" --max-concurrent-requests "$LIMIT" $flags --log-level info
   common=(--url "$url" --tokenizer "$MODELS/minilm-l6/tokenizer.json" --documents 1 --timeout-ms 60000)
   echo "shed_latency: [$label] tide at $url, --max-concurrent-requests $LIMIT ${flags:-(defaults)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
   if [ -z "$qps" ]; then

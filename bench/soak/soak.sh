@@ -41,12 +41,9 @@ parameters { key: "breaker_queue_fullness" value { string_value: "0.9" } }
 parameters { key: "breaker_open_s" value { string_value: "5" } }
 CONFIG
 
+source bench/lib/tide_server.sh
 log="$out/server.log"
-"$TIDE" serve --model-repository "$repo" --port 0 --default-timeout-ms 30000 --log-level info >"$log" 2>&1 &
-server=$!
-for _ in $(seq 3000); do grep -q "listening on" "$log" && break; kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
-port=$(grep -o 'listening on http://[^ ]*' "$log" | sed 's/.*://')
-url="http://127.0.0.1:$port"
+start_tide "$log" --model-repository "$repo" --default-timeout-ms 30000 --log-level info
 common=(--url "$url" --tokenizer "$MODELS/minilm-l6/tokenizer.json" --documents 16 --timeout-ms 60000)
 
 echo "soak: measuring capacity (closed loop, 2 clients: each request spreads over both instances; 60 s)"
