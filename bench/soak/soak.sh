@@ -19,6 +19,7 @@ TIDE="$BUILD/tide"
 out="bench/results/soak-$(date -u +%Y%m%dT%H%MZ)"
 mkdir -p "$out"
 repo=$(mktemp -d)
+server=""
 trap 'kill $server 2>/dev/null || true; rm -rf "$repo"' EXIT
 mkdir -p "$repo/minilm-l6/1"
 ln -s "$(pwd)/$MODELS/minilm-l6/1/model.onnx" "$repo/minilm-l6/1/model.onnx"
