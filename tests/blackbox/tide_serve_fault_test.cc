@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <latch>
 #include <map>
@@ -629,6 +630,43 @@ TEST(ServeFaultShutdownTest, SigtermUnderLoadFinishesEveryAdmittedRequest) {
   }
   RecordProperty("loader_200_after_signal", loader_ok_after_signal);
   EXPECT_THAT(server.Stdout() + server.Stderr(), HasSubstr("draining"));
+}
+
+}  // namespace
+}  // namespace tide::blackbox
+
+namespace tide::blackbox {
+namespace {
+
+// Name and nice value of every thread of `pid`, from /proc (stat field 19 is the nice value).
+std::vector<std::pair<std::string, int>> ThreadsOf(pid_t pid) {
+  std::vector<std::pair<std::string, int>> out;
+  const fs::path tasks = fs::path("/proc") / std::to_string(pid) / "task";
+  for (const auto& entry : fs::directory_iterator(tasks)) {
+    std::ifstream comm(entry.path() / "comm"), stat(entry.path() / "stat");
+    std::string name, line;
+    std::getline(comm, name);
+    std::getline(stat, line);
+    // "tid (comm) state ppid ...": fields after the closing parenthesis start at field 3.
+    const std::vector<std::string> fields = absl::StrSplit(line.substr(line.rfind(')') + 2), ' ');
+    int nice = 0;
+    if (fields.size() > 16 && absl::SimpleAtoi(fields[16], &nice)) out.emplace_back(name, nice);
+  }
+  return out;
+}
+
+// The serving threads as an operator sees them in top -H: named, and inference below the HTTP
+// threads' priority (--inference-nice, default 10), so 429s and probes are answered at once.
+TEST_F(ServeFaultTest, InferenceThreadsRunBelowTheHttpThreadsAndAllAreNamed) {
+  int http = 0, infer = 0, http_nice = 100, infer_nice = 100;
+  for (const auto& [name, nice] : ThreadsOf(server().pid())) {
+    if (name.rfind("tide-http-", 0) == 0) ++http, http_nice = nice;
+    if (name.rfind("tide-infer-", 0) == 0) ++infer, infer_nice = nice;
+  }
+  EXPECT_EQ(http, 2);   // --io-threads default
+  EXPECT_EQ(infer, 2);  // one instance for each of the two models
+  ASSERT_LT(http_nice, 100);
+  EXPECT_EQ(infer_nice, std::min(19, http_nice + 10));
 }
 
 }  // namespace
