@@ -156,7 +156,8 @@ class ServeConnTest : public SharedServerSuite<ServeConnTest> {
     g_admin_port = FreePort();
     StartSharedServer(AddModels, {"--max-connections", std::to_string(kMaxConnections), "--admin-port",
                                   std::to_string(g_admin_port), "--header-read-timeout-ms",
-                                  std::to_string(kHeaderTimeoutMs), "--log-level", "warn"});
+                                  std::to_string(kHeaderTimeoutMs), "--max-batch-tokens", "4096", "--log-level",
+                                  "warn"});
   }
 
   static absl::Status AddModels(const fs::path& repository) {
@@ -165,7 +166,8 @@ class ServeConnTest : public SharedServerSuite<ServeConnTest> {
         "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n";
     absl::Status s = AddTinyBert(repository, "fault", common + "max_batch_size: 16\ndynamic_batching { }\n");
     if (s.ok()) {
-      // 16 requests x 2 rows wait together in one 1 s window (the batch never fills 64 rows).
+      // 16 requests x 2 rows wait together in one 1 s window (the batch never fills 64 rows nor
+      // --max-batch-tokens 4096).
       s = AddTinyBert(repository, "held", common + "max_batch_size: 64\n"
                                                    "dynamic_batching { max_queue_delay_microseconds: 1000000 }\n");
     }
@@ -200,12 +202,12 @@ TEST_F(ServeConnTest, SilentConnectionFloodLocksNobodyOut) {
     const ClientResponse metrics = probe.Get("/metrics");
     EXPECT_EQ(metrics.status, 200);
     EXPECT_THAT(metrics.body, ::testing::HasSubstr("tide_requests_total"));
-    const ClientResponse rerank = probe.Post("/rerank", RerankBody("fault", "admin", 1, 1));
+    const ClientResponse rerank = probe.Post("/v1/rerank", RerankBody("fault", "admin", 1, 1));
     EXPECT_EQ(rerank.status, 404) << "the admin listener serves inference: " << rerank.body;
   }
   {
     HttpClient client(server().host(), server().port(), std::chrono::milliseconds(10000));
-    const ClientResponse r = client.Post("/rerank", RerankBody("fault", "flood", 2, 1));
+    const ClientResponse r = client.Post("/v1/rerank", RerankBody("fault", "flood", 2, 1));
     EXPECT_EQ(r.status, 200) << r.error << r.body;
   }
   // The probes were answered while the flood was still open (it is closed at the header timeout).
@@ -257,47 +259,47 @@ TEST_F(ServeConnTest, PipeliningClientThatLeavesHasItsWorkDropped) {
   ASSERT_TRUE(stats_before.is_object() && stats_after.is_object());
   EXPECT_EQ(stats_after["model_stats"][0]["inference_count"], stats_before["model_stats"][0]["inference_count"])
       << "the rows of a pipelining client that left were run";
-  EXPECT_EQ(NewClient()->Post("/rerank", RerankBody("fault", "after", 1, 1)).status, 200);
+  EXPECT_EQ(NewClient()->Post("/v1/rerank", RerankBody("fault", "after", 1, 1)).status, 200);
 }
 
-// SIGTERM with far more queued work than the grace period allows (heavy 512-token rows, one per
-// batch): one deadline bounds the whole shutdown. Before the fix the HTTP drain waited the grace
+// SIGTERM with far more queued work than the grace period allows (128-token rows, one per batch:
+// ~2 ms each, 4800 of them): one deadline bounds the whole shutdown. Before the fix the HTTP drain waited the grace
 // period and then the model shutdown waited it again (exit after twice the grace period).
 TEST(ServeConnShutdownTest, SigtermExitsWithinTheGracePeriodWhenWorkCannotFinish) {
   TempDir repo;
   ASSERT_TRUE(AddTinyBert(repo.path(), "slow",
                           "backend: \"onnxruntime\"\nmax_batch_size: 8\ninstance_group [{ count: 1, kind: KIND_CPU }]\n"
-                          "parameters { key: \"max_sequence_length\" value { string_value: \"512\" } }\n"
+                          "parameters { key: \"max_sequence_length\" value { string_value: \"128\" } }\n"
                           "dynamic_batching { }\n")
                   .ok());
   constexpr int kGraceMs = 2000;
   auto started = StartTideServe(repo.path(), {"--shutdown-grace-ms", std::to_string(kGraceMs), "--max-batch-tokens",
-                                              "512", "--log-level", "info"});
+                                              "128", "--log-level", "info"});
   ASSERT_TRUE(started.ok()) << started.status();
   ServerProcess& server = **started;
 
-  constexpr int kClients = 16;
+  constexpr int kClients = 24;
   constexpr int kDocuments = 200;
-  const std::string body = RerankBody("slow", "heavy", kDocuments, 160);  // ~500 tokens per pair
+  const std::string body = RerankBody("slow", "heavy", kDocuments, 40);  // over 128 tokens per pair
   std::vector<ClientResponse> answers(kClients);
   std::vector<Steady::time_point> answered_at(kClients);
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&, c] {
       HttpClient client(server.host(), server.port(), std::chrono::milliseconds(60000));
-      answers[c] = client.Post("/rerank", body);
+      answers[c] = client.Post("/v1/rerank", body);
       answered_at[c] = Steady::now();
     });
   }
-  // Wait until most rows are queued (the gauge), then signal.
+  // Wait until well over twice the grace period's work is queued (the gauge), then signal.
   double queued = 0;
   {
     HttpClient poll(server.host(), server.port(), std::chrono::milliseconds(10000));
-    for (const auto end = Steady::now() + std::chrono::seconds(60); queued < kClients * kDocuments / 2 && Steady::now() < end;) {
+    for (const auto end = Steady::now() + std::chrono::seconds(60); queued < kClients * kDocuments * 3 / 5 && Steady::now() < end;) {
       queued = MetricSum(poll.Get("/metrics").body, "tide_queue_tasks", {R"(model="slow")"});
     }
   }
-  ASSERT_GE(queued, kClients * kDocuments / 2) << server.Diagnostics();
+  ASSERT_GE(queued, kClients * kDocuments * 3 / 5) << server.Diagnostics();
   const auto signalled = Steady::now();
   ASSERT_TRUE(server.Signal(SIGTERM).ok());
   absl::StatusOr<int> code = server.WaitExit(std::chrono::milliseconds(4 * kGraceMs + 10000));
