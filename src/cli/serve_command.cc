@@ -108,6 +108,23 @@ int Serve(const ServeFlags& f) {
   ho.body_read_timeout = std::chrono::milliseconds(f.body_read_timeout_ms);
   ho.idle_timeout = std::chrono::milliseconds(f.idle_timeout_ms);
   ho.max_connections = f.max_connections;
+  auto connection_limit = (*metrics)->registry.AddCounter(
+      "tide_http_connection_limit_total",
+      "Connections evicted (idle or still reading a request) or refused (503, every connection busy) at the "
+      "connection cap",
+      {"listener", "action"});
+  if (!connection_limit.ok()) {
+    spdlog::error("metrics: {}", connection_limit.status().ToString());
+    return 1;
+  }
+  auto count_connection_limit = [family = *connection_limit](const char* listener) {
+    metrics::Counter* evicted = family->WithLabels({listener, "evicted"});
+    metrics::Counter* refused = family->WithLabels({listener, "refused"});
+    return [evicted, refused](http::ConnectionLimitAction action) {
+      (action == http::ConnectionLimitAction::kEvicted ? evicted : refused)->Increment();
+    };
+  };
+  ho.on_connection_limit = count_connection_limit("main");
   auto server = http::HttpServer::Create(ho, (*service)->handler());
   if (!server.ok()) {
     spdlog::error("http server: {}", server.status().ToString());
@@ -126,6 +143,7 @@ int Serve(const ServeFlags& f) {
     ao.io_threads = 1;
     ao.max_body_bytes = 64 * 1024;
     ao.max_connections = kAdminMaxConnections;
+    ao.on_connection_limit = count_connection_limit("admin");
     auto created = http::HttpServer::Create(ao, (*service)->admin_handler());
     absl::Status s = created.ok() ? (*created)->Start() : created.status();
     if (!s.ok()) {

@@ -202,6 +202,8 @@ TEST_F(ServeConnTest, SilentConnectionFloodLocksNobodyOut) {
     const ClientResponse metrics = probe.Get("/metrics");
     EXPECT_EQ(metrics.status, 200);
     EXPECT_THAT(metrics.body, ::testing::HasSubstr("tide_requests_total"));
+    EXPECT_GE(MetricSum(metrics.body, "tide_http_connection_limit_total", {R"(listener="main")", R"(action="evicted")"}), 1)
+        << "the probe on the main port evicted a silent connection";
     const ClientResponse rerank = probe.Post("/v1/rerank", RerankBody("fault", "admin", 1, 1));
     EXPECT_EQ(rerank.status, 404) << "the admin listener serves inference: " << rerank.body;
   }

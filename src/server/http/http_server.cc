@@ -774,9 +774,11 @@ void DoAccept(std::shared_ptr<HttpServer::Core> core) {
           std::shared_ptr<Connection> victim;
           if (ChooseEvictionVictim(*core, &victim)) {
             core->evicted_connections.fetch_add(1);
+            if (core->options.on_connection_limit) core->options.on_connection_limit(ConnectionLimitAction::kEvicted);
             if (victim != nullptr) net::post(victim->executor(), [victim] { victim->Evict(); });
           } else {
             core->refused_connections.fetch_add(1);
+            if (core->options.on_connection_limit) core->options.on_connection_limit(ConnectionLimitAction::kRefused);
             RefuseConnection(socket);
             DoAccept(std::move(core));
             return;

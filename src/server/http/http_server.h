@@ -45,6 +45,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -127,6 +128,9 @@ class Handler {
   virtual void Handle(Request request, Responder respond) = 0;
 };
 
+// What the server did at max_connections (HttpServerOptions::on_connection_limit).
+enum class ConnectionLimitAction { kEvicted, kRefused };
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";       // address to bind; "0.0.0.0" for all interfaces
   uint16_t port = 8000;                 // 0 = ephemeral (read it back with port())
@@ -147,6 +151,9 @@ struct HttpServerOptions {
   // Open connections. At the cap a new connection evicts an idle or still-reading one (see the
   // contract above) and is refused with 503 only when every connection has a request in flight.
   size_t max_connections = 1024;
+  // Called (on an I/O thread; must be quick and thread-safe) for each connection evicted or
+  // refused at max_connections, e.g. to count it in a metric. Empty: not called.
+  std::function<void(ConnectionLimitAction)> on_connection_limit;
 };
 
 // Requests read ahead on one connection while earlier ones still wait for their responses.
