@@ -173,12 +173,16 @@ int Serve(const ServeFlags& f) {
   (*server)->WaitIdle(deadline);
   const size_t unfinished = (*server)->active_requests();
   (*models)->Shutdown(deadline);
-  (*server)->WaitIdle(std::max(deadline, std::chrono::steady_clock::now()) + kShutdownFlushMargin);
+  const auto models_stopped = std::chrono::steady_clock::now();
+  (*server)->WaitIdle(std::max(deadline, models_stopped) + kShutdownFlushMargin);
   if (admin) admin->Stop();
   (*server)->Stop();
-  spdlog::info("stopped {:.0f} ms after the signal ({} request(s) unfinished at the end of the grace period)",
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - signalled).count(),
-               unfinished);
+  auto ms_since_signal = [signalled](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(t - signalled).count();
+  };
+  spdlog::info("stopped {:.0f} ms after the signal (models stopped at {:.0f} ms; {} request(s) unfinished at the "
+               "end of the grace period)",
+               ms_since_signal(std::chrono::steady_clock::now()), ms_since_signal(models_stopped), unfinished);
   return 0;
 }
 
