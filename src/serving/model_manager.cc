@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "common/error_echo.h"
 #include "runtime/ort_backend.h"
 
 namespace tide::serving {
@@ -37,14 +38,14 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ModelManager::Find(std::string_view
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end() || it->second.empty()) {
-    return absl::NotFoundError(absl::StrCat("model '", std::string(name), "' is not served here"));
+    return absl::NotFoundError(absl::StrCat("model '", EchoForError(name), "' is not served here"));
   }
   if (version.empty()) return it->second.rbegin()->second;
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(version.data(), version.data() + version.size(), v);
   auto vit = ec == std::errc() && ptr == version.data() + version.size() ? it->second.find(v) : it->second.end();
   if (vit == it->second.end()) {
-    return absl::NotFoundError(absl::StrCat("model '", std::string(name), "' has no version '", std::string(version), "'"));
+    return absl::NotFoundError(absl::StrCat("model '", EchoForError(name), "' has no version '", EchoForError(version), "'"));
   }
   return vit->second;
 }

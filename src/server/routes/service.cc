@@ -11,6 +11,7 @@
 #include "api/rerank.h"
 #include "api/status_http.h"
 #include "api/tokenize.h"
+#include "common/error_echo.h"
 #include "config/model_config.h"
 #include "nlohmann/json.hpp"
 #include "guard/api_key.h"
@@ -431,6 +432,7 @@ void Service::Ready(http::Request request, http::Responder respond) {
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_metadata", request.received_at);
+  if (!CheckApiKey(request, options_.api_key, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   const serving::ServedModel& m = **model;
@@ -466,6 +468,7 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
+  if (!CheckApiKey(request, options_.api_key, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name());
@@ -488,7 +491,7 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
   for (const api::InferRequestedOutput& out : parsed->outputs) {
     if (out.name != sig.logits_name) {
       return sender.SendError(absl::FailedPreconditionError(
-          absl::StrCat("unknown output '", out.name, "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
+          absl::StrCat("unknown output '", EchoForError(out.name), "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
     }
   }
   auto timeout = IntParameter(parsed->parameters, "timeout");
