@@ -70,6 +70,9 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   std::unique_ptr<ServedModel> m(new ServedModel());
   m->name_ = model.name;
   m->version_ = version.version;
+  // Every per-model metric is labelled (model, version): two versions served side by side keep
+  // their own gauges and counters, and a sum over version is the model's total.
+  const std::string version_label = std::to_string(version.version);
   m->config_ = model.config;
   m->metrics_ = options.metrics;
   const std::string config_file = model.config_file.string();
@@ -135,15 +138,15 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     bo.half_open_probes = static_cast<int>(m->params_.breaker_probes);
     bo.min_samples = m->params_.breaker_min_samples;
     metrics::Gauge* state_gauge =
-        m->metrics_ != nullptr ? m->metrics_->breaker_state->WithLabels({m->name_}) : nullptr;
+        m->metrics_ != nullptr ? m->metrics_->breaker_state->WithLabels({m->name_, version_label}) : nullptr;
     ServingMetrics* mx = m->metrics_;
-    bo.on_transition = [name = m->name_, state_gauge, mx](guard::BreakerState from, guard::BreakerState to,
-                                                          std::string_view reason) {
-      spdlog::warn("model {}: circuit breaker {} -> {} ({})", name, guard::BreakerStateName(from),
+    bo.on_transition = [name = m->name_, version_label, state_gauge, mx](
+                           guard::BreakerState from, guard::BreakerState to, std::string_view reason) {
+      spdlog::warn("model {} version {}: circuit breaker {} -> {} ({})", name, version_label, guard::BreakerStateName(from),
                    guard::BreakerStateName(to), std::string(reason));
       if (state_gauge != nullptr) state_gauge->Set(static_cast<double>(to));
       if (mx != nullptr) {
-        mx->breaker_transitions->WithLabels({name, std::string(guard::BreakerStateName(to))})->Increment();
+        mx->breaker_transitions->WithLabels({name, version_label, std::string(guard::BreakerStateName(to))})->Increment();
       }
     };
     auto breaker = guard::CircuitBreaker::Create(std::move(bo));
@@ -197,10 +200,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   };
   if (m->metrics_ != nullptr) {
     ServingMetrics* mx = m->metrics_;
-    metrics::Histogram* size_h = mx->batch_size->WithLabels({m->name_});
-    metrics::Histogram* tokens_h = mx->batch_tokens->WithLabels({m->name_});
-    metrics::Counter* real_c = mx->real_tokens->WithLabels({m->name_});
-    metrics::Counter* padded_c = mx->padded_tokens->WithLabels({m->name_});
+    metrics::Histogram* size_h = mx->batch_size->WithLabels({m->name_, version_label});
+    metrics::Histogram* tokens_h = mx->batch_tokens->WithLabels({m->name_, version_label});
+    metrics::Counter* real_c = mx->real_tokens->WithLabels({m->name_, version_label});
+    metrics::Counter* padded_c = mx->padded_tokens->WithLabels({m->name_, version_label});
     observer = [size_h, tokens_h, real_c, padded_c, base = std::move(observer)](
                    const batching::Batch<RowTask>& b, Clock::duration took, int instance) {
       base(b, took, instance);
