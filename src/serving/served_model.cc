@@ -11,7 +11,6 @@
 #ifdef TIDE_HAVE_GRAPH_FUSION
 #include "optimize/fusion_check.h"
 #endif
-#include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -178,7 +177,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   for (const ModelInstanceGroup& g : m->config_.instance_group()) instances += std::max(g.count(), 1);
   instances = std::max(instances, 1);
 
-  Statistics* stats = m->statistics_.get();
+  StatisticsCounters* stats = m->statistics_.get();
   BatchObserver observer = [stats](const batching::Batch<RowTask>& b, Clock::duration took, int) {
     const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
     stats->execution_count.fetch_add(1, std::memory_order_relaxed);
@@ -254,7 +253,7 @@ ServedModel::~ServedModel() { Shutdown(); }
 void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::Admission& admission,
                          InferenceCallback done) {
   const auto submitted = std::chrono::steady_clock::now();
-  Statistics* stats = statistics_.get();
+  StatisticsCounters* stats = statistics_.get();
   guard::CircuitBreaker* breaker = breaker_.get();
   // Every outcome goes through here exactly once: Triton statistics and the breaker's window.
   InferenceCallback finish = [stats, breaker, submitted, done = std::move(done)](
@@ -302,36 +301,23 @@ ServedModel::Stats ServedModel::GetStats() const {
   return s;
 }
 
-std::string ServedModel::StatisticsJson() const {
-  using nlohmann::json;
-  const Statistics& st = *statistics_;
-  auto duration = [](uint64_t count, uint64_t ns) { return json{{"count", count}, {"ns", ns}}; };
-  json batch_stats = json::array();
-  {
-    absl::MutexLock lock(&st.mu);
-    for (const auto& [size, entry] : st.batch_stats) {
-      batch_stats.push_back({{"batch_size", size},
-                             {"compute_input", duration(0, 0)},
-                             {"compute_infer", duration(entry.first, entry.second)},
-                             {"compute_output", duration(0, 0)}});
-    }
+api::ModelStatistics ServedModel::Statistics() const {
+  const StatisticsCounters& st = *statistics_;
+  api::ModelStatistics out;
+  out.name = name_;
+  out.version = std::to_string(version_);
+  out.last_inference_ms = st.last_inference_ms.load();
+  out.inference_count = st.inference_count.load();
+  out.execution_count = st.execution_count.load();
+  out.success = {st.success_count.load(), st.success_ns.load()};
+  out.fail = {st.fail_count.load(), st.fail_ns.load()};
+  out.queue = {st.queue_count.load(), st.queue_ns.load()};
+  out.compute_infer = {out.execution_count, st.compute_infer_ns.load()};
+  absl::MutexLock lock(&st.mu);
+  for (const auto& [size, entry] : st.batch_stats) {
+    out.batch_stats.push_back({size, {entry.first, entry.second}});
   }
-  const uint64_t executions = st.execution_count.load();
-  json model = {
-      {"name", name_},
-      {"version", std::to_string(version_)},
-      {"last_inference", st.last_inference_ms.load()},
-      {"inference_count", st.inference_count.load()},
-      {"execution_count", executions},
-      {"inference_stats",
-       {{"success", duration(st.success_count.load(), st.success_ns.load())},
-        {"fail", duration(st.fail_count.load(), st.fail_ns.load())},
-        {"queue", duration(st.queue_count.load(), st.queue_ns.load())},
-        {"compute_input", duration(0, 0)},
-        {"compute_infer", duration(executions, st.compute_infer_ns.load())},
-        {"compute_output", duration(0, 0)}}},
-      {"batch_stats", batch_stats}};
-  return json{{"model_stats", json::array({model})}}.dump();
+  return out;
 }
 
 void ServedModel::Shutdown() {

@@ -54,7 +54,7 @@ class ServeVersionsTest : public SharedServerSuite<ServeVersionsTest> {
           if (absl::Status s = AddTinyBert(repo, "two", config); !s.ok()) return s;
           std::error_code ec;
           fs::create_directories(repo / "two" / "2", ec);
-          if (!ec) fs::create_symlink(*tiny / "1" / "model.onnx", repo / "two" / "2" / "model.onnx", ec);
+          if (!ec) fs::create_symlink(fs::absolute(*tiny / "1" / "model.onnx"), repo / "two" / "2" / "model.onnx", ec);
           if (ec) return absl::InternalError(absl::StrCat("cannot add version 2: ", ec.message()));
           return absl::OkStatus();
         },

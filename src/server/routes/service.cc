@@ -8,6 +8,7 @@
 #include "api/cohere_rerank.h"
 #include "api/kserve_infer.h"
 #include "api/kserve_metadata.h"
+#include "api/model_statistics.h"
 #include "api/rerank.h"
 #include "api/status_http.h"
 #include "api/tokenize.h"
@@ -469,7 +470,7 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
-  sender.Send(JsonResponse((*model)->StatisticsJson()));
+  sender.Send(JsonResponse(api::RenderModelStatistics({(*model)->Statistics()})));
 }
 
 // ---- KServe v2: inference ---------------------------------------------------------------------------
