@@ -50,7 +50,12 @@ class ResponseSender {
   ResponseSender(ResponseSender&&) = default;
   ResponseSender& operator=(ResponseSender&&) = default;
 
-  void set_model(std::string model) { model_ = std::move(model); }
+  // The model version that answers (metrics are labelled by model and version; both stay "" for
+  // requests answered before a model is chosen).
+  void set_model(std::string model, int64_t version) {
+    model_ = std::move(model);
+    version_ = std::to_string(version);
+  }
   // Holds a concurrency permit until the response is sent (released just before it is handed to the
   // connection) or the sender destroyed.
   void hold(guard::ConcurrencyLimiter::Permit permit) { permit_.emplace(std::move(permit)); }
@@ -63,6 +68,7 @@ class ResponseSender {
   serving::ServingMetrics* metrics_;
   std::string endpoint_;
   std::string model_;
+  std::string version_;
   std::chrono::steady_clock::time_point received_at_;
   std::optional<guard::ConcurrencyLimiter::Permit> permit_;
 };
