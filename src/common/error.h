@@ -106,7 +106,7 @@ constexpr ErrorKind KindForCode(absl::StatusCode code) {
 
 // The kind of `status` (its payload, else KindForCode). An OK status has no kind: kInternal.
 inline ErrorKind KindOf(const absl::Status& status) {
-  if (std::optional<absl::Cord> payload = status.GetPayload(kErrorKindPayloadUrl); payload.has_value()) {
+  if (auto payload = status.GetPayload(kErrorKindPayloadUrl); payload.has_value()) {
     const std::string name(*payload);
     for (const ErrorKindInfo& info : kErrorKinds) {
       if (info.name == name) return info.kind;
