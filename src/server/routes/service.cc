@@ -16,6 +16,7 @@
 #include "config/model_config.h"
 #include "nlohmann/json.hpp"
 #include "guard/api_key.h"
+#include "server/routes/dashboard.h"
 #include "server/routes/route_util.h"
 #include "serving/fallback.h"
 #include "serving/scoring.h"
@@ -265,6 +266,7 @@ absl::Status Service::AddRoutes() {
       {"POST", "/v1/rerank", plain(&Service::CohereRerank)},
       {"POST", "/tokenize", plain(&Service::Tokenize)},
       {"GET", "/metrics", plain(&Service::Metrics)},
+      {"GET", "/dashboard", [](http::Request, http::PathParams, http::Responder respond) { std::move(respond)(DashboardResponse()); }},
       {"GET", "/v2", plain(&Service::ServerMetadata)},
       {"GET", "/v2/health/live", plain(&Service::Live)},
       {"GET", "/v2/health/ready", plain(&Service::Ready)},
