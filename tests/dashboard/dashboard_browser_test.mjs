@@ -2,13 +2,13 @@
 // `tide serve` under load, and the numbers it renders are checked against /metrics scrapes taken
 // around the page's own polls; a screenshot is saved.
 //
-// Run: node --experimental-websocket tests/browser/dashboard_browser_test.mjs
+// Run: node --experimental-websocket tests/dashboard/dashboard_browser_test.mjs
 // (CTest: tide_dashboard_browser_test, label browser). Needs no npm package: it drives Chromium
 // over the DevTools protocol with Node's WebSocket.
 //
 // Environment: TIDE_BINARY_DIR (default ./build), TIDE_SOURCE_DIR (default .), TIDE_MODEL_REPOSITORY
 // (default $TIDE_SOURCE_DIR/models, made by `make models`), TIDE_CHROMIUM (default /usr/bin/chromium),
-// TIDE_DASHBOARD_SCREENSHOT (default $TIDE_BINARY_DIR/tests/browser/dashboard.png).
+// TIDE_DASHBOARD_SCREENSHOT (default $TIDE_BINARY_DIR/tests/dashboard/dashboard.png).
 // Exit 77 (CTest: skipped) when Chromium or the models are missing.
 //
 // How the numbers are checked. The page runs with ?manual=1 and the test drives its polls:
@@ -36,7 +36,7 @@ const binaryDir = path.resolve(process.env.TIDE_BINARY_DIR || "build");
 const repository = path.resolve(process.env.TIDE_MODEL_REPOSITORY || path.join(sourceDir, "models"));
 const chromiumPath = process.env.TIDE_CHROMIUM || "/usr/bin/chromium";
 const screenshotPath = path.resolve(process.env.TIDE_DASHBOARD_SCREENSHOT ||
-                                    path.join(binaryDir, "tests", "browser", "dashboard.png"));
+                                    path.join(binaryDir, "tests", "dashboard", "dashboard.png"));
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 let failures = 0;
 const children = [];
