@@ -336,6 +336,24 @@ async function main() {
             `${tag} pairs/s ${pps.toFixed(2)} within 25 % of the S_a..S_b rate ${bracketPps.toFixed(2)}`);
     }
 
+    // Planned families, once exported, are drawn: the page's scrapes plus a rollout state and
+    // score-cache counters (20 hits, 5 misses in the window: 80 %).
+    const [m0] = models;
+    const extra = (hits, misses) =>
+        `tide_rollout_state{model="${m0}",version="1",state="canary"} 1\n` +
+        `tide_score_cache_hits_total{model="${m0}",version="1"} ${hits}\n` +
+        `tide_score_cache_misses_total{model="${m0}",version="1"} ${misses}\n`;
+    const planned = await browser.evaluate(`(() => {
+      tideDashboard.renderTexts(${JSON.stringify(got.prevText + extra(10, 5))}, ${JSON.stringify(got.lastText + extra(30, 10))}, 2);
+      const card = [...document.querySelectorAll("[data-model]")].find(c => c.dataset.model === ${JSON.stringify(m0)});
+      return {rollout: card.querySelector('[data-k="rollout"]').textContent,
+              cache: card.querySelector('[data-k="cache_hit_ratio"]').textContent};
+    })()`);
+    check(planned.rollout === "canary=1", `${m0} rollout drawn when tide_rollout_state is present: ${planned.rollout}`);
+    check(planned.cache === "80", `${m0} cache hit ratio drawn when tide_score_cache_* are present: ${planned.cache} %`);
+    await browser.evaluate("tideDashboard.renderTexts(tideDashboard.state.prevText, tideDashboard.state.lastText, " +
+                           "tideDashboard.state.windowSeconds) && true");
+
     // The screenshot, then the timer-driven mode polls by itself.
     const shot = await browser.send("Page.captureScreenshot", {format: "png", captureBeyondViewport: true});
     fs.mkdirSync(path.dirname(screenshotPath), {recursive: true});
