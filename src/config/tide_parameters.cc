@@ -152,6 +152,10 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
       auto v = ParseBool(file, key, value);
       if (!v.ok()) return v.status();
       p.enable_cpu_mem_arena = *v;
+    } else if (key == "token_type_vocab_size") {
+      auto v = ParseInt(file, key, value, 1, int64_t{1} << 20);
+      if (!v.ok()) return v.status();
+      p.token_type_vocab_size = *v;
     } else if (key == "max_batch_tokens") {
       auto v = ParseInt(file, key, value, 16, int64_t{1} << 24);
       if (!v.ok()) return v.status();
@@ -212,7 +216,7 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
                         "truncation_direction, score_activation, intra_op_threads, "
                         "inter_op_threads, allow_spinning, graph_optimization_level, "
                         "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, allowed_batch_sizes, batch_grouping, "
-                        "graph_fusion, max_padding_ratio, "
+                        "graph_fusion, max_padding_ratio, token_type_vocab_size, "
                         "breaker_p99_ms, breaker_error_rate, breaker_queue_fullness, "
                         "breaker_window_s, breaker_min_samples, breaker_open_s, breaker_probes, "
                         "breaker_default_result)");

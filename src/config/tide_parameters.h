@@ -43,6 +43,9 @@
 //   graph_fusion              "auto" | "off": fuse attention and skip-layernorm into ONNX Runtime
 //                             contrib operators at load (src/optimize); auto keeps the original model
 //                             when nothing matches or a probe batch disagrees
+//   token_type_vocab_size     integer >= 1: token_type_ids a KServe token tensor may carry are
+//                             0..N-1; unset: from the model graph's token-type embedding, else the
+//                             ids the tokenizer produces (serving/token_input_limits.h)
 // (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
 #pragma once
 
@@ -96,6 +99,7 @@ struct TideParameters {
   }
   BatchGrouping batch_grouping = BatchGrouping::kLength;  // BatcherOptions::group_by_length
   GraphFusion graph_fusion = GraphFusion::kAuto;          // optimize::PrepareFusedModel at load
+  std::optional<int64_t> token_type_vocab_size;           // unset: derived at load (see above)
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
 

@@ -88,6 +88,8 @@ class RowTask {
   int priority() const { return admission_.priority; }
   Clock::time_point deadline() const { return admission_.deadline; }
   Clock::duration queue_timeout() const { return admission_.queue_timeout; }
+  // batching::HasRequestKey: rows of one request share it (the pool isolates a failing request).
+  uintptr_t request_key() const { return reinterpret_cast<uintptr_t>(request_.get()); }
   bool cancelled() const {
     return request_->finished() || (admission_.client_gone && admission_.client_gone->IsCancelled());
   }

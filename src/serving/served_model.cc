@@ -94,6 +94,18 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     return absl::FailedPreconditionError(absl::StrCat(ort.model_path, ": output ", m->signature_.logits_name,
                                                       " has a dynamic label dimension; tide needs a fixed one"));
   }
+  {
+    // From the original file: graph fusion below may replace the embedding Gathers.
+    auto limits = ResolveTokenInputLimits(m->signature_, *m->tokenizer_, ReadEmbeddingRows(ort.model_path, m->signature_),
+                                          m->params_.token_type_vocab_size);
+    if (!limits.ok()) return absl::Status(limits.status().code(), absl::StrCat(config_file, ": ", limits.status().message()));
+    m->token_input_limits_ = limits->limits;
+    if (limits->log_is_warning) {
+      spdlog::warn("model {} version {}: {}", m->name_, m->version_, limits->log);
+    } else {
+      spdlog::info("model {} version {}: {}", m->name_, m->version_, limits->log);
+    }
+  }
   if (m->params_.graph_fusion == config::GraphFusion::kAuto) {
 #ifdef TIDE_HAVE_GRAPH_FUSION
     // Fused attention / skip-layernorm, checked on a padded probe batch against the original.
@@ -223,7 +235,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
       [&](int instance) -> absl::StatusOr<std::unique_ptr<batching::BatchRunner<RowTask>>> {
         auto backend = runtime::OrtBackend::Create(ort);
         if (!backend.ok()) return backend.status();
-        auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer);
+        auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer, m->name_,
+                                                     m->version_);
         if (absl::Status s = runner->Warmup(warmup); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(s.message(), " (if the model accepts fewer positions, set the "
                                                                   "max_sequence_length parameter in config.pbtxt)"));

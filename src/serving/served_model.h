@@ -31,6 +31,7 @@
 #include "serving/deadline_timer.h"
 #include "serving/model_runner.h"
 #include "serving/serving_metrics.h"
+#include "serving/token_input_limits.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::serving {
@@ -73,6 +74,8 @@ class ServedModel {
   const runtime::ModelSignature& signature() const { return signature_; }
   int64_t num_labels() const { return signature_.num_labels; }
   size_t max_sequence_length() const { return max_sequence_length_; }
+  // What KServe token tensors may carry (serving/token_input_limits.h), decided at load.
+  const TokenInputLimits& token_input_limits() const { return token_input_limits_; }
   bool ready() const { return !shut_down_.load(); }
 
   // Circuit breaker admission (issue 5): false while the breaker is open — answer with the
@@ -108,6 +111,7 @@ class ServedModel {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   runtime::ModelSignature signature_;
   size_t max_sequence_length_ = 512;
+  TokenInputLimits token_input_limits_;
   size_t max_queue_size_ = 0;
   ServingMetrics* metrics_ = nullptr;
   std::unique_ptr<guard::CircuitBreaker> breaker_;  // null: no breaker trigger configured
