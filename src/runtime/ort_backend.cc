@@ -189,6 +189,9 @@ OrtBackend::OrtBackend(Ort::Session session, ModelSignature signature)
   if (!signature_.token_type_ids_name.empty()) input_names_.push_back(signature_.token_type_ids_name.c_str());
   output_name_ = signature_.logits_name.c_str();
   inputs_.reserve(input_names_.size());
+  // A failed Run is reported through its exception (the caller logs it, rate-limited); ONNX
+  // Runtime's own per-run error line would repeat it unbounded, once per failed batch.
+  run_options_.SetRunLogSeverityLevel(ORT_LOGGING_LEVEL_FATAL);
 }
 
 OrtBackend::~OrtBackend() = default;

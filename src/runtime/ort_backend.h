@@ -15,7 +15,8 @@
 //    INVALID_ARGUMENT. Whatever ONNX Runtime throws in Run -> INTERNAL, ORT_INVALID_ARGUMENT
 //    included (rows reach Run only after validation, so an engine rejection is a server-side
 //    failure, never a client's 400; the message keeps the engine's code and text for the log),
-//    and RESOURCE_EXHAUSTED when memory runs out.
+//    and RESOURCE_EXHAUSTED when memory runs out. Run does not let ONNX Runtime log its errors
+//    itself (run log severity FATAL): the caller logs them.
 //    Create/ReadSignature keep ONNX Runtime's code. Never throws: Ort::Exception is caught here,
 //    the only place tide calls ONNX Runtime's C++ API.
 #pragma once

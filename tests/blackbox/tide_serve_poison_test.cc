@@ -9,6 +9,7 @@
 // position; (b) under three looping senders of a batch-poisoning request, every plain /rerank from
 // another client succeeds, and every poisoning request gets a 500 without ONNX Runtime's message.
 #include <atomic>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -135,6 +136,8 @@ TEST_F(ServePoisonTest, ABatchPoisonedByOneClientFailsOnlyThatClientsRequestsAs5
   stop.store(true);
   for (std::thread& t : senders) t.join();
 
+  std::cout << "plain /rerank: " << plain_ok << " of " << kPlainRequests << " answered 200; poisoning requests: "
+            << ::testing::PrintToString(bad_statuses) << " (status: count)\n";
   EXPECT_EQ(plain_ok, kPlainRequests) << "plain /rerank failures (first 5): " << ::testing::PrintToString(plain_failures);
   int bad_total = 0;
   for (const auto& [status, count] : bad_statuses) bad_total += count;
@@ -146,9 +149,14 @@ TEST_F(ServePoisonTest, ABatchPoisonedByOneClientFailsOnlyThatClientsRequestsAs5
   const std::string series = "tide_batch_isolation_runs_total{model=\"lax\"} ";
   const size_t at = metrics.body.find(series);
   ASSERT_NE(at, std::string::npos) << metrics.body;
-  EXPECT_GT(std::stod(metrics.body.substr(at + series.size())), 0.0);
-  // The engine's own text went to the log, with model and version.
-  EXPECT_THAT(server().Stderr(), HasSubstr("model lax version 1 instance 0: inference failed on a batch"));
+  const double isolation_runs = std::stod(metrics.body.substr(at + series.size()));
+  std::cout << "tide_batch_isolation_runs_total{model=\"lax\"} " << isolation_runs << "\n";
+  EXPECT_GT(isolation_runs, 0.0);
+  // The engine's own text went to tide's log (stdout), with model and version, rate-limited; ONNX
+  // Runtime does not log each failed run on its own (stderr).
+  EXPECT_THAT(server().Stdout(), HasSubstr("model lax version 1 instance 0: inference failed on a batch"));
+  EXPECT_THAT(server().Stdout(), HasSubstr("indices element out of data bounds"));
+  EXPECT_THAT(server().Stderr(), ::testing::Not(HasSubstr("indices element out of data bounds")));
 }
 
 }  // namespace
