@@ -18,7 +18,9 @@
 //    tasks get OnDropped(kRunnerError, <that sub-batch's status>). Every other task completes
 //    normally. A batch of k requests with one bad request costs at most 2*log2(k) extra runs;
 //    they are counted in InstanceStats::isolation_runs (batches/tasks count formed batches only).
-//    Tasks without request_key() are failed together, as one request.
+//    Tasks without request_key() are failed together, as one request. A task of a failed batch
+//    that is cancelled() by then (its request already failed, its client left) is not re-run: it
+//    gets OnDropped(kCancelled).
 //  - Stop() (also run by the destructor) shuts the batcher down, lets the workers finish queued
 //    work for up to shutdown_grace (on the batcher's clock), then drops what is still queued with
 //    kShutdown and joins. A batch already running is never interrupted. Idempotent.
@@ -239,8 +241,15 @@ class InstancePool {
     std::vector<std::unique_ptr<Task>> left;
     std::vector<Clock::duration> waits;
     std::vector<uintptr_t> keys;  // distinct request keys, in batch order
+    uint64_t cancelled = 0;
     for (size_t i = 0; i < batch.tasks.size(); ++i) {
       if (batch.tasks[i] == nullptr) continue;
+      if (batch.tasks[i]->cancelled()) {
+        // Its request already ended (another of its rows failed) or its client left: not re-run.
+        batch.tasks[i]->OnDropped(DropReason::kCancelled, DropStatus(DropReason::kCancelled));
+        ++cancelled;
+        continue;
+      }
       if constexpr (HasRequestKey<Task>) {
         const uintptr_t key = static_cast<uintptr_t>(batch.tasks[i]->request_key());
         if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
@@ -248,6 +257,7 @@ class InstancePool {
       left.push_back(std::move(batch.tasks[i]));
       waits.push_back(i < batch.queue_durations.size() ? batch.queue_durations[i] : Clock::duration{});
     }
+    if (cancelled > 0) batcher_->CountDropped(DropReason::kCancelled, cancelled);
     if (keys.size() < 2) {
       for (std::unique_ptr<Task>& task : left) task->OnDropped(DropReason::kRunnerError, status);
       batcher_->CountDropped(DropReason::kRunnerError, left.size());

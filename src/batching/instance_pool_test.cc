@@ -254,6 +254,39 @@ TEST(InstancePoolIsolationTest, SubBatchesArePaddedToTheirOwnShape) {
   EXPECT_EQ(journal.reason(1), DropReason::kRunnerError);
 }
 
+TEST(InstancePoolIsolationTest, TasksCancelledByThenAreNotRerun) {
+  Journal journal;
+  FakeClock clock;
+  auto batcher = MakeBatcher(EightRowBatches(), &clock);
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  for (int id = 1; id <= 3; ++id) {
+    auto t = std::make_unique<FakeTask>(&journal, id, 10);
+    t->set_request(static_cast<uintptr_t>(id));
+    if (id == 2) t->set_cancel_flag(gone);
+    ASSERT_TRUE(batcher->Submit(t).ok());
+  }
+  std::vector<std::vector<int>> runs;
+  auto pool = InstancePool<FakeTask>::Create({.instance_count = 1}, batcher.get(), [&](int) {
+    return std::make_unique<FakeRunner>([&](int n, Batch<FakeTask>& batch) -> absl::Status {
+      runs.push_back(testing::Ids(batch));
+      if (n > 0) return absl::OkStatus();
+      gone->store(true);  // task 2's client leaves while the batch runs, and the batch fails
+      return absl::UnavailableError("hiccup");
+    });
+  });
+  ASSERT_TRUE(pool.ok());
+  (*pool)->Stop();
+  EXPECT_EQ(journal.reason(2), DropReason::kCancelled);
+  EXPECT_EQ(journal.completions(1), 1);
+  EXPECT_EQ(journal.completions(3), 1);
+  EXPECT_EQ(journal.done(), 2u);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1], (std::vector<int>{1}));
+  EXPECT_EQ(runs[2], (std::vector<int>{3}));
+  EXPECT_EQ(batcher->Stats().dropped_by(DropReason::kCancelled), 1u);
+  EXPECT_EQ(batcher->Stats().dropped_by(DropReason::kRunnerError), 0u);
+}
+
 TEST(InstancePoolIsolationTest, ABatchOfOneRequestFailsWithoutReruns) {
   Journal journal;
   std::vector<std::tuple<int, uintptr_t, size_t>> tasks = {{1, 7, 10}, {2, 7, 10}, {3, 7, 10}};

@@ -193,6 +193,11 @@ TEST(TokenInputLimitsTest, FromTheGraphTheParameterOrTheTokenizer) {
   r = ResolveTokenInputLimits(sig, *tok, GraphEmbeddingRows{.input_ids = 4, .token_type_ids = 2}, std::nullopt);
   EXPECT_EQ(r->limits.vocab_size, 4);
   EXPECT_TRUE(r->log_is_warning);
+  // A graph with one token type and a tokenizer that gives pairs type 1: reported.
+  r = ResolveTokenInputLimits(sig, *tok, GraphEmbeddingRows{.input_ids = 6, .token_type_ids = 1}, std::nullopt);
+  EXPECT_EQ(r->limits.type_vocab_size, 1);
+  EXPECT_TRUE(r->log_is_warning);
+  EXPECT_THAT(r->log, HasSubstr("text pairs will fail"));
   // A model without token_type_ids: 0 only; the parameter is a configuration error.
   sig.token_type_ids_name.clear();
   r = ResolveTokenInputLimits(sig, *tok, graph, std::nullopt);

@@ -139,6 +139,19 @@ absl::StatusOr<ResolvedTokenInputLimits> ResolveTokenInputLimits(const runtime::
     return r;
   }
   const std::optional<int64_t> from_graph = graph.ok() ? graph->token_type_ids : std::nullopt;
+  // What the model's own tokenizer produces for a pair: 0, or 0 and 1.
+  int64_t tokenizer_types = 1;
+  {
+    tokenizer::Encoding e;
+    if (tokenizer.Encode("a", std::string_view("b"), tokenizer::EncodeOptions{}, &e).ok()) {
+      for (int64_t t : e.type_ids) tokenizer_types = std::max(tokenizer_types, t + 1);
+    }
+  }
+  if (from_graph && tokenizer_types > *from_graph) {
+    ids_note = absl::StrCat(ids_note, "; WARNING: the tokenizer gives pairs token type ", tokenizer_types - 1,
+                            " but the graph has ", *from_graph, " token-type row(s): text pairs will fail in the engine");
+    r.log_is_warning = true;
+  }
   std::string source;
   if (token_type_vocab_size) {
     r.limits.type_vocab_size = *token_type_vocab_size;
@@ -152,13 +165,7 @@ absl::StatusOr<ResolvedTokenInputLimits> ResolveTokenInputLimits(const runtime::
     r.limits.type_vocab_size = *from_graph;
     source = "the graph's token-type embedding";
   } else {
-    // What the model's own tokenizer produces for a pair: 0, or 0 and 1.
-    tokenizer::Encoding e;
-    int64_t top = 0;
-    if (tokenizer.Encode("a", std::string_view("b"), tokenizer::EncodeOptions{}, &e).ok()) {
-      for (int64_t t : e.type_ids) top = std::max(top, t);
-    }
-    r.limits.type_vocab_size = top + 1;
+    r.limits.type_vocab_size = tokenizer_types;
     source = absl::StrCat("the ids the tokenizer produces; not derivable from the graph (",
                           graph.ok() ? "no Gather of token_type_ids over a table" : graph.status().message(),
                           "): set the token_type_vocab_size parameter to widen");

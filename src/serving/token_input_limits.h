@@ -18,7 +18,8 @@
 //                      the engine, alone); else the graph's table; else (not derivable) the ids the
 //                      tokenizer itself produces for a pair (0, or 0 and 1), with a warning. A model
 //                      without a token_type_ids input accepts 0 only (the tensor is not fed);
-//                      setting the parameter for it is a FAILED_PRECONDITION error.
+//                      setting the parameter for it is a FAILED_PRECONDITION error. A tokenizer
+//                      that gives pairs a type the graph's table lacks is reported (warning).
 //    `log` receives one line for the load log; `log_is_warning` says at which level.
 #pragma once
 
