@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/error.h"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -34,7 +35,7 @@ absl::Status ModelRunner::BackendFailure(const batching::Batch<RowTask>& batch, 
   } else {
     ++suppressed_logs_;
   }
-  return absl::InternalError(absl::StrCat("inference failed for model ", model_, " version ", version_));
+  return errors::Backend(absl::StrCat("inference failed for model ", model_, " version ", version_));
 }
 
 void ModelRunner::Fill(const batching::Batch<RowTask>& batch) {

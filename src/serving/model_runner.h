@@ -5,7 +5,8 @@
 //  - Owned by one InstancePool worker thread; not thread-safe.
 //  - Run pads the batch to its shape bucket (padded_batch_size x padded_sequence_length) in
 //    buffers reused across calls, runs the backend, and completes every task with its logits row.
-//    On a backend error (or logits of the wrong shape) it completes no task and returns INTERNAL
+//    On a backend error (or logits of the wrong shape) it completes no task and returns
+//    errors::Backend (INTERNAL, ErrorKind::kBackend: 500, error_type "backend")
 //    "inference failed for model M version V": the engine's own text is logged here (error level,
 //    with model, version, instance and batch shape; at most kMaxErrorLogsPerSecond lines a second,
 //    the rest counted in the next line) and never reaches a client. The pool then isolates the

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/model_statistics.h"
 #include "batching/batcher.h"
 #include "batching/instance_pool.h"
 #include "config/model_repository.h"
@@ -96,8 +97,8 @@ class ServedModel {
     std::vector<batching::InstanceStats> instances;
   };
   Stats GetStats() const;
-  // GET /v2/models/{m}/stats in the shape of Triton's statistics extension.
-  std::string StatisticsJson() const;
+  // Triton statistics extension counters of this version, as a value (api renders it).
+  api::ModelStatistics Statistics() const;
 
   void Shutdown();
 
@@ -122,7 +123,7 @@ class ServedModel {
 
   // Triton statistics extension counters (durations in ns). Requests count as success or fail when
   // answered; queue is per row; compute_infer and batch_stats per executed batch.
-  struct Statistics {
+  struct StatisticsCounters {
     std::atomic<uint64_t> success_count{0}, success_ns{0}, fail_count{0}, fail_ns{0};
     std::atomic<uint64_t> queue_count{0}, queue_ns{0};
     std::atomic<uint64_t> inference_count{0}, execution_count{0}, compute_infer_ns{0};
@@ -130,7 +131,7 @@ class ServedModel {
     mutable absl::Mutex mu;
     std::map<size_t, std::pair<uint64_t, uint64_t>> batch_stats ABSL_GUARDED_BY(mu);  // size -> (count, ns)
   };
-  std::unique_ptr<Statistics> statistics_ = std::make_unique<Statistics>();
+  std::unique_ptr<StatisticsCounters> statistics_ = std::make_unique<StatisticsCounters>();
 };
 
 }  // namespace tide::serving

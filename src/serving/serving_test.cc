@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "batching/batcher.h"
+#include "common/error.h"
 #include "batching/instance_pool.h"
 #include "serving/deadline_timer.h"
 #include "serving/inference_request.h"
@@ -234,6 +235,7 @@ TEST(ModelRunner, BackendErrorBecomesAGenericInternalErrorWithoutTheEngineText) 
     absl::Status s = runner.Run(batch);
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
     EXPECT_EQ(s.message(), "inference failed for model ranker version 3");
+    EXPECT_EQ(KindOf(s), ErrorKind::kBackend);
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/ascii.h"
+#include "common/error_echo.h"
 #include "common/this_thread.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -97,6 +98,107 @@ std::string Serialize(const Response& original, int version, bool keep_alive, bo
   return out;
 }
 
+// ---- Request validation (RFC 9112 framing, Host, absolute-form) -----------------------------------
+
+// A request the server refuses once its headers are in: the status and the message.
+struct HeadError {
+  int status = 400;
+  std::string message;
+};
+
+std::string_view TrimOws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// RFC 9110 §7.2 Host = uri-host [ ":" port ]: unreserved, sub-delims, pct-encoded, ':' and the
+// brackets of an IP literal. Empty is allowed (a target without authority).
+bool IsValidHost(std::string_view host) {
+  for (char c : host) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    const bool alnum = (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z');
+    if (!alnum && std::string_view("-._~!$&'()*+,;=%:[]").find(c) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
+// Why the request whose headers are `message` must not be served, or nullopt when it may be.
+// Checked before any body byte is read: a body whose length the server and a proxy in front of it
+// could disagree on must never be parsed as the next request (request smuggling).
+std::optional<HeadError> CheckRequestHead(const bhttp::request<bhttp::string_body>& message) {
+  int hosts = 0;
+  int content_lengths = 0;
+  bool content_length_list = false;
+  bool transfer_encoding = false;
+  std::string_view host;
+  std::vector<std::string_view> codings;  // of every Transfer-Encoding field line, in order
+  for (const auto& field : message) {
+    const std::string_view value = ToStd(field.value());
+    switch (field.name()) {
+      case bhttp::field::host:
+        ++hosts;
+        host = value;
+        break;
+      case bhttp::field::content_length:
+        ++content_lengths;
+        if (value.find(',') != std::string_view::npos) content_length_list = true;
+        break;
+      case bhttp::field::transfer_encoding: {
+        transfer_encoding = true;
+        std::string_view rest = value;
+        for (;;) {
+          const size_t comma = rest.find(',');
+          const std::string_view coding = TrimOws(rest.substr(0, comma));
+          if (!coding.empty()) codings.push_back(coding);
+          if (comma == std::string_view::npos) break;
+          rest.remove_prefix(comma + 1);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (transfer_encoding) {
+    if (content_lengths > 0) return HeadError{400, "request has both Transfer-Encoding and Content-Length"};
+    if (message.version() < 11) return HeadError{400, "Transfer-Encoding is not allowed in an HTTP/1.0 request"};
+    if (codings.empty() || !AsciiEqualsIgnoreCase(codings.back(), "chunked")) {
+      return HeadError{400, absl::StrCat("request Transfer-Encoding must end with chunked, got '",
+                                         EchoForError(codings.empty() ? "" : codings.back()), "'")};
+    }
+    for (size_t i = 0; i + 1 < codings.size(); ++i) {
+      if (AsciiEqualsIgnoreCase(codings[i], "chunked")) return HeadError{400, "request Transfer-Encoding applies chunked twice"};
+    }
+    if (codings.size() > 1) {
+      return HeadError{501, absl::StrCat("transfer coding '", EchoForError(codings.front()),
+                                         "' is not supported; send Transfer-Encoding: chunked alone")};
+    }
+  }
+  if (content_lengths > 1 || content_length_list) return HeadError{400, "request has more than one Content-Length"};
+  if (hosts > 1) return HeadError{400, "request has more than one Host header"};
+  if (hosts == 0 && message.version() >= 11) return HeadError{400, "HTTP/1.1 request without a Host header"};
+  if (!IsValidHost(host)) return HeadError{400, absl::StrCat("invalid Host header '", EchoForError(host), "'")};
+  return std::nullopt;
+}
+
+// The origin form of a request-target: an absolute-form "http://host:port/p?q" becomes "/p?q"
+// (RFC 9112 §3.2.2; "http://host" becomes "/"); any other target is returned as sent.
+std::string OriginForm(std::string_view target) {
+  size_t scheme_end = 0;
+  if (target.size() >= 7 && AsciiEqualsIgnoreCase(target.substr(0, 7), "http://")) {
+    scheme_end = 7;
+  } else if (target.size() >= 8 && AsciiEqualsIgnoreCase(target.substr(0, 8), "https://")) {
+    scheme_end = 8;
+  } else {
+    return std::string(target);
+  }
+  const size_t path = target.find_first_of("/?", scheme_end);
+  if (path == std::string_view::npos) return "/";
+  if (target[path] == '?') return "/" + std::string(target.substr(path));
+  return std::string(target.substr(path));
+}
+
 class CallbackSink final : public internal::ResponseSink {
  public:
   explicit CallbackSink(absl::AnyInvocable<void(Response)> callback) : callback_(std::move(callback)) {}
@@ -119,10 +221,27 @@ std::string_view Request::header(std::string_view name) const {
   return {};
 }
 
+std::string_view ErrorTypeForStatus(int status) {
+  switch (status) {
+    case 401: return "unauthorized";
+    case 403: return "forbidden";
+    case 404: return "not_found";
+    case 408:
+    case 504: return "timeout";
+    case 429: return "overloaded";
+    case 499: return "cancelled";
+    case 501: return "unimplemented";
+    case 503: return "unhealthy";
+    default: return status >= 400 && status < 500 ? "validation" : "backend";
+  }
+}
+
 Response JsonError(int status, std::string_view message) {
   Response response;
   response.status = status;
-  nlohmann::json body = {{"error", std::string(message)}};
+  nlohmann::json body = nlohmann::json::object();
+  body["error"] = EchoForError(message, kMaxErrorMessageBytes);
+  body["error_type"] = std::string(ErrorTypeForStatus(status));
   response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return response;
 }
@@ -301,6 +420,11 @@ class Connection final : public internal::ResponseSink, public std::enable_share
       OnReadError(ec);
       return;
     }
+    if (std::optional<HeadError> refused = CheckRequestHead(parser_->get())) {
+      reading_ = false;
+      RespondAndClose(refused->status, std::move(refused->message));
+      return;
+    }
     if (parser_->is_done()) {
       Dispatch();
       return;
@@ -386,7 +510,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
 
     Request request;
     request.method = std::string(ToStd(message.method_string()));
-    request.target = std::string(ToStd(message.target()));
+    request.target = OriginForm(ToStd(message.target()));
     const size_t question = request.target.find('?');
     request.path = request.target.substr(0, question);
     if (question != std::string::npos) request.query = request.target.substr(question + 1);

@@ -11,11 +11,23 @@
 //  - Per connection: HTTP/1.1 keep-alive and pipelining (responses are written in request order,
 //    up to kMaxPipelinedRequests requests in flight, after which reading pauses), HTTP/1.0,
 //    `Connection: close`, `Expect: 100-continue`, chunked request bodies.
-//  - The server answers some requests itself, with a JSON body {"error": "..."} and then closes the
-//    connection: 400 malformed HTTP, 408 header or body read timeout, 413 body larger than
-//    max_body_bytes, 431 header larger than max_header_bytes. Connections beyond max_connections
-//    are closed right after accept. Idle keep-alive connections are closed silently after
-//    idle_timeout.
+//  - The server answers some requests itself, with a JSON body {"error": "...", "error_type": "..."}
+//    (JsonError) and then closes the connection: 400 malformed HTTP, 408 header or body read
+//    timeout, 413 body larger than max_body_bytes, 431 header larger than max_header_bytes.
+//    Connections beyond max_connections are closed right after accept. Idle keep-alive connections
+//    are closed silently after idle_timeout.
+//  - Request framing is checked when the headers are in, before any body byte is read, so that a
+//    body can never be taken for the next request (RFC 9112 §6.1, §6.3): a Transfer-Encoding
+//    whose final coding is not `chunked` (or any Transfer-Encoding on HTTP/1.0) -> 400; a
+//    Transfer-Encoding other than a lone `chunked` (gzip, deflate, ..., then chunked) -> 501;
+//    Transfer-Encoding together with Content-Length, more than one Content-Length field or a list
+//    value -> 400; an HTTP/1.1 request without Host, or any request with more than one Host field
+//    or an invalid Host value -> 400 (RFC 9112 §3.2). Each of these closes the connection.
+//  - An absolute-form target (`GET http://host:port/path?q HTTP/1.1`, RFC 9112 §3.2.2) is served
+//    as its origin form: Request::target/path/query are those of "/path?q" (the Host header and
+//    the URI's authority are not compared; tide serves every authority alike).
+//  - A HEAD response carries the status and headers the handler gave, with the Content-Length of
+//    the body it gave, and no body.
 //  - Client disconnect: the server keeps a read outstanding on every connection, also while
 //    requests are in flight, so a FIN or RST from the client is seen at once and sets client_gone
 //    on every request of that connection still waiting for its response. (A client that only
@@ -50,7 +62,8 @@ namespace tide::http {
 
 struct Request {
   std::string method;                 // "GET", "POST", ... as sent
-  std::string target;                 // request-target as sent: "/v1/rerank?x=1"
+  std::string target;                 // origin-form request-target: "/v1/rerank?x=1" (an
+                                      // absolute-form target reduced to its path and query)
   std::string path;                   // target before '?', not percent-decoded
   std::string query;                  // target after '?', without it; "" if none
   int version = 11;                   // 10 for HTTP/1.0, 11 for HTTP/1.1
@@ -73,8 +86,16 @@ struct Response {
   std::string body;
 };
 
-// A JSON error response {"error": message} with `status`.
+// A JSON error response {"error": message, "error_type": ErrorTypeForStatus(status)} with
+// `status`. A message longer than kMaxErrorMessageBytes (common/error_echo.h) is cut there.
 Response JsonError(int status, std::string_view message);
+
+// The error_type of an error answered with HTTP `status`, consistent with api::ErrorTypeFor (the
+// one status table, src/api/status_http.h, which this layer cannot include): 400, 405, 413, 422,
+// 431 and other 4xx "validation", 401 "unauthorized", 403 "forbidden", 404 "not_found",
+// 408 and 504 "timeout", 429 "overloaded", 499 "cancelled", 501 "unimplemented",
+// 503 "unhealthy", other 5xx "backend".
+std::string_view ErrorTypeForStatus(int status);
 
 namespace internal {
 // Where a Responder delivers its response. Implemented by the server's connections and by

@@ -46,8 +46,10 @@ struct ServiceOptions {
   // zero: none. A request's own timeout may only shorten it.
   std::chrono::milliseconds default_timeout{0};
   std::string version = "0.1.0";
-  // Bearer key required on the inference endpoints (rerank, v1/rerank, tokenize, infer); empty:
-  // none. Compared in constant time.
+  // Bearer key required on the inference endpoints (rerank, v1/rerank, tokenize, infer) and on
+  // model metadata and statistics (/v2/models/{m}[/versions/{v}][/stats]); empty: none. Compared
+  // in constant time. Open without it: health (/health, /v2/health/*), server metadata (/v2),
+  // /metrics and model readiness (/v2/models/{m}[/versions/{v}]/ready) — probes and scrapers.
   std::string api_key;
   // Inference requests in flight beyond which new ones get 429 at once (TEI's
   // max_concurrent_requests); 0: unlimited.
