@@ -119,4 +119,8 @@ void ModelManager::Shutdown() {
   for (const auto& model : All()) model->Shutdown();
 }
 
+void ModelManager::Shutdown(std::chrono::steady_clock::time_point deadline) {
+  for (const auto& model : All()) model->Shutdown(deadline);
+}
+
 }  // namespace tide::serving

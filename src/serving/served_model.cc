@@ -231,6 +231,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   batching::InstancePoolOptions po;
   po.instance_count = instances;
   po.shutdown_grace = options.shutdown_grace;
+  m->shutdown_grace_ = options.shutdown_grace;
   po.worker_nice = options.inference_nice;
   auto pool = batching::InstancePool<RowTask>::Create(
       po, m->batcher_.get(),
@@ -333,10 +334,12 @@ api::ModelStatistics ServedModel::Statistics() const {
   return out;
 }
 
-void ServedModel::Shutdown() {
+void ServedModel::Shutdown() { Shutdown(std::chrono::steady_clock::now() + shutdown_grace_); }
+
+void ServedModel::Shutdown(std::chrono::steady_clock::time_point deadline) {
   if (shut_down_.exchange(true)) return;
   if (metrics_ != nullptr) metrics_->model_ready->WithLabels({name_, std::to_string(version_)})->Set(0);
-  if (pool_) pool_->Stop();
+  if (pool_) pool_->StopWithin(deadline - std::chrono::steady_clock::now());
 }
 
 }  // namespace tide::serving

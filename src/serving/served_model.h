@@ -8,7 +8,8 @@
 //  - Thread-safe: Submit may be called from any thread. It never blocks: rows are queued and the
 //    callback runs later on an instance thread, exactly once. A queue over capacity answers
 //    UNAVAILABLE at once (the edge maps it to 503 + Retry-After).
-//  - Shutdown stops taking work and lets queued work finish within the grace period.
+//  - Shutdown stops taking work and lets queued work finish within the grace period (or until the
+//    given deadline), then drops what is still queued (UNAVAILABLE) and waits for running batches.
 #pragma once
 
 #include <atomic>
@@ -101,6 +102,8 @@ class ServedModel {
   api::ModelStatistics Statistics() const;
 
   void Shutdown();
+  // Shutdown with `deadline` in place of now + shutdown_grace.
+  void Shutdown(std::chrono::steady_clock::time_point deadline);
 
  private:
   ServedModel() = default;
@@ -114,6 +117,7 @@ class ServedModel {
   size_t max_sequence_length_ = 512;
   TokenInputLimits token_input_limits_;
   size_t max_queue_size_ = 0;
+  std::chrono::milliseconds shutdown_grace_{10000};
   ServingMetrics* metrics_ = nullptr;
   std::unique_ptr<guard::CircuitBreaker> breaker_;  // null: no breaker trigger configured
   std::unique_ptr<DeadlineTimer> deadlines_ = std::make_unique<DeadlineTimer>();

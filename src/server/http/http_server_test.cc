@@ -484,17 +484,176 @@ TEST_F(HttpServerTest, PipelinedReadingPausesAtLimitAndResumes) {
   }
 }
 
-TEST_F(HttpServerTest, ConnectionsBeyondMaxAreClosed) {
+// A handler that keeps every Responder (requests stay in flight) until the test answers them.
+struct HeldRequests {
+  std::mutex mu;
+  std::vector<std::pair<Request, Responder>> held;
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu);
+    return held.size();
+  }
+  void AnswerAll() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [request, respond] : held) {
+      if (respond) std::move(respond)(EchoResponse(request));
+    }
+  }
+  std::function<void(Request, Responder)> Handler() {
+    return [this](Request request, Responder respond) {
+      std::lock_guard<std::mutex> lock(mu);
+      held.emplace_back(std::move(request), std::move(respond));
+    };
+  }
+};
+
+TEST_F(HttpServerTest, AtTheCapANewConnectionEvictsTheLongestIdle) {
+  HttpServerOptions options = DefaultOptions();
+  options.max_connections = 2;
+  StartEchoServer(options);
+  HttpClient first = Client();
+  ASSERT_EQ(first.Get("/").status, 200);
+  HttpClient second = Client();
+  ASSERT_EQ(second.Get("/").status, 200);
+  HttpClient third = Client();
+  EXPECT_EQ(third.Get("/").status, 200);
+  const RawReadResult evicted = first.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(evicted.closed);
+  EXPECT_EQ(evicted.bytes, "");  // closed silently, as at the idle timeout
+  EXPECT_EQ(second.Get("/").status, 200);
+  EXPECT_EQ(server_->evicted_connections(), 1u);
+  EXPECT_EQ(server_->refused_connections(), 0u);
+}
+
+TEST_F(HttpServerTest, AtTheCapASilentConnectionGoesBeforeOneWithARequestInFlight) {
+  HeldRequests requests;
+  HttpServerOptions options = DefaultOptions();
+  options.max_connections = 2;
+  StartServer(requests.Handler(), options);
+  HttpClient busy = Client();
+  ASSERT_TRUE(busy.SendRaw("GET /busy HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 1; }));
+  HttpClient silent = Client();
+  ASSERT_TRUE(silent.Connect().ok());  // never sends a byte
+  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 2; }));
+  HttpClient fresh = Client();
+  ASSERT_TRUE(fresh.SendRaw("GET /fresh HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 2; }));
+  EXPECT_TRUE(silent.ReadUntilClosed(std::chrono::milliseconds(5000)).closed);
+  requests.AnswerAll();
+  EXPECT_EQ(busy.ReadResponse().status, 200);
+  EXPECT_EQ(fresh.ReadResponse().status, 200);
+}
+
+TEST_F(HttpServerTest, AtTheCapWithNoIdleConnectionTheOldestHeaderReaderIsEvicted) {
+  HeldRequests requests;
+  HttpServerOptions options = DefaultOptions();
+  options.max_connections = 3;
+  StartServer(requests.Handler(), options);
+  HttpClient busy = Client();
+  ASSERT_TRUE(busy.SendRaw("GET /busy HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 1; }));
+  HttpClient older = Client();
+  ASSERT_TRUE(older.SendRaw("GET /older HTTP/1.1\r\n").ok());  // headers unfinished
+  HttpClient newer = Client();
+  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a later start than `older`'s
+  ASSERT_TRUE(newer.SendRaw("GET /newer HTTP/1.1\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 3; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both are reading headers by now
+  HttpClient fresh = Client();
+  ASSERT_TRUE(fresh.SendRaw("GET /fresh HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 2; }));
+  EXPECT_TRUE(older.ReadUntilClosed(std::chrono::milliseconds(5000)).closed);
+  ASSERT_TRUE(newer.SendRaw("Host: x\r\n\r\n").ok());  // still open: its request goes through
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 3; }));
+  requests.AnswerAll();
+  EXPECT_EQ(newer.ReadResponse().status, 200);
+  EXPECT_EQ(server_->evicted_connections(), 1u);
+}
+
+TEST_F(HttpServerTest, AtTheCapWithEveryConnectionBusyTheNewOneGets503) {
+  HeldRequests requests;
   HttpServerOptions options = DefaultOptions();
   options.max_connections = 1;
+  StartServer(requests.Handler(), options);
+  HttpClient busy = Client();
+  ASSERT_TRUE(busy.SendRaw("GET /busy HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 1; }));
+  HttpClient refused = Client();
+  ASSERT_TRUE(refused.Connect().ok());
+  const RawReadResult answer = refused.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(answer.closed);
+  EXPECT_THAT(answer.bytes, StartsWith("HTTP/1.1 503 "));
+  EXPECT_THAT(answer.bytes, HasSubstr("connection limit"));
+  EXPECT_EQ(server_->refused_connections(), 1u);
+  requests.AnswerAll();
+  EXPECT_EQ(busy.ReadResponse().status, 200);
+  // Once the busy connection is idle again, it gives way to a new one.
+  HttpClient later = Client();
+  ASSERT_TRUE(later.SendRaw("GET /later HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 2; }));
+  requests.AnswerAll();
+  EXPECT_EQ(later.ReadResponse().status, 200);
+  EXPECT_TRUE(busy.ReadUntilClosed(std::chrono::milliseconds(5000)).closed);
+  EXPECT_EQ(server_->evicted_connections(), 1u);
+}
+
+TEST_F(HttpServerTest, ASilentConnectionIsClosedAtTheHeaderTimeoutNotTheIdleTimeout) {
+  HttpServerOptions options = DefaultOptions();
+  options.header_read_timeout = std::chrono::milliseconds(200);
+  options.idle_timeout = std::chrono::milliseconds(600000);
   StartEchoServer(options);
-  auto first = std::make_unique<HttpClient>("127.0.0.1", server_->port());
-  ASSERT_EQ(first->Get("/").status, 200);
-  HttpClient second = Client();
-  EXPECT_EQ(second.Get("/").status, 0);
-  first.reset();
-  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 0; }));
-  EXPECT_EQ(second.Get("/").status, 200);
+  HttpClient silent = Client();
+  ASSERT_TRUE(silent.Connect().ok());
+  const RawReadResult result = silent.ReadUntilClosed(std::chrono::milliseconds(10000));
+  EXPECT_TRUE(result.closed) << "a connection that never sent a byte was kept open past the header timeout";
+  EXPECT_EQ(result.bytes, "");
+  // A connection that completed a request waits for the next one for idle_timeout.
+  HttpClient kept = Client();
+  ASSERT_EQ(kept.Get("/").status, 200);
+  EXPECT_FALSE(kept.ReadUntilClosed(std::chrono::milliseconds(500)).closed);
+  EXPECT_EQ(kept.Get("/").status, 200);
+}
+
+// A client that pipelines past kMaxPipelinedRequests and leaves: while parsing is paused its close
+// is still seen at once, and every request it has in flight gets client_gone.
+TEST_F(HttpServerTest, PipeliningClientThatLeavesWhileReadingIsPausedIsSeenGone) {
+  for (const size_t sent : {kMaxPipelinedRequests, kMaxPipelinedRequests + 3}) {
+    SCOPED_TRACE(sent);
+    HeldRequests requests;
+    StartServer(requests.Handler());
+    std::string bytes;
+    for (size_t i = 0; i < sent; ++i) bytes += "GET /" + std::to_string(i) + " HTTP/1.1\r\nHost: x\r\n\r\n";
+    {
+      HttpClient client = Client();
+      ASSERT_TRUE(client.SendRaw(bytes).ok());
+      ASSERT_TRUE(Eventually([&] { return requests.size() == kMaxPipelinedRequests; }));
+    }  // closed with every request still in flight
+    EXPECT_TRUE(Eventually([&] {
+      std::lock_guard<std::mutex> lock(requests.mu);
+      for (const auto& [request, respond] : requests.held) {
+        if (!request.client_gone->IsCancelled()) return false;
+      }
+      return true;
+    })) << "the close of a pipelining client went unnoticed while reading was paused";
+    EXPECT_EQ(requests.size(), kMaxPipelinedRequests);
+    requests.AnswerAll();
+    EXPECT_TRUE(Eventually([&] { return server_->active_connections() == 0; }));
+    server_.reset();
+  }
+}
+
+TEST_F(HttpServerTest, WaitIdleWaitsForRequestsInFlightAndTheirResponses) {
+  HeldRequests requests;
+  StartServer(requests.Handler());
+  HttpClient client = Client();
+  EXPECT_TRUE(server_->WaitIdle(std::chrono::steady_clock::now()));
+  ASSERT_TRUE(client.SendRaw("GET / HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 1; }));
+  EXPECT_FALSE(server_->WaitIdle(std::chrono::steady_clock::now() + std::chrono::milliseconds(20)));
+  requests.AnswerAll();
+  EXPECT_TRUE(server_->WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(client.ReadResponse().status, 200);
 }
 
 TEST_F(HttpServerTest, RequestCarriesHeadersAndReceiveTime) {
