@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "config/tide_parameters.h"
 #include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 
 namespace tide::config {
@@ -172,7 +172,7 @@ absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::filesystem::path& pat
   return ParseModelConfig(buffer.str(), path.string());
 }
 
-absl::Status NormalizeModelConfig(std::string_view /*file*/, const runtime::ModelSignature& model,
+absl::Status NormalizeModelConfig(std::string_view /*file*/, const ModelSignature& model,
                                   ModelConfig* config, const NormalizeOptions& options) {
   ModelConfig& c = *config;
   if (c.platform().empty() && c.backend().empty()) {
@@ -238,7 +238,7 @@ absl::Status NormalizeModelConfig(std::string_view /*file*/, const runtime::Mode
 }
 
 absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
-                                 const runtime::ModelSignature* model) {
+                                 const ModelSignature* model) {
   const absl::string_view file = Av(file_in);
   if (c.name().empty()) return FieldError(file, "name", "must not be empty");
   if (!c.platform().empty() && c.platform() != kOnnxRuntimePlatform) {

@@ -34,10 +34,10 @@ void ModelRunner::Fill(const batching::Batch<RowTask>& batch) {
 }
 
 absl::Status ModelRunner::Run(batching::Batch<RowTask>& batch) {
-  const Clock::time_point start = batching::SteadyClock::Get()->Now();
+  const Clock::time_point start = SteadyClock::Get()->Now();
   Fill(batch);
   if (absl::Status s = backend_->Run(input_, &logits_); !s.ok()) return s;
-  const Clock::duration took = batching::SteadyClock::Get()->Now() - start;
+  const Clock::duration took = SteadyClock::Get()->Now() - start;
   if (logits_.batch < static_cast<int64_t>(batch.tasks.size()) || logits_.num_labels < 1) {
     return absl::InternalError(absl::StrCat("model returned ", logits_.batch, " rows of ", logits_.num_labels,
                                             " logits for a batch of ", batch.tasks.size()));

@@ -69,7 +69,7 @@ TEST(InferenceRequest, ConcurrentRowsCompleteExactlyOnce) {
 }
 
 TEST(RowTask, IsCancelledWhenItsRequestFinishedOrItsClientLeft) {
-  auto flag = std::make_shared<http::CancellationFlag>();
+  auto flag = std::make_shared<CancellationFlag>();
   auto request = std::make_shared<InferenceRequest>(2, 1, [](ResultOr) {});
   RowTask::Admission admission;
   admission.client_gone = flag;
@@ -155,12 +155,12 @@ class FakeBackend : public runtime::ModelBackend {
     }
     return absl::OkStatus();
   }
-  const runtime::ModelSignature& signature() const override { return signature_; }
+  const ModelSignature& signature() const override { return signature_; }
   std::vector<std::pair<int64_t, int64_t>> shapes;
   bool fail = false;
 
  private:
-  runtime::ModelSignature signature_;
+  ModelSignature signature_;
 };
 
 tokenizer::Encoding Row(std::vector<int64_t> ids) {
