@@ -52,7 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "batching/batch.h"
 #include "batching/batcher.h"
-#include "batching/clock.h"
+#include "common/clock.h"
 #include "batching/shape_buckets.h"
 #include "batching/thread_priority.h"
 #include "common/this_thread.h"

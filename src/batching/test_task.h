@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "batching/batch.h"
-#include "batching/clock.h"
+#include "common/clock.h"
 
 namespace tide::batching::testing {
 

@@ -59,8 +59,8 @@ constexpr std::pair<std::string_view, ScoreActivation> kActivations[] = {
     {"sigmoid", ScoreActivation::kSigmoid},
     {"none", ScoreActivation::kNone},
     {"softmax", ScoreActivation::kSoftmax}};
-constexpr std::pair<std::string_view, TruncationDirection> kDirections[] = {
-    {"right", TruncationDirection::kRight}, {"left", TruncationDirection::kLeft}};
+constexpr std::pair<std::string_view, tokenizer::TruncationDirection> kDirections[] = {
+    {"right", tokenizer::TruncationDirection::kRight}, {"left", tokenizer::TruncationDirection::kLeft}};
 constexpr std::pair<std::string_view, GraphOptimizationLevel> kLevels[] = {
     {"all", GraphOptimizationLevel::kAll},
     {"extended", GraphOptimizationLevel::kExtended},

@@ -58,12 +58,12 @@
 
 #include "absl/status/statusor.h"
 #include "model_config.pb.h"
+#include "tokenizer/truncation_direction.h"
 
 namespace tide::config {
 
 enum class Task { kRerank, kClassify };
 enum class ScoreActivation { kSigmoid, kNone, kSoftmax };
-enum class TruncationDirection { kRight, kLeft };
 enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
 enum class BatchGrouping { kLength, kFifo };
 enum class GraphFusion { kAuto, kOff };
@@ -72,7 +72,7 @@ struct TideParameters {
   Task task = Task::kRerank;                        // rerank: one score per pair; classify: labels
   std::string tokenizer = "tokenizer.json";         // relative to the model directory
   std::optional<int64_t> max_sequence_length;       // unset: see EffectiveMaxSequenceLength
-  TruncationDirection truncation_direction = TruncationDirection::kRight;
+  tokenizer::TruncationDirection truncation_direction = tokenizer::TruncationDirection::kRight;
   ScoreActivation score_activation = ScoreActivation::kSigmoid;
   int intra_op_threads = 0;                         // 0: ONNX Runtime default
   int inter_op_threads = 0;                         // 0: ONNX Runtime default

@@ -27,7 +27,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_EQ(p->task, Task::kRerank);
   EXPECT_EQ(p->tokenizer, "tokenizer.json");
   EXPECT_FALSE(p->max_sequence_length.has_value());
-  EXPECT_EQ(p->truncation_direction, TruncationDirection::kRight);
+  EXPECT_EQ(p->truncation_direction, tokenizer::TruncationDirection::kRight);
   EXPECT_EQ(p->score_activation, ScoreActivation::kSigmoid);
   EXPECT_EQ(p->intra_op_threads, 0);
   EXPECT_EQ(p->inter_op_threads, 0);
@@ -64,7 +64,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->task, Task::kClassify);
   EXPECT_EQ(p->tokenizer, "tok/tokenizer..v2.json");
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 128);
-  EXPECT_EQ(p->truncation_direction, TruncationDirection::kLeft);
+  EXPECT_EQ(p->truncation_direction, tokenizer::TruncationDirection::kLeft);
   EXPECT_EQ(p->score_activation, ScoreActivation::kSoftmax);
   EXPECT_EQ(p->intra_op_threads, 3);
   EXPECT_EQ(p->inter_op_threads, 2);

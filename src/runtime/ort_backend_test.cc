@@ -7,9 +7,7 @@
 #include "gtest/gtest.h"
 #include "shared_assets.h"
 
-#ifdef TIDE_HAVE_ONNX_PROTO
 #include "onnx/onnx_pb.h"
-#endif
 
 namespace tide::runtime {
 namespace {
@@ -119,7 +117,6 @@ TEST(OrtBackendTest, MissingAndCorruptModels) {
   EXPECT_FALSE(OrtBackend::Create({}).ok());
 }
 
-#ifdef TIDE_HAVE_ONNX_PROTO
 // A tiny graph: score = ReduceSum(float((input_ids * attention_mask) [+ token_type_ids]), axis 1),
 // with the token type and output label dim chosen by the test.
 std::string SumModel(onnx::TensorProto::DataType id_type, bool with_types, bool dynamic_labels,
@@ -334,7 +331,5 @@ TEST(OrtBackendTest, RejectsModelsTideCannotFeed) {
   ASSERT_FALSE(floats.ok());
   EXPECT_THAT(floats.status().message(), HasSubstr("input_ids"));
 }
-#endif  // TIDE_HAVE_ONNX_PROTO
-
 }  // namespace
 }  // namespace tide::runtime

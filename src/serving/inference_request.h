@@ -22,13 +22,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "batching/batch.h"
-#include "batching/clock.h"
-#include "server/http/cancellation_flag.h"
+#include "common/cancellation_flag.h"
+#include "common/clock.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::serving {
 
-using Clock = batching::Clock;
+using Clock = ::tide::Clock;  // serving::Clock, used by the routes
 
 // Where the time of one request went (TEI's x-*-time headers, Prometheus stage histograms).
 struct StageTimings {
@@ -76,7 +76,7 @@ class RowTask {
     int priority = 0;                                  // 1 = highest; 0 = default level
     Clock::time_point deadline = Clock::time_point::max();
     Clock::duration queue_timeout{};                   // the request's own; zero = none
-    std::shared_ptr<http::CancellationFlag> client_gone;  // may be null
+    std::shared_ptr<CancellationFlag> client_gone;  // may be null
   };
 
   RowTask(std::shared_ptr<InferenceRequest> request, size_t row, tokenizer::Encoding encoding,

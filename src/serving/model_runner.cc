@@ -20,7 +20,7 @@ ModelRunner::ModelRunner(std::unique_ptr<runtime::ModelBackend> backend, int64_t
       version_(version) {}
 
 absl::Status ModelRunner::BackendFailure(const batching::Batch<RowTask>& batch, const absl::Status& engine) {
-  const Clock::time_point now = batching::SteadyClock::Get()->Now();
+  const Clock::time_point now = SteadyClock::Get()->Now();
   if (now - log_window_start_ >= std::chrono::seconds(1)) {
     log_window_start_ = now;
     logged_in_window_ = 0;
@@ -58,10 +58,10 @@ void ModelRunner::Fill(const batching::Batch<RowTask>& batch) {
 }
 
 absl::Status ModelRunner::Run(batching::Batch<RowTask>& batch) {
-  const Clock::time_point start = batching::SteadyClock::Get()->Now();
+  const Clock::time_point start = SteadyClock::Get()->Now();
   Fill(batch);
   if (absl::Status s = backend_->Run(input_, &logits_); !s.ok()) return BackendFailure(batch, s);
-  const Clock::duration took = batching::SteadyClock::Get()->Now() - start;
+  const Clock::duration took = SteadyClock::Get()->Now() - start;
   if (logits_.batch < static_cast<int64_t>(batch.tasks.size()) || logits_.num_labels < 1) {
     return BackendFailure(batch, absl::InternalError(absl::StrCat("model returned ", logits_.batch, " rows of ",
                                                                   logits_.num_labels, " logits for a batch of ",

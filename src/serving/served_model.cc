@@ -5,12 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "config/ort_options.h"
+#include "runtime/ort_options.h"
 #include "runtime/ort_backend.h"
 #include "serving/warmup_shapes.h"
-#ifdef TIDE_HAVE_GRAPH_FUSION
 #include "optimize/fusion_check.h"
-#endif
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -88,7 +86,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   m->max_sequence_length_ =
       static_cast<size_t>(m->params_.EffectiveMaxSequenceLength(m->tokenizer_->default_max_length()));
 
-  runtime::OrtOptions ort = config::MakeOrtOptions(m->params_, version.model_file);
+  runtime::OrtOptions ort = runtime::MakeOrtOptions(m->params_, version.model_file);
   auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
   if (!signature.ok()) return signature.status();
   m->signature_ = *signature;
@@ -109,7 +107,6 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     }
   }
   if (m->params_.graph_fusion == config::GraphFusion::kAuto) {
-#ifdef TIDE_HAVE_GRAPH_FUSION
     // Fused attention / skip-layernorm, checked on a padded probe batch against the original.
     const auto fuse_start = std::chrono::steady_clock::now();
     optimize::FusedModel fused = optimize::PrepareFusedModel(
@@ -128,9 +125,6 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     } else {
       spdlog::info("model {} version {}: graph fusion skipped: {}", m->name_, m->version_, fused.reason);
     }
-#else
-    spdlog::info("model {} version {}: graph fusion unavailable (built without libonnx-dev)", m->name_, m->version_);
-#endif
   }
   if (!m->params_.breaker_default_result.empty() &&
       static_cast<int64_t>(m->params_.breaker_default_result.size()) != m->signature_.num_labels) {

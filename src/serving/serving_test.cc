@@ -73,7 +73,7 @@ TEST(InferenceRequest, ConcurrentRowsCompleteExactlyOnce) {
 }
 
 TEST(RowTask, IsCancelledWhenItsRequestFinishedOrItsClientLeft) {
-  auto flag = std::make_shared<http::CancellationFlag>();
+  auto flag = std::make_shared<CancellationFlag>();
   auto request = std::make_shared<InferenceRequest>(2, 1, [](ResultOr) {});
   RowTask::Admission admission;
   admission.client_gone = flag;
@@ -162,14 +162,14 @@ class FakeBackend : public runtime::ModelBackend {
     }
     return absl::OkStatus();
   }
-  const runtime::ModelSignature& signature() const override { return signature_; }
+  const ModelSignature& signature() const override { return signature_; }
   std::vector<std::pair<int64_t, int64_t>> shapes;
   bool fail = false;
   absl::Status fail_status = absl::InternalError("engine failed");
   int64_t poison_id = -1;  // >= 0: fail every batch holding this token id (like ONNX Runtime)
 
  private:
-  runtime::ModelSignature signature_;
+  ModelSignature signature_;
 };
 
 tokenizer::Encoding Row(std::vector<int64_t> ids) {
@@ -250,7 +250,7 @@ namespace {
 TEST(ModelRunner, PoolIsolatesTheRequestWhoseRowFailsTheBatch) {
   batching::BatcherOptions o;
   o.max_batch_size = 16;
-  batching::FakeClock clock;
+  FakeClock clock;
   auto batcher = batching::Batcher<RowTask>::Create({.batching = o, .clock = &clock, .on_batch = nullptr});
   ASSERT_TRUE(batcher.ok());
   constexpr int kRequests = 5;

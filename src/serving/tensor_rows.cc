@@ -87,13 +87,13 @@ absl::Status RowsFromTokenTensors(const TensorRowsModel& model, const api::Tenso
 }  // namespace
 
 absl::Status RowsFromTensors(const TensorRowsModel& model, const api::InferRequest& request,
-                             std::vector<tokenizer::Encoding>* rows, batching::Clock::duration* tokenize_time) {
+                             std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time) {
   const api::Tensor* ids = nullptr;
   const api::Tensor* mask = nullptr;
   const api::Tensor* types = nullptr;
   const api::Tensor* text = nullptr;
   const api::Tensor* text_pair = nullptr;
-  const runtime::ModelSignature& sig = *model.signature;
+  const ModelSignature& sig = *model.signature;
   for (const api::Tensor& t : request.inputs) {
     const api::Tensor** slot = nullptr;
     if (t.name == sig.input_ids_name) slot = &ids;
@@ -141,7 +141,7 @@ absl::Status RowsFromTensors(const TensorRowsModel& model, const api::InferReque
 }
 
 absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& request,
-                             std::vector<tokenizer::Encoding>* rows, batching::Clock::duration* tokenize_time) {
+                             std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time) {
   TensorRowsModel m;
   m.name = model.name();
   m.signature = &model.signature();

@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "api/kserve_infer.h"
-#include "batching/clock.h"
+#include "common/clock.h"
 #include "runtime/model_backend.h"
 #include "serving/token_input_limits.h"
 #include "tokenizer/tokenizer.h"
@@ -35,17 +35,17 @@ class ServedModel;
 // What the conversion needs to know about a model.
 struct TensorRowsModel {
   std::string_view name;
-  const runtime::ModelSignature* signature = nullptr;  // required
+  const ModelSignature* signature = nullptr;  // required
   const tokenizer::Tokenizer* tokenizer = nullptr;     // for text inputs; null: text is refused
   TokenInputLimits limits;
   size_t max_sequence_length = 512;
 };
 
 absl::Status RowsFromTensors(const TensorRowsModel& model, const api::InferRequest& request,
-                             std::vector<tokenizer::Encoding>* rows, batching::Clock::duration* tokenize_time);
+                             std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time);
 
 // The same for a loaded model (its signature, tokenizer, limits and max_sequence_length).
 absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& request,
-                             std::vector<tokenizer::Encoding>* rows, batching::Clock::duration* tokenize_time);
+                             std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time);
 
 }  // namespace tide::serving

@@ -9,9 +9,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "serving/token_input_limits.h"
-#ifdef TIDE_HAVE_GRAPH_FUSION
 #include "onnx/onnx_pb.h"
-#endif
 
 namespace tide::serving {
 namespace {
@@ -66,11 +64,11 @@ class TensorRowsTest : public ::testing::Test {
     request.inputs.push_back(Int64Tensor("input_ids", {2, 4}, std::move(ids)));
     request.inputs.push_back(Int64Tensor("attention_mask", {2, 4}, std::move(mask)));
     if (!types.empty()) request.inputs.push_back(Int64Tensor("token_type_ids", {2, 4}, std::move(types)));
-    batching::Clock::duration tokenize{};
+    Clock::duration tokenize{};
     return RowsFromTensors(model_, request, &rows_, &tokenize);
   }
 
-  runtime::ModelSignature signature_;
+  ModelSignature signature_;
   TensorRowsModel model_;
   std::vector<tokenizer::Encoding> rows_;
 };
@@ -118,7 +116,7 @@ TEST_F(TensorRowsTest, InputIdsOutsideTheVocabularyAre422) {
 TEST_F(TensorRowsTest, ShapesCountsAndNamesAreChecked) {
   api::InferRequest request;
   request.inputs.push_back(Int64Tensor("input_ids", {2, 4}, {2, 4, 3}));  // 3 elements for 8
-  batching::Clock::duration tokenize{};
+  Clock::duration tokenize{};
   absl::Status s = RowsFromTensors(model_, request, &rows_, &tokenize);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("elements"));
@@ -153,7 +151,7 @@ TEST_F(TensorRowsTest, TextIsEncodedByTheTokenizer) {
   pair.name = "text_pair";
   pair.data = std::vector<std::string>{"b"};
   request.inputs = {text, pair};
-  batching::Clock::duration tokenize{};
+  Clock::duration tokenize{};
   ASSERT_TRUE(RowsFromTensors(model_, request, &rows_, &tokenize).ok());
   ASSERT_EQ(rows_.size(), 1u);
   EXPECT_EQ(rows_[0].ids, (std::vector<int64_t>{2, 4, 3, 5, 3}));
@@ -165,7 +163,7 @@ TEST_F(TensorRowsTest, TextIsEncodedByTheTokenizer) {
 TEST(TokenInputLimitsTest, FromTheGraphTheParameterOrTheTokenizer) {
   auto tok = SmallBert();
   ASSERT_NE(tok, nullptr);
-  runtime::ModelSignature sig;
+  ModelSignature sig;
   sig.token_type_ids_name = "token_type_ids";
   GraphEmbeddingRows graph{.input_ids = 1000, .token_type_ids = 3};
   auto r = ResolveTokenInputLimits(sig, *tok, graph, std::nullopt);
@@ -205,7 +203,6 @@ TEST(TokenInputLimitsTest, FromTheGraphTheParameterOrTheTokenizer) {
   EXPECT_EQ(ResolveTokenInputLimits(sig, *tok, graph, 2).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-#ifdef TIDE_HAVE_GRAPH_FUSION
 // BERT-like embeddings: Gather(word[50 x 4], input_ids) + Gather(type[3 x 4], Cast(token_type_ids)).
 TEST(TokenInputLimitsTest, ReadEmbeddingRowsFindsTheGathersTables) {
   onnx::ModelProto model;
@@ -238,7 +235,7 @@ TEST(TokenInputLimitsTest, ReadEmbeddingRowsFindsTheGathersTables) {
     std::ofstream out(path, std::ios::binary);
     out << model.SerializeAsString();
   }
-  runtime::ModelSignature sig;
+  ModelSignature sig;
   sig.token_type_ids_name = "token_type_ids";
   auto rows = ReadEmbeddingRows(path.string(), sig);
   ASSERT_TRUE(rows.ok()) << rows.status();
@@ -251,7 +248,6 @@ TEST(TokenInputLimitsTest, ReadEmbeddingRowsFindsTheGathersTables) {
   EXPECT_EQ(ReadEmbeddingRows("no/such/model.onnx", sig).status().code(), absl::StatusCode::kNotFound);
   std::filesystem::remove(path);
 }
-#endif
 
 }  // namespace
 }  // namespace tide::serving

@@ -8,13 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#ifdef TIDE_HAVE_GRAPH_FUSION
 #include "onnx/onnx_pb.h"
-#endif
 
 namespace tide::serving {
 
-#ifdef TIDE_HAVE_GRAPH_FUSION
 namespace {
 
 bool PassesValues(std::string_view op) {
@@ -90,11 +87,9 @@ class EmbeddingFinder {
 };
 
 }  // namespace
-#endif
 
 absl::StatusOr<GraphEmbeddingRows> ReadEmbeddingRows(const std::string& model_path,
-                                                     const runtime::ModelSignature& signature) {
-#ifdef TIDE_HAVE_GRAPH_FUSION
+                                                     const ModelSignature& signature) {
   std::ifstream in(model_path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(model_path, ": cannot open"));
   std::stringstream bytes;
@@ -108,14 +103,9 @@ absl::StatusOr<GraphEmbeddingRows> ReadEmbeddingRows(const std::string& model_pa
   rows.input_ids = finder.RowsIndexedBy(signature.input_ids_name);
   if (!signature.token_type_ids_name.empty()) rows.token_type_ids = finder.RowsIndexedBy(signature.token_type_ids_name);
   return rows;
-#else
-  (void)model_path;
-  (void)signature;
-  return absl::UnimplementedError("tide was built without libonnx-dev, so it cannot read the ONNX graph");
-#endif
 }
 
-absl::StatusOr<ResolvedTokenInputLimits> ResolveTokenInputLimits(const runtime::ModelSignature& signature,
+absl::StatusOr<ResolvedTokenInputLimits> ResolveTokenInputLimits(const ModelSignature& signature,
                                                                  const tokenizer::Tokenizer& tokenizer,
                                                                  const absl::StatusOr<GraphEmbeddingRows>& graph,
                                                                  std::optional<int64_t> token_type_vocab_size) {

@@ -44,7 +44,7 @@ struct GraphEmbeddingRows {
 };
 
 absl::StatusOr<GraphEmbeddingRows> ReadEmbeddingRows(const std::string& model_path,
-                                                     const runtime::ModelSignature& signature);
+                                                     const ModelSignature& signature);
 
 struct ResolvedTokenInputLimits {
   TokenInputLimits limits;
@@ -53,7 +53,7 @@ struct ResolvedTokenInputLimits {
 };
 
 // `graph`: ReadEmbeddingRows' answer (an error means nothing was derivable; its message is logged).
-absl::StatusOr<ResolvedTokenInputLimits> ResolveTokenInputLimits(const runtime::ModelSignature& signature,
+absl::StatusOr<ResolvedTokenInputLimits> ResolveTokenInputLimits(const ModelSignature& signature,
                                                                  const tokenizer::Tokenizer& tokenizer,
                                                                  const absl::StatusOr<GraphEmbeddingRows>& graph,
                                                                  std::optional<int64_t> token_type_vocab_size);

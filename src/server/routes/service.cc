@@ -35,11 +35,6 @@ http::Response JsonResponse(std::string body, int status = 200) {
   return r;
 }
 
-tokenizer::TruncationDirection ToTokenizer(api::TruncationDirection d) {
-  return d == api::TruncationDirection::kLeft ? tokenizer::TruncationDirection::kLeft
-                                              : tokenizer::TruncationDirection::kRight;
-}
-
 std::string NextRequestId() {
   static std::atomic<uint64_t> counter{0};
   return absl::StrCat("tide-", counter.fetch_add(1, std::memory_order_relaxed) + 1);
@@ -213,7 +208,7 @@ void Service::Rerank(http::Request request, http::Responder respond) {
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
-  const serving::PairOptions pair_options{req->truncate, ToTokenizer(req->truncation_direction), std::nullopt};
+  const serving::PairOptions pair_options{req->truncate, req->truncation_direction, std::nullopt};
   ScorePairs(std::move(sender), *model, *admission, req->query, req->texts, pair_options, req->raw_scores,
              /*tei_array=*/true,
              [req](std::span<const float> scores, size_t) { return api::RenderRerankResponse(*req, scores); });
@@ -404,7 +399,7 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
   if (std::string_view h = request.header(api::kInferenceHeaderContentLength); !h.empty()) header_length = h;
   auto parsed = api::ParseInferRequest(request.body, header_length, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  const runtime::ModelSignature& sig = (*model)->signature();
+  const ModelSignature& sig = (*model)->signature();
   for (const api::InferRequestedOutput& out : parsed->outputs) {
     if (out.name != sig.logits_name) {
       return sender.SendError(absl::FailedPreconditionError(
