@@ -218,7 +218,12 @@ async function startChromium() {
     const exited = new Promise(resolve => child.once("exit", resolve));
     child.kill("SIGTERM");
     await exited;
-    fs.rmSync(profile, {recursive: true, force: true, maxRetries: 5});
+    // Chromium's helper processes may still be writing the profile for a moment after it exits.
+    try {
+      fs.rmSync(profile, {recursive: true, force: true, maxRetries: 10, retryDelay: 200});
+    } catch (e) {
+      console.log(`note: could not remove ${profile}: ${e.message}`);
+    }
   };
   return {send, once, evaluate, close};
 }
