@@ -30,7 +30,15 @@ namespace tide::api {
 // count. Does not otherwise validate JSON.
 absl::Status CheckJsonDepth(std::string_view body, size_t max_depth);
 
-// Depth pre-scan, then parse. The result is a JSON object (anything else is kFailedPrecondition).
+// The depth pre-scan plus a count of strings (keys included) and of arrays/objects, each bounded
+// by MaxJsonStrings(limits): kFailedPrecondition naming the limit before anything is allocated.
+// A DOM costs ~100 bytes per string, so this keeps an 8 MiB body of millions of one-byte strings
+// from costing hundreds of MB before a row limit could refuse it.
+absl::Status CheckJsonCost(std::string_view body, const RequestLimits& limits);
+// limits.max_json_strings, or 4 x max_documents + 1024 when it is 0.
+size_t MaxJsonStrings(const RequestLimits& limits);
+
+// Cost pre-scan (CheckJsonCost), then parse. The result is a JSON object (anything else is kFailedPrecondition).
 absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body, const RequestLimits& limits);
 
 // "array", "string", "number", "boolean", "object", "null" — for error messages.

@@ -23,8 +23,16 @@ struct RequestLimits {
   size_t max_documents = 1000;
   // Longest single text in bytes (UTF-8): a query, a document, a tokenize input, a BYTES element.
   size_t max_text_chars = 100000;
-  // Most elements in one KServe tensor (product of its shape), JSON or binary.
+  // Most elements in one KServe tensor (product of its shape), JSON or binary. The serving layer
+  // lowers it per model to max_documents x max_sequence_length. A BYTES tensor holds one document
+  // per element, so it may have at most max_documents elements; and every tensor's batch
+  // dimension (shape[0]) is at most max_documents. Both are checked on the shape, before `data`
+  // is converted.
   size_t max_batch_tensor_elements = size_t{1} << 22;
+  // Most strings (keys included), and most arrays/objects, in one JSON body, counted by a byte
+  // pre-scan before the DOM is built; 0: 4 x max_documents + 1024, more than any valid request
+  // needs (a document, a tokenize input or a KServe BYTES row is one or two strings).
+  size_t max_json_strings = 0;
 };
 
 }  // namespace tide::api
