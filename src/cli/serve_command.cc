@@ -43,7 +43,7 @@ struct ServeFlags {
   int inference_nice = 10;
   // Request cost bounds (issue 19): admission by estimated bytes and the tokenization workers.
   int64_t max_inflight_bytes = int64_t{1} << 30;
-  int64_t request_memory_factor = 16;
+  int64_t request_memory_factor = 32;
   int tokenization_workers = 0;
   int64_t malloc_trim_above_bytes = int64_t{128} << 20;
 };

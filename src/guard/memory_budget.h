@@ -30,7 +30,7 @@ namespace tide::guard {
 
 // What a request of `body_bytes` may cost while it is parsed, tokenized and scored: the body
 // itself, its JSON DOM, the parsed copy of its texts/tensors and the rows. `factor` is the worst
-// case measured per body byte (bench/memory/burst.sh); `fixed_bytes` covers a small request's
+// case measured per body byte (bench/memory/factor.sh); `fixed_bytes` covers a small request's
 // tokenized rows, which do not scale with its body.
 inline int64_t EstimateRequestBytes(size_t body_bytes, int64_t factor, int64_t fixed_bytes) {
   return static_cast<int64_t>(body_bytes) * std::max<int64_t>(factor, 1) + std::max<int64_t>(fixed_bytes, 0);

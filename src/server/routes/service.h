@@ -65,10 +65,11 @@ struct ServiceOptions {
   int64_t max_concurrent_requests = 0;
   // Bytes the inference requests being parsed, tokenized and scored may hold together, each
   // estimated before parsing as request_memory_factor x body bytes + request_memory_fixed_bytes
-  // (the factor is the worst case measured by bench/memory/burst.sh). Full: 429 at once; one
-  // request alone over it: 413. 0: unlimited.
+  // (the factor covers the worst case bench/memory/factor.sh measured: 18-26x for KServe token
+  // tensors of the largest shape, 8x for a 7.5 MB rerank). Full: 429 at once; one request alone
+  // over it: 413. 0: unlimited. With the defaults, at most 4 bodies of 8 MiB are worked on at once.
   int64_t max_inflight_bytes = int64_t{1} << 30;
-  int64_t request_memory_factor = 16;
+  int64_t request_memory_factor = 32;
   int64_t request_memory_fixed_bytes = int64_t{1} << 20;
   // After the in-flight bytes reached malloc_trim_above_bytes, the release that brings them under
   // an eighth of it returns freed heap to the OS (malloc_trim, at most once a second). 0: never.
