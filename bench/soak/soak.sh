@@ -10,6 +10,7 @@
 #                      BYTES tensors of 2M strings, bad token_type_ids, pipelined-and-disconnect,
 #                      silent connections) as this share of all arrivals, beside the innocent load;
 #                      the summary then reports their outcomes and whether any innocent request failed
+#   HOSTILE_RATE=2     the same mix at a fixed rate (requests/s) instead of a share
 #   RSS_INTERVAL_S=10  RSS sampling period;  CAPACITY_S=60  length of the capacity measurement
 # output: bench/results/soak-<UTC date>/ (rss.csv, capacity.json, soak.json, summary.txt[, hostile.json])
 set -euo pipefail
@@ -17,6 +18,7 @@ cd "$(dirname "$0")/../.."
 DURATION=${1:-1800}
 FACTOR=${2:-2}
 HOSTILE_SHARE=${HOSTILE_SHARE:-0}
+HOSTILE_RATE=${HOSTILE_RATE:-}
 RSS_INTERVAL_S=${RSS_INTERVAL_S:-10}
 CAPACITY_S=${CAPACITY_S:-60}
 BUILD=${BUILD_DIR:-build}
@@ -76,9 +78,9 @@ start=$(date +%s)
 ) &
 sampler=$!
 hostile=""
-if /usr/bin/python3 -c "import sys; sys.exit(0 if $HOSTILE_SHARE > 0 else 1)"; then
-  hostile_rate=$(/usr/bin/python3 -c "print(round($rate * $HOSTILE_SHARE / (1 - $HOSTILE_SHARE), 3))")
-  echo "soak: hostile mix: $hostile_rate requests/s (share $HOSTILE_SHARE of all arrivals)"
+if [ -n "$HOSTILE_RATE" ] || /usr/bin/python3 -c "import sys; sys.exit(0 if $HOSTILE_SHARE > 0 else 1)"; then
+  hostile_rate=${HOSTILE_RATE:-$(/usr/bin/python3 -c "print(round($rate * $HOSTILE_SHARE / (1 - $HOSTILE_SHARE), 3))")}
+  echo "soak: hostile mix: $hostile_rate requests/s (HOSTILE_RATE=${HOSTILE_RATE:-} HOSTILE_SHARE=$HOSTILE_SHARE)"
   # Starts with the innocent load's warm-up, ends with it.
   /usr/bin/python3 bench/soak/hostile.py "$port" minilm-l6 "$hostile_rate" "$(( DURATION + 5 ))" > "$out/hostile.json" &
   hostile=$!
