@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Burst load for bench/memory/burst.sh: CLIENTS threads send one kind of heavy request for SECONDS
-seconds (each on its own keep-alive connection) while the server's VmRSS is sampled every 0.5 s; then
+seconds (each on its own keep-alive connection; after a 429/503 a client waits Retry-After) while the server's VmRSS is sampled every 0.5 s; then
 RSS is sampled for SETTLE seconds more. Prints one JSON object: statuses, rss samples (MiB)."""
 import http.client, json, sys, threading, time
 
@@ -41,6 +41,8 @@ def main():
                 conn.request("POST", path, body, {"Content-Type": "application/json"})
                 r = conn.getresponse(); r.read()
                 key = str(r.status)
+                if r.status in (429, 503):  # as a well-behaved client does: honour Retry-After
+                    time.sleep(float(r.getheader("retry-after", "1")))
                 if r.getheader("connection", "").lower() == "close":
                     conn.close(); conn = None
             except Exception as e:  # noqa: BLE001 - count transport errors by type

@@ -269,6 +269,8 @@ TEST_F(InflightBytesTest, AFullBudgetAnswers429AtOnce) {
   EXPECT_EQ(after->Post("/rerank", body).status, 200);
   const std::string metrics = after->Get("/metrics").body;
   EXPECT_THAT(metrics, HasSubstr(R"(reason="max_inflight_bytes")"));
+  EXPECT_THAT(metrics, HasSubstr("tide_inflight_request_bytes "));
+  EXPECT_THAT(metrics, HasSubstr("tide_tokenization_queue "));
 }
 
 }  // namespace

@@ -296,15 +296,19 @@ absl::Status Service::StillWanted(const serving::RowTask::Admission& admission, 
 }
 
 void Service::TrimHeap() {
-  const int64_t now = Steady::now().time_since_epoch().count();
-  int64_t last = last_trim_ns_.load(std::memory_order_relaxed);
-  const int64_t interval = std::chrono::duration_cast<Steady::duration>(std::chrono::seconds(1)).count();
-  if (last != 0 && now - last < interval) return;
-  if (!last_trim_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
   // glibc keeps freed chunks of its per-thread arenas; after a burst of large requests that is
-  // hundreds of MB of RSS the process no longer uses (bench/results/memory-burst.txt).
-  malloc_trim(0);
+  // hundreds of MB of RSS the process no longer uses (bench/results/memory-burst.txt). One trim at
+  // a time, on a tokenization worker's light lane rather than on the inference thread that released
+  // the last bytes; none while the pool is being destroyed (~Service resets pool_ first).
+  if (pool_ == nullptr || trim_pending_.exchange(true)) return;
+  serving::WorkPool::Task task = [this] {
+    malloc_trim(0);
+    trim_pending_.store(false);
+  };
+  if (!pool_->Submit(task, serving::WorkPool::Lane::kLight).ok()) trim_pending_.store(false);
 }
+
+Service::~Service() { pool_.reset(); }
 
 absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ModelManager* models,
                                                          serving::ServingMetrics* metrics,
@@ -667,6 +671,8 @@ void Service::InferWork(http::Request request, std::string model_name, std::stri
 
 void Service::Metrics(http::Request request, http::Responder respond) {
   models_->RefreshMetrics();
+  metrics_->inflight_bytes->WithLabels({})->Set(static_cast<double>(budget_->in_flight_bytes()));
+  metrics_->tokenization_queue->WithLabels({})->Set(static_cast<double>(pool_->queued()));
   http::Response r;
   r.content_type = metrics::kPrometheusTextContentType;
   r.body = metrics_->registry.RenderText();

@@ -72,7 +72,7 @@ struct ServiceOptions {
   int64_t request_memory_factor = 32;
   int64_t request_memory_fixed_bytes = int64_t{1} << 20;
   // After the in-flight bytes reached malloc_trim_above_bytes, the release that brings them under
-  // an eighth of it returns freed heap to the OS (malloc_trim, at most once a second). 0: never.
+  // an eighth of it returns freed heap to the OS (malloc_trim on a tokenization worker). 0: never.
   int64_t malloc_trim_above_bytes = int64_t{128} << 20;
   // Threads that parse and tokenize inference requests off the HTTP I/O threads (TEI's
   // --tokenization-workers); 0: one per core.
@@ -86,6 +86,7 @@ class Service {
   static absl::StatusOr<std::unique_ptr<Service>> Create(serving::ModelManager* models,
                                                          serving::ServingMetrics* metrics,
                                                          const ServiceOptions& options);
+  ~Service();  // stops the tokenization workers first (queued requests are dropped: 500)
   http::Handler* handler() { return &router_; }
   void SetDraining(bool draining) { draining_.store(draining); }
   bool draining() const { return draining_.load(); }
@@ -109,7 +110,7 @@ class Service {
   // Between a worker's chunks of work: CANCELLED when the client left, DEADLINE_EXCEEDED when the
   // deadline passed.
   static absl::Status StillWanted(const serving::RowTask::Admission& admission, std::string_view stage);
-  // Returns freed heap to the OS after a burst (MemoryBudget's on_drained), at most once a second.
+  // Returns freed heap to the OS after a burst (MemoryBudget's on_drained), on a worker.
   void TrimHeap();
 
   // The rerank path shared by TEI and Cohere: tokenize the pairs, answer from BM25 while the model's
@@ -146,7 +147,7 @@ class Service {
   std::atomic<bool> draining_{false};
   guard::ConcurrencyLimiter limiter_{options_.max_concurrent_requests};
   std::unique_ptr<guard::MemoryBudget> budget_;
-  std::atomic<int64_t> last_trim_ns_{0};
+  std::atomic<bool> trim_pending_{false};
   http::Router router_;
   // Last: destroyed first, so no worker runs while the members above go away.
   std::unique_ptr<serving::WorkPool> pool_;
