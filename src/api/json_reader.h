@@ -4,7 +4,8 @@
 // Contract:
 //  - Never throw: nlohmann exceptions are caught here and turned into absl::Status.
 //  - Error codes: JSON syntax (including invalid UTF-8 inside strings, which nlohmann rejects)
-//    -> kInvalidArgument; a body nested deeper than max_json_depth, a non-object body, a field of
+//    -> kInvalidArgument; a body nested deeper than max_json_depth or with more strings or
+//    arrays/objects than MaxJsonStrings(limits), a non-object body, a field of
 //    the wrong type, a missing required field, a text over max_text_chars -> kFailedPrecondition.
 //    Messages name the field by its path (e.g. "inputs[2].shape") and the expected type.
 //  - A field that is absent or JSON null reads as "not given" (the default applies).

@@ -6,8 +6,11 @@
 //  - A request that exceeds a limit fails with absl::StatusCode::kFailedPrecondition (HTTP 422)
 //    and a message naming the limit and its value, e.g.
 //    "texts has 1200 entries; the limit is max_documents=1000".
-//  - The JSON nesting depth is checked by a byte pre-scan before nlohmann parses the body, because
-//    nlohmann's recursive parser has no depth limit of its own.
+//  - The JSON nesting depth, and the number of strings and of arrays/objects, are checked by a byte
+//    pre-scan before nlohmann parses the body: its recursive parser has no depth limit of its own,
+//    and its DOM costs ~100 bytes per string (an 8 MiB body of one-byte strings: ~650 MB).
+//  - Every endpoint counts rows against max_documents, KServe tensors on their shape before their
+//    data is converted.
 #pragma once
 
 #include <cstddef>
