@@ -11,6 +11,11 @@ namespace tide::api {
 
 namespace {
 
+std::string LimitName(const RequestLimits& limits) {
+  if (limits.max_json_strings > 0) return absl::StrCat("max_json_strings=", limits.max_json_strings);
+  return absl::StrCat("4 x max_documents + 1024 (max_documents=", limits.max_documents, ")");
+}
+
 // One pass over `body` outside strings: nesting depth, strings (keys included) and arrays/objects.
 // Stops at the first bound passed; SIZE_MAX disables a count.
 absl::Status ScanJson(std::string_view body, size_t max_depth, size_t max_strings,
@@ -36,9 +41,8 @@ absl::Status ScanJson(std::string_view body, size_t max_depth, size_t max_string
         in_string = true;
         if (++strings > max_strings) {
           return absl::FailedPreconditionError(absl::StrCat(
-              "request JSON has more than ", max_strings,
-              " strings (keys and values); the limit is 4 x max_documents + 1024 (max_documents=",
-              limits->max_documents, ")"));
+              "request JSON has more than ", max_strings, " strings (keys and values); the limit is ",
+              LimitName(*limits)));
         }
         break;
       case '[':
@@ -50,9 +54,8 @@ absl::Status ScanJson(std::string_view body, size_t max_depth, size_t max_string
         }
         if (++containers > max_containers) {
           return absl::FailedPreconditionError(absl::StrCat(
-              "request JSON has more than ", max_containers,
-              " arrays/objects; the limit is 4 x max_documents + 1024 (max_documents=",
-              limits->max_documents, ")"));
+              "request JSON has more than ", max_containers, " arrays/objects; the limit is ",
+              LimitName(*limits)));
         }
         break;
       case ']':

@@ -127,6 +127,8 @@ TEST(CheckJsonCostTest, CountsStringsAndContainersAgainstMaxDocuments) {
   limits.max_json_strings = 5000;  // an explicit bound wins
   EXPECT_TRUE(CheckJsonCost(rows, limits).ok());
   EXPECT_EQ(MaxJsonStrings(limits), 5000u);
+  limits.max_json_strings = 1000;
+  EXPECT_THAT(CheckJsonCost(rows, limits).message(), HasSubstr("the limit is max_json_strings=1000"));
 }
 
 TEST(CheckJsonCostTest, ParseJsonObjectAppliesIt) {
