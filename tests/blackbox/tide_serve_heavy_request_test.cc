@@ -98,6 +98,12 @@ TEST_F(HeavyRequestTest, KServeRowsOverMaxDocumentsGet422NamingTheLimit) {
   const ClientResponse r = client->Post("/v2/models/m/infer", body);
   EXPECT_EQ(r.status, 422) << r.error << " " << r.body.substr(0, 300);
   EXPECT_THAT(r.body, HasSubstr("max_documents=1000"));
+  // Elements are bounded per model by max_documents x max_sequence_length (1000 x 64), on the
+  // shape alone: the one-element data is never looked at.
+  const ClientResponse elements = client->Post(
+      "/v2/models/m/infer", R"({"inputs":[{"name":"input_ids","shape":[1000,100],"datatype":"INT64","data":[1]}]})");
+  EXPECT_EQ(elements.status, 422) << elements.body;
+  EXPECT_THAT(elements.body, HasSubstr("max_batch_tensor_elements=64000"));
   // The same rows as BYTES text.
   const ClientResponse text = client->Post(
       "/v2/models/m/infer",
