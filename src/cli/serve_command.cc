@@ -42,6 +42,11 @@ struct ServeFlags {
   // Measured (bench/overload/shed_latency.sh, 10x overload): shed-answer p99 5.2 -> 2.1 ms and
   // /v2/health/live p50 1.95 -> 0.36 ms at the same throughput.
   int inference_nice = 10;
+  // Request cost bounds (issue 19): admission by estimated bytes and the tokenization workers.
+  int64_t max_inflight_bytes = int64_t{1} << 30;
+  int64_t request_memory_factor = 32;
+  int tokenization_workers = 0;
+  int64_t malloc_trim_above_bytes = int64_t{128} << 20;
   // Connection lifecycle (issue 19): open connections on the main port (idle ones are evicted for
   // new ones at the cap), and the admin listener for probes and scrapes (0: none).
   size_t max_connections = 1024;
@@ -91,6 +96,11 @@ int Serve(const ServeFlags& f) {
   so.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
   so.api_key = f.api_key;
   so.max_concurrent_requests = f.max_concurrent_requests;
+  so.max_inflight_bytes = f.max_inflight_bytes;
+  so.request_memory_factor = f.request_memory_factor;
+  so.tokenization_workers = f.tokenization_workers;
+  so.malloc_trim_above_bytes = f.malloc_trim_above_bytes;
+  so.tokenization_queue = f.max_concurrent_requests > 0 ? static_cast<size_t>(f.max_concurrent_requests) : 1024;
   auto service = server::Service::Create(models->get(), metrics->get(), so);
   if (!service.ok()) {
     spdlog::error("service: {}", service.status().ToString());
@@ -232,6 +242,20 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--inference-nice", flags->inference_nice,
                   "Nice steps added to the inference threads so the HTTP threads preempt them (0: same priority)")
       ->envname("TIDE_INFERENCE_NICE")->check(CLI::Range(0, 19))->capture_default_str();
+  cmd->add_option("--max-inflight-bytes", flags->max_inflight_bytes,
+                  "Estimated bytes all inference requests being parsed, tokenized and scored may hold together; "
+                  "beyond it new ones get 429 at once, one alone over it 413 (0: unlimited)")
+      ->envname("TIDE_MAX_INFLIGHT_BYTES")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--request-memory-factor", flags->request_memory_factor,
+                  "A request's estimated bytes per body byte (plus 1 MiB), for --max-inflight-bytes")
+      ->envname("TIDE_REQUEST_MEMORY_FACTOR")->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
+  cmd->add_option("--tokenization-workers", flags->tokenization_workers,
+                  "Threads that parse and tokenize inference requests off the HTTP threads (0: one per core)")
+      ->envname("TIDE_TOKENIZATION_WORKERS")->check(CLI::Range(0, 256))->capture_default_str();
+  cmd->add_option("--malloc-trim-above-bytes", flags->malloc_trim_above_bytes,
+                  "After in-flight request bytes reached this, return freed heap to the OS once they fall "
+                  "under an eighth of it (malloc_trim; 0: never)")
+      ->envname("TIDE_MALLOC_TRIM_ABOVE_BYTES")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--max-connections", flags->max_connections,
                   "Open connections; at the cap a new one evicts an idle one, else 503 (all busy)")
       ->envname("TIDE_MAX_CONNECTIONS")->check(CLI::Range(size_t{1}, size_t{1} << 20))->capture_default_str();
