@@ -12,8 +12,21 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelMa
   ro.read_signature = [](const std::filesystem::path& file) {
     return runtime::OrtBackend::ReadSignature(file.string());
   };
-  auto models = config::ScanModelRepository(options.repository, ro);
+  absl::StatusOr<std::vector<config::RepositoryModel>> models = std::vector<config::RepositoryModel>();
+  if (!options.repository.empty()) models = config::ScanModelRepository(options.repository, ro);
   if (!models.ok()) return models.status();
+  for (const config::HuggingFaceFolderOptions& folder : options.huggingface_folders) {
+    auto model = config::LoadHuggingFaceFolder(folder, ro);
+    if (!model.ok()) return model.status();
+    for (const config::RepositoryModel& other : *models) {
+      if (other.name == model->name) {
+        return absl::AlreadyExistsError(absl::StrCat("model name '", model->name, "' of ", folder.folder.string(),
+                                                     " is taken by ", other.directory.string(),
+                                                     " (choose another with --served-model-name)"));
+      }
+    }
+    models->push_back(*std::move(model));
+  }
   if (models->empty()) {
     return absl::NotFoundError(absl::StrCat("model repository ", options.repository.string(), " has no models"));
   }
