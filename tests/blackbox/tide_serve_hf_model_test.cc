@@ -177,7 +177,7 @@ TEST(ServeHfModelTest, SafetensorsOnlyFolderGivesTheExportCommandThenServesTheEx
 TEST(ServeHfModelTest, RealThirdPartyExportAsAnHfFolder) {
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kBertBaseUncasedTokenizer);
-  const fs::path model = *tide::testing::SharedAsset(tide::testing::kTinyDistilBertModel);
+  const fs::path model = fs::absolute(*tide::testing::SharedAsset(tide::testing::kTinyDistilBertModel));
   TempDir tmp;
   const fs::path folder = tmp.path() / "tiny-distilbert-classification";
   fs::create_directories(folder);
