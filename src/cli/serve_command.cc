@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/hf_export.h"
 #include "config/hf_model_folder.h"
 #include "server/http/http_server.h"
 #include "server/routes/service.h"
@@ -28,6 +29,8 @@ struct ServeFlags {
   std::string onnx_file;
   std::string served_model_name;
   std::string export_dir;
+  bool auto_export = true;     // run tools/export_model.py for a folder without ONNX file
+  std::string export_script;   // empty: cli::DefaultExportScript()
   bool model_repository_given = false;
   std::string host = "127.0.0.1";
   int port = 8000;
@@ -76,6 +79,13 @@ int Serve(const ServeFlags& f) {
     hf.onnx_file = f.onnx_file;
     hf.served_model_name = f.served_model_name;
     hf.export_dir = f.export_dir;
+    if (f.auto_export) {
+      cli::PythonExportOptions export_options;
+      export_options.script = f.export_script;
+      hf.export_weights = [export_options](const config::HuggingFaceFolderOptions& folder) {
+        return ExportWithPython(folder, export_options);
+      };
+    }
     mo.huggingface_folders.push_back(hf);
     if (!f.model_repository_given) mo.repository.clear();
     spdlog::info("serving HuggingFace model folder {} as model '{}'{}", f.hf_model, config::ServedModelName(hf),
@@ -171,6 +181,14 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--export-dir", flags->export_dir,
                   "With --model: where the export of a folder without ONNX is looked for (default <folder>/.tide)")
       ->envname("TIDE_EXPORT_DIR");
+  cmd->add_option("--auto-export", flags->auto_export,
+                  "With --model: export a folder that has only PyTorch/safetensors weights with tools/export_model.py "
+                  "(false: refuse it, printing the export command)")
+      ->envname("TIDE_AUTO_EXPORT")->capture_default_str();
+  cmd->add_option("--export-script", flags->export_script,
+                  "With --model: tools/export_model.py to run (default: ../tools/export_model.py beside the tide binary, "
+                  "else under the working directory)")
+      ->envname("TIDE_EXPORT_SCRIPT");
   cmd->add_option("--host", flags->host, "Address to bind (0.0.0.0 for every interface)")
       ->envname("TIDE_HOST")->capture_default_str();
   cmd->add_option("--port", flags->port, "Port to bind; 0 picks a free one")

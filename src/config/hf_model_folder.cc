@@ -166,6 +166,17 @@ absl::StatusOr<RepositoryModel> LoadHuggingFaceFolder(const HuggingFaceFolderOpt
   }
   if (onnx.empty()) {
     const fs::path exported = ExportDir(o) / name;
+    std::string weights;
+    for (const char* w : kWeightFiles) {
+      if (IsFile(o.folder / w)) {
+        weights = w;
+        break;
+      }
+    }
+    std::string export_error;
+    if (!IsFile(exported / "1" / "model.onnx") && !weights.empty() && o.export_weights) {
+      if (absl::Status s = o.export_weights(o); !s.ok()) export_error = absl::StrCat(" (", s.message(), ")");
+    }
     if (IsFile(exported / "1" / "model.onnx")) {
       auto m = LoadRepositoryModel(exported, repository_options);
       if (!m.ok()) {
@@ -174,18 +185,12 @@ absl::StatusOr<RepositoryModel> LoadHuggingFaceFolder(const HuggingFaceFolderOpt
       }
       return m;
     }
-    std::string weights;
-    for (const char* w : kWeightFiles) {
-      if (IsFile(o.folder / w)) {
-        weights = std::string(w);
-        break;
-      }
-    }
     if (!weights.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           o.folder.string(), " has ", weights, " but no ONNX file (tried ", absl::StrJoin(tried, ", "),
-          ") and no export in ", exported.string(), "; tide does not run PyTorch: export it once with\n  ",
-          ExportCommand(o), "\nand start again (tide serve --model then serves the export)"));
+          ") and no export in ", exported.string(), export_error,
+          "; tide does not run PyTorch: export it once with\n  ", ExportCommand(o),
+          "\nand start again (tide serve --model then serves the export)"));
     }
     return absl::NotFoundError(absl::StrCat(o.folder.string(), ": no ONNX file (tried ", absl::StrJoin(tried, ", "),
                                             ") and no weights to export (",

@@ -19,9 +19,10 @@
 //    under onnx/, e.g. "model_quantized.onnx" finds onnx/model_quantized.onnx), else
 //    onnx/model.onnx, else model.onnx (the layouts of Optimum / sentence-transformers exports).
 //  - A folder with PyTorch or safetensors weights but no ONNX file is served from its export in
-//    <export_dir>/<name> (a model repository entry written by tools/export_model.py) when one is
-//    there; otherwise FAILED_PRECONDITION whose message is the exact export command
-//    (ExportCommand). The server does not run Python itself.
+//    <export_dir>/<name> (a model repository entry written by tools/export_model.py). When there is
+//    none yet, `export_weights` (if set) is called once to write it there (the CLI runs
+//    tools/export_model.py, see cli/hf_export.h); without it, or when it fails, the answer is
+//    FAILED_PRECONDITION whose message holds the exact export command (ExportCommand).
 //  - The number of labels comes from config.json (id2label, else num_labels); when it has neither,
 //    from the ONNX output. A config.json whose labels disagree with each other or with the ONNX
 //    output is INVALID_ARGUMENT.
@@ -32,6 +33,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +50,9 @@ struct HuggingFaceFolderOptions {
   std::string onnx_file;               // empty: onnx/model.onnx, then model.onnx
   std::filesystem::path export_dir;    // empty: <folder>/.tide
   int64_t max_sequence_length_cap = 512;  // longer position tables are served up to this length
+  // Writes the export of the folder's weights into ExportDir(options)/ServedModelName(options);
+  // unset: a folder without ONNX file is refused with the export command.
+  std::function<absl::Status(const HuggingFaceFolderOptions& options)> export_weights;
 };
 
 // What tide takes from a HuggingFace config.json.

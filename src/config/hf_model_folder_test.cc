@@ -185,6 +185,42 @@ TEST_F(HfModelFolderTest, AnExportInTheCacheIsServed) {
   EXPECT_EQ(m->versions.at(0).model_file, folder_ / ".tide" / "ms-marco-tiny" / "1" / "model.onnx");
 }
 
+TEST_F(HfModelFolderTest, TheExporterIsCalledOnceWhenThereIsNoExportYet) {
+  Write("config.json", kBertConfig);
+  Write("tokenizer.json", "{}");
+  Write("model.safetensors", "weights");
+  HuggingFaceFolderOptions o = Options();
+  int calls = 0;
+  o.export_weights = [&](const HuggingFaceFolderOptions& given) {
+    ++calls;
+    EXPECT_EQ(given.folder, folder_);
+    Write(".tide/ms-marco-tiny/1/model.onnx", "x");
+    return absl::OkStatus();
+  };
+  auto m = LoadHuggingFaceFolder(o, FakeReader());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(m->versions.at(0).model_file, folder_ / ".tide" / "ms-marco-tiny" / "1" / "model.onnx");
+  m = LoadHuggingFaceFolder(o, FakeReader());  // the export is there now: reused
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(calls, 1);
+
+  fs::remove_all(folder_ / ".tide");
+  o.export_weights = [&](const HuggingFaceFolderOptions&) {
+    ++calls;
+    return absl::InternalError("python3 exited 2");
+  };
+  m = LoadHuggingFaceFolder(o, FakeReader());
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(m.status().message(), AllOf(HasSubstr("(python3 exited 2)"), HasSubstr(ExportCommand(o))));
+
+  fs::remove(folder_ / "model.safetensors");  // nothing to export: the exporter is not called
+  m = LoadHuggingFaceFolder(o, FakeReader());
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(HfModelFolderTest, ClassifierLabelsComeFromId2Label) {
   WriteHfLayout(R"({"model_type": "distilbert", "max_position_embeddings": 512,
                     "id2label": {"1": "POSITIVE", "0": "NEGATIVE"}})");

@@ -3,8 +3,9 @@
 //     exported tiny-bert is served in one command and reranks; served beside a model repository
 //     holding the same model, both answer the same scores, and --model alone does not read the
 //     repository;
-//   - a folder with only safetensors weights is refused with the exact export command, and served
-//     once its export is in <folder>/.tide/<name>;
+//   - a folder with only safetensors weights is exported once with tools/export_model.py into
+//     <folder>/.tide/<name> and served; later starts reuse the export; weights the export cannot
+//     read (or --auto-export false) are refused with the exact export command;
 //   - the real third-party DistilBERT export in ../shared/assets (2 labels, no token_type_ids),
 //     laid out as an HF folder with the bert-base-uncased tokenizer.json, is served as a classifier
 //     whose rerank score is P(last label) — checked against the asset's reference logits. Skipped
@@ -27,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kQuery[] = "what is a panda?";
 const std::vector<std::string> kDocs = {"The giant panda is a bear species endemic to China.",
@@ -147,23 +149,37 @@ TEST(ServeHfModelTest, BesideARepositoryTheSameModelGivesTheSameScores) {
   EXPECT_THAT(clash->output, HasSubstr("model name 'from-repo'"));
 }
 
-TEST(ServeHfModelTest, SafetensorsOnlyFolderGivesTheExportCommandThenServesTheExport) {
+TEST(ServeHfModelTest, UnreadableWeightsAreRefusedWithTheExportCommandThenTheExportIsServed) {
   TempDir tmp;
   const fs::path folder = tmp.path() / "st-only";
   ASSERT_TRUE(WriteText(folder / "config.json", kTinyBertConfig).ok());
   auto tiny = ExportedTinyBert();
   ASSERT_TRUE(tiny.ok()) << tiny.status();
   fs::copy_file(*tiny / "tokenizer.json", folder / "tokenizer.json");
-  ASSERT_TRUE(WriteText(folder / "model.safetensors", "weights").ok());
+  ASSERT_TRUE(WriteText(folder / "model.safetensors", "not a safetensors file").ok());
+  const std::string command = absl::StrCat("/usr/bin/python3 tools/export_model.py --checkpoint ", folder.string(),
+                                           " --name st-only --repository ", (folder / ".tide").string());
 
-  auto refused = RunCommand({TideBinary().string(), "serve", "--model", folder.string(), "--port", "0"});
+  // The automatic export runs and fails on the weights: its own message, then the command.
+  auto failed = RunCommand({TideBinary().string(), "serve", "--model", folder.string(), "--port", "0",
+                            "--export-script", (SourceDir() / "tools" / "export_model.py").string()});
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->exit_code, 1) << failed->output;
+  EXPECT_THAT(failed->output, HasSubstr("exporting them to ONNX once"));
+  EXPECT_THAT(failed->output, HasSubstr("cannot read safetensors weights"));
+  EXPECT_THAT(failed->output, HasSubstr("(the export exited 2; see its messages above)"));
+  EXPECT_THAT(failed->output, HasSubstr(command));
+  EXPECT_FALSE(fs::exists(folder / ".tide" / "st-only")) << "a failed export leaves no entry";
+
+  // --auto-export false: refused at once with the command.
+  auto refused = RunCommand({TideBinary().string(), "serve", "--model", folder.string(), "--port", "0",
+                             "--auto-export", "false"});
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->exit_code, 1) << refused->output;
-  EXPECT_THAT(refused->output, HasSubstr(absl::StrCat("/usr/bin/python3 tools/export_model.py --checkpoint ",
-                                                      folder.string(), " --name st-only --repository ",
-                                                      (folder / ".tide").string())));
+  EXPECT_THAT(refused->output, Not(HasSubstr("exporting them")));
+  EXPECT_THAT(refused->output, HasSubstr(command));
 
-  // What that command writes: a repository entry <folder>/.tide/st-only.
+  // What that command writes: a repository entry <folder>/.tide/st-only, served from then on.
   ASSERT_TRUE(AddTinyBert(folder / ".tide", "st-only",
                           "parameters { key: \"max_sequence_length\" value { string_value: \"128\" } }\n")
                   .ok());
@@ -172,6 +188,44 @@ TEST(ServeHfModelTest, SafetensorsOnlyFolderGivesTheExportCommandThenServesTheEx
   EXPECT_EQ(GetStatus(**server, "/v2/models/st-only"), 200);
   const std::vector<double> scores = RerankScores(**server);
   for (double s : scores) EXPECT_TRUE(s > 0.0 && s < 1.0) << s;
+}
+
+TEST(ServeHfModelTest, SafetensorsOnlyFolderIsExportedOnceThenServed) {
+  TempDir tmp;
+  const fs::path folder = tmp.path() / "tiny-st";
+  // An HF checkpoint folder as the Hub has them now: config.json, tokenizer.json, model.safetensors
+  // (tools/test_safetensors.py's writer; tiny-bert with seeded weights).
+  const std::string script = absl::StrCat(
+      "import json, os, sys\n"
+      "sys.path.insert(0, ", json((SourceDir() / "tools").string()).dump(), ")\n",
+      "import crossencoder, make_wordpiece_tokenizer, test_safetensors\n"
+      "cfg = crossencoder.PRESETS['tiny-bert']\n"
+      "d = sys.argv[1]\n"
+      "os.makedirs(d)\n"
+      "test_safetensors.write_safetensors(os.path.join(d, 'model.safetensors'),\n"
+      "                                   crossencoder.build_model(cfg, seed=3).state_dict())\n"
+      "json.dump(cfg.to_hf_dict(), open(os.path.join(d, 'config.json'), 'w'))\n"
+      "make_wordpiece_tokenizer.write_tokenizer(os.path.join(d, 'tokenizer.json'), 300, 'bert')\n");
+  auto made = RunCommand({"/usr/bin/python3", "-c", script, folder.string()});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+
+  const std::vector<std::string> args = {"--model", folder.string(), "--log-level", "warn", "--export-script",
+                                         (SourceDir() / "tools" / "export_model.py").string()};
+  {
+    auto server = Serve(args);
+    ASSERT_TRUE(server.ok()) << server.status();
+    EXPECT_THAT((*server)->Stderr(), HasSubstr("exporting them to ONNX once"));
+    EXPECT_THAT((*server)->Stderr(), HasSubstr("verified: ONNX Runtime matches PyTorch"));
+    EXPECT_TRUE(fs::is_regular_file(folder / ".tide" / "tiny-st" / "1" / "model.onnx"));
+    EXPECT_EQ(GetStatus(**server, "/v2/models/tiny-st"), 200);
+    const std::vector<double> scores = RerankScores(**server);
+    EXPECT_NE(scores[0], scores[1]) << "the model must tell the documents apart";
+  }
+  auto again = Serve(args);  // the export is reused
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT((*again)->Stderr(), Not(HasSubstr("exporting")));
+  EXPECT_EQ(GetStatus(**again, "/v2/models/tiny-st"), 200);
 }
 
 TEST(ServeHfModelTest, RealThirdPartyExportAsAnHfFolder) {
