@@ -225,6 +225,7 @@ absl::StatusOr<RepositoryModel> LoadHuggingFaceFolder(const HuggingFaceFolderOpt
   m.config.set_default_model_filename(onnx.filename().string());
   SetParameter(&m.config, "tokenizer", "tokenizer.json");
   if (hf->max_sequence_length) SetParameter(&m.config, "max_sequence_length", std::to_string(*hf->max_sequence_length));
+  m.labels = hf->labels;
   m.available_versions = {1};
   m.versions.push_back(ModelVersion{1, onnx.parent_path(), onnx});
 

@@ -229,6 +229,7 @@ TEST_F(HfModelFolderTest, ClassifierLabelsComeFromId2Label) {
   const TideParameters p = Params(*m);
   EXPECT_EQ(p.task, Task::kClassify);
   EXPECT_EQ(p.score_activation, ScoreActivation::kSoftmax);
+  EXPECT_EQ(m->labels, (std::vector<std::string>{"NEGATIVE", "POSITIVE"})) << "in id order";
 
   // config.json's labels must match the model's output.
   m = LoadHuggingFaceFolder(Options(), FakeReader(1));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/ort_backend.h"
+#include "spdlog/spdlog.h"
 
 namespace tide::serving {
 
@@ -25,6 +26,11 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelMa
                                                      " (choose another with --served-model-name)"));
       }
     }
+    const ModelParameter* task = nullptr;
+    if (auto it = model->config.parameters().find("task"); it != model->config.parameters().end()) task = &it->second;
+    spdlog::info("model {}: HuggingFace folder {}, model file {}, task {}{}", model->name, folder.folder.string(),
+                 model->versions.back().model_file.string(), task ? task->string_value() : "rerank",
+                 model->labels.size() > 1 ? absl::StrCat(", score = P(label '", model->labels.back(), "')") : "");
     models->push_back(*std::move(model));
   }
   if (models->empty()) {

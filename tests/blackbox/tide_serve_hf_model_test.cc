@@ -241,8 +241,9 @@ TEST(ServeHfModelTest, RealThirdPartyExportAsAnHfFolder) {
   fs::copy_file(model.parent_path() / "config.json", folder / "config.json");
   fs::copy_file(*tide::testing::SharedAsset(tide::testing::kBertBaseUncasedTokenizer), folder / "tokenizer.json");
 
-  auto server = Serve({"--model", folder.string(), "--log-level", "warn"});
+  auto server = Serve({"--model", folder.string(), "--log-level", "info"});
   ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT((*server)->Stdout(), HasSubstr("task classify, score = P(label 'POSITIVE')"));
   // SOURCE.txt's reference logits for the panda pair: [0.00032029501744545996, -0.00020017904171254486].
   const json out = PostJson(**server, "/rerank",
                             {{"query", "what is panda?"},
