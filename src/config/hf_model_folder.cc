@@ -173,11 +173,20 @@ absl::StatusOr<RepositoryModel> LoadHuggingFaceFolder(const HuggingFaceFolderOpt
         break;
       }
     }
+    const fs::path exported_onnx = exported / "1" / "model.onnx";
+    // An export older than the weights (a `git pull` brought new ones) is stale.
+    const bool stale = !weights.empty() && IsFile(exported_onnx) &&
+                       fs::last_write_time(o.folder / weights, ec) > fs::last_write_time(exported_onnx, ec);
     std::string export_error;
-    if (!IsFile(exported / "1" / "model.onnx") && !weights.empty() && o.export_weights) {
+    if ((stale || !IsFile(exported_onnx)) && !weights.empty() && o.export_weights) {
       if (absl::Status s = o.export_weights(o); !s.ok()) export_error = absl::StrCat(" (", s.message(), ")");
     }
-    if (IsFile(exported / "1" / "model.onnx")) {
+    if (IsFile(exported_onnx) && stale && export_error.empty() && !o.export_weights) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the export in ", exported.string(), " is older than ", (o.folder / weights).string(),
+          "; export it again with\n  ", ExportCommand(o), "\n(or remove ", exported.string(), ")"));
+    }
+    if (IsFile(exported_onnx) && export_error.empty()) {
       auto m = LoadRepositoryModel(exported, repository_options);
       if (!m.ok()) {
         return absl::Status(m.status().code(), absl::StrCat("the export of ", o.folder.string(), " in ",

@@ -22,7 +22,9 @@
 //    <export_dir>/<name> (a model repository entry written by tools/export_model.py). When there is
 //    none yet, `export_weights` (if set) is called once to write it there (the CLI runs
 //    tools/export_model.py, see cli/hf_export.h); without it, or when it fails, the answer is
-//    FAILED_PRECONDITION whose message holds the exact export command (ExportCommand).
+//    FAILED_PRECONDITION whose message holds the exact export command (ExportCommand). An export
+//    older than the weights file is stale: exported again through `export_weights`, or refused
+//    with the command when it is unset.
 //  - The number of labels comes from config.json (id2label, else num_labels); when it has neither,
 //    from the ONNX output. A config.json whose labels disagree with each other or with the ONNX
 //    output is INVALID_ARGUMENT.

@@ -1,5 +1,6 @@
 #include "config/hf_model_folder.h"
 
+#include <chrono>
 #include <fstream>
 #include <random>
 
@@ -219,6 +220,32 @@ TEST_F(HfModelFolderTest, TheExporterIsCalledOnceWhenThereIsNoExportYet) {
   m = LoadHuggingFaceFolder(o, FakeReader());
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(HfModelFolderTest, AnExportOlderThanTheWeightsIsStale) {
+  Write("config.json", kBertConfig);
+  Write("tokenizer.json", "{}");
+  Write(".tide/ms-marco-tiny/1/model.onnx", "x");
+  Write("model.safetensors", "new weights");
+  fs::last_write_time(folder_ / ".tide" / "ms-marco-tiny" / "1" / "model.onnx",
+                      fs::last_write_time(folder_ / "model.safetensors") - std::chrono::hours(1));
+  auto m = LoadHuggingFaceFolder(Options(), FakeReader());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(m.status().message(), AllOf(HasSubstr("is older than"), HasSubstr(ExportCommand(Options()))));
+
+  HuggingFaceFolderOptions o = Options();
+  int calls = 0;
+  o.export_weights = [&](const HuggingFaceFolderOptions&) {
+    ++calls;
+    Write(".tide/ms-marco-tiny/1/model.onnx", "y");  // rewritten: newer than the weights
+    return absl::OkStatus();
+  };
+  m = LoadHuggingFaceFolder(o, FakeReader());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(calls, 1);
+  m = LoadHuggingFaceFolder(o, FakeReader());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(calls, 1) << "a fresh export is reused";
 }
 
 TEST_F(HfModelFolderTest, ClassifierLabelsComeFromId2Label) {
