@@ -179,9 +179,14 @@ TEST(ServeHfModelTest, UnreadableWeightsAreRefusedWithTheExportCommandThenTheExp
   EXPECT_THAT(refused->output, Not(HasSubstr("exporting them")));
   EXPECT_THAT(refused->output, HasSubstr(command));
 
-  // What that command writes: a repository entry <folder>/.tide/st-only, served from then on.
-  ASSERT_TRUE(AddTinyBert(folder / ".tide", "st-only",
-                          "parameters { key: \"max_sequence_length\" value { string_value: \"128\" } }\n")
+  // What that command writes: a repository entry <folder>/.tide/st-only (newer than the weights, so
+  // not stale), served from then on.
+  const fs::path entry = folder / ".tide" / "st-only";
+  fs::create_directories(entry / "1");
+  fs::copy_file(*tiny / "1" / "model.onnx", entry / "1" / "model.onnx");
+  fs::copy_file(*tiny / "tokenizer.json", entry / "tokenizer.json");
+  ASSERT_TRUE(WriteText(entry / "config.pbtxt",
+                        "parameters { key: \"max_sequence_length\" value { string_value: \"128\" } }\n")
                   .ok());
   auto server = Serve({"--model", folder.string(), "--log-level", "warn"});
   ASSERT_TRUE(server.ok()) << server.status();
