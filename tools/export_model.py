@@ -68,7 +68,10 @@ def config_pbtxt(name: str, cfg: crossencoder.CrossEncoderConfig, opts: EntryOpt
     """The entry's config.pbtxt in Triton's text format, with tide's parameters."""
     inputs = ",\n".join(
         f'  {{\n    name: "{n}"\n    data_type: TYPE_INT64\n    dims: [ -1 ]\n  }}' for n in input_names(cfg))
-    params = [("task", "rerank"), ("tokenizer", "tokenizer.json"),
+    # One label: a reranker's relevance logit (sigmoid). More: a classifier; tide's rerank score is
+    # then the softmax probability of the last label (e.g. id2label's "relevant" / "POSITIVE").
+    task = [("task", "rerank")] if cfg.num_labels == 1 else [("task", "classify"), ("score_activation", "softmax")]
+    params = task + [("tokenizer", "tokenizer.json"),
               ("max_sequence_length", str(min(512, cfg.max_sequence_length))),
               ("intra_op_threads", str(opts.intra_op_threads))]
     param_text = "".join(f'parameters {{\n  key: "{k}"\n  value {{ string_value: "{v}" }}\n}}\n' for k, v in params)
