@@ -12,7 +12,8 @@
 //    Those tasks are counted in the batcher's BatcherStats::dropped[kRunnerError].
 //  - Stop() (also run by the destructor) shuts the batcher down, lets the workers finish queued
 //    work for up to shutdown_grace (on the batcher's clock), then drops what is still queued with
-//    kShutdown and joins. A batch already running is never interrupted. Idempotent.
+//    kShutdown and joins. A batch already running is never interrupted. Idempotent. StopWithin(grace)
+//    is Stop() with `grace` in place of shutdown_grace (a shutdown deadline shared by several pools).
 //  - Stats() is thread-safe. busy_ratio = time inside Run / time since Create.
 //  - worker_nice > 0 lowers the workers' scheduling priority by that many nice steps, and runs each
 //    factory call on a thread lowered the same way, so threads a runner creates (an inference
@@ -20,6 +21,7 @@
 //    default priority) preempt inference when they wake up. A failure to lower is a Create error.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -109,7 +111,9 @@ class InstancePool {
 
   ~InstancePool() { Stop(); }
 
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) { StopWithin(options_.shutdown_grace); }
+
+  void StopWithin(Clock::duration grace) ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
@@ -117,7 +121,7 @@ class InstancePool {
     }
     batcher_->Shutdown();
     Clock* clock = batcher_->clock();
-    const Clock::time_point grace_end = clock->Now() + options_.shutdown_grace;
+    const Clock::time_point grace_end = clock->Now() + std::max(grace, Clock::duration::zero());
     {
       absl::MutexLock lock(&mu_);
       while (running_workers_ > 0 && clock->Now() < grace_end) clock->WaitUntil(&exit_cv_, &mu_, grace_end);

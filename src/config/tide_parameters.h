@@ -9,7 +9,8 @@
 //    or out of range. Errors are INVALID_ARGUMENT "<file>: parameters[\"<key>\"]: ...".
 //  - Pure functions; thread-safe.
 //
-// Keys (string values; defaults in the struct below):
+// Keys (string values; defaults in the struct below; the accepted list is the table in
+// tide_parameters.cc, which Keys() returns — a test checks this comment and README name each one):
 //   task                      "rerank" | "classify"
 //   tokenizer                 file name relative to the model directory
 //   max_sequence_length       integer >= 2; unset: the tokenizer's truncation, else 512
@@ -98,6 +99,9 @@ struct TideParameters {
   GraphFusion graph_fusion = GraphFusion::kAuto;          // optimize::PrepareFusedModel at load
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
+
+  // Every key FromConfig accepts (aliases included), in the order of the key table in the .cc.
+  static std::vector<std::string_view> Keys();
 
   // Reads `config.parameters`; `file` names the config in errors.
   static absl::StatusOr<TideParameters> FromConfig(const ModelConfig& config, std::string_view file);

@@ -1,5 +1,10 @@
 #include "config/tide_parameters.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include "config/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -156,6 +161,41 @@ TEST(TideParametersTest, BreakerDefaultResult) {
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(p.status().message(),
                 AllOf(HasSubstr("m/config.pbtxt: parameters[\"breaker_default_result\"]"), HasSubstr(c.detail)));
+  }
+}
+
+// The key table in tide_parameters.cc is the one list of keys; every key in it is accepted, every
+// key is documented in the header's comment and in README's parameter table, and the unknown-key
+// error names them all.
+TEST(TideParametersTest, EveryKeyInTheTableIsAcceptedAndDocumented) {
+  const char* source_dir = std::getenv("TIDE_SOURCE_DIR");
+  const std::string root = source_dir != nullptr ? source_dir : ".";
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  const std::string header = read(root + "/src/config/tide_parameters.h");
+  const std::string readme = read(root + "/README.md");
+  ASSERT_FALSE(header.empty());
+  ASSERT_FALSE(readme.empty());
+  ModelConfig unknown;
+  (*unknown.mutable_parameters())["no_such_key"].set_string_value("1");
+  const std::string unknown_error(TideParameters::FromConfig(unknown, "c.pbtxt").status().message());
+  ASSERT_GT(TideParameters::Keys().size(), 20u);
+  for (std::string_view key : TideParameters::Keys()) {
+    const std::string k(key);
+    EXPECT_TRUE(header.find("//   " + k + " ") != std::string::npos || header.find("alias " + k) != std::string::npos)
+        << k << " is not documented in tide_parameters.h";
+    EXPECT_TRUE(readme.find("`" + k + "`") != std::string::npos) << k << " is not documented in README.md";
+    EXPECT_THAT(unknown_error, HasSubstr(k));
+    // A value that is wrong for every key is refused naming that key (so the key is looked up).
+    ModelConfig config;
+    (*config.mutable_parameters())[k].set_string_value("../not a value");
+    auto p = TideParameters::FromConfig(config, "c.pbtxt");
+    EXPECT_FALSE(p.ok()) << k;
+    EXPECT_THAT(p.status().message(), HasSubstr("parameters[\"" + k + "\"]")) << k;
   }
 }
 

@@ -8,9 +8,11 @@
 #include "api/cohere_rerank.h"
 #include "api/kserve_infer.h"
 #include "api/kserve_metadata.h"
+#include "api/model_statistics.h"
 #include "api/rerank.h"
 #include "api/status_http.h"
 #include "api/tokenize.h"
+#include "common/error_echo.h"
 #include "config/model_config.h"
 #include "nlohmann/json.hpp"
 #include "guard/api_key.h"
@@ -168,7 +170,7 @@ absl::StatusOr<http::Response> DegradedRerank(const serving::ServedModel& model,
   }
   http::Response r = JsonResponse(j.dump());
   r.headers.emplace_back("x-tide-degraded", fallback);
-  if (metrics != nullptr) metrics->degraded->WithLabels({model.name(), fallback})->Increment();
+  if (metrics != nullptr) metrics->degraded->WithLabels({model.name(), std::to_string(model.version()), fallback})->Increment();
   return r;
 }
 
@@ -279,6 +281,11 @@ absl::Status Service::AddRoutes() {
   for (const Entry& e : routes) {
     if (absl::Status s = router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
   }
+  for (const Entry& e : routes) {
+    const std::string_view p = e.pattern;
+    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health") continue;
+    if (absl::Status s = admin_router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
@@ -291,7 +298,7 @@ void Service::Rerank(http::Request request, http::Responder respond) {
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = models_->Default();
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
@@ -309,7 +316,7 @@ void Service::CohereRerank(http::Request request, http::Responder respond) {
   auto model = parsed->model.has_value() && !parsed->model->empty() ? models_->Find(*parsed->model)
                                                                     : models_->Default();
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
@@ -384,7 +391,7 @@ void Service::Tokenize(http::Request request, http::Responder respond) {
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = models_->Default();
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   const tokenizer::Tokenizer& tok = (*model)->tokenizer();
   tokenizer::EncodeOptions opts;
   opts.max_length = (*model)->max_sequence_length();
@@ -431,10 +438,11 @@ void Service::Ready(http::Request request, http::Responder respond) {
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_metadata", request.received_at);
+  if (!CheckApiKey(request, options_.api_key, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   const serving::ServedModel& m = **model;
-  sender.set_model(m.name());
+  sender.set_model(m.name(), m.version());
   api::ModelMetadata md;
   md.name = m.name();
   for (int64_t v : models_->Versions(m.name())) md.versions.push_back(std::to_string(v));
@@ -459,17 +467,18 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
   ResponseSender sender(std::move(respond), metrics_, "model_ready", request.received_at);
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   const bool ready = !draining() && (*model)->ready();
   sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
 }
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
+  if (!CheckApiKey(request, options_.api_key, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
-  sender.Send(JsonResponse((*model)->StatisticsJson()));
+  sender.set_model((*model)->name(), (*model)->version());
+  sender.Send(JsonResponse(api::RenderModelStatistics({(*model)->Statistics()})));
 }
 
 // ---- KServe v2: inference ---------------------------------------------------------------------------
@@ -479,7 +488,7 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
   if (!AdmitRequest(request, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   std::optional<std::string_view> header_length;
   if (std::string_view h = request.header(api::kInferenceHeaderContentLength); !h.empty()) header_length = h;
   auto parsed = api::ParseInferRequest(request.body, header_length, options_.limits);
@@ -488,7 +497,7 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
   for (const api::InferRequestedOutput& out : parsed->outputs) {
     if (out.name != sig.logits_name) {
       return sender.SendError(absl::FailedPreconditionError(
-          absl::StrCat("unknown output '", out.name, "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
+          absl::StrCat("unknown output '", EchoForError(out.name), "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
     }
   }
   auto timeout = IntParameter(parsed->parameters, "timeout");
@@ -512,7 +521,7 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
                                       serving::DefaultResult(row, static_cast<int64_t>(rows.size())), true);
     if (!response.ok()) return sender.SendError(response.status());
     response->headers.emplace_back("x-tide-degraded", serving::kFallbackDefault);
-    metrics_->degraded->WithLabels({(*model)->name(), serving::kFallbackDefault})->Increment();
+    metrics_->degraded->WithLabels({(*model)->name(), std::to_string((*model)->version()), serving::kFallbackDefault})->Increment();
     return sender.Send(*std::move(response));
   }
   (*model)->Submit(
