@@ -104,6 +104,9 @@ void ModelManager::RefreshMetrics() const {
     };
     mirror(metrics_->rejected->WithLabels({n, v, "queue_full"}), s.batcher.rejected_queue_full);
     mirror(metrics_->rejected->WithLabels({n, v, "invalid"}), s.batcher.rejected_invalid);
+    uint64_t isolation_runs = 0;
+    for (const batching::InstanceStats& in : s.instances) isolation_runs += in.isolation_runs;
+    mirror(metrics_->isolation_runs->WithLabels({n, v}), isolation_runs);
     for (size_t r = 0; r < batching::kDropReasonCount; ++r) {
       const auto reason = static_cast<batching::DropReason>(r);
       mirror(metrics_->dropped->WithLabels({n, v, std::string(batching::DropReasonName(reason))}),

@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
 #include "absl/functional/any_invocable.h"
+#include "common/version.h"
 #include "guard/concurrency_limiter.h"
 #include "guard/memory_budget.h"
 #include "server/http/router.h"
@@ -56,7 +57,7 @@ struct ServiceOptions {
   // Deadline of a request that names none (x-timeout-ms header, KServe "timeout" parameter);
   // zero: none. A request's own timeout may only shorten it.
   std::chrono::milliseconds default_timeout{0};
-  std::string version = "0.1.0";
+  std::string version{Version()};
   // Bearer key required on the inference endpoints (rerank, v1/rerank, tokenize, infer) and on
   // model metadata and statistics (/v2/models/{m}[/versions/{v}][/stats]); empty: none. Compared
   // in constant time. Open without it: health (/health, /v2/health/*), server metadata (/v2),
