@@ -39,8 +39,8 @@
 
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
-#include "common/version.h"
 #include "absl/functional/any_invocable.h"
+#include "common/version.h"
 #include "guard/concurrency_limiter.h"
 #include "guard/memory_budget.h"
 #include "server/http/router.h"
