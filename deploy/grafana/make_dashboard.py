@@ -61,6 +61,9 @@ rows = [
       (f'sum by (reason) (rate(tide_shed_requests_total[{RI}]))', "shed at the edge ({{reason}})")], "short"),
    ts("Model ready", [(f'tide_model_ready{{{SEL}}}', "{{model}} v{{version}}")], "short",
       extra={"fieldConfig": {"defaults": {"unit": "short", "min": 0, "max": 1}, "overrides": []}})],
+  [ts("Tokenization queue (server)", [('tide_tokenization_queue', "requests waiting for a tokenization worker")], "short"),
+   ts("In-flight request bytes (server)", [('tide_inflight_request_bytes', "admitted inference requests")], "bytes",
+      desc="Estimated bytes held by admitted inference requests (--max-inflight-bytes).")],
 ]
 pid = 1
 for row in rows:

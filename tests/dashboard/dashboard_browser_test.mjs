@@ -282,7 +282,9 @@ async function main() {
         for (const e of c.querySelectorAll("[data-k]")) shown[e.dataset.k] = e.textContent;
         return {model: c.dataset.model, version: c.dataset.version, shown};
       });
-      return {prevText: st.prevText, lastText: st.lastText, windowSeconds: st.windowSeconds, error: st.error,
+      const server = {};
+      for (const e of document.querySelectorAll("#server [data-k]")) server[e.dataset.k] = e.textContent;
+      return {server, prevText: st.prevText, lastText: st.lastText, windowSeconds: st.windowSeconds, error: st.error,
               polls: st.polls, cards, status: document.getElementById("status").textContent};
     })()`);
     console.log("page status line: " + got.status);
@@ -307,6 +309,13 @@ async function main() {
     const dt = got.windowSeconds, wall = (tb - ta) / 1000;
     check(dt >= 3.0 && dt <= wall, `page window ${dt.toFixed(3)} s within [3, test window ${wall.toFixed(3)} s]`);
 
+    // Server-wide gauges (families without a model label): P2's values.
+    const whole = name => P2.filter(s => s.name === name).reduce((a, s) => a + s.value, 0);
+    const present = name => P2.some(s => s.name === name);
+    if (present("tide_tokenization_queue")) near(got.server.tokenization_queue, whole("tide_tokenization_queue"), "tokenization queue");
+    if (present("tide_inflight_request_bytes")) {
+      near(got.server.inflight_mib, whole("tide_inflight_request_bytes") / 1048576, "in-flight request MiB");
+    }
     for (const {model, version, shown} of got.cards) {
       const tag = `${model}/${version}`;
       const r = (name, filter) => (total(P2, name, model, version, filter) - total(P1, name, model, version, filter)) / dt;
