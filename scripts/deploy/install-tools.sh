@@ -11,6 +11,8 @@ pkgs=()
 need() { command -v "$1" >/dev/null 2>&1 || pkgs+=("$2"); }
 case $want in
   image|all) need podman podman; need runc runc; need mmdebstrap mmdebstrap
+             # podman kube play builds its pod infra (pause) image around catatonit
+             [ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null || pkgs+=(catatonit)
              # podman needs newuidmap only for rootless use; slirp/netavark come with podman
              ;;&
   k8s|all)   need kubectl kubernetes-client; need node nodejs; need npm npm ;;&
