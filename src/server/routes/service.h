@@ -9,6 +9,7 @@
 //   POST /v2/models/{m}[/versions/{v}]/infer      KServe v2 inference (JSON or binary tensors)
 //   GET  /v2/models/{m}[/versions/{v}]/stats      Triton statistics extension
 //   GET  /metrics                                 Prometheus text format
+//   GET  /load                                    in-flight requests, queued rows/tokens, free capacity (load_report.h)
 //
 // Contract:
 //  - The Service does not own the models or the metrics; both must outlive it.
@@ -92,6 +93,7 @@ class Service {
   void ModelStats(http::Request request, const http::PathParams& params, http::Responder respond);
   void Infer(http::Request request, const http::PathParams& params, http::Responder respond);
   void Metrics(http::Request request, http::Responder respond);
+  void Load(http::Request request, http::Responder respond);
 
   serving::ModelManager* const models_;
   serving::ServingMetrics* const metrics_;
