@@ -62,7 +62,7 @@ backend replicas
   # observe layer7: a 5xx answer (a shed 429 turned into 503, a dead replica's 502/503) marks the
   # server down at once (outlier ejection), so leastconn stops choosing the replica that answers
   # fastest because it refuses; the readiness check brings it back after 2 passes (~1 s).
-  default-server inter 500ms fastinter 250ms downinter 500ms fall 2 rise 2
+  default-server inter 500ms fastinter 250ms downinter 500ms fall 2 rise 2 weight 100
 CFG
 for i in $(seq 1 "$n"); do
   a="127.0.0.$(( i + 1 ))"

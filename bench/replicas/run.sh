@@ -12,7 +12,9 @@
 # (bench/replicas/summarize.py). SMOKE=1: 2 replicas, steady + kill9 + saturate only (< 1 min).
 #
 # Environment: TIDE_BINARY (build/tide), MODEL_REPOSITORY (models), REPLICAS (3), CLIENTS (6),
-# REPLICA_PORT (18500), DOCS (8), SKEW (small:large:share, e.g. 2:48:0.2), BALANCE (leastconn).
+# REPLICA_PORT (18500), DOCS (8), SKEW (small:large:share, e.g. 2:48:0.2), BALANCE (leastconn),
+# AGENT=1 (haproxy agent-check from each replica's GET /load through load_agent.py),
+# ONLY_STEADY=1 (steady state only: the balancing comparison of bench/replicas/compare.sh).
 # Loopback only: the replicas bind 127.0.0.2..; haproxy binds 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -75,15 +77,23 @@ lbport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0
 statsport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cleanup() {
   touch "$work/stop"
-  for p in "${pids[@]}" ${flood_pid:-} ${client_pid:-} ${haproxy_pid:-} ${poll_pid:-}; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}" ${flood_pid:-} ${client_pid:-} ${haproxy_pid:-} ${poll_pid:-} ${agent_pid:-}; do kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
 
-total=$([ -n "$SMOKE" ] && echo "$N" || echo $(( N + 1 )))  # the last one joins later (full run)
+total=$([ -n "$SMOKE" ] || [ "${ONLY_STEADY:-0}" = 1 ] && echo "$N" || echo $(( N + 1 )))  # the last one joins later (full run)
 for i in $(seq 1 "$N"); do start_replica "$i"; done
 for i in $(seq 1 "$N"); do wait_ready "$i"; done
-BALANCE=$BALANCE bench/replicas/haproxy.cfg.sh "$lbport" "$statsport" "$PORT" "$total" > "$work/haproxy.cfg"
+agent_port=
+if [ "${AGENT:-0}" = 1 ]; then
+  agent_port=$(( PORT + 1 ))
+  addrs=$(for i in $(seq 1 "$total"); do addr "$i"; done | paste -sd, -)
+  /usr/bin/python3 bench/replicas/load_agent.py --addresses "$addrs" --port "$PORT" --agent-port "$agent_port" \
+    > "$work/load-agent.log" 2>&1 &
+  agent_pid=$!
+fi
+BALANCE=$BALANCE bench/replicas/haproxy.cfg.sh "$lbport" "$statsport" "$PORT" "$total" $agent_port > "$work/haproxy.cfg"
 haproxy -c -q -f "$work/haproxy.cfg"
 haproxy -f "$work/haproxy.cfg" > "$work/haproxy.log" 2>&1 &
 haproxy_pid=$!
@@ -100,13 +110,16 @@ until [ "$(curl -s -m 1 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$lbport
 client_pid=$!
 sleep 3  # clients connect, every replica sees traffic
 event "begin steady"; sleep "$STEADY_S"; event "end steady"
+if [ "${ONLY_STEADY:-0}" = 1 ]; then SMOKE=1; skip_events=1; fi
 
+if [ -z "${skip_events:-}" ]; then
 event "begin kill9"
 kill -9 "${pids[1]}"; wait "${pids[1]}" 2>/dev/null || true
 sleep 3
 start_replica 1; wait_ready 1
 sleep 3
 event "end kill9"
+fi
 
 if [ -z "$SMOKE" ]; then
   event "begin rolling"
@@ -119,6 +132,7 @@ if [ -z "$SMOKE" ]; then
   event "end rolling"
 fi
 
+if [ -z "${skip_events:-}" ]; then
 event "begin saturate"
 /usr/bin/python3 bench/replicas/loadclient.py --url "http://$(addr 2):$PORT/rerank" --clients $(( MAXC * 3 )) \
   --docs "$DOCS" --stop-file "$work/stop-flood" --out "$work/flood.txt" --seed 7 &
@@ -126,6 +140,7 @@ flood_pid=$!
 sleep "$STEADY_S"
 touch "$work/stop-flood"; wait "$flood_pid" || true; flood_pid=
 event "end saturate"
+fi
 
 if [ -z "$SMOKE" ]; then
   j=$total
