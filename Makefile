@@ -74,13 +74,13 @@ BUILD_FROM      ?= host
 MODELS_IN_IMAGE ?= mount
 
 image: models
-	@BUILD_FROM=$(BUILD_FROM) MODELS=$(MODELS_IN_IMAGE) MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/deploy/image.sh
+	@BUILD_FROM=$(BUILD_FROM) IMAGE_MODELS=$(MODELS_IN_IMAGE) MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/deploy/image.sh
 
 image-test: models
 	@MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/deploy/image-test.sh
 
 deploy-check:
-	@scripts/deploy/deploy-check.sh
+	@MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/deploy/deploy-check.sh
 
 replicas-test: models
 	@MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) SMOKE=$(REPLICAS_SMOKE) bench/replicas/run.sh

@@ -62,7 +62,7 @@ echo "== 5. podman kube play (dev overlay)"
 scripts/deploy/install-tools.sh image
 P=scripts/podman.sh
 $P image exists localhost/tide:latest || scripts/deploy/image.sh
-$P image exists localhost/tide-models:latest || IMAGE=localhost/tide-models:latest MODELS=baked scripts/deploy/image.sh
+$P image exists localhost/tide-models:latest || IMAGE=localhost/tide-models:latest IMAGE_MODELS=baked scripts/deploy/image.sh
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 # Two test-only changes to the rendered Deployment, nothing else: the container port is published
 # on a loopback host port, and the pod's restartPolicy is OnFailure, because podman 4.3's kube

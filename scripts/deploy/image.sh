@@ -3,13 +3,13 @@
 # the base is the mmdebstrap-built localhost/debian:12 (scripts/deploy/base-image.sh, skipped when
 # present) and the binary is the host build (BUILD_FROM=host), staged by stage-runtime.sh.
 #
-#   IMAGE=localhost/tide:latest BUILD_FROM=host|source MODELS=mount|baked MODEL_REPOSITORY=models \
+#   IMAGE=localhost/tide:latest BUILD_FROM=host|source IMAGE_MODELS=mount|baked MODEL_REPOSITORY=models \
 #   BASE=localhost/debian:12 scripts/deploy/image.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 IMAGE=${IMAGE:-localhost/tide:latest}
 BUILD_FROM=${BUILD_FROM:-host}
-MODELS=${MODELS:-mount}
+IMAGE_MODELS=${IMAGE_MODELS:-mount}
 MODEL_REPOSITORY=${MODEL_REPOSITORY:-models}
 BASE=${BASE:-localhost/debian:12}
 TIDE_BINARY=${TIDE_BINARY:-build/tide}
@@ -20,9 +20,9 @@ if [ "$BUILD_FROM" = host ]; then
   scripts/deploy/stage-runtime.sh "$TIDE_BINARY" build/image-stage/root
 fi
 rm -rf build/image-stage/models; mkdir -p build/image-stage/models
-if [ "$MODELS" = baked ]; then cp -rL "$MODEL_REPOSITORY"/. build/image-stage/models/; fi
+if [ "$IMAGE_MODELS" = baked ]; then cp -rL "$MODEL_REPOSITORY"/. build/image-stage/models/; fi
 start=$(date +%s)
 scripts/podman.sh build --format docker -f Containerfile \
-  --build-arg BASE="$BASE" --build-arg BUILD_FROM="$BUILD_FROM" --build-arg MODELS="$MODELS" \
+  --build-arg BASE="$BASE" --build-arg BUILD_FROM="$BUILD_FROM" --build-arg MODELS="$IMAGE_MODELS" \
   -t "$IMAGE" . 
 echo "image: $IMAGE built in $(( $(date +%s) - start )) s, $(scripts/podman.sh image inspect --format '{{.Size}}' "$IMAGE") bytes"
