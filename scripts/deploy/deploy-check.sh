@@ -28,7 +28,9 @@ echo "== 1. kustomize ($(kubectl version --client 2>/dev/null | grep -i kustomiz
 rm -f "$out"/rendered/*.yaml
 for dir in deploy/k8s/base deploy/k8s/overlays/*/; do
   name=$(basename "$dir")
-  kubectl kustomize "$dir" > "$out/rendered/kustomize-$name.yaml"
+  # (stderr kept aside: newer kubectl warns that the kubectl-1.20-compatible fields are deprecated)
+  kubectl kustomize "$dir" > "$out/rendered/kustomize-$name.yaml" 2> "$out/kustomize-$name.log" \
+    || { cat "$out/kustomize-$name.log" >&2; exit 1; }
   echo "rendered $dir: $(grep -c '^kind:' "$out/rendered/kustomize-$name.yaml") objects"
 done
 
