@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/json_reader.h"
+#include "common/error_echo.h"
 
 namespace tide::api {
 namespace {
@@ -447,7 +448,7 @@ absl::StatusOr<InferRequest> ParseInferRequest(
     }
     if (!names.insert(request.inputs[i].name).second) {
       return absl::FailedPreconditionError(absl::StrCat("field '", path, ".name': input \"",
-                                                        request.inputs[i].name,
+                                                        EchoForError(request.inputs[i].name),
                                                         "\" is given more than once"));
     }
   }

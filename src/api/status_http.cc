@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error_echo.h"
+
 namespace tide::api {
 
 int HttpStatusFor(absl::StatusCode code) {
@@ -63,7 +65,8 @@ std::string_view ErrorTypeFor(absl::StatusCode code) {
 
 std::string ErrorBody(const absl::Status& status) {
   nlohmann::json body = nlohmann::json::object();
-  body["error"] = std::string(status.message());
+  const absl::string_view message = status.message();
+  body["error"] = EchoForError(std::string_view(message.data(), message.size()), kMaxErrorMessageBytes);
   body["error_type"] = std::string(ErrorTypeFor(status.code()));
   // Messages may quote client bytes; replace invalid UTF-8 instead of throwing.
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

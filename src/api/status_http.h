@@ -32,8 +32,10 @@ int GrpcStatusFor(absl::StatusCode code);
 // "unauthorized", "forbidden", "unimplemented", "cancelled" or "backend".
 std::string_view ErrorTypeFor(absl::StatusCode code);
 
-// {"error":"<message>","error_type":"<type>"} — compact JSON, message escaped. Used by the TEI and
-// Cohere endpoints; KServe endpoints use RenderKServeError (kserve_metadata.h).
+// {"error":"<message>","error_type":"<type>"} — compact JSON, message escaped and cut at
+// kMaxErrorMessageBytes (common/error_echo.h; a backstop: sites that quote client names cap each
+// at kMaxEchoedBytes). Used by every endpoint of routes/service.cc. The HTTP layer's own errors
+// (http::JsonError) use the same error_type per status (http::ErrorTypeForStatus).
 std::string ErrorBody(const absl::Status& status);
 
 }  // namespace tide::api

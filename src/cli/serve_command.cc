@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -41,7 +42,16 @@ struct ServeFlags {
   // Measured (bench/overload/shed_latency.sh, 10x overload): shed-answer p99 5.2 -> 2.1 ms and
   // /v2/health/live p50 1.95 -> 0.36 ms at the same throughput.
   int inference_nice = 10;
+  // Connection lifecycle (issue 19): open connections on the main port (idle ones are evicted for
+  // new ones at the cap), and the admin listener for probes and scrapes (0: none).
+  size_t max_connections = 1024;
+  int admin_port = 0;
 };
+
+// The admin listener's own connection cap (probes and scrapers; eviction applies there too).
+constexpr size_t kAdminMaxConnections = 64;
+// After the grace period's deadline: time for the answers of dropped work (503) to be written.
+constexpr std::chrono::milliseconds kShutdownFlushMargin{500};
 
 int Serve(const ServeFlags& f) {
   auto level = spdlog::level::from_str(f.log_level);
@@ -97,6 +107,24 @@ int Serve(const ServeFlags& f) {
   ho.header_read_timeout = std::chrono::milliseconds(f.header_read_timeout_ms);
   ho.body_read_timeout = std::chrono::milliseconds(f.body_read_timeout_ms);
   ho.idle_timeout = std::chrono::milliseconds(f.idle_timeout_ms);
+  ho.max_connections = f.max_connections;
+  auto connection_limit = (*metrics)->registry.AddCounter(
+      "tide_http_connection_limit_total",
+      "Connections evicted (idle or still reading a request) or refused (503, every connection busy) at the "
+      "connection cap",
+      {"listener", "action"});
+  if (!connection_limit.ok()) {
+    spdlog::error("metrics: {}", connection_limit.status().ToString());
+    return 1;
+  }
+  auto count_connection_limit = [family = *connection_limit](const char* listener) {
+    metrics::Counter* evicted = family->WithLabels({listener, "evicted"});
+    metrics::Counter* refused = family->WithLabels({listener, "refused"});
+    return [evicted, refused](http::ConnectionLimitAction action) {
+      (action == http::ConnectionLimitAction::kEvicted ? evicted : refused)->Increment();
+    };
+  };
+  ho.on_connection_limit = count_connection_limit("main");
   auto server = http::HttpServer::Create(ho, (*service)->handler());
   if (!server.ok()) {
     spdlog::error("http server: {}", server.status().ToString());
@@ -106,7 +134,26 @@ int Serve(const ServeFlags& f) {
     spdlog::error("http server: {}", s.ToString());
     return 1;
   }
+  // The admin listener: health, metrics and server metadata only, with its own connections and
+  // I/O thread, so probes are answered while the main port is flooded.
+  std::unique_ptr<http::HttpServer> admin;
+  if (f.admin_port != 0) {
+    http::HttpServerOptions ao = ho;
+    ao.port = static_cast<uint16_t>(f.admin_port);
+    ao.io_threads = 1;
+    ao.max_body_bytes = 64 * 1024;
+    ao.max_connections = kAdminMaxConnections;
+    ao.on_connection_limit = count_connection_limit("admin");
+    auto created = http::HttpServer::Create(ao, (*service)->admin_handler());
+    absl::Status s = created.ok() ? (*created)->Start() : created.status();
+    if (!s.ok()) {
+      spdlog::error("admin http server: {}", s.ToString());
+      return 1;
+    }
+    admin = *std::move(created);
+  }
   std::printf("tide: listening on http://%s:%u\n", f.host.c_str(), (*server)->port());
+  if (admin) std::printf("tide: admin (health, metrics) on http://%s:%u\n", f.host.c_str(), admin->port());
   std::fflush(stdout);
   spdlog::info("ready: serving on http://{}:{}", f.host, (*server)->port());
 
@@ -114,17 +161,28 @@ int Serve(const ServeFlags& f) {
   sigwait(&signals, &signal_number);
   spdlog::info("received {}: draining (grace {} ms)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
                f.shutdown_grace_ms);
-  // Readiness turns false first, then no new connections, then in-flight requests finish.
+  // Readiness turns false first, then no new connections, then in-flight requests finish. One
+  // deadline bounds it all: the HTTP drain and the models' shutdown (queued work still there at
+  // the deadline is dropped and answered 503); then at most the batches running at the deadline
+  // and kShutdownFlushMargin for writing the last answers. The admin listener keeps answering
+  // (readiness 503) until the end.
+  const auto signalled = std::chrono::steady_clock::now();
+  const auto deadline = signalled + std::chrono::milliseconds(f.shutdown_grace_ms);
   (*service)->SetDraining(true);
   (*server)->StopAccepting();
-  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(f.shutdown_grace_ms);
-  while ((*server)->active_requests() > 0 && std::chrono::steady_clock::now() < grace_end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  (*server)->WaitIdle(deadline);
   const size_t unfinished = (*server)->active_requests();
-  (*models)->Shutdown();
+  (*models)->Shutdown(deadline);
+  const auto models_stopped = std::chrono::steady_clock::now();
+  (*server)->WaitIdle(std::max(deadline, models_stopped) + kShutdownFlushMargin);
+  if (admin) admin->Stop();
   (*server)->Stop();
-  spdlog::info("stopped ({} request(s) unfinished at the end of the grace period)", unfinished);
+  auto ms_since_signal = [signalled](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(t - signalled).count();
+  };
+  spdlog::info("stopped {:.0f} ms after the signal (models stopped at {:.0f} ms; {} request(s) unfinished at the "
+               "end of the grace period)",
+               ms_since_signal(std::chrono::steady_clock::now()), ms_since_signal(models_stopped), unfinished);
   return 0;
 }
 
@@ -174,6 +232,12 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--inference-nice", flags->inference_nice,
                   "Nice steps added to the inference threads so the HTTP threads preempt them (0: same priority)")
       ->envname("TIDE_INFERENCE_NICE")->check(CLI::Range(0, 19))->capture_default_str();
+  cmd->add_option("--max-connections", flags->max_connections,
+                  "Open connections; at the cap a new one evicts an idle one, else 503 (all busy)")
+      ->envname("TIDE_MAX_CONNECTIONS")->check(CLI::Range(size_t{1}, size_t{1} << 20))->capture_default_str();
+  cmd->add_option("--admin-port", flags->admin_port,
+                  "Port of a separate listener serving only health, /metrics and /v2 (0: none)")
+      ->envname("TIDE_ADMIN_PORT")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->envname("TIDE_LOG_LEVEL")->capture_default_str();
   cmd->callback([flags]() {

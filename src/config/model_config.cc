@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "config/tide_parameters.h"
@@ -172,7 +173,7 @@ absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::filesystem::path& pat
   return ParseModelConfig(buffer.str(), path.string());
 }
 
-absl::Status NormalizeModelConfig(std::string_view /*file*/, const runtime::ModelSignature& model,
+absl::Status NormalizeModelConfig(std::string_view /*file*/, const ModelSignature& model,
                                   ModelConfig* config, const NormalizeOptions& options) {
   ModelConfig& c = *config;
   if (c.platform().empty() && c.backend().empty()) {
@@ -237,9 +238,13 @@ absl::Status NormalizeModelConfig(std::string_view /*file*/, const runtime::Mode
   return absl::OkStatus();
 }
 
-absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
-                                 const runtime::ModelSignature* model) {
-  const absl::string_view file = Av(file_in);
+namespace {
+
+// Validators per config section (Triton's ValidateModelConfig hands off the same way). Each
+// returns the first error, naming the file and the field.
+
+// Name, platform or backend, max_batch_size and default_model_filename.
+absl::Status ValidateModelBasics(absl::string_view file, const ModelConfig& c) {
   if (c.name().empty()) return FieldError(file, "name", "must not be empty");
   if (!c.platform().empty() && c.platform() != kOnnxRuntimePlatform) {
     return FieldError(file, "platform",
@@ -260,9 +265,15 @@ absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
     return FieldError(file, "default_model_filename", "must be a file name inside the version directory");
   }
 
-  // Inputs: token tensors of rank 1 (after the batch dim), int64 or int32.
+  return absl::OkStatus();
+}
+
+// Inputs: token tensors of rank 1 (after the batch dim), int64 or int32, matching the model's when
+// it is known. Fills `input_names` for the warm-up check.
+absl::Status ValidateModelInputs(absl::string_view file, const ModelConfig& c, const ModelSignature* model,
+                                 std::set<std::string>* input_names_out) {
   if (c.input_size() == 0) return FieldError(file, "input", "no inputs (normalize against the model first)");
-  std::set<std::string> input_names;
+  std::set<std::string>& input_names = *input_names_out;
   DataType ids_type = TYPE_INVALID;
   for (int i = 0; i < c.input_size(); ++i) {
     const ModelInput& in = c.input(i);
@@ -319,7 +330,11 @@ absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
     }
   }
 
-  // Outputs: the score/logits tensor, FP32, [N] after the batch dim.
+  return absl::OkStatus();
+}
+
+// Outputs: the score/logits tensor, FP32, [N] after the batch dim.
+absl::Status ValidateModelOutputs(absl::string_view file, const ModelConfig& c, const ModelSignature* model) {
   if (c.output_size() == 0) return FieldError(file, "output", "no outputs (normalize against the model first)");
   std::set<std::string> output_names;
   for (int i = 0; i < c.output_size(); ++i) {
@@ -357,7 +372,10 @@ absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
     return FieldError(file, "output", absl::StrCat("the model's output \"", model->logits_name, "\" is not listed"));
   }
 
-  // Version policy.
+  return absl::OkStatus();
+}
+
+absl::Status ValidateVersionPolicy(absl::string_view file, const ModelConfig& c) {
   const ModelVersionPolicy& vp = c.version_policy();
   if (vp.has_specific()) {
     if (vp.specific().versions_size() == 0) {
@@ -368,7 +386,11 @@ absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
     }
   }
 
-  // Instance groups: CPU only.
+  return absl::OkStatus();
+}
+
+// Instance groups: CPU only.
+absl::Status ValidateInstanceGroups(absl::string_view file, const ModelConfig& c) {
   for (int i = 0; i < c.instance_group_size(); ++i) {
     const ModelInstanceGroup& g = c.instance_group(i);
     std::string f = absl::StrCat("instance_group[", i, "]");
@@ -382,7 +404,10 @@ absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
     }
   }
 
-  // Dynamic batching.
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDynamicBatching(absl::string_view file, const ModelConfig& c) {
   if (c.has_dynamic_batching()) {
     const ModelDynamicBatching& db = c.dynamic_batching();
     if (c.max_batch_size() == 0) {
@@ -417,7 +442,11 @@ absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
     }
   }
 
-  // Warmup requests.
+  return absl::OkStatus();
+}
+
+// Warm-up requests: each names every input of the config, with positive dims and a data source.
+absl::Status ValidateModelWarmup(absl::string_view file, const ModelConfig& c, const std::set<std::string>& input_names) {
   for (int i = 0; i < c.model_warmup_size(); ++i) {
     const ModelWarmup& w = c.model_warmup(i);
     std::string f = absl::StrCat("model_warmup[", i, "]");
@@ -453,6 +482,22 @@ absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
     }
   }
 
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
+                                 const ModelSignature* model) {
+  const absl::string_view file = Av(file_in);
+  std::set<std::string> input_names;
+  TIDE_RETURN_IF_ERROR(ValidateModelBasics(file, c));
+  TIDE_RETURN_IF_ERROR(ValidateModelInputs(file, c, model, &input_names));
+  TIDE_RETURN_IF_ERROR(ValidateModelOutputs(file, c, model));
+  TIDE_RETURN_IF_ERROR(ValidateVersionPolicy(file, c));
+  TIDE_RETURN_IF_ERROR(ValidateInstanceGroups(file, c));
+  TIDE_RETURN_IF_ERROR(ValidateDynamicBatching(file, c));
+  TIDE_RETURN_IF_ERROR(ValidateModelWarmup(file, c, input_names));
   // tide's own parameters.
   if (auto params = TideParameters::FromConfig(c, file_in); !params.ok()) return params.status();
   return absl::OkStatus();

@@ -50,7 +50,7 @@ struct RepositoryModel {
 struct RepositoryOptions {
   // Reads a model file's signature (e.g. runtime::OrtBackend::ReadSignature). Unset: configs are
   // not normalized against their models.
-  std::function<absl::StatusOr<runtime::ModelSignature>(const std::filesystem::path& model_file)>
+  std::function<absl::StatusOr<ModelSignature>(const std::filesystem::path& model_file)>
       read_signature;
   NormalizeOptions normalize;
 };

@@ -59,8 +59,8 @@ constexpr std::pair<std::string_view, ScoreActivation> kActivations[] = {
     {"sigmoid", ScoreActivation::kSigmoid},
     {"none", ScoreActivation::kNone},
     {"softmax", ScoreActivation::kSoftmax}};
-constexpr std::pair<std::string_view, TruncationDirection> kDirections[] = {
-    {"right", TruncationDirection::kRight}, {"left", TruncationDirection::kLeft}};
+constexpr std::pair<std::string_view, tokenizer::TruncationDirection> kDirections[] = {
+    {"right", tokenizer::TruncationDirection::kRight}, {"left", tokenizer::TruncationDirection::kLeft}};
 constexpr std::pair<std::string_view, GraphOptimizationLevel> kLevels[] = {
     {"all", GraphOptimizationLevel::kAll},
     {"extended", GraphOptimizationLevel::kExtended},
@@ -97,7 +97,175 @@ absl::StatusOr<std::vector<float>> ParseDefaultResult(absl::string_view file, ab
 constexpr int64_t kMaxThreads = 1024;
 constexpr int64_t kMaxSequenceLengthLimit = 1 << 20;
 
+// One entry per key: its name and how its value is read into TideParameters. This table is the one
+// list of keys: FromConfig looks keys up in it and the unknown-key error lists it.
+using Setter = absl::Status (*)(absl::string_view file, absl::string_view key, absl::string_view value,
+                                TideParameters* p);
+struct ParameterKey {
+  std::string_view name;
+  Setter set;
+};
+
+// Setters for the common shapes of value: an enum choice, a bool, a bounded integer, a number.
+#define TIDE_CHOICE(field, choices)                                                       \
+  [](absl::string_view file, absl::string_view key, absl::string_view value,              \
+     TideParameters* p) -> absl::Status {                                                 \
+    auto v = ParseChoice(file, key, value, choices);                                      \
+    if (!v.ok()) return v.status();                                                       \
+    p->field = *v;                                                                        \
+    return absl::OkStatus();                                                              \
+  }
+#define TIDE_BOOL(field)                                                                  \
+  [](absl::string_view file, absl::string_view key, absl::string_view value,              \
+     TideParameters* p) -> absl::Status {                                                 \
+    auto v = ParseBool(file, key, value);                                                 \
+    if (!v.ok()) return v.status();                                                       \
+    p->field = *v;                                                                        \
+    return absl::OkStatus();                                                              \
+  }
+#define TIDE_INT(field, type, min, max)                                                   \
+  [](absl::string_view file, absl::string_view key, absl::string_view value,              \
+     TideParameters* p) -> absl::Status {                                                 \
+    auto v = ParseInt(file, key, value, min, max);                                        \
+    if (!v.ok()) return v.status();                                                       \
+    p->field = static_cast<type>(*v);                                                     \
+    return absl::OkStatus();                                                              \
+  }
+
+absl::Status SetTokenizer(absl::string_view file, absl::string_view key, absl::string_view value,
+                          TideParameters* p) {
+  if (value.empty()) return ParamError(file, key, "must name a file");
+  std::filesystem::path path{std::string(value)};
+  bool escapes = path.is_absolute() || path.has_root_name();
+  for (const auto& part : path) escapes = escapes || part == "..";
+  if (escapes) return ParamError(file, key, "must be a file name relative to the model directory");
+  p->tokenizer = std::string(value);
+  return absl::OkStatus();
+}
+
+// "16,32,64": strictly increasing integers in [1, max].
+absl::StatusOr<std::vector<int64_t>> ParseIncreasingList(absl::string_view file, absl::string_view key,
+                                                         absl::string_view value, int64_t max,
+                                                         absl::string_view what) {
+  std::vector<int64_t> sizes;
+  for (absl::string_view part : absl::StrSplit(value, ',')) {
+    auto v = ParseInt(file, key, absl::StripAsciiWhitespace(part), 1, max);
+    if (!v.ok()) return v.status();
+    if (!sizes.empty() && *v <= sizes.back()) {
+      return ParamError(file, key, absl::StrCat(what, " must be strictly increasing"));
+    }
+    sizes.push_back(*v);
+  }
+  return sizes;
+}
+
+absl::Status SetSequenceBuckets(absl::string_view file, absl::string_view key, absl::string_view value,
+                                TideParameters* p) {
+  auto v = ParseIncreasingList(file, key, value, kMaxSequenceLengthLimit, "bucket lengths");
+  if (!v.ok()) return v.status();
+  p->sequence_buckets = *std::move(v);
+  return absl::OkStatus();
+}
+
+absl::Status SetAllowedBatchSizes(absl::string_view file, absl::string_view key, absl::string_view value,
+                                  TideParameters* p) {
+  auto v = ParseIncreasingList(file, key, value, int64_t{1} << 20, "batch sizes");
+  if (!v.ok()) return v.status();
+  p->allowed_batch_sizes = *std::move(v);
+  return absl::OkStatus();
+}
+
+// A number in [0, 1].
+absl::StatusOr<double> ParseFraction(absl::string_view file, absl::string_view key, absl::string_view value) {
+  double v = 0;
+  if (!absl::SimpleAtod(value, &v) || !(v >= 0.0 && v <= 1.0)) {
+    return ParamError(file, key, absl::StrCat("expected a number in [0, 1], got \"", value, "\""));
+  }
+  return v;
+}
+
+absl::Status SetBreakerErrorRate(absl::string_view file, absl::string_view key, absl::string_view value,
+                                 TideParameters* p) {
+  auto v = ParseFraction(file, key, value);
+  if (!v.ok()) return v.status();
+  p->breaker_error_rate = *v;
+  return absl::OkStatus();
+}
+
+absl::Status SetBreakerQueueFullness(absl::string_view file, absl::string_view key, absl::string_view value,
+                                     TideParameters* p) {
+  auto v = ParseFraction(file, key, value);
+  if (!v.ok()) return v.status();
+  p->breaker_queue_fullness = *v;
+  return absl::OkStatus();
+}
+
+absl::Status SetMaxPaddingRatio(absl::string_view file, absl::string_view key, absl::string_view value,
+                                TideParameters* p) {
+  double v = 0;
+  if (!absl::SimpleAtod(value, &v) || !(v == 0.0 || (v >= 1.0 && v <= 1024.0))) {
+    return ParamError(file, key, absl::StrCat("expected 0 (no limit) or a number in [1, 1024], got \"", value, "\""));
+  }
+  p->max_padding_ratio = v;
+  return absl::OkStatus();
+}
+
+absl::Status SetBreakerDefaultResult(absl::string_view file, absl::string_view key, absl::string_view value,
+                                     TideParameters* p) {
+  auto v = ParseDefaultResult(file, key, value);
+  if (!v.ok()) return v.status();
+  p->breaker_default_result = *std::move(v);
+  return absl::OkStatus();
+}
+
+// The two *_thread_count aliases are the names Triton's ONNX Runtime backend uses, so its configs load.
+const ParameterKey kKeys[] = {
+    {"task", TIDE_CHOICE(task, kTasks)},
+    {"tokenizer", SetTokenizer},
+    {"max_sequence_length", TIDE_INT(max_sequence_length, int64_t, 2, kMaxSequenceLengthLimit)},
+    {"truncation_direction", TIDE_CHOICE(truncation_direction, kDirections)},
+    {"score_activation", TIDE_CHOICE(score_activation, kActivations)},
+    {"intra_op_threads", TIDE_INT(intra_op_threads, int, 0, kMaxThreads)},
+    {"intra_op_thread_count", TIDE_INT(intra_op_threads, int, 0, kMaxThreads)},
+    {"inter_op_threads", TIDE_INT(inter_op_threads, int, 0, kMaxThreads)},
+    {"inter_op_thread_count", TIDE_INT(inter_op_threads, int, 0, kMaxThreads)},
+    {"allow_spinning", TIDE_BOOL(allow_spinning)},
+    {"graph_optimization_level", TIDE_CHOICE(graph_optimization_level, kLevels)},
+    {"enable_cpu_mem_arena", TIDE_BOOL(enable_cpu_mem_arena)},
+    {"max_batch_tokens", TIDE_INT(max_batch_tokens, int64_t, 16, int64_t{1} << 24)},
+    {"sequence_buckets", SetSequenceBuckets},
+    {"allowed_batch_sizes", SetAllowedBatchSizes},
+    {"batch_grouping", TIDE_CHOICE(batch_grouping, kGroupings)},
+    {"graph_fusion", TIDE_CHOICE(graph_fusion, kFusions)},
+    {"max_padding_ratio", SetMaxPaddingRatio},
+    {"token_type_vocab_size", TIDE_INT(token_type_vocab_size, int64_t, 1, int64_t{1} << 20)},
+    {"breaker_p99_ms", TIDE_INT(breaker_p99_ms, int64_t, 0, int64_t{1} << 32)},
+    {"breaker_error_rate", SetBreakerErrorRate},
+    {"breaker_queue_fullness", SetBreakerQueueFullness},
+    {"breaker_window_s", TIDE_INT(breaker_window_s, int64_t, 1, 86400)},
+    {"breaker_min_samples", TIDE_INT(breaker_min_samples, int64_t, 1, int64_t{1} << 24)},
+    {"breaker_open_s", TIDE_INT(breaker_open_s, int64_t, 1, 86400)},
+    {"breaker_probes", TIDE_INT(breaker_probes, int64_t, 1, 86400)},
+    {"breaker_default_result", SetBreakerDefaultResult},
+};
+
+#undef TIDE_CHOICE
+#undef TIDE_BOOL
+#undef TIDE_INT
+
+std::string KnownKeys() {
+  std::string out;
+  for (const ParameterKey& k : kKeys) absl::StrAppend(&out, out.empty() ? "" : ", ", Av(k.name));
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string_view> TideParameters::Keys() {
+  std::vector<std::string_view> keys;
+  for (const ParameterKey& k : kKeys) keys.push_back(k.name);
+  return keys;
+}
 
 absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& config,
                                                           std::string_view file_in) {
@@ -107,116 +275,14 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
   std::map<std::string, std::string> params;
   for (const auto& [key, value] : config.parameters()) params[key] = value.string_value();
   for (const auto& [key, value] : params) {
-    if (key == "task") {
-      auto v = ParseChoice(file, key, value, kTasks);
-      if (!v.ok()) return v.status();
-      p.task = *v;
-    } else if (key == "tokenizer") {
-      if (value.empty()) return ParamError(file, key, "must name a file");
-      std::filesystem::path path(value);
-      bool escapes = path.is_absolute() || path.has_root_name();
-      for (const auto& part : path) escapes = escapes || part == "..";
-      if (escapes) {
-        return ParamError(file, key, "must be a file name relative to the model directory");
-      }
-      p.tokenizer = value;
-    } else if (key == "max_sequence_length") {
-      auto v = ParseInt(file, key, value, 2, kMaxSequenceLengthLimit);
-      if (!v.ok()) return v.status();
-      p.max_sequence_length = *v;
-    } else if (key == "truncation_direction") {
-      auto v = ParseChoice(file, key, value, kDirections);
-      if (!v.ok()) return v.status();
-      p.truncation_direction = *v;
-    } else if (key == "score_activation") {
-      auto v = ParseChoice(file, key, value, kActivations);
-      if (!v.ok()) return v.status();
-      p.score_activation = *v;
-    } else if (key == "intra_op_threads" || key == "intra_op_thread_count") {
-      auto v = ParseInt(file, key, value, 0, kMaxThreads);
-      if (!v.ok()) return v.status();
-      p.intra_op_threads = static_cast<int>(*v);
-    } else if (key == "inter_op_threads" || key == "inter_op_thread_count") {
-      auto v = ParseInt(file, key, value, 0, kMaxThreads);
-      if (!v.ok()) return v.status();
-      p.inter_op_threads = static_cast<int>(*v);
-    } else if (key == "allow_spinning") {
-      auto v = ParseBool(file, key, value);
-      if (!v.ok()) return v.status();
-      p.allow_spinning = *v;
-    } else if (key == "graph_optimization_level") {
-      auto v = ParseChoice(file, key, value, kLevels);
-      if (!v.ok()) return v.status();
-      p.graph_optimization_level = *v;
-    } else if (key == "enable_cpu_mem_arena") {
-      auto v = ParseBool(file, key, value);
-      if (!v.ok()) return v.status();
-      p.enable_cpu_mem_arena = *v;
-    } else if (key == "max_batch_tokens") {
-      auto v = ParseInt(file, key, value, 16, int64_t{1} << 24);
-      if (!v.ok()) return v.status();
-      p.max_batch_tokens = *v;
-    } else if (key == "sequence_buckets" || key == "allowed_batch_sizes") {
-      const bool buckets = key == "sequence_buckets";
-      std::vector<int64_t> sizes;
-      for (absl::string_view part : absl::StrSplit(value, ',')) {
-        auto v = ParseInt(file, key, absl::StripAsciiWhitespace(part), 1,
-                          buckets ? kMaxSequenceLengthLimit : int64_t{1} << 20);
-        if (!v.ok()) return v.status();
-        if (!sizes.empty() && *v <= sizes.back()) {
-          return ParamError(file, key, buckets ? "bucket lengths must be strictly increasing"
-                                               : "batch sizes must be strictly increasing");
-        }
-        sizes.push_back(*v);
-      }
-      (buckets ? p.sequence_buckets : p.allowed_batch_sizes) = std::move(sizes);
-    } else if (key == "batch_grouping") {
-      auto v = ParseChoice(file, key, value, kGroupings);
-      if (!v.ok()) return v.status();
-      p.batch_grouping = *v;
-    } else if (key == "graph_fusion") {
-      auto v = ParseChoice(file, key, value, kFusions);
-      if (!v.ok()) return v.status();
-      p.graph_fusion = *v;
-    } else if (key == "breaker_p99_ms") {
-      auto v = ParseInt(file, key, value, 0, int64_t{1} << 32);
-      if (!v.ok()) return v.status();
-      p.breaker_p99_ms = *v;
-    } else if (key == "breaker_min_samples") {
-      auto v = ParseInt(file, key, value, 1, int64_t{1} << 24);
-      if (!v.ok()) return v.status();
-      p.breaker_min_samples = *v;
-    } else if (key == "breaker_window_s" || key == "breaker_open_s" || key == "breaker_probes") {
-      auto v = ParseInt(file, key, value, 1, 86400);
-      if (!v.ok()) return v.status();
-      (key == "breaker_window_s" ? p.breaker_window_s : key == "breaker_open_s" ? p.breaker_open_s : p.breaker_probes) = *v;
-    } else if (key == "breaker_error_rate" || key == "breaker_queue_fullness") {
-      double v = 0;
-      if (!absl::SimpleAtod(value, &v) || !(v >= 0.0 && v <= 1.0)) {
-        return ParamError(file, key, absl::StrCat("expected a number in [0, 1], got \"", value, "\""));
-      }
-      (key == "breaker_error_rate" ? p.breaker_error_rate : p.breaker_queue_fullness) = v;
-    } else if (key == "max_padding_ratio") {
-      double v = 0;
-      if (!absl::SimpleAtod(value, &v) || !(v == 0.0 || (v >= 1.0 && v <= 1024.0))) {
-        return ParamError(file, key, absl::StrCat("expected 0 (no limit) or a number in [1, 1024], got \"", value, "\""));
-      }
-      p.max_padding_ratio = v;
-    } else if (key == "breaker_default_result") {
-      auto v = ParseDefaultResult(file, key, value);
-      if (!v.ok()) return v.status();
-      p.breaker_default_result = *std::move(v);
-    } else {
-      return ParamError(file, key,
-                        "unknown parameter (tide knows task, tokenizer, max_sequence_length, "
-                        "truncation_direction, score_activation, intra_op_threads, "
-                        "inter_op_threads, allow_spinning, graph_optimization_level, "
-                        "enable_cpu_mem_arena, max_batch_tokens, sequence_buckets, allowed_batch_sizes, batch_grouping, "
-                        "graph_fusion, max_padding_ratio, "
-                        "breaker_p99_ms, breaker_error_rate, breaker_queue_fullness, "
-                        "breaker_window_s, breaker_min_samples, breaker_open_s, breaker_probes, "
-                        "breaker_default_result)");
+    const ParameterKey* entry = nullptr;
+    for (const ParameterKey& k : kKeys) {
+      if (k.name == key) entry = &k;
     }
+    if (entry == nullptr) {
+      return ParamError(file, key, absl::StrCat("unknown parameter (tide knows ", KnownKeys(), ")"));
+    }
+    if (absl::Status s = entry->set(file, key, value, &p); !s.ok()) return s;
   }
   if (!p.breaker_default_result.empty()) {
     if (p.task != Task::kClassify) {

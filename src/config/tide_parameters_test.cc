@@ -1,5 +1,10 @@
 #include "config/tide_parameters.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include "config/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,7 +27,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_EQ(p->task, Task::kRerank);
   EXPECT_EQ(p->tokenizer, "tokenizer.json");
   EXPECT_FALSE(p->max_sequence_length.has_value());
-  EXPECT_EQ(p->truncation_direction, TruncationDirection::kRight);
+  EXPECT_EQ(p->truncation_direction, tokenizer::TruncationDirection::kRight);
   EXPECT_EQ(p->score_activation, ScoreActivation::kSigmoid);
   EXPECT_EQ(p->intra_op_threads, 0);
   EXPECT_EQ(p->inter_op_threads, 0);
@@ -31,6 +36,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_TRUE(p->enable_cpu_mem_arena);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kLength);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kAuto);
+  EXPECT_FALSE(p->token_type_vocab_size.has_value());
   EXPECT_EQ(p->EffectiveMaxSequenceLength(std::nullopt), 512);
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 256);
 }
@@ -51,13 +57,14 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"sequence_buckets", "32, 64,128"},
                                                   {"allowed_batch_sizes", "1,2,4,8"},
                                                   {"max_padding_ratio", "2.5"},
-                                                  {"breaker_min_samples", "12"}}),
+                                                  {"breaker_min_samples", "12"},
+                                                  {"token_type_vocab_size", "3"}}),
                                       "c.pbtxt");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->task, Task::kClassify);
   EXPECT_EQ(p->tokenizer, "tok/tokenizer..v2.json");
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 128);
-  EXPECT_EQ(p->truncation_direction, TruncationDirection::kLeft);
+  EXPECT_EQ(p->truncation_direction, tokenizer::TruncationDirection::kLeft);
   EXPECT_EQ(p->score_activation, ScoreActivation::kSoftmax);
   EXPECT_EQ(p->intra_op_threads, 3);
   EXPECT_EQ(p->inter_op_threads, 2);
@@ -70,6 +77,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(p->max_padding_ratio, 2.5);
   EXPECT_EQ(p->breaker_min_samples, 12);
+  EXPECT_EQ(p->token_type_vocab_size, 3);
   EXPECT_EQ(TaskName(p->task), "classify");
   EXPECT_EQ(ScoreActivationName(p->score_activation), "softmax");
 }
@@ -95,6 +103,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"max_padding_ratio", "0.5", "[1, 1024]"},
       {"max_padding_ratio", "lots", "lots"},
       {"breaker_min_samples", "0", "out of range"},
+      {"token_type_vocab_size", "0", "out of range"},
       {"tokenizer", "/etc/tokenizer.json", "relative"},
       {"tokenizer", "../other/tokenizer.json", "relative"},
       {"tokenizer", "tok/../../tokenizer.json", "relative"},
@@ -156,6 +165,41 @@ TEST(TideParametersTest, BreakerDefaultResult) {
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(p.status().message(),
                 AllOf(HasSubstr("m/config.pbtxt: parameters[\"breaker_default_result\"]"), HasSubstr(c.detail)));
+  }
+}
+
+// The key table in tide_parameters.cc is the one list of keys; every key in it is accepted, every
+// key is documented in the header's comment and in README's parameter table, and the unknown-key
+// error names them all.
+TEST(TideParametersTest, EveryKeyInTheTableIsAcceptedAndDocumented) {
+  const char* source_dir = std::getenv("TIDE_SOURCE_DIR");
+  const std::string root = source_dir != nullptr ? source_dir : ".";
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  const std::string header = read(root + "/src/config/tide_parameters.h");
+  const std::string readme = read(root + "/README.md");
+  ASSERT_FALSE(header.empty());
+  ASSERT_FALSE(readme.empty());
+  ModelConfig unknown;
+  (*unknown.mutable_parameters())["no_such_key"].set_string_value("1");
+  const std::string unknown_error(TideParameters::FromConfig(unknown, "c.pbtxt").status().message());
+  ASSERT_GT(TideParameters::Keys().size(), 20u);
+  for (std::string_view key : TideParameters::Keys()) {
+    const std::string k(key);
+    EXPECT_TRUE(header.find("//   " + k + " ") != std::string::npos || header.find("alias " + k) != std::string::npos)
+        << k << " is not documented in tide_parameters.h";
+    EXPECT_TRUE(readme.find("`" + k + "`") != std::string::npos) << k << " is not documented in README.md";
+    EXPECT_THAT(unknown_error, HasSubstr(k));
+    // A value that is wrong for every key is refused naming that key (so the key is looked up).
+    ModelConfig config;
+    (*config.mutable_parameters())[k].set_string_value("../not a value");
+    auto p = TideParameters::FromConfig(config, "c.pbtxt");
+    EXPECT_FALSE(p.ok()) << k;
+    EXPECT_THAT(p.status().message(), HasSubstr("parameters[\"" + k + "\"]")) << k;
   }
 }
 

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "common/error_echo.h"
 #include "runtime/ort_backend.h"
 
 namespace tide::serving {
@@ -37,14 +38,14 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ModelManager::Find(std::string_view
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end() || it->second.empty()) {
-    return absl::NotFoundError(absl::StrCat("model '", std::string(name), "' is not served here"));
+    return absl::NotFoundError(absl::StrCat("model '", EchoForError(name), "' is not served here"));
   }
   if (version.empty()) return it->second.rbegin()->second;
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(version.data(), version.data() + version.size(), v);
   auto vit = ec == std::errc() && ptr == version.data() + version.size() ? it->second.find(v) : it->second.end();
   if (vit == it->second.end()) {
-    return absl::NotFoundError(absl::StrCat("model '", std::string(name), "' has no version '", std::string(version), "'"));
+    return absl::NotFoundError(absl::StrCat("model '", EchoForError(name), "' has no version '", EchoForError(version), "'"));
   }
   return vit->second;
 }
@@ -88,23 +89,27 @@ void ModelManager::RefreshMetrics() const {
   for (const auto& model : All()) {
     const ServedModel::Stats s = model->GetStats();
     const std::string& n = model->name();
-    metrics_->queue_tasks->WithLabels({n})->Set(static_cast<double>(s.batcher.queued_tasks));
-    metrics_->queue_tokens->WithLabels({n})->Set(static_cast<double>(s.batcher.queued_tokens));
-    metrics_->padding_ratio->WithLabels({n})->Set(
+    const std::string v = std::to_string(model->version());
+    metrics_->queue_tasks->WithLabels({n, v})->Set(static_cast<double>(s.batcher.queued_tasks));
+    metrics_->queue_tokens->WithLabels({n, v})->Set(static_cast<double>(s.batcher.queued_tokens));
+    metrics_->padding_ratio->WithLabels({n, v})->Set(
         s.batcher.real_tokens == 0 ? 1.0 : static_cast<double>(s.batcher.padded_tokens) / s.batcher.real_tokens);
     for (size_t i = 0; i < s.instances.size(); ++i) {
-      metrics_->instance_busy_ratio->WithLabels({n, std::to_string(i)})->Set(s.instances[i].busy_ratio);
+      metrics_->instance_busy_ratio->WithLabels({n, v, std::to_string(i)})->Set(s.instances[i].busy_ratio);
     }
     // Counters mirror the batcher's monotonic counts: add what is new since the last scrape.
     auto mirror = [](metrics::Counter* c, uint64_t total) {
       const double delta = static_cast<double>(total) - c->Value();
       if (delta > 0) c->Increment(delta);
     };
-    mirror(metrics_->rejected->WithLabels({n, "queue_full"}), s.batcher.rejected_queue_full);
-    mirror(metrics_->rejected->WithLabels({n, "invalid"}), s.batcher.rejected_invalid);
+    mirror(metrics_->rejected->WithLabels({n, v, "queue_full"}), s.batcher.rejected_queue_full);
+    mirror(metrics_->rejected->WithLabels({n, v, "invalid"}), s.batcher.rejected_invalid);
+    uint64_t isolation_runs = 0;
+    for (const batching::InstanceStats& in : s.instances) isolation_runs += in.isolation_runs;
+    mirror(metrics_->isolation_runs->WithLabels({n, v}), isolation_runs);
     for (size_t r = 0; r < batching::kDropReasonCount; ++r) {
       const auto reason = static_cast<batching::DropReason>(r);
-      mirror(metrics_->dropped->WithLabels({n, std::string(batching::DropReasonName(reason))}),
+      mirror(metrics_->dropped->WithLabels({n, v, std::string(batching::DropReasonName(reason))}),
              s.batcher.dropped_by(reason));
     }
   }
@@ -112,6 +117,10 @@ void ModelManager::RefreshMetrics() const {
 
 void ModelManager::Shutdown() {
   for (const auto& model : All()) model->Shutdown();
+}
+
+void ModelManager::Shutdown(std::chrono::steady_clock::time_point deadline) {
+  for (const auto& model : All()) model->Shutdown(deadline);
 }
 
 }  // namespace tide::serving

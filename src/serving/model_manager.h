@@ -10,6 +10,7 @@
 //  - Errors: NOT_FOUND naming the model (and version) for unknown ones.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -46,7 +47,11 @@ class ModelManager {
   bool AllReady() const;
   // Mirrors batcher and instance state into the metrics' gauges (call before rendering).
   void RefreshMetrics() const;
+  // Shuts every model down (ServedModel::Shutdown), all against one deadline: the whole call
+  // takes at most until `deadline` plus the batches running then. Without one: now + each
+  // model's shutdown_grace.
   void Shutdown();
+  void Shutdown(std::chrono::steady_clock::time_point deadline);
 
  private:
   ModelManager() = default;

@@ -5,13 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "config/ort_options.h"
+#include "runtime/ort_options.h"
 #include "runtime/ort_backend.h"
 #include "serving/warmup_shapes.h"
-#ifdef TIDE_HAVE_GRAPH_FUSION
 #include "optimize/fusion_check.h"
-#endif
-#include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -70,6 +67,9 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   std::unique_ptr<ServedModel> m(new ServedModel());
   m->name_ = model.name;
   m->version_ = version.version;
+  // Every per-model metric is labelled (model, version): two versions served side by side keep
+  // their own gauges and counters, and a sum over version is the model's total.
+  const std::string version_label = std::to_string(version.version);
   m->config_ = model.config;
   m->metrics_ = options.metrics;
   const std::string config_file = model.config_file.string();
@@ -86,7 +86,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   m->max_sequence_length_ =
       static_cast<size_t>(m->params_.EffectiveMaxSequenceLength(m->tokenizer_->default_max_length()));
 
-  runtime::OrtOptions ort = config::MakeOrtOptions(m->params_, version.model_file);
+  runtime::OrtOptions ort = runtime::MakeOrtOptions(m->params_, version.model_file);
   auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
   if (!signature.ok()) return signature.status();
   m->signature_ = *signature;
@@ -94,8 +94,19 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     return absl::FailedPreconditionError(absl::StrCat(ort.model_path, ": output ", m->signature_.logits_name,
                                                       " has a dynamic label dimension; tide needs a fixed one"));
   }
+  {
+    // From the original file: graph fusion below may replace the embedding Gathers.
+    auto limits = ResolveTokenInputLimits(m->signature_, *m->tokenizer_, ReadEmbeddingRows(ort.model_path, m->signature_),
+                                          m->params_.token_type_vocab_size);
+    if (!limits.ok()) return absl::Status(limits.status().code(), absl::StrCat(config_file, ": ", limits.status().message()));
+    m->token_input_limits_ = limits->limits;
+    if (limits->log_is_warning) {
+      spdlog::warn("model {} version {}: {}", m->name_, m->version_, limits->log);
+    } else {
+      spdlog::info("model {} version {}: {}", m->name_, m->version_, limits->log);
+    }
+  }
   if (m->params_.graph_fusion == config::GraphFusion::kAuto) {
-#ifdef TIDE_HAVE_GRAPH_FUSION
     // Fused attention / skip-layernorm, checked on a padded probe batch against the original.
     const auto fuse_start = std::chrono::steady_clock::now();
     optimize::FusedModel fused = optimize::PrepareFusedModel(
@@ -114,9 +125,6 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     } else {
       spdlog::info("model {} version {}: graph fusion skipped: {}", m->name_, m->version_, fused.reason);
     }
-#else
-    spdlog::info("model {} version {}: graph fusion unavailable (built without libonnx-dev)", m->name_, m->version_);
-#endif
   }
   if (!m->params_.breaker_default_result.empty() &&
       static_cast<int64_t>(m->params_.breaker_default_result.size()) != m->signature_.num_labels) {
@@ -135,15 +143,15 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     bo.half_open_probes = static_cast<int>(m->params_.breaker_probes);
     bo.min_samples = m->params_.breaker_min_samples;
     metrics::Gauge* state_gauge =
-        m->metrics_ != nullptr ? m->metrics_->breaker_state->WithLabels({m->name_}) : nullptr;
+        m->metrics_ != nullptr ? m->metrics_->breaker_state->WithLabels({m->name_, version_label}) : nullptr;
     ServingMetrics* mx = m->metrics_;
-    bo.on_transition = [name = m->name_, state_gauge, mx](guard::BreakerState from, guard::BreakerState to,
-                                                          std::string_view reason) {
-      spdlog::warn("model {}: circuit breaker {} -> {} ({})", name, guard::BreakerStateName(from),
+    bo.on_transition = [name = m->name_, version_label, state_gauge, mx](
+                           guard::BreakerState from, guard::BreakerState to, std::string_view reason) {
+      spdlog::warn("model {} version {}: circuit breaker {} -> {} ({})", name, version_label, guard::BreakerStateName(from),
                    guard::BreakerStateName(to), std::string(reason));
       if (state_gauge != nullptr) state_gauge->Set(static_cast<double>(to));
       if (mx != nullptr) {
-        mx->breaker_transitions->WithLabels({name, std::string(guard::BreakerStateName(to))})->Increment();
+        mx->breaker_transitions->WithLabels({name, version_label, std::string(guard::BreakerStateName(to))})->Increment();
       }
     };
     auto breaker = guard::CircuitBreaker::Create(std::move(bo));
@@ -175,7 +183,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   for (const ModelInstanceGroup& g : m->config_.instance_group()) instances += std::max(g.count(), 1);
   instances = std::max(instances, 1);
 
-  Statistics* stats = m->statistics_.get();
+  StatisticsCounters* stats = m->statistics_.get();
   BatchObserver observer = [stats](const batching::Batch<RowTask>& b, Clock::duration took, int) {
     const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
     stats->execution_count.fetch_add(1, std::memory_order_relaxed);
@@ -197,10 +205,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   };
   if (m->metrics_ != nullptr) {
     ServingMetrics* mx = m->metrics_;
-    metrics::Histogram* size_h = mx->batch_size->WithLabels({m->name_});
-    metrics::Histogram* tokens_h = mx->batch_tokens->WithLabels({m->name_});
-    metrics::Counter* real_c = mx->real_tokens->WithLabels({m->name_});
-    metrics::Counter* padded_c = mx->padded_tokens->WithLabels({m->name_});
+    metrics::Histogram* size_h = mx->batch_size->WithLabels({m->name_, version_label});
+    metrics::Histogram* tokens_h = mx->batch_tokens->WithLabels({m->name_, version_label});
+    metrics::Counter* real_c = mx->real_tokens->WithLabels({m->name_, version_label});
+    metrics::Counter* padded_c = mx->padded_tokens->WithLabels({m->name_, version_label});
     observer = [size_h, tokens_h, real_c, padded_c, base = std::move(observer)](
                    const batching::Batch<RowTask>& b, Clock::duration took, int instance) {
       base(b, took, instance);
@@ -217,13 +225,15 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   batching::InstancePoolOptions po;
   po.instance_count = instances;
   po.shutdown_grace = options.shutdown_grace;
+  m->shutdown_grace_ = options.shutdown_grace;
   po.worker_nice = options.inference_nice;
   auto pool = batching::InstancePool<RowTask>::Create(
       po, m->batcher_.get(),
       [&](int instance) -> absl::StatusOr<std::unique_ptr<batching::BatchRunner<RowTask>>> {
         auto backend = runtime::OrtBackend::Create(ort);
         if (!backend.ok()) return backend.status();
-        auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer);
+        auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer, m->name_,
+                                                     m->version_);
         if (absl::Status s = runner->Warmup(warmup); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(s.message(), " (if the model accepts fewer positions, set the "
                                                                   "max_sequence_length parameter in config.pbtxt)"));
@@ -251,7 +261,7 @@ ServedModel::~ServedModel() { Shutdown(); }
 void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::Admission& admission,
                          InferenceCallback done) {
   const auto submitted = std::chrono::steady_clock::now();
-  Statistics* stats = statistics_.get();
+  StatisticsCounters* stats = statistics_.get();
   guard::CircuitBreaker* breaker = breaker_.get();
   // Every outcome goes through here exactly once: Triton statistics and the breaker's window.
   InferenceCallback finish = [stats, breaker, submitted, done = std::move(done)](
@@ -299,42 +309,31 @@ ServedModel::Stats ServedModel::GetStats() const {
   return s;
 }
 
-std::string ServedModel::StatisticsJson() const {
-  using nlohmann::json;
-  const Statistics& st = *statistics_;
-  auto duration = [](uint64_t count, uint64_t ns) { return json{{"count", count}, {"ns", ns}}; };
-  json batch_stats = json::array();
-  {
-    absl::MutexLock lock(&st.mu);
-    for (const auto& [size, entry] : st.batch_stats) {
-      batch_stats.push_back({{"batch_size", size},
-                             {"compute_input", duration(0, 0)},
-                             {"compute_infer", duration(entry.first, entry.second)},
-                             {"compute_output", duration(0, 0)}});
-    }
+api::ModelStatistics ServedModel::Statistics() const {
+  const StatisticsCounters& st = *statistics_;
+  api::ModelStatistics out;
+  out.name = name_;
+  out.version = std::to_string(version_);
+  out.last_inference_ms = st.last_inference_ms.load();
+  out.inference_count = st.inference_count.load();
+  out.execution_count = st.execution_count.load();
+  out.success = {st.success_count.load(), st.success_ns.load()};
+  out.fail = {st.fail_count.load(), st.fail_ns.load()};
+  out.queue = {st.queue_count.load(), st.queue_ns.load()};
+  out.compute_infer = {out.execution_count, st.compute_infer_ns.load()};
+  absl::MutexLock lock(&st.mu);
+  for (const auto& [size, entry] : st.batch_stats) {
+    out.batch_stats.push_back({size, {entry.first, entry.second}});
   }
-  const uint64_t executions = st.execution_count.load();
-  json model = {
-      {"name", name_},
-      {"version", std::to_string(version_)},
-      {"last_inference", st.last_inference_ms.load()},
-      {"inference_count", st.inference_count.load()},
-      {"execution_count", executions},
-      {"inference_stats",
-       {{"success", duration(st.success_count.load(), st.success_ns.load())},
-        {"fail", duration(st.fail_count.load(), st.fail_ns.load())},
-        {"queue", duration(st.queue_count.load(), st.queue_ns.load())},
-        {"compute_input", duration(0, 0)},
-        {"compute_infer", duration(executions, st.compute_infer_ns.load())},
-        {"compute_output", duration(0, 0)}}},
-      {"batch_stats", batch_stats}};
-  return json{{"model_stats", json::array({model})}}.dump();
+  return out;
 }
 
-void ServedModel::Shutdown() {
+void ServedModel::Shutdown() { Shutdown(std::chrono::steady_clock::now() + shutdown_grace_); }
+
+void ServedModel::Shutdown(std::chrono::steady_clock::time_point deadline) {
   if (shut_down_.exchange(true)) return;
   if (metrics_ != nullptr) metrics_->model_ready->WithLabels({name_, std::to_string(version_)})->Set(0);
-  if (pool_) pool_->Stop();
+  if (pool_) pool_->StopWithin(deadline - std::chrono::steady_clock::now());
 }
 
 }  // namespace tide::serving

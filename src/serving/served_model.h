@@ -8,7 +8,8 @@
 //  - Thread-safe: Submit may be called from any thread. It never blocks: rows are queued and the
 //    callback runs later on an instance thread, exactly once. A queue over capacity answers
 //    UNAVAILABLE at once (the edge maps it to 503 + Retry-After).
-//  - Shutdown stops taking work and lets queued work finish within the grace period.
+//  - Shutdown stops taking work and lets queued work finish within the grace period (or until the
+//    given deadline), then drops what is still queued (UNAVAILABLE) and waits for running batches.
 #pragma once
 
 #include <atomic>
@@ -21,16 +22,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/model_statistics.h"
 #include "batching/batcher.h"
 #include "batching/instance_pool.h"
 #include "config/model_repository.h"
 #include "config/tide_parameters.h"
 #include "guard/circuit_breaker.h"
 #include "runtime/model_backend.h"
-#include "serving/inference_request.h"
 #include "serving/deadline_timer.h"
+#include "serving/inference_request.h"
 #include "serving/model_runner.h"
 #include "serving/serving_metrics.h"
+#include "serving/token_input_limits.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::serving {
@@ -70,9 +73,11 @@ class ServedModel {
   const config::ModelConfig& config() const { return config_; }
   const config::TideParameters& parameters() const { return params_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-  const runtime::ModelSignature& signature() const { return signature_; }
+  const ModelSignature& signature() const { return signature_; }
   int64_t num_labels() const { return signature_.num_labels; }
   size_t max_sequence_length() const { return max_sequence_length_; }
+  // What KServe token tensors may carry (serving/token_input_limits.h), decided at load.
+  const TokenInputLimits& token_input_limits() const { return token_input_limits_; }
   bool ready() const { return !shut_down_.load(); }
 
   // Circuit breaker admission (issue 5): false while the breaker is open — answer with the
@@ -93,10 +98,12 @@ class ServedModel {
     std::vector<batching::InstanceStats> instances;
   };
   Stats GetStats() const;
-  // GET /v2/models/{m}/stats in the shape of Triton's statistics extension.
-  std::string StatisticsJson() const;
+  // Triton statistics extension counters of this version, as a value (api renders it).
+  api::ModelStatistics Statistics() const;
 
   void Shutdown();
+  // Shutdown with `deadline` in place of now + shutdown_grace.
+  void Shutdown(std::chrono::steady_clock::time_point deadline);
 
  private:
   ServedModel() = default;
@@ -106,9 +113,11 @@ class ServedModel {
   config::ModelConfig config_;
   config::TideParameters params_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  runtime::ModelSignature signature_;
+  ModelSignature signature_;
   size_t max_sequence_length_ = 512;
+  TokenInputLimits token_input_limits_;
   size_t max_queue_size_ = 0;
+  std::chrono::milliseconds shutdown_grace_{10000};
   ServingMetrics* metrics_ = nullptr;
   std::unique_ptr<guard::CircuitBreaker> breaker_;  // null: no breaker trigger configured
   std::unique_ptr<DeadlineTimer> deadlines_ = std::make_unique<DeadlineTimer>();
@@ -118,7 +127,7 @@ class ServedModel {
 
   // Triton statistics extension counters (durations in ns). Requests count as success or fail when
   // answered; queue is per row; compute_infer and batch_stats per executed batch.
-  struct Statistics {
+  struct StatisticsCounters {
     std::atomic<uint64_t> success_count{0}, success_ns{0}, fail_count{0}, fail_ns{0};
     std::atomic<uint64_t> queue_count{0}, queue_ns{0};
     std::atomic<uint64_t> inference_count{0}, execution_count{0}, compute_infer_ns{0};
@@ -126,7 +135,7 @@ class ServedModel {
     mutable absl::Mutex mu;
     std::map<size_t, std::pair<uint64_t, uint64_t>> batch_stats ABSL_GUARDED_BY(mu);  // size -> (count, ns)
   };
-  std::unique_ptr<Statistics> statistics_ = std::make_unique<Statistics>();
+  std::unique_ptr<StatisticsCounters> statistics_ = std::make_unique<StatisticsCounters>();
 };
 
 }  // namespace tide::serving

@@ -19,37 +19,40 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
   absl::Status s;
   auto check = [&s](absl::Status st) { if (s.ok()) s = st; };
   check(Assign(r.AddCounter("tide_requests_total", "HTTP requests by model, endpoint and status code.",
-                            {"model", "endpoint", "status"}), &m->requests));
+                            {"model", "version", "endpoint", "status"}), &m->requests));
   check(Assign(r.AddHistogram("tide_request_duration_seconds", "End-to-end request latency.",
-                              {"model", "endpoint"}), &m->request_duration));
+                              {"model", "version", "endpoint"}), &m->request_duration));
   check(Assign(r.AddHistogram("tide_stage_duration_seconds",
                               "Latency of each stage of an inference request (tokenize, queue, inference, postprocess).",
-                              {"model", "stage"}), &m->stage_duration));
-  check(Assign(r.AddHistogram("tide_batch_size", "Rows per executed batch.", {"model"}, sizes), &m->batch_size));
+                              {"model", "version", "stage"}), &m->stage_duration));
+  check(Assign(r.AddHistogram("tide_batch_size", "Rows per executed batch.", {"model", "version"}, sizes), &m->batch_size));
   check(Assign(r.AddHistogram("tide_batch_padded_tokens", "Padded tokens (bucket length x padded rows) per batch.",
-                              {"model"}, tokens), &m->batch_tokens));
-  check(Assign(r.AddCounter("tide_batch_real_tokens_total", "Real (non-padding) tokens run.", {"model"}),
+                              {"model", "version"}, tokens), &m->batch_tokens));
+  check(Assign(r.AddCounter("tide_batch_real_tokens_total", "Real (non-padding) tokens run.", {"model", "version"}),
                &m->real_tokens));
-  check(Assign(r.AddCounter("tide_batch_padded_tokens_total", "Padded tokens run (real + padding).", {"model"}),
+  check(Assign(r.AddCounter("tide_batch_padded_tokens_total", "Padded tokens run (real + padding).", {"model", "version"}),
                &m->padded_tokens));
-  check(Assign(r.AddGauge("tide_queue_tasks", "Rows waiting in the model's queue.", {"model"}), &m->queue_tasks));
-  check(Assign(r.AddGauge("tide_queue_tokens", "Tokens waiting in the model's queue.", {"model"}), &m->queue_tokens));
-  check(Assign(r.AddGauge("tide_padding_ratio", "Padded tokens / real tokens over all batches so far.", {"model"}),
+  check(Assign(r.AddGauge("tide_queue_tasks", "Rows waiting in the model's queue.", {"model", "version"}), &m->queue_tasks));
+  check(Assign(r.AddGauge("tide_queue_tokens", "Tokens waiting in the model's queue.", {"model", "version"}), &m->queue_tokens));
+  check(Assign(r.AddGauge("tide_padding_ratio", "Padded tokens / real tokens over all batches so far.", {"model", "version"}),
                &m->padding_ratio));
   check(Assign(r.AddGauge("tide_instance_busy_ratio", "Share of time each instance spent running batches.",
-                          {"model", "instance"}), &m->instance_busy_ratio));
-  check(Assign(r.AddCounter("tide_rejected_tasks_total", "Rows refused at submission, by reason.", {"model", "reason"}),
+                          {"model", "version", "instance"}), &m->instance_busy_ratio));
+  check(Assign(r.AddCounter("tide_rejected_tasks_total", "Rows refused at submission, by reason.", {"model", "version", "reason"}),
                &m->rejected));
-  check(Assign(r.AddCounter("tide_dropped_tasks_total", "Queued rows dropped before running, by reason.", {"model", "reason"}),
+  check(Assign(r.AddCounter("tide_dropped_tasks_total", "Queued rows dropped before running, by reason.", {"model", "version", "reason"}),
                &m->dropped));
+  check(Assign(r.AddCounter("tide_batch_isolation_runs_total",
+                            "Sub-batches re-run after a batch failed, to isolate the request that failed it.",
+                            {"model", "version"}), &m->isolation_runs));
   check(Assign(r.AddGauge("tide_model_ready", "1 when the model version is ready to serve.", {"model", "version"}),
                &m->model_ready));
-  check(Assign(r.AddGauge("tide_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", {"model"}),
+  check(Assign(r.AddGauge("tide_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", {"model", "version"}),
               &m->breaker_state));
   check(Assign(r.AddCounter("tide_breaker_transitions_total", "Circuit breaker transitions, by the state entered.",
-                            {"model", "to"}), &m->breaker_transitions));
+                            {"model", "version", "to"}), &m->breaker_transitions));
   check(Assign(r.AddCounter("tide_degraded_responses_total", "Answers from the fallback (BM25) while the breaker is open.",
-                            {"model", "fallback"}), &m->degraded));
+                            {"model", "version", "fallback"}), &m->degraded));
   check(Assign(r.AddCounter("tide_shed_requests_total", "Requests refused at the edge before any work, by reason.",
                             {"reason"}), &m->shed));
   if (!s.ok()) return s;

@@ -203,7 +203,7 @@ TEST_F(ServeBatchingTest, QueueOverflowAnswers503WithRetryAfter) {
   const auto pair = Pairs(1)[0];
   OnlyScore(client->Post("/v1/rerank", RerankBody("limited", pair.first, {pair.second}).dump()));
   const ClientResponse metrics = client->Get("/metrics");
-  EXPECT_THAT(metrics.body, HasSubstr(R"(tide_requests_total{model="limited",endpoint="v1_rerank",status="503"})"));
+  EXPECT_THAT(metrics.body, HasSubstr(R"(tide_requests_total{model="limited",version="1",endpoint="v1_rerank",status="503"})"));
 }
 
 // max_queue_size bounds queued rows, but a request's rows are admitted together and an empty
@@ -258,13 +258,13 @@ TEST_F(ServeBatchingTest, MetricsShowBatchSizesAndQueueGauges) {
   const ClientResponse m = client->Get("/metrics");
   ASSERT_EQ(m.status, 200);
   EXPECT_THAT(m.body, HasSubstr("# TYPE tide_batch_size histogram"));
-  EXPECT_THAT(m.body, HasSubstr(R"(tide_batch_size_bucket{model="batched",le="1"})"));
-  EXPECT_THAT(m.body, HasSubstr(R"(tide_batch_size_count{model="batched"})"));
+  EXPECT_THAT(m.body, HasSubstr(R"(tide_batch_size_bucket{model="batched",version="1",le="1"})"));
+  EXPECT_THAT(m.body, HasSubstr(R"(tide_batch_size_count{model="batched",version="1"})"));
   EXPECT_THAT(m.body, HasSubstr("# TYPE tide_queue_tasks gauge"));
-  EXPECT_THAT(m.body, HasSubstr(R"(tide_queue_tasks{model="batched"} 0)"));
+  EXPECT_THAT(m.body, HasSubstr(R"(tide_queue_tasks{model="batched",version="1"} 0)"));
   double batches = -1;
   for (const std::string& line : std::vector<std::string>(absl::StrSplit(m.body, '\n'))) {
-    const std::string_view prefix = R"(tide_batch_size_count{model="batched"} )";
+    const std::string_view prefix = R"(tide_batch_size_count{model="batched",version="1"} )";
     if (line.substr(0, prefix.size()) == prefix) batches = std::stod(std::string(line.substr(prefix.size())));
   }
   EXPECT_GE(batches, 1) << m.body;

@@ -571,7 +571,7 @@ TEST(ServeFaultShutdownTest, SigtermUnderLoadFinishesEveryAdmittedRequest) {
   auto poll = client();
   bool queued = false;
   for (const auto end = Steady::now() + std::chrono::seconds(20); !queued && Steady::now() < end;) {
-    queued = poll->Get("/metrics").body.find(absl::StrCat(R"(tide_queue_tasks{model="held"} )", 2 * kHeld)) !=
+    queued = poll->Get("/metrics").body.find(absl::StrCat(R"(tide_queue_tasks{model="held",version="1"} )", 2 * kHeld)) !=
              std::string::npos;
   }
   poll->Disconnect();

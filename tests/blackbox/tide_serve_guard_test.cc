@@ -165,9 +165,9 @@ TEST_F(ServeGuardTest, OpenBreakerAnswersWithBm25MarkedDegraded) {
   EXPECT_EQ(infer.header("retry-after"), "1");
 
   const std::string metrics = client->Get("/metrics").body;
-  EXPECT_THAT(metrics, HasSubstr(R"(tide_breaker_state{model="guarded"} 1)"));
-  EXPECT_THAT(metrics, HasSubstr(R"(tide_breaker_transitions_total{model="guarded",to="open"} 1)"));
-  EXPECT_THAT(metrics, HasSubstr(R"(tide_degraded_responses_total{model="guarded",fallback="bm25"} 2)"));
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_breaker_state{model="guarded",version="1"} 1)"));
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_breaker_transitions_total{model="guarded",version="1",to="open"} 1)"));
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_degraded_responses_total{model="guarded",version="1",fallback="bm25"} 2)"));
 }
 
 // A classifier's breaker opens the same way; while open it answers its breaker_default_result
@@ -212,8 +212,8 @@ TEST_F(ServeGuardTest, OpenBreakerOfAClassifierAnswersItsDefaultResultOr503) {
     EXPECT_THAT(r.body, HasSubstr("circuit breaker open"));
   }
   const std::string metrics = client->Get("/metrics").body;
-  EXPECT_THAT(metrics, HasSubstr(R"(tide_degraded_responses_total{model="verdict",fallback="default"} 2)"));
-  EXPECT_THAT(metrics, HasSubstr(R"(tide_breaker_state{model="verdict-503"} 1)"));
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_degraded_responses_total{model="verdict",version="1",fallback="default"} 2)"));
+  EXPECT_THAT(metrics, HasSubstr(R"(tide_breaker_state{model="verdict-503",version="1"} 1)"));
 }
 
 // A default result that does not fit the model is refused when the model loads, naming the file,

@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/ascii.h"
+#include "common/error_echo.h"
 #include "common/this_thread.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -97,6 +98,107 @@ std::string Serialize(const Response& original, int version, bool keep_alive, bo
   return out;
 }
 
+// ---- Request validation (RFC 9112 framing, Host, absolute-form) -----------------------------------
+
+// A request the server refuses once its headers are in: the status and the message.
+struct HeadError {
+  int status = 400;
+  std::string message;
+};
+
+std::string_view TrimOws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// RFC 9110 §7.2 Host = uri-host [ ":" port ]: unreserved, sub-delims, pct-encoded, ':' and the
+// brackets of an IP literal. Empty is allowed (a target without authority).
+bool IsValidHost(std::string_view host) {
+  for (char c : host) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    const bool alnum = (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z');
+    if (!alnum && std::string_view("-._~!$&'()*+,;=%:[]").find(c) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
+// Why the request whose headers are `message` must not be served, or nullopt when it may be.
+// Checked before any body byte is read: a body whose length the server and a proxy in front of it
+// could disagree on must never be parsed as the next request (request smuggling).
+std::optional<HeadError> CheckRequestHead(const bhttp::request<bhttp::string_body>& message) {
+  int hosts = 0;
+  int content_lengths = 0;
+  bool content_length_list = false;
+  bool transfer_encoding = false;
+  std::string_view host;
+  std::vector<std::string_view> codings;  // of every Transfer-Encoding field line, in order
+  for (const auto& field : message) {
+    const std::string_view value = ToStd(field.value());
+    switch (field.name()) {
+      case bhttp::field::host:
+        ++hosts;
+        host = value;
+        break;
+      case bhttp::field::content_length:
+        ++content_lengths;
+        if (value.find(',') != std::string_view::npos) content_length_list = true;
+        break;
+      case bhttp::field::transfer_encoding: {
+        transfer_encoding = true;
+        std::string_view rest = value;
+        for (;;) {
+          const size_t comma = rest.find(',');
+          const std::string_view coding = TrimOws(rest.substr(0, comma));
+          if (!coding.empty()) codings.push_back(coding);
+          if (comma == std::string_view::npos) break;
+          rest.remove_prefix(comma + 1);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (transfer_encoding) {
+    if (content_lengths > 0) return HeadError{400, "request has both Transfer-Encoding and Content-Length"};
+    if (message.version() < 11) return HeadError{400, "Transfer-Encoding is not allowed in an HTTP/1.0 request"};
+    if (codings.empty() || !AsciiEqualsIgnoreCase(codings.back(), "chunked")) {
+      return HeadError{400, absl::StrCat("request Transfer-Encoding must end with chunked, got '",
+                                         EchoForError(codings.empty() ? "" : codings.back()), "'")};
+    }
+    for (size_t i = 0; i + 1 < codings.size(); ++i) {
+      if (AsciiEqualsIgnoreCase(codings[i], "chunked")) return HeadError{400, "request Transfer-Encoding applies chunked twice"};
+    }
+    if (codings.size() > 1) {
+      return HeadError{501, absl::StrCat("transfer coding '", EchoForError(codings.front()),
+                                         "' is not supported; send Transfer-Encoding: chunked alone")};
+    }
+  }
+  if (content_lengths > 1 || content_length_list) return HeadError{400, "request has more than one Content-Length"};
+  if (hosts > 1) return HeadError{400, "request has more than one Host header"};
+  if (hosts == 0 && message.version() >= 11) return HeadError{400, "HTTP/1.1 request without a Host header"};
+  if (!IsValidHost(host)) return HeadError{400, absl::StrCat("invalid Host header '", EchoForError(host), "'")};
+  return std::nullopt;
+}
+
+// The origin form of a request-target: an absolute-form "http://host:port/p?q" becomes "/p?q"
+// (RFC 9112 §3.2.2; "http://host" becomes "/"); any other target is returned as sent.
+std::string OriginForm(std::string_view target) {
+  size_t scheme_end = 0;
+  if (target.size() >= 7 && AsciiEqualsIgnoreCase(target.substr(0, 7), "http://")) {
+    scheme_end = 7;
+  } else if (target.size() >= 8 && AsciiEqualsIgnoreCase(target.substr(0, 8), "https://")) {
+    scheme_end = 8;
+  } else {
+    return std::string(target);
+  }
+  const size_t path = target.find_first_of("/?", scheme_end);
+  if (path == std::string_view::npos) return "/";
+  if (target[path] == '?') return "/" + std::string(target.substr(path));
+  return std::string(target.substr(path));
+}
+
 class CallbackSink final : public internal::ResponseSink {
  public:
   explicit CallbackSink(absl::AnyInvocable<void(Response)> callback) : callback_(std::move(callback)) {}
@@ -119,10 +221,27 @@ std::string_view Request::header(std::string_view name) const {
   return {};
 }
 
+std::string_view ErrorTypeForStatus(int status) {
+  switch (status) {
+    case 401: return "unauthorized";
+    case 403: return "forbidden";
+    case 404: return "not_found";
+    case 408:
+    case 504: return "timeout";
+    case 429: return "overloaded";
+    case 499: return "cancelled";
+    case 501: return "unimplemented";
+    case 503: return "unhealthy";
+    default: return status >= 400 && status < 500 ? "validation" : "backend";
+  }
+}
+
 Response JsonError(int status, std::string_view message) {
   Response response;
   response.status = status;
-  nlohmann::json body = {{"error", std::string(message)}};
+  nlohmann::json body = nlohmann::json::object();
+  body["error"] = EchoForError(message, kMaxErrorMessageBytes);
+  body["error_type"] = std::string(ErrorTypeForStatus(status));
   response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return response;
 }
@@ -167,6 +286,10 @@ struct HttpServer::Core {
   std::atomic<uint16_t> port{0};
   std::atomic<size_t> active_requests{0};
   std::atomic<size_t> active_connections{0};
+  // Responses handed over by Responders and not yet written or dropped (HttpServer::WaitIdle).
+  std::atomic<size_t> unwritten_responses{0};
+  std::atomic<uint64_t> evicted_connections{0};
+  std::atomic<uint64_t> refused_connections{0};
 
   absl::Mutex mu;
   bool stopping ABSL_GUARDED_BY(mu) = false;
@@ -175,14 +298,27 @@ struct HttpServer::Core {
 
 namespace {
 
-// One client connection. Every method except Complete() runs on the connection's strand.
+// How readily a connection gives way to a new one at max_connections (lower: sooner). Published
+// by the connection's strand, read by the acceptor under Core::mu.
+enum class EvictionTier : uint8_t {
+  kIdle = 0,    // no request in flight and no partial request (also: never sent a byte, lingering)
+  kHeader = 1,  // reading a request's headers, nothing in flight
+  kBody = 2,    // reading a request's body, nothing in flight
+  kBusy = 3,    // a request in flight or a response being written: never evicted
+  kClosed = 4,
+};
+
+// One client connection. Every method except Complete() and the eviction accessors runs on the
+// connection's strand.
 class Connection final : public internal::ResponseSink, public std::enable_shared_from_this<Connection> {
  public:
   Connection(std::shared_ptr<HttpServer::Core> core, tcp::socket socket)
       : core_(std::move(core)),
         socket_(std::move(socket)),
         read_timer_(socket_.get_executor()),
-        write_timer_(socket_.get_executor()) {
+        write_timer_(socket_.get_executor()),
+        accepted_at_(Clock::now()) {
+    tier_since_ns_.store(accepted_at_.time_since_epoch().count());
     boost::system::error_code ec;
     const tcp::endpoint remote = socket_.remote_endpoint(ec);
     // A socketpair end (internal::ServeConnectedSocket) has no IP peer address.
@@ -199,19 +335,36 @@ class Connection final : public internal::ResponseSink, public std::enable_share
 
   net::any_io_executor executor() { return socket_.get_executor(); }
 
+  // Eviction state, for the acceptor (any thread, under Core::mu).
+  EvictionTier tier() const { return tier_.load(std::memory_order_acquire); }
+  int64_t tier_since_ns() const { return tier_since_ns_.load(std::memory_order_relaxed); }
+  // Whether it was chosen for eviction (and Evict has not declined yet).
+  bool evicting() const { return evicting_.load(); }
+  void MarkEvicting() { evicting_.store(true); }
+
   void Start() {
     if (closed_) return;
     StartRead();
+    Publish();
+  }
+
+  // Closes the connection to make room for a new one, unless it got a request in flight since it
+  // was chosen (then it stays, and the server is over its cap by one until a connection closes).
+  void Evict() {
+    if (closed_) return;
+    if (CurrentTier() == EvictionTier::kBusy) {
+      evicting_.store(false);
+      return;
+    }
+    Close();
   }
 
   void Close() {
     if (closed_) return;
     closed_ = true;
+    tier_.store(EvictionTier::kClosed, std::memory_order_release);
     core_->active_connections.fetch_sub(1);
-    for (Slot& slot : slots_) {
-      if (slot.client_gone) slot.client_gone->Cancel();
-    }
-    slots_.clear();
+    DiscardSlots();
     boost::system::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -221,9 +374,13 @@ class Connection final : public internal::ResponseSink, public std::enable_share
 
   // Any thread.
   void Complete(uint64_t request_id, Response response) override {
+    core_->unwritten_responses.fetch_add(1);  // before active_requests drops: WaitIdle sees one
     core_->active_requests.fetch_sub(1);
     absl::ReaderMutexLock lock(&core_->mu);
-    if (core_->stopping) return;  // the I/O threads may already be gone
+    if (core_->stopping) {  // the I/O threads may already be gone
+      core_->unwritten_responses.fetch_sub(1);
+      return;
+    }
     net::post(socket_.get_executor(),
               [self = shared_from_this(), request_id, response = std::move(response)]() mutable {
                 self->OnComplete(request_id, std::move(response));
@@ -231,7 +388,8 @@ class Connection final : public internal::ResponseSink, public std::enable_share
   }
 
  private:
-  enum class Phase { kNone, kIdle, kHeader, kBody, kLinger };
+  // kPaused: parsing paused by kMaxPipelinedRequests, reading on into buffer_ (see StartRead).
+  enum class Phase { kNone, kIdle, kHeader, kBody, kLinger, kPaused };
 
   // One response position on this connection, in request order.
   struct Slot {
@@ -243,13 +401,54 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     int version = 11;
     std::string bytes;
     std::shared_ptr<CancellationFlag> client_gone;
+    bool counted = false;  // a Responder's response, counted in Core::unwritten_responses
   };
 
   const HttpServerOptions& options() const { return core_->options; }
 
+  EvictionTier CurrentTier() const {
+    if (closed_) return EvictionTier::kClosed;
+    if (phase_ == Phase::kLinger) return EvictionTier::kIdle;
+    if (!slots_.empty() || writing_) return EvictionTier::kBusy;
+    if (phase_ == Phase::kHeader) return EvictionTier::kHeader;
+    if (phase_ == Phase::kBody) return EvictionTier::kBody;
+    return EvictionTier::kIdle;
+  }
+
+  // Publishes the eviction tier (and since when it holds) for the acceptor. Called after every
+  // state change on the strand.
+  void Publish() {
+    const EvictionTier tier = CurrentTier();
+    if (tier == tier_.load(std::memory_order_relaxed)) return;
+    tier_since_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    tier_.store(tier, std::memory_order_release);
+  }
+
+  // Drops every response position (the connection closes): their clients are gone.
+  void DiscardSlots() {
+    for (Slot& slot : slots_) {
+      if (slot.client_gone) slot.client_gone->Cancel();
+      if (slot.counted) core_->unwritten_responses.fetch_sub(1);
+    }
+    slots_.clear();
+  }
+
+  // The idle timer: before the first request the header deadline counts from accept; between
+  // requests of a keep-alive connection, idle_timeout.
+  void ArmIdleTimer() {
+    if (requests_read_ == 0) {
+      ArmReadTimerAt(accepted_at_ + options().header_read_timeout);
+    } else {
+      ArmReadTimer(options().idle_timeout);
+    }
+  }
+
   void StartRead() {
     if (closed_ || read_closed_ || reading_) return;
-    if (slots_.size() >= kMaxPipelinedRequests) return;  // resumed when responses drain
+    if (slots_.size() >= kMaxPipelinedRequests) {  // parsing resumes when responses drain
+      PausedRead();
+      return;
+    }
     reading_ = true;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(
@@ -261,7 +460,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
       return;
     }
     phase_ = Phase::kIdle;
-    if (slots_.empty() && !writing_) ArmReadTimer(options().idle_timeout);
+    if (slots_.empty() && !writing_) ArmIdleTimer();
     socket_.async_read_some(buffer_.prepare(kReadChunk),
                             [self = shared_from_this()](boost::system::error_code ec, size_t n) {
                               self->OnIdleRead(ec, n);
@@ -285,9 +484,52 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     ReadHeader();
   }
 
+  // While parsing is paused at kMaxPipelinedRequests, reads on without parsing (up to
+  // kPausedReadBytes in buffer_), so that the client closing the connection is seen at once and its
+  // requests' client_gone set. OnWrite cancels this read when a slot frees up, and parsing resumes.
+  void PausedRead() {
+    if (buffer_.size() >= kPausedReadBytes) return;  // a disconnect is seen at the next write
+    reading_ = true;
+    paused_read_ = true;
+    phase_ = Phase::kPaused;
+    socket_.async_read_some(buffer_.prepare(std::min(kReadChunk, kPausedReadBytes - buffer_.size())),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                              self->OnPausedRead(ec, n);
+                            });
+  }
+
+  void OnPausedRead(boost::system::error_code ec, size_t n) {
+    if (closed_) return;
+    reading_ = false;
+    paused_read_ = false;
+    if (phase_ == Phase::kLinger) {  // the last response went out meanwhile
+      if (ec && ec != net::error::operation_aborted) {
+        Close();
+      } else {
+        DiscardRead();
+      }
+      return;
+    }
+    phase_ = Phase::kNone;
+    if (ec == net::error::operation_aborted) {  // cancelled by OnWrite: a slot is free again
+      StartRead();
+      Publish();
+      return;
+    }
+    if (ec) {  // FIN or RST while requests are in flight
+      OnPeerGone();
+      return;
+    }
+    buffer_.commit(n);
+    StartRead();
+    Publish();
+  }
+
   void ReadHeader() {
     phase_ = Phase::kHeader;
-    ArmReadTimer(options().header_read_timeout);
+    // A connection's first request has header_read_timeout from accept, later ones from their first byte.
+    ArmReadTimerAt((requests_read_ == 0 ? accepted_at_ : Clock::now()) + options().header_read_timeout);
+    Publish();
     bhttp::async_read_header(socket_, buffer_, *parser_,
                              [self = shared_from_this()](boost::system::error_code ec, size_t) {
                                self->OnHeader(ec);
@@ -299,6 +541,11 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     CancelReadTimer();
     if (ec) {
       OnReadError(ec);
+      return;
+    }
+    if (std::optional<HeadError> refused = CheckRequestHead(parser_->get())) {
+      reading_ = false;
+      RespondAndClose(refused->status, std::move(refused->message));
       return;
     }
     if (parser_->is_done()) {
@@ -316,6 +563,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     }
     phase_ = Phase::kBody;
     ArmReadTimer(options().body_read_timeout);
+    Publish();
     bhttp::async_read(socket_, buffer_, *parser_,
                       [self = shared_from_this()](boost::system::error_code ec, size_t) {
                         self->OnBody(ec);
@@ -381,12 +629,13 @@ class Connection final : public internal::ResponseSink, public std::enable_share
   void Dispatch() {
     reading_ = false;
     phase_ = Phase::kNone;
+    ++requests_read_;
     bhttp::request<bhttp::string_body> message = parser_->release();
     parser_.reset();
 
     Request request;
     request.method = std::string(ToStd(message.method_string()));
-    request.target = std::string(ToStd(message.target()));
+    request.target = OriginForm(ToStd(message.target()));
     const size_t question = request.target.find('?');
     request.path = request.target.substr(0, question);
     if (question != std::string::npos) request.query = request.target.substr(question + 1);
@@ -424,18 +673,22 @@ class Connection final : public internal::ResponseSink, public std::enable_share
       }
     }
     StartRead();
+    Publish();
   }
 
   void OnComplete(uint64_t request_id, Response response) {
-    if (closed_) return;
-    for (Slot& slot : slots_) {
-      if (slot.id != request_id) continue;
-      if (slot.ready) return;  // cannot happen: a Responder fires once
-      slot.bytes = Serialize(response, slot.version, slot.keep_alive, slot.head_request);
-      slot.ready = true;
-      TryWrite();
-      return;
+    if (!closed_) {
+      for (Slot& slot : slots_) {
+        if (slot.id != request_id) continue;
+        if (slot.ready) break;  // cannot happen: a Responder fires once
+        slot.bytes = Serialize(response, slot.version, slot.keep_alive, slot.head_request);
+        slot.ready = true;
+        slot.counted = true;
+        TryWrite();
+        return;
+      }
     }
+    core_->unwritten_responses.fetch_sub(1);  // dropped: its client is gone
   }
 
   void TryWrite() {
@@ -445,6 +698,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     while (!slots_.empty() && slots_.front().ready) {
       write_buffer_.append(slots_.front().bytes);
       close_after = slots_.front().close_after;
+      if (slots_.front().counted) ++write_counted_;
       slots_.pop_front();
       if (close_after) break;
     }
@@ -452,11 +706,14 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     writing_ = true;
     close_after_write_ = close_after;
     ArmWriteTimer();
+    Publish();
     net::async_write(socket_, net::buffer(write_buffer_),
                      [self = shared_from_this()](boost::system::error_code ec, size_t) { self->OnWrite(ec); });
   }
 
   void OnWrite(boost::system::error_code ec) {
+    core_->unwritten_responses.fetch_sub(write_counted_);
+    write_counted_ = 0;
     if (closed_) return;
     writing_ = false;
     ++write_timer_gen_;
@@ -474,25 +731,30 @@ class Connection final : public internal::ResponseSink, public std::enable_share
       Close();
       return;
     }
+    if (paused_read_ && slots_.size() < kMaxPipelinedRequests) {
+      // Resume parsing: end the read-ahead (no write is outstanding now, so cancel() only ends
+      // that read); OnPausedRead restarts reading with the parser.
+      boost::system::error_code ignored;
+      socket_.cancel(ignored);
+    }
     TryWrite();
     if (!reading_) {
       StartRead();
     } else if (phase_ == Phase::kIdle && slots_.empty() && !writing_) {
-      ArmReadTimer(options().idle_timeout);
+      ArmIdleTimer();
     }
+    Publish();
   }
 
   void LingeringClose() {
     read_closed_ = true;
-    for (Slot& slot : slots_) {
-      if (slot.client_gone) slot.client_gone->Cancel();
-    }
-    slots_.clear();
+    DiscardSlots();
     boost::system::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     phase_ = Phase::kLinger;
     ArmReadTimer(kLingerTime);
     if (!reading_) DiscardRead();
+    Publish();
   }
 
   void DiscardRead() {
@@ -508,10 +770,12 @@ class Connection final : public internal::ResponseSink, public std::enable_share
                             });
   }
 
-  void ArmReadTimer(std::chrono::milliseconds timeout) {
+  void ArmReadTimer(std::chrono::milliseconds timeout) { ArmReadTimerAt(Clock::now() + timeout); }
+
+  void ArmReadTimerAt(Clock::time_point deadline) {
     const uint64_t generation = ++read_timer_gen_;
     timed_out_ = false;
-    read_timer_.expires_after(timeout);
+    read_timer_.expires_at(deadline);
     read_timer_.async_wait([self = shared_from_this(), generation](boost::system::error_code ec) {
       self->OnReadTimer(ec, generation);
     });
@@ -557,17 +821,64 @@ class Connection final : public internal::ResponseSink, public std::enable_share
   std::array<char, kReadChunk> discard_buffer_;
   std::string remote_address_;
   Clock::time_point received_at_;
+  const Clock::time_point accepted_at_;
+  std::atomic<EvictionTier> tier_{EvictionTier::kIdle};
+  std::atomic<int64_t> tier_since_ns_{0};
+  std::atomic<bool> evicting_{false};
+  uint64_t requests_read_ = 0;  // requests handed to the handler
+  size_t write_counted_ = 0;    // counted responses in the write in flight
   uint64_t next_id_ = 0;
   uint64_t read_timer_gen_ = 0;
   uint64_t write_timer_gen_ = 0;
   Phase phase_ = Phase::kNone;
   bool reading_ = false;     // a read of ours is outstanding
+  bool paused_read_ = false;  // that read is PausedRead's read-ahead
   bool writing_ = false;     // a write of ours is outstanding
   bool read_closed_ = false;  // no further requests will be read on this connection
   bool close_after_write_ = false;
   bool timed_out_ = false;
   bool closed_ = false;
 };
+
+// At max_connections: picks the connection to close for a new one (idle the longest, else reading
+// headers the longest, else reading a body the longest) and marks it as being evicted. False when
+// every connection has a request in flight (or is already being evicted). O(open connections),
+// only when the cap is reached.
+bool ChooseEvictionVictim(HttpServer::Core& core, std::shared_ptr<Connection>* victim) {
+  absl::MutexLock lock(&core.mu);
+  Connection* best = nullptr;
+  std::weak_ptr<Connection>* best_weak = nullptr;
+  std::pair<EvictionTier, int64_t> best_key{EvictionTier::kBusy, 0};
+  for (auto& [raw, weak] : core.connections) {
+    // An entry is erased (under mu) by the destructor, so `raw` is alive while listed.
+    const EvictionTier tier = raw->tier();
+    if (tier >= EvictionTier::kBusy || raw->evicting()) continue;
+    const std::pair<EvictionTier, int64_t> key{tier, raw->tier_since_ns()};
+    if (best == nullptr || key < best_key) {
+      best = raw;
+      best_weak = &weak;
+      best_key = key;
+    }
+  }
+  if (best == nullptr) return false;
+  *victim = best_weak->lock();  // null: being destroyed, its slot is free already
+  if (*victim != nullptr) (*victim)->MarkEvicting();
+  return true;
+}
+
+// Answers a connection refused at max_connections with a short 503 and closes it. Best effort:
+// the answer is sent without waiting (it fits any socket buffer).
+void RefuseConnection(tcp::socket& socket) {
+  static const std::string* const kRefused = [] {
+    Response response = JsonError(503, "server at connection limit: every connection has a request in flight");
+    response.headers.emplace_back("Retry-After", "1");
+    return new std::string(Serialize(response, 11, /*keep_alive=*/false, /*head_request=*/false));
+  }();
+  (void)::send(socket.native_handle(), kRefused->data(), kRefused->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  boost::system::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  socket.close(ignored);
+}
 
 void DoAccept(std::shared_ptr<HttpServer::Core> core) {
   HttpServer::Core* raw = core.get();
@@ -584,10 +895,18 @@ void DoAccept(std::shared_ptr<HttpServer::Core> core) {
           return;
         }
         if (core->active_connections.load() >= core->options.max_connections) {
-          boost::system::error_code ignored;
-          socket.close(ignored);
-          DoAccept(std::move(core));
-          return;
+          std::shared_ptr<Connection> victim;
+          if (ChooseEvictionVictim(*core, &victim)) {
+            core->evicted_connections.fetch_add(1);
+            if (core->options.on_connection_limit) core->options.on_connection_limit(ConnectionLimitAction::kEvicted);
+            if (victim != nullptr) net::post(victim->executor(), [victim] { victim->Evict(); });
+          } else {
+            core->refused_connections.fetch_add(1);
+            if (core->options.on_connection_limit) core->options.on_connection_limit(ConnectionLimitAction::kRefused);
+            RefuseConnection(socket);
+            DoAccept(std::move(core));
+            return;
+          }
         }
         boost::system::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
@@ -753,5 +1072,15 @@ void HttpServer::Stop() {
 
 size_t HttpServer::active_requests() const { return core_->active_requests.load(); }
 size_t HttpServer::active_connections() const { return core_->active_connections.load(); }
+uint64_t HttpServer::evicted_connections() const { return core_->evicted_connections.load(); }
+uint64_t HttpServer::refused_connections() const { return core_->refused_connections.load(); }
+
+bool HttpServer::WaitIdle(std::chrono::steady_clock::time_point deadline) const {
+  for (;;) {
+    if (core_->active_requests.load() == 0 && core_->unwritten_responses.load() == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
 
 }  // namespace tide::http

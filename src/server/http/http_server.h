@@ -11,22 +11,44 @@
 //  - Per connection: HTTP/1.1 keep-alive and pipelining (responses are written in request order,
 //    up to kMaxPipelinedRequests requests in flight, after which reading pauses), HTTP/1.0,
 //    `Connection: close`, `Expect: 100-continue`, chunked request bodies.
-//  - The server answers some requests itself, with a JSON body {"error": "..."} and then closes the
-//    connection: 400 malformed HTTP, 408 header or body read timeout, 413 body larger than
-//    max_body_bytes, 431 header larger than max_header_bytes. Connections beyond max_connections
-//    are closed right after accept. Idle keep-alive connections are closed silently after
-//    idle_timeout.
+//  - The server answers some requests itself, with a JSON body {"error": "...", "error_type": "..."}
+//    (JsonError) and then closes the connection: 400 malformed HTTP, 408 header or body read
+//    timeout, 413 body larger than max_body_bytes, 431 header larger than max_header_bytes.
+//  - Request framing is checked when the headers are in, before any body byte is read, so that a
+//    body can never be taken for the next request (RFC 9112 §6.1, §6.3): a Transfer-Encoding
+//    whose final coding is not `chunked` (or any Transfer-Encoding on HTTP/1.0) -> 400; a
+//    Transfer-Encoding other than a lone `chunked` (gzip, deflate, ..., then chunked) -> 501;
+//    Transfer-Encoding together with Content-Length, more than one Content-Length field or a list
+//    value -> 400; an HTTP/1.1 request without Host, or any request with more than one Host field
+//    or an invalid Host value -> 400 (RFC 9112 §3.2). Each of these closes the connection.
+//  - An absolute-form target (`GET http://host:port/path?q HTTP/1.1`, RFC 9112 §3.2.2) is served
+//    as its origin form: Request::target/path/query are those of "/path?q" (the Host header and
+//    the URI's authority are not compared; tide serves every authority alike).
+//  - A HEAD response carries the status and headers the handler gave, with the Content-Length of
+//    the body it gave, and no body.
+//  - Connection lifecycle: a new connection has header_read_timeout from accept to deliver its
+//    first request's headers (a connection that never sends a byte is closed silently then);
+//    idle_timeout only applies between requests, on a keep-alive connection that has completed at
+//    least one. At max_connections open connections, a new one evicts (closes silently) first the
+//    connection idle the longest (no request in flight, no partial request: keep-alive between
+//    requests, never sent a byte, or lingering after its last response), else the one that has
+//    been reading a request's headers the longest, else the one reading a request's body the
+//    longest. Only when every connection has a request in flight (or a response being written) is
+//    the new one refused: it gets `503 {"error":"server at connection limit ..."}` and is closed.
+//    evicted_connections() and refused_connections() count both.
 //  - Client disconnect: the server keeps a read outstanding on every connection, also while
 //    requests are in flight, so a FIN or RST from the client is seen at once and sets client_gone
 //    on every request of that connection still waiting for its response. (A client that only
 //    half-closes its sending side counts as gone too; its responses are still written if the
-//    socket accepts them.) While reading is paused by the pipelining limit, a disconnect is seen
-//    when the next response is written.
+//    socket accepts them.) While parsing is paused by the pipelining limit the server keeps
+//    reading, without parsing, into a buffer of up to kPausedReadBytes, so the disconnect of a
+//    pipelining client is still seen at once; a client that has more than that unparsed in
+//    flight is seen gone when the next response is written.
 //  - Every response carries `Server: tide` and `Content-Length` (none for 204 and 304). The server
 //    owns framing: handler headers named Content-Length, Transfer-Encoding, Connection or Server are
 //    ignored, and a handler status outside 200..599 is answered as 500.
-//  - Thread safety: Start/StopAccepting/Stop are called from one controlling thread;
-//    port() and active_requests() from any thread. Stop() blocks until the I/O threads exit.
+//  - Thread safety: Start/StopAccepting/Stop/WaitIdle are called from one controlling thread;
+//    port() and the counters from any thread. Stop() blocks until the I/O threads exit.
 //
 // Implementation details follow in http_server.cc: one io_context, `io_threads` threads, one strand
 // per connection; no thread is created per request.
@@ -35,6 +57,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -44,13 +67,14 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/http/cancellation_flag.h"
+#include "common/cancellation_flag.h"
 
 namespace tide::http {
 
 struct Request {
   std::string method;                 // "GET", "POST", ... as sent
-  std::string target;                 // request-target as sent: "/v1/rerank?x=1"
+  std::string target;                 // origin-form request-target: "/v1/rerank?x=1" (an
+                                      // absolute-form target reduced to its path and query)
   std::string path;                   // target before '?', not percent-decoded
   std::string query;                  // target after '?', without it; "" if none
   int version = 11;                   // 10 for HTTP/1.0, 11 for HTTP/1.1
@@ -73,8 +97,16 @@ struct Response {
   std::string body;
 };
 
-// A JSON error response {"error": message} with `status`.
+// A JSON error response {"error": message, "error_type": ErrorTypeForStatus(status)} with
+// `status`. A message longer than kMaxErrorMessageBytes (common/error_echo.h) is cut there.
 Response JsonError(int status, std::string_view message);
+
+// The error_type of an error answered with HTTP `status`, consistent with api::ErrorTypeFor (the
+// one status table, src/api/status_http.h, which this layer cannot include): 400, 405, 413, 422,
+// 431 and other 4xx "validation", 401 "unauthorized", 403 "forbidden", 404 "not_found",
+// 408 and 504 "timeout", 429 "overloaded", 499 "cancelled", 501 "unimplemented",
+// 503 "unhealthy", other 5xx "backend".
+std::string_view ErrorTypeForStatus(int status);
 
 namespace internal {
 // Where a Responder delivers its response. Implemented by the server's connections and by
@@ -117,6 +149,9 @@ class Handler {
   virtual void Handle(Request request, Responder respond) = 0;
 };
 
+// What the server did at max_connections (HttpServerOptions::on_connection_limit).
+enum class ConnectionLimitAction { kEvicted, kRefused };
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";       // address to bind; "0.0.0.0" for all interfaces
   uint16_t port = 8000;                 // 0 = ephemeral (read it back with port())
@@ -126,18 +161,26 @@ struct HttpServerOptions {
   std::chrono::microseconds io_time_slice{100};
   size_t max_header_bytes = 16 * 1024;  // request line + headers; over it: 431
   size_t max_body_bytes = 8 * 1024 * 1024;  // decoded body; over it: 413
-  // From the first byte of a request to the end of its headers; over it: 408.
+  // From the first byte of a request to the end of its headers; over it: 408. For a connection's
+  // first request it counts from accept (a connection that sends nothing is closed silently).
   std::chrono::milliseconds header_read_timeout{10000};
   // From the end of the headers to the end of the body; over it: 408.
   std::chrono::milliseconds body_read_timeout{30000};
-  // Keep-alive connection with no request in flight and no bytes arriving: closed silently. Also
-  // bounds how long one response write may take.
+  // Keep-alive connection that completed a request, with no request in flight and no bytes
+  // arriving: closed silently. Also bounds how long one response write may take.
   std::chrono::milliseconds idle_timeout{60000};
-  size_t max_connections = 1024;        // accepted beyond this: closed at once
+  // Open connections. At the cap a new connection evicts an idle or still-reading one (see the
+  // contract above) and is refused with 503 only when every connection has a request in flight.
+  size_t max_connections = 1024;
+  // Called (on an I/O thread; must be quick and thread-safe) for each connection evicted or
+  // refused at max_connections, e.g. to count it in a metric. Empty: not called.
+  std::function<void(ConnectionLimitAction)> on_connection_limit;
 };
 
 // Requests read ahead on one connection while earlier ones still wait for their responses.
 inline constexpr size_t kMaxPipelinedRequests = 16;
+// Unparsed bytes read ahead on a connection whose parsing is paused by kMaxPipelinedRequests.
+inline constexpr size_t kPausedReadBytes = 64 * 1024;
 
 namespace internal {
 // Serves one already-connected stream socket `fd` (for example one end of socketpair(2)) with the
@@ -173,6 +216,13 @@ class HttpServer {
   size_t active_requests() const;
   // Open client connections.
   size_t active_connections() const;
+  // Connections closed to make room for a new one at max_connections, and new connections refused
+  // (503) because every open one had a request in flight. Since Start().
+  uint64_t evicted_connections() const;
+  uint64_t refused_connections() const;
+  // Waits until no request is in flight and every response handed to a Responder has been written
+  // (or dropped because its client left), or until `deadline`. True when idle.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline) const;
 
   struct Core;  // implementation, defined in http_server.cc
 

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "common/this_thread.h"
 #include "http_client.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
 namespace tide::http {
@@ -203,7 +204,7 @@ TEST_F(HttpServerTest, ResponderDestroyedUncalledAnswers500) {
   HttpClient client = Client();
   const ClientResponse response = client.Get("/");
   EXPECT_EQ(response.status, 500) << response.error;
-  EXPECT_EQ(nlohmann::json::parse(response.body), nlohmann::json({{"error", "internal: request dropped"}}));
+  EXPECT_EQ(nlohmann::json::parse(response.body), nlohmann::json({{"error", "internal: request dropped"}, {"error_type", "backend"}}));
   EXPECT_TRUE(client.connected());  // an ordinary response: the connection stays usable
   EXPECT_EQ(client.Get("/").status, 500);
 }
@@ -216,7 +217,7 @@ TEST_F(HttpServerTest, BodyOverLimitIs413) {
   EXPECT_EQ(client.Post("/", std::string(1024, 'a')).status, 200);
   const ClientResponse response = client.Post("/", std::string(2000, 'a'));
   EXPECT_EQ(response.status, 413) << response.error;
-  EXPECT_EQ(nlohmann::json::parse(response.body), nlohmann::json({{"error", "request body exceeds 1024 bytes"}}));
+  EXPECT_EQ(nlohmann::json::parse(response.body), nlohmann::json({{"error", "request body exceeds 1024 bytes"}, {"error_type", "validation"}}));
   EXPECT_EQ(response.header("Connection"), "close");
 }
 
@@ -483,17 +484,176 @@ TEST_F(HttpServerTest, PipelinedReadingPausesAtLimitAndResumes) {
   }
 }
 
-TEST_F(HttpServerTest, ConnectionsBeyondMaxAreClosed) {
+// A handler that keeps every Responder (requests stay in flight) until the test answers them.
+struct HeldRequests {
+  std::mutex mu;
+  std::vector<std::pair<Request, Responder>> held;
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu);
+    return held.size();
+  }
+  void AnswerAll() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [request, respond] : held) {
+      if (respond) std::move(respond)(EchoResponse(request));
+    }
+  }
+  std::function<void(Request, Responder)> Handler() {
+    return [this](Request request, Responder respond) {
+      std::lock_guard<std::mutex> lock(mu);
+      held.emplace_back(std::move(request), std::move(respond));
+    };
+  }
+};
+
+TEST_F(HttpServerTest, AtTheCapANewConnectionEvictsTheLongestIdle) {
+  HttpServerOptions options = DefaultOptions();
+  options.max_connections = 2;
+  StartEchoServer(options);
+  HttpClient first = Client();
+  ASSERT_EQ(first.Get("/").status, 200);
+  HttpClient second = Client();
+  ASSERT_EQ(second.Get("/").status, 200);
+  HttpClient third = Client();
+  EXPECT_EQ(third.Get("/").status, 200);
+  const RawReadResult evicted = first.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(evicted.closed);
+  EXPECT_EQ(evicted.bytes, "");  // closed silently, as at the idle timeout
+  EXPECT_EQ(second.Get("/").status, 200);
+  EXPECT_EQ(server_->evicted_connections(), 1u);
+  EXPECT_EQ(server_->refused_connections(), 0u);
+}
+
+TEST_F(HttpServerTest, AtTheCapASilentConnectionGoesBeforeOneWithARequestInFlight) {
+  HeldRequests requests;
+  HttpServerOptions options = DefaultOptions();
+  options.max_connections = 2;
+  StartServer(requests.Handler(), options);
+  HttpClient busy = Client();
+  ASSERT_TRUE(busy.SendRaw("GET /busy HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 1; }));
+  HttpClient silent = Client();
+  ASSERT_TRUE(silent.Connect().ok());  // never sends a byte
+  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 2; }));
+  HttpClient fresh = Client();
+  ASSERT_TRUE(fresh.SendRaw("GET /fresh HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 2; }));
+  EXPECT_TRUE(silent.ReadUntilClosed(std::chrono::milliseconds(5000)).closed);
+  requests.AnswerAll();
+  EXPECT_EQ(busy.ReadResponse().status, 200);
+  EXPECT_EQ(fresh.ReadResponse().status, 200);
+}
+
+TEST_F(HttpServerTest, AtTheCapWithNoIdleConnectionTheOldestHeaderReaderIsEvicted) {
+  HeldRequests requests;
+  HttpServerOptions options = DefaultOptions();
+  options.max_connections = 3;
+  StartServer(requests.Handler(), options);
+  HttpClient busy = Client();
+  ASSERT_TRUE(busy.SendRaw("GET /busy HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 1; }));
+  HttpClient older = Client();
+  ASSERT_TRUE(older.SendRaw("GET /older HTTP/1.1\r\n").ok());  // headers unfinished
+  HttpClient newer = Client();
+  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a later start than `older`'s
+  ASSERT_TRUE(newer.SendRaw("GET /newer HTTP/1.1\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 3; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both are reading headers by now
+  HttpClient fresh = Client();
+  ASSERT_TRUE(fresh.SendRaw("GET /fresh HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 2; }));
+  EXPECT_TRUE(older.ReadUntilClosed(std::chrono::milliseconds(5000)).closed);
+  ASSERT_TRUE(newer.SendRaw("Host: x\r\n\r\n").ok());  // still open: its request goes through
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 3; }));
+  requests.AnswerAll();
+  EXPECT_EQ(newer.ReadResponse().status, 200);
+  EXPECT_EQ(server_->evicted_connections(), 1u);
+}
+
+TEST_F(HttpServerTest, AtTheCapWithEveryConnectionBusyTheNewOneGets503) {
+  HeldRequests requests;
   HttpServerOptions options = DefaultOptions();
   options.max_connections = 1;
+  StartServer(requests.Handler(), options);
+  HttpClient busy = Client();
+  ASSERT_TRUE(busy.SendRaw("GET /busy HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 1; }));
+  HttpClient refused = Client();
+  ASSERT_TRUE(refused.Connect().ok());
+  const RawReadResult answer = refused.ReadUntilClosed(std::chrono::milliseconds(5000));
+  EXPECT_TRUE(answer.closed);
+  EXPECT_THAT(answer.bytes, StartsWith("HTTP/1.1 503 "));
+  EXPECT_THAT(answer.bytes, HasSubstr("connection limit"));
+  EXPECT_EQ(server_->refused_connections(), 1u);
+  requests.AnswerAll();
+  EXPECT_EQ(busy.ReadResponse().status, 200);
+  // Once the busy connection is idle again, it gives way to a new one.
+  HttpClient later = Client();
+  ASSERT_TRUE(later.SendRaw("GET /later HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 2; }));
+  requests.AnswerAll();
+  EXPECT_EQ(later.ReadResponse().status, 200);
+  EXPECT_TRUE(busy.ReadUntilClosed(std::chrono::milliseconds(5000)).closed);
+  EXPECT_EQ(server_->evicted_connections(), 1u);
+}
+
+TEST_F(HttpServerTest, ASilentConnectionIsClosedAtTheHeaderTimeoutNotTheIdleTimeout) {
+  HttpServerOptions options = DefaultOptions();
+  options.header_read_timeout = std::chrono::milliseconds(200);
+  options.idle_timeout = std::chrono::milliseconds(600000);
   StartEchoServer(options);
-  auto first = std::make_unique<HttpClient>("127.0.0.1", server_->port());
-  ASSERT_EQ(first->Get("/").status, 200);
-  HttpClient second = Client();
-  EXPECT_EQ(second.Get("/").status, 0);
-  first.reset();
-  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 0; }));
-  EXPECT_EQ(second.Get("/").status, 200);
+  HttpClient silent = Client();
+  ASSERT_TRUE(silent.Connect().ok());
+  const RawReadResult result = silent.ReadUntilClosed(std::chrono::milliseconds(10000));
+  EXPECT_TRUE(result.closed) << "a connection that never sent a byte was kept open past the header timeout";
+  EXPECT_EQ(result.bytes, "");
+  // A connection that completed a request waits for the next one for idle_timeout.
+  HttpClient kept = Client();
+  ASSERT_EQ(kept.Get("/").status, 200);
+  EXPECT_FALSE(kept.ReadUntilClosed(std::chrono::milliseconds(500)).closed);
+  EXPECT_EQ(kept.Get("/").status, 200);
+}
+
+// A client that pipelines past kMaxPipelinedRequests and leaves: while parsing is paused its close
+// is still seen at once, and every request it has in flight gets client_gone.
+TEST_F(HttpServerTest, PipeliningClientThatLeavesWhileReadingIsPausedIsSeenGone) {
+  for (const size_t sent : {kMaxPipelinedRequests, kMaxPipelinedRequests + 3}) {
+    SCOPED_TRACE(sent);
+    HeldRequests requests;
+    StartServer(requests.Handler());
+    std::string bytes;
+    for (size_t i = 0; i < sent; ++i) bytes += "GET /" + std::to_string(i) + " HTTP/1.1\r\nHost: x\r\n\r\n";
+    {
+      HttpClient client = Client();
+      ASSERT_TRUE(client.SendRaw(bytes).ok());
+      ASSERT_TRUE(Eventually([&] { return requests.size() == kMaxPipelinedRequests; }));
+    }  // closed with every request still in flight
+    EXPECT_TRUE(Eventually([&] {
+      std::lock_guard<std::mutex> lock(requests.mu);
+      for (const auto& [request, respond] : requests.held) {
+        if (!request.client_gone->IsCancelled()) return false;
+      }
+      return true;
+    })) << "the close of a pipelining client went unnoticed while reading was paused";
+    EXPECT_EQ(requests.size(), kMaxPipelinedRequests);
+    requests.AnswerAll();
+    EXPECT_TRUE(Eventually([&] { return server_->active_connections() == 0; }));
+    server_.reset();
+  }
+}
+
+TEST_F(HttpServerTest, WaitIdleWaitsForRequestsInFlightAndTheirResponses) {
+  HeldRequests requests;
+  StartServer(requests.Handler());
+  HttpClient client = Client();
+  EXPECT_TRUE(server_->WaitIdle(std::chrono::steady_clock::now()));
+  ASSERT_TRUE(client.SendRaw("GET / HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  ASSERT_TRUE(Eventually([&] { return requests.size() == 1; }));
+  EXPECT_FALSE(server_->WaitIdle(std::chrono::steady_clock::now() + std::chrono::milliseconds(20)));
+  requests.AnswerAll();
+  EXPECT_TRUE(server_->WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(client.ReadResponse().status, 200);
 }
 
 TEST_F(HttpServerTest, RequestCarriesHeadersAndReceiveTime) {
@@ -605,10 +765,10 @@ TEST(ServeConnectedSocketTest, PipelinedRequestsAreAnsweredInOrderThenTheServerA
   HttpServerOptions options;
   options.max_header_bytes = 256;
   const std::string out = ServeBytes(options, &handler,
-                                     "GET /a HTTP/1.1\r\n\r\n"
-                                     "POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
-                                     "GET /c HTTP/1.1\r\nX-Big: " + std::string(300, 'x') + "\r\n\r\n"
-                                     "GET /never HTTP/1.1\r\n\r\n");
+                                     "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+                                     "POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
+                                     "GET /c HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(300, 'x') + "\r\n\r\n"
+                                     "GET /never HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(paths, (std::vector<std::string>{"/a", "/b"}));
   const size_t a = out.find("\r\n\r\n/a|");
   const size_t b = out.find("\r\n\r\n/b|hi");
@@ -631,9 +791,9 @@ TEST(ServeConnectedSocketTest, WaitsForAResponderCalledFromAnotherThread) {
       std::move(*shared)(JsonError(503, "later"));
     });
   });
-  const std::string out = ServeBytes(HttpServerOptions(), &handler, "GET /x HTTP/1.1\r\n\r\n");
+  const std::string out = ServeBytes(HttpServerOptions(), &handler, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_THAT(out, StartsWith("HTTP/1.1 503 Service Unavailable\r\n"));
-  EXPECT_THAT(out, HasSubstr(R"({"error":"later"})"));
+  EXPECT_THAT(out, HasSubstr(R"({"error":"later","error_type":"unhealthy"})"));
 }
 
 TEST(ServeConnectedSocketTest, RejectsBadOptionsAndClosesTheDescriptor) {
@@ -650,7 +810,129 @@ TEST(ServeConnectedSocketTest, RejectsBadOptionsAndClosesTheDescriptor) {
 TEST(JsonErrorTest, EscapesMessage) {
   const Response response = JsonError(400, "bad \"quote\"\n");
   EXPECT_EQ(response.status, 400);
-  EXPECT_EQ(response.body, R"({"error":"bad \"quote\"\n"})");
+  EXPECT_EQ(response.body, R"({"error":"bad \"quote\"\n","error_type":"validation"})");
+}
+
+TEST(JsonErrorTest, CarriesTheErrorTypeOfItsStatusAndABoundedMessage) {
+  EXPECT_EQ(nlohmann::json::parse(JsonError(404, "x").body)["error_type"], "not_found");
+  EXPECT_EQ(nlohmann::json::parse(JsonError(408, "x").body)["error_type"], "timeout");
+  EXPECT_EQ(nlohmann::json::parse(JsonError(501, "x").body)["error_type"], "unimplemented");
+  EXPECT_EQ(nlohmann::json::parse(JsonError(500, "x").body)["error_type"], "backend");
+  const Response big = JsonError(400, std::string(100 * 1024, 'a'));
+  EXPECT_LT(big.body.size(), 1200u);
+  EXPECT_THAT(big.body, HasSubstr("...(truncated)"));
+}
+
+// ---- Request validation: framing (RFC 9112 §6), Host (§3.2), absolute-form (§3.2.2) -------------
+
+// Serves `input` on one connection with a handler that records every request it is given.
+struct Served {
+  std::string out;                    // everything the server wrote
+  std::vector<Request> requests;      // what reached the handler
+  int responses() const {
+    int n = 0;
+    for (size_t at = out.find("\r\nServer: tide\r\n"); at != std::string::npos; at = out.find("\r\nServer: tide\r\n", at + 1)) ++n;
+    return n;
+  }
+};
+Served ServeRecorded(std::string_view input) {
+  Served served;
+  FunctionHandler handler([&](Request request, Responder respond) {
+    served.requests.push_back(request);
+    std::move(respond)(EchoResponse(request));
+  });
+  served.out = ServeBytes(HttpServerOptions(), &handler, input);
+  return served;
+}
+
+TEST(RequestValidationTest, TransferEncodingNotEndingInChunkedIs400AndTheBodyIsNeverARequest) {
+  // The body is a complete second request: served as one, it would be smuggled past a proxy that
+  // framed the message differently.
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (const std::string coding : {"xchunked", "chunked, identity", "\"chunked\"", "identity", "chunked;x=1", ","}) {
+    const Served served = ServeRecorded(absl::StrCat("POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ", coding,
+                                                     "\r\n\r\n", smuggled));
+    EXPECT_THAT(served.out, StartsWith("HTTP/1.1 400 Bad Request\r\n")) << coding;
+    EXPECT_THAT(served.out, HasSubstr("Connection: close\r\n")) << coding;
+    EXPECT_THAT(served.out, HasSubstr(R"("error_type":"validation")")) << coding;
+    EXPECT_EQ(served.responses(), 1) << coding << ": " << served.out;
+    EXPECT_TRUE(served.requests.empty()) << coding;
+  }
+}
+
+TEST(RequestValidationTest, UnsupportedTransferCodingsAre501) {
+  for (const std::string te : {"Transfer-Encoding: gzip, chunked\r\n", "Transfer-Encoding: deflate,chunked\r\n",
+                               "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"}) {
+    const Served served = ServeRecorded(absl::StrCat("POST /a HTTP/1.1\r\nHost: x\r\n", te,
+                                                     "\r\n2\r\nhi\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n"));
+    EXPECT_THAT(served.out, StartsWith("HTTP/1.1 501 Not Implemented\r\n")) << te;
+    EXPECT_THAT(served.out, HasSubstr("Connection: close\r\n")) << te;
+    EXPECT_THAT(served.out, HasSubstr(R"("error_type":"unimplemented")")) << te;
+    EXPECT_EQ(served.responses(), 1) << te;
+    EXPECT_TRUE(served.requests.empty()) << te;
+  }
+}
+
+TEST(RequestValidationTest, AmbiguousLengthsAre400) {
+  for (const std::string headers :
+       {"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n", "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
+        "Content-Length: 2\r\nTransfer-Encoding: gzip\r\n", "Transfer-Encoding: xchunked\r\nContent-Length: 2\r\n",
+        "Content-Length: 2\r\nContent-Length: 2\r\n", "Content-Length: 2, 2\r\n", "Content-Length: 2\r\nContent-Length: 3\r\n",
+        "Transfer-Encoding: chunked, chunked\r\n"}) {
+    const Served served = ServeRecorded(absl::StrCat("POST /a HTTP/1.1\r\nHost: x\r\n", headers,
+                                                     "\r\n2\r\nhi\r\n0\r\n\r\n"));
+    EXPECT_THAT(served.out, StartsWith("HTTP/1.1 400 Bad Request\r\n")) << headers;
+    EXPECT_THAT(served.out, HasSubstr("Connection: close\r\n")) << headers;
+    EXPECT_EQ(served.responses(), 1) << headers;
+    EXPECT_TRUE(served.requests.empty()) << headers;
+  }
+  // HTTP/1.0 has no chunked coding: a Transfer-Encoding there is faulty framing.
+  const Served old = ServeRecorded("POST /a HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n");
+  EXPECT_THAT(old.out, StartsWith("HTTP/1.1 400 "));
+  EXPECT_TRUE(old.requests.empty());
+}
+
+TEST(RequestValidationTest, PlainChunkedAndContentLengthStillWork) {
+  const Served served = ServeRecorded(
+      "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
+      "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nyo"
+      "GET /c HTTP/1.0\r\n\r\n");  // HTTP/1.0 needs no Host
+  ASSERT_EQ(served.requests.size(), 3u) << served.out;
+  EXPECT_EQ(served.requests[0].body, "hi");
+  EXPECT_EQ(served.requests[1].body, "yo");
+  EXPECT_EQ(served.requests[2].path, "/c");
+}
+
+TEST(RequestValidationTest, Http11NeedsExactlyOneValidHost) {
+  for (const std::string headers : {"", "Host: a\r\nHost: b\r\n", "Host: a b\r\n", "Host: a/b\r\n"}) {
+    const Served served = ServeRecorded(absl::StrCat("GET /a HTTP/1.1\r\n", headers, "\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"));
+    EXPECT_THAT(served.out, StartsWith("HTTP/1.1 400 Bad Request\r\n")) << headers;
+    EXPECT_THAT(served.out, HasSubstr("Connection: close\r\n")) << headers;
+    EXPECT_EQ(served.responses(), 1) << headers;
+    EXPECT_TRUE(served.requests.empty()) << headers;
+  }
+  EXPECT_THAT(ServeRecorded("GET /a HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n").out, StartsWith("HTTP/1.1 400 "));
+  for (const std::string host : {"", "127.0.0.1:8000", "[::1]:80", "tide.example"}) {
+    const Served served = ServeRecorded(absl::StrCat("GET /a HTTP/1.1\r\nHost: ", host, "\r\n\r\n"));
+    EXPECT_EQ(served.requests.size(), 1u) << host << ": " << served.out;
+  }
+}
+
+TEST(RequestValidationTest, AbsoluteFormTargetsAreServedAsTheirPath) {
+  const Served served = ServeRecorded(
+      "GET http://127.0.0.1:8000/v2/health/live HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n\r\n"
+      "GET HTTPS://tide.example/v1/rerank?x=1 HTTP/1.1\r\nHost: tide.example\r\n\r\n"
+      "GET http://tide.example HTTP/1.1\r\nHost: tide.example\r\n\r\n"
+      "GET http://tide.example?q HTTP/1.1\r\nHost: tide.example\r\n\r\n");
+  ASSERT_EQ(served.requests.size(), 4u) << served.out;
+  EXPECT_EQ(served.requests[0].target, "/v2/health/live");
+  EXPECT_EQ(served.requests[0].path, "/v2/health/live");
+  EXPECT_EQ(served.requests[1].target, "/v1/rerank?x=1");
+  EXPECT_EQ(served.requests[1].path, "/v1/rerank");
+  EXPECT_EQ(served.requests[1].query, "x=1");
+  EXPECT_EQ(served.requests[2].path, "/");
+  EXPECT_EQ(served.requests[3].path, "/");
+  EXPECT_EQ(served.requests[3].query, "q");
 }
 
 }  // namespace

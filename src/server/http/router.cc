@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/error_echo.h"
 
 namespace tide::http {
 namespace {
@@ -133,21 +134,33 @@ bool Router::Match(const Route& route, const std::vector<std::string_view>& path
 }
 
 void Router::Handle(Request request, Responder respond) {
+  auto not_found = [&] {
+    return JsonError(404, absl::StrCat("no route for ", EchoForError(request.method), " ", EchoForError(request.path)));
+  };
   if (request.path.empty() || request.path.front() != '/') {
-    std::move(respond)(JsonError(404, absl::StrCat("no route for ", request.method, " ", request.path)));
+    std::move(respond)(not_found());
     return;
   }
   const std::vector<std::string_view> segments = SplitPath(request.path);
+  // HEAD is answered wherever GET is (RFC 9110 §9.3.2): the GET route runs, the server sends its
+  // status and headers without the body. A route registered for HEAD itself wins.
+  const bool head = request.method == "HEAD";
   const Route* best = nullptr;
+  const Route* get_for_head = nullptr;
   std::vector<std::string_view> allowed;
   for (const Route& route : routes_) {
     if (!Match(route, segments, nullptr)) continue;
     if (route.method == request.method) {
       if (best == nullptr || route.literal_count > best->literal_count) best = &route;
-    } else if (std::find(allowed.begin(), allowed.end(), route.method) == allowed.end()) {
-      allowed.push_back(route.method);
+    } else if (head && route.method == "GET") {
+      if (get_for_head == nullptr || route.literal_count > get_for_head->literal_count) get_for_head = &route;
+    }
+    if (std::find(allowed.begin(), allowed.end(), route.method) == allowed.end()) allowed.push_back(route.method);
+    if (route.method == "GET" && std::find(allowed.begin(), allowed.end(), "HEAD") == allowed.end()) {
+      allowed.push_back("HEAD");
     }
   }
+  if (best == nullptr) best = get_for_head;
   if (best != nullptr) {
     PathParams params;
     Match(*best, segments, &params);
@@ -160,12 +173,13 @@ void Router::Handle(Request request, Responder respond) {
       if (!allow.empty()) allow.append(", ");
       allow.append(method);
     }
-    Response response = JsonError(405, absl::StrCat("method ", request.method, " not allowed for ", request.path));
+    Response response = JsonError(
+        405, absl::StrCat("method ", EchoForError(request.method), " not allowed for ", EchoForError(request.path)));
     response.headers.emplace_back("Allow", allow);
     std::move(respond)(std::move(response));
     return;
   }
-  std::move(respond)(JsonError(404, absl::StrCat("no route for ", request.method, " ", request.path)));
+  std::move(respond)(not_found());
 }
 
 }  // namespace tide::http

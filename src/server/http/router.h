@@ -6,8 +6,11 @@
 //    percent-decoded; literals are compared with the raw (not decoded) path.
 //  - When several patterns match, the one with more literal segments wins (so
 //    "/v2/models/stats" beats "/v2/models/{model}"); ties go to the first added.
-//  - Unknown path: 404 {"error":"no route for GET /x"}. Known path, other method: 405 with an
-//    `Allow` header listing the methods registered for that path.
+//  - HEAD is served by the GET route of a path when no HEAD route matches (the server then sends
+//    the GET response's status and headers without its body); Allow lists HEAD wherever GET is.
+//  - Unknown path: 404 {"error":"no route for GET /x","error_type":"not_found"}. Known path,
+//    other method: 405 ("validation") with an `Allow` header listing the methods registered for
+//    that path. The method and path are quoted at most kMaxEchoedBytes each (common/error_echo.h).
 //  - Thread safety: Add() before the server starts; Handle() is then safe from any number of threads.
 //    Route callbacks run on the I/O thread that called Handle() and must not block for long.
 //  - Errors: Add() returns INVALID_ARGUMENT for a malformed pattern or method, ALREADY_EXISTS for a

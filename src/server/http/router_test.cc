@@ -61,7 +61,8 @@ TEST(RouterTest, UnknownPathIs404) {
   ASSERT_TRUE(router.Add("GET", "/v2/health/ready", Echo("ready")).ok());
   Response response = Route(router, "GET", "/v2/health/live");
   EXPECT_EQ(response.status, 404);
-  EXPECT_EQ(nlohmann::json::parse(response.body)["error"], "no route for GET /v2/health/live");
+  EXPECT_EQ(nlohmann::json::parse(response.body),
+            nlohmann::json({{"error", "no route for GET /v2/health/live"}, {"error_type", "not_found"}}));
   EXPECT_EQ(Route(router, "GET", "/v2/health/ready/extra").status, 404);
   EXPECT_EQ(Route(router, "GET", "/v2/health").status, 404);
 }
@@ -75,6 +76,51 @@ TEST(RouterTest, WrongMethodIs405WithAllow) {
   EXPECT_EQ(response.status, 405);
   EXPECT_EQ(Header(response, "Allow"), "POST, OPTIONS");
   EXPECT_THAT(response.body, HasSubstr("not allowed"));
+}
+
+TEST(RouterTest, HeadIsServedByTheGetRouteAndAllowedWhereGetIs) {
+  Router router;
+  ASSERT_TRUE(router.Add("GET", "/v2/models/{model}", Echo("model")).ok());
+  ASSERT_TRUE(router.Add("GET", "/v2/models/stats", Echo("stats")).ok());
+  ASSERT_TRUE(router.Add("POST", "/v2/models/{model}", Echo("post")).ok());
+  ASSERT_TRUE(router.Add("POST", "/rerank", Echo("rerank")).ok());
+  // The route GET would take (the one with more literals), with the same body and status; the
+  // server drops the body of a HEAD response.
+  const Response head = Route(router, "HEAD", "/v2/models/stats");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(nlohmann::json::parse(head.body)["route"], "stats");
+  EXPECT_EQ(nlohmann::json::parse(Route(router, "HEAD", "/v2/models/bge").body)["model"], "bge");
+  // No GET: still 405, and Allow does not offer HEAD.
+  const Response post_only = Route(router, "HEAD", "/rerank");
+  EXPECT_EQ(post_only.status, 405);
+  EXPECT_EQ(Header(post_only, "Allow"), "POST");
+  // Allow lists HEAD next to GET.
+  const Response wrong = Route(router, "DELETE", "/v2/models/bge");
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(Header(wrong, "Allow"), "GET, HEAD, POST");
+}
+
+TEST(RouterTest, AHeadRouteWinsOverTheGetRoute) {
+  Router router;
+  ASSERT_TRUE(router.Add("GET", "/x", Echo("get")).ok());
+  ASSERT_TRUE(router.Add("HEAD", "/x", Echo("head")).ok());
+  EXPECT_EQ(nlohmann::json::parse(Route(router, "HEAD", "/x").body)["route"], "head");
+}
+
+TEST(RouterTest, ErrorsCarryErrorTypeAndQuoteABoundedPrefix) {
+  Router router;
+  ASSERT_TRUE(router.Add("POST", "/v2/models/{model}/infer", Echo("infer")).ok());
+  const std::string long_name(100 * 1024, 'm');
+  const Response not_found = Route(router, "GET", "/" + long_name);
+  EXPECT_EQ(not_found.status, 404);
+  const nlohmann::json body404 = nlohmann::json::parse(not_found.body);
+  EXPECT_EQ(body404["error_type"], "not_found");
+  EXPECT_LT(not_found.body.size(), 400u);
+  EXPECT_THAT(body404["error"].get<std::string>(), HasSubstr("...(truncated)"));
+  const Response wrong = Route(router, "GET", "/v2/models/" + long_name + "/infer");
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(nlohmann::json::parse(wrong.body)["error_type"], "validation");
+  EXPECT_LT(wrong.body.size(), 400u);
 }
 
 TEST(RouterTest, MoreLiteralSegmentsWin) {

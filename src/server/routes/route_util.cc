@@ -1,10 +1,14 @@
 #include "server/routes/route_util.h"
 
+#include <algorithm>
 #include <charconv>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/status_http.h"
+#include "common/error_echo.h"
+#include "guard/api_key.h"
 
 namespace tide::server {
 
@@ -15,6 +19,20 @@ std::optional<int64_t> ParseInt(std::string_view text) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
   return v;
+}
+
+// The longest timeout in microseconds whose nanoseconds still fit the steady clock's int64 (about
+// 292 years); longer values saturate to it.
+constexpr int64_t kMaxTimeoutUs = std::numeric_limits<int64_t>::max() / 1000;
+
+int64_t SaturatingMsToUs(int64_t ms) { return ms > kMaxTimeoutUs / 1000 ? kMaxTimeoutUs : ms * 1000; }
+
+// start + us, or time_point::max() (no deadline) when that is past what the clock can represent.
+serving::Clock::time_point DeadlineAfter(serving::Clock::time_point start, int64_t us) {
+  const serving::Clock::duration headroom = serving::Clock::time_point::max() - start;
+  const std::chrono::microseconds timeout(us);  // us <= kMaxTimeoutUs: its nanoseconds fit
+  if (timeout >= headroom) return serving::Clock::time_point::max();
+  return start + timeout;
 }
 
 double Ms(serving::Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -35,26 +53,39 @@ absl::StatusOr<serving::RowTask::Admission> MakeAdmission(const http::Request& r
                                                           std::optional<int64_t> priority) {
   serving::RowTask::Admission a;
   a.client_gone = request.client_gone;
-  std::chrono::microseconds timeout = default_timeout;
+  // Microseconds, saturating (a 64-bit millisecond or microsecond count overflows nanoseconds).
+  int64_t timeout = default_timeout.count() > 0 ? SaturatingMsToUs(default_timeout.count()) : 0;
   if (std::string_view h = request.header("x-timeout-ms"); !h.empty()) {
     std::optional<int64_t> ms = ParseInt(h);
-    if (!ms || *ms <= 0) return absl::InvalidArgumentError(absl::StrCat("x-timeout-ms must be a positive integer, got '", std::string(h), "'"));
-    timeout_us = *ms * 1000;
+    if (!ms || *ms <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("x-timeout-ms must be a positive integer, got '", EchoForError(h), "'"));
+    }
+    timeout_us = SaturatingMsToUs(*ms);
   }
   if (timeout_us.has_value()) {
     if (*timeout_us <= 0) return absl::FailedPreconditionError("timeout must be positive");
-    const std::chrono::microseconds own(*timeout_us);
-    if (timeout.count() == 0 || own < timeout) timeout = own;
+    const int64_t own = std::min(*timeout_us, kMaxTimeoutUs);
+    if (timeout == 0 || own < timeout) timeout = own;
   }
-  if (timeout.count() > 0) a.deadline = request.received_at + timeout;
+  if (timeout > 0) a.deadline = DeadlineAfter(request.received_at, timeout);
   if (std::string_view h = request.header("x-priority"); !h.empty()) {
     priority = ParseInt(h);
     if (!priority || *priority < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("x-priority must be a non-negative integer, got '", std::string(h), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("x-priority must be a non-negative integer, got '", EchoForError(h), "'"));
     }
   }
   if (priority.has_value()) a.priority = static_cast<int>(*priority);
   return a;
+}
+
+bool CheckApiKey(const http::Request& request, std::string_view api_key, ResponseSender* sender) {
+  if (api_key.empty() || guard::ApiKeyMatches(request.header("authorization"), api_key)) return true;
+  http::Response r = ErrorResponse(absl::UnauthenticatedError("missing or invalid API key (Authorization: Bearer <key>)"));
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  sender->Send(std::move(r));
+  return false;
 }
 
 void AddTimingHeaders(const serving::StageTimings& t, http::Response* response) {
@@ -76,11 +107,11 @@ void ResponseSender::Send(http::Response response, const serving::StageTimings* 
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - received_at_).count();
   if (metrics_ != nullptr) {
-    metrics_->requests->WithLabels({model_, endpoint_, std::to_string(response.status)})->Increment();
-    metrics_->request_duration->WithLabels({model_, endpoint_})->Observe(seconds);
+    metrics_->requests->WithLabels({model_, version_, endpoint_, std::to_string(response.status)})->Increment();
+    metrics_->request_duration->WithLabels({model_, version_, endpoint_})->Observe(seconds);
     if (timings != nullptr) {
       auto observe = [&](const char* stage, serving::Clock::duration d) {
-        metrics_->stage_duration->WithLabels({model_, stage})->Observe(std::chrono::duration<double>(d).count());
+        metrics_->stage_duration->WithLabels({model_, version_, stage})->Observe(std::chrono::duration<double>(d).count());
       };
       observe("tokenize", timings->tokenize);
       observe("queue", timings->queue);

@@ -23,10 +23,14 @@ http::Response ErrorResponse(const absl::Status& status);
 
 // Deadline, priority and cancellation of a request:
 //  - timeout: header `x-timeout-ms` (milliseconds) or `timeout_us` (KServe's "timeout" parameter,
-//    microseconds); it may only shorten `default_timeout` (zero = none);
+//    microseconds); it may only shorten `default_timeout` (zero = none): a longer one, however
+//    large (up to INT64_MAX), gets the default. With no default, a timeout whose deadline the
+//    steady clock cannot represent (beyond about 292 years) means no deadline. Arithmetic
+//    saturates, so no value overflows into a deadline in the past;
 //  - priority: header `x-priority` or KServe's "priority" parameter (1 = highest);
 //  - the HTTP server's client_gone flag, so a task whose client left is dropped unrun.
-// INVALID_ARGUMENT for a malformed header.
+// INVALID_ARGUMENT for a malformed or non-positive header (400); FAILED_PRECONDITION for a
+// non-positive KServe timeout (422).
 absl::StatusOr<serving::RowTask::Admission> MakeAdmission(const http::Request& request,
                                                           std::chrono::milliseconds default_timeout,
                                                           std::optional<int64_t> timeout_us = std::nullopt,
@@ -46,7 +50,12 @@ class ResponseSender {
   ResponseSender(ResponseSender&&) = default;
   ResponseSender& operator=(ResponseSender&&) = default;
 
-  void set_model(std::string model) { model_ = std::move(model); }
+  // The model version that answers (metrics are labelled by model and version; both stay "" for
+  // requests answered before a model is chosen).
+  void set_model(std::string model, int64_t version) {
+    model_ = std::move(model);
+    version_ = std::to_string(version);
+  }
   // Holds a concurrency permit until the response is sent (released just before it is handed to the
   // connection) or the sender destroyed.
   void hold(guard::ConcurrencyLimiter::Permit permit) { permit_.emplace(std::move(permit)); }
@@ -59,8 +68,14 @@ class ResponseSender {
   serving::ServingMetrics* metrics_;
   std::string endpoint_;
   std::string model_;
+  std::string version_;
   std::chrono::steady_clock::time_point received_at_;
   std::optional<guard::ConcurrencyLimiter::Permit> permit_;
 };
+
+// The API key check (--api-key): true when `api_key` is empty or the request's
+// `Authorization: Bearer <key>` carries it; otherwise sends 401 {"error_type":"unauthorized"} with
+// `WWW-Authenticate: Bearer` through `sender` and returns false.
+bool CheckApiKey(const http::Request& request, std::string_view api_key, ResponseSender* sender);
 
 }  // namespace tide::server

@@ -1,6 +1,12 @@
 #include "server/routes/route_util.h"
 
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "api/status_http.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace tide::server {
 namespace {
@@ -9,7 +15,7 @@ http::Request RequestWith(std::vector<std::pair<std::string, std::string>> heade
   http::Request r;
   r.headers = std::move(headers);
   r.received_at = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
-  r.client_gone = std::make_shared<http::CancellationFlag>();
+  r.client_gone = std::make_shared<CancellationFlag>();
   return r;
 }
 
@@ -32,6 +38,96 @@ TEST(MakeAdmission, RequestTimeoutOnlyShortensTheDefault) {
   auto kserve = MakeAdmission(RequestWith({}), std::chrono::milliseconds(0), /*timeout_us=*/3000);
   ASSERT_TRUE(kserve.ok());
   EXPECT_EQ(kserve->deadline, r.received_at + std::chrono::microseconds(3000));
+}
+
+// Regression: x-timeout-ms 9223372036854775807 overflowed the microsecond conversion into a
+// deadline in the past (an instant 504). A timeout longer than the default gets the default; with
+// no default, one beyond what the clock can represent means no deadline, never an early one.
+TEST(MakeAdmission, HugeTimeoutsAreClampedNeverOverflowed) {
+  const auto r = RequestWith({});
+  const std::string max = std::to_string(std::numeric_limits<int64_t>::max());
+  const std::chrono::milliseconds default_timeout(30000);
+  for (const std::string ms : {max, std::to_string(std::numeric_limits<int64_t>::max() / 1000 + 1), std::string("9223372036854775")}) {
+    auto header = MakeAdmission(RequestWith({{"x-timeout-ms", ms}}), default_timeout);
+    ASSERT_TRUE(header.ok()) << ms;
+    EXPECT_EQ(header->deadline, r.received_at + default_timeout) << ms;
+    auto no_default = MakeAdmission(RequestWith({{"x-timeout-ms", ms}}), std::chrono::milliseconds(0));
+    ASSERT_TRUE(no_default.ok()) << ms;
+    EXPECT_GT(no_default->deadline, r.received_at + std::chrono::hours(24 * 365 * 100)) << ms;
+  }
+  for (const int64_t us : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max() / 1000 + 1}) {
+    auto kserve = MakeAdmission(r, default_timeout, us);
+    ASSERT_TRUE(kserve.ok()) << us;
+    EXPECT_EQ(kserve->deadline, r.received_at + default_timeout) << us;
+    auto no_default = MakeAdmission(r, std::chrono::milliseconds(0), us);
+    ASSERT_TRUE(no_default.ok()) << us;
+    EXPECT_GT(no_default->deadline, r.received_at + std::chrono::hours(24 * 365 * 100)) << us;
+  }
+  // A huge server default is clamped the same way.
+  auto huge_default = MakeAdmission(r, std::chrono::milliseconds(std::numeric_limits<int64_t>::max()));
+  ASSERT_TRUE(huge_default.ok());
+  EXPECT_GT(huge_default->deadline, r.received_at + std::chrono::hours(24 * 365 * 100));
+  // Non-positive stays an error: 400 for the header, 422 for KServe's parameter.
+  EXPECT_EQ(MakeAdmission(r, default_timeout, int64_t{-1}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MakeAdmission(r, default_timeout, std::numeric_limits<int64_t>::min()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MakeAdmission(RequestWith({{"x-timeout-ms", "-9223372036854775808"}}), default_timeout).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeAdmission(RequestWith({{"x-timeout-ms", "9223372036854775808"}}), default_timeout).status().code(),
+            absl::StatusCode::kInvalidArgument);  // not an int64 at all
+}
+
+TEST(MakeAdmission, MalformedHeaderValuesAreQuotedBounded) {
+  auto a = MakeAdmission(RequestWith({{"x-timeout-ms", std::string(100 * 1024, 'x')}}), {});
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(a.status().message().size(), 300u);
+}
+
+// Every status the HTTP layer answers by itself (server/http: malformed or refused requests, the
+// router, timeouts, limits, the connection cap, a dropped Responder) carries the error_type that
+// api's one table gives the corresponding code.
+TEST(ErrorTypes, HttpLayerStatusesMatchTheApiTable) {
+  const std::vector<std::pair<int, absl::StatusCode>> emitted = {
+      {400, absl::StatusCode::kInvalidArgument},     // malformed HTTP, framing, Host
+      {404, absl::StatusCode::kNotFound},            // no route
+      {405, absl::StatusCode::kInvalidArgument},     // wrong method
+      {408, absl::StatusCode::kDeadlineExceeded},    // slow sender
+      {413, absl::StatusCode::kFailedPrecondition},  // body over the limit
+      {431, absl::StatusCode::kFailedPrecondition},  // headers over the limit
+      {500, absl::StatusCode::kInternal},            // handler dropped its Responder
+      {501, absl::StatusCode::kUnimplemented},       // unsupported transfer coding
+      {503, absl::StatusCode::kUnavailable},         // connection cap
+  };
+  for (const auto& [status, code] : emitted) {
+    EXPECT_EQ(http::ErrorTypeForStatus(status), api::ErrorTypeFor(code)) << status;
+    EXPECT_EQ(nlohmann::json::parse(http::JsonError(status, "x").body)["error_type"], api::ErrorTypeFor(code)) << status;
+  }
+  // And every status api's table produces maps back to its own error_type.
+  for (int c = 1; c <= 16; ++c) {
+    const auto code = static_cast<absl::StatusCode>(c);
+    EXPECT_EQ(http::ErrorTypeForStatus(api::HttpStatusFor(code)), api::ErrorTypeFor(code)) << c;
+  }
+}
+
+TEST(CheckApiKey, SendsA401WithoutTheKeyAndNothingWithIt) {
+  std::optional<http::Response> got;
+  auto sender = [&got] {
+    return ResponseSender(http::Responder::FromCallback([&got](http::Response r) { got = std::move(r); }), nullptr,
+                          "model_stats", std::chrono::steady_clock::now());
+  };
+  {
+    ResponseSender s = sender();
+    EXPECT_TRUE(CheckApiKey(RequestWith({}), "", &s));  // no key configured
+    EXPECT_TRUE(CheckApiKey(RequestWith({{"Authorization", "Bearer k"}}), "k", &s));
+    s.Send(http::Response{});
+  }
+  EXPECT_EQ(got->status, 200);
+  got.reset();
+  ResponseSender s = sender();
+  EXPECT_FALSE(CheckApiKey(RequestWith({{"Authorization", "Bearer wrong"}}), "k", &s));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->status, 401);
+  EXPECT_EQ(nlohmann::json::parse(got->body)["error_type"], "unauthorized");
 }
 
 TEST(MakeAdmission, PriorityFromHeaderOrParameter) {

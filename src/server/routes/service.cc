@@ -8,9 +8,11 @@
 #include "api/cohere_rerank.h"
 #include "api/kserve_infer.h"
 #include "api/kserve_metadata.h"
+#include "api/model_statistics.h"
 #include "api/rerank.h"
 #include "api/status_http.h"
 #include "api/tokenize.h"
+#include "common/error_echo.h"
 #include "config/model_config.h"
 #include "nlohmann/json.hpp"
 #include "guard/api_key.h"
@@ -18,6 +20,7 @@
 #include "server/routes/route_util.h"
 #include "serving/fallback.h"
 #include "serving/scoring.h"
+#include "serving/tensor_rows.h"
 
 namespace tide::server {
 
@@ -31,11 +34,6 @@ http::Response JsonResponse(std::string body, int status = 200) {
   r.status = status;
   r.body = std::move(body);
   return r;
-}
-
-tokenizer::TruncationDirection ToTokenizer(api::TruncationDirection d) {
-  return d == api::TruncationDirection::kLeft ? tokenizer::TruncationDirection::kLeft
-                                              : tokenizer::TruncationDirection::kRight;
 }
 
 std::string NextRequestId() {
@@ -62,96 +60,6 @@ api::DataType ToApi(DataType t) {
   }
 }
 
-// The rows of a KServe request: token tensors (input_ids [+ attention_mask, token_type_ids]) or
-// BYTES text (text [+ text_pair]) that the server tokenizes.
-absl::Status RowsFromTensors(const serving::ServedModel& model, const api::InferRequest& request,
-                             std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time) {
-  const api::Tensor* ids = nullptr;
-  const api::Tensor* mask = nullptr;
-  const api::Tensor* types = nullptr;
-  const api::Tensor* text = nullptr;
-  const api::Tensor* text_pair = nullptr;
-  const runtime::ModelSignature& sig = model.signature();
-  for (const api::Tensor& t : request.inputs) {
-    if (t.name == sig.input_ids_name) ids = &t;
-    else if (t.name == sig.attention_mask_name) mask = &t;
-    else if (t.name == "token_type_ids") types = &t;
-    else if (t.name == "text") text = &t;
-    else if (t.name == "text_pair") text_pair = &t;
-    else return absl::FailedPreconditionError(absl::StrCat("unexpected input '", t.name, "' for model ", model.name()));
-  }
-  if (ids != nullptr) {
-    if (text != nullptr || text_pair != nullptr) {
-      return absl::FailedPreconditionError("send either token tensors or text inputs, not both");
-    }
-    auto as_int64 = [](const api::Tensor& t, size_t i) -> int64_t {
-      if (const auto* v = std::get_if<std::vector<int64_t>>(&t.data)) return (*v)[i];
-      return std::get<std::vector<int32_t>>(t.data)[i];
-    };
-    for (const api::Tensor* t : {ids, mask, types}) {
-      if (t == nullptr) continue;
-      if (t->datatype != api::DataType::kInt64 && t->datatype != api::DataType::kInt32) {
-        return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must be INT64 or INT32"));
-      }
-      if (t->shape.size() != 2) {
-        return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have shape [batch, sequence]"));
-      }
-      if (t->shape != ids->shape) {
-        return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have the shape of '", ids->name, "'"));
-      }
-    }
-    const int64_t batch = ids->shape[0], seq = ids->shape[1];
-    if (batch < 1 || seq < 1) return absl::FailedPreconditionError("input_ids must not be empty");
-    if (static_cast<size_t>(seq) > model.max_sequence_length()) {
-      return absl::FailedPreconditionError(absl::StrCat("sequence length ", seq, " exceeds the model's max_sequence_length ",
-                                                        model.max_sequence_length()));
-    }
-    const int64_t vocab = static_cast<int64_t>(model.tokenizer().vocab_size());
-    rows->resize(batch);
-    for (int64_t r = 0; r < batch; ++r) {
-      tokenizer::Encoding& e = (*rows)[r];
-      e.clear();
-      for (int64_t c = 0; c < seq; ++c) {
-        const size_t i = static_cast<size_t>(r * seq + c);
-        const int64_t id = as_int64(*ids, i);
-        if (id < 0 || id >= vocab) {
-          return absl::FailedPreconditionError(absl::StrCat("input_ids[", r, "][", c, "] = ", id, " is outside the vocabulary (",
-                                                            vocab, " tokens)"));
-        }
-        e.ids.push_back(id);
-        e.attention_mask.push_back(mask != nullptr ? (as_int64(*mask, i) != 0 ? 1 : 0) : 1);
-        e.type_ids.push_back(types != nullptr ? as_int64(*types, i) : 0);
-      }
-      e.untruncated_length = e.ids.size();
-    }
-    return absl::OkStatus();
-  }
-  if (text == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("model ", model.name(), " expects '", sig.input_ids_name,
-                                                      "' (INT64/INT32 [batch, sequence]) or 'text' (BYTES [batch])"));
-  }
-  const auto* texts = std::get_if<std::vector<std::string>>(&text->data);
-  if (texts == nullptr || texts->empty()) return absl::FailedPreconditionError("input 'text' must be non-empty BYTES");
-  const std::vector<std::string>* pairs = nullptr;
-  if (text_pair != nullptr) {
-    pairs = std::get_if<std::vector<std::string>>(&text_pair->data);
-    if (pairs == nullptr || pairs->size() != texts->size()) {
-      return absl::FailedPreconditionError("input 'text_pair' must be BYTES with as many elements as 'text'");
-    }
-  }
-  const Steady::time_point start = Steady::now();
-  tokenizer::EncodeOptions opts;
-  opts.max_length = model.max_sequence_length();
-  rows->resize(texts->size());
-  for (size_t i = 0; i < texts->size(); ++i) {
-    std::optional<std::string_view> pair;
-    if (pairs != nullptr) pair = (*pairs)[i];
-    if (absl::Status s = model.tokenizer().Encode((*texts)[i], pair, opts, &(*rows)[i]); !s.ok()) return s;
-  }
-  *tokenize_time = Steady::now() - start;
-  return absl::OkStatus();
-}
-
 // While a model's breaker is open: `scores` from a fallback (`fallback`: BM25 for a reranker, the
 // configured default result for a classifier). TEI's array gets "degraded": true on every result,
 // Cohere's object once at the top.
@@ -169,7 +77,7 @@ absl::StatusOr<http::Response> DegradedRerank(const serving::ServedModel& model,
   }
   http::Response r = JsonResponse(j.dump());
   r.headers.emplace_back("x-tide-degraded", fallback);
-  if (metrics != nullptr) metrics->degraded->WithLabels({model.name(), fallback})->Increment();
+  if (metrics != nullptr) metrics->degraded->WithLabels({model.name(), std::to_string(model.version()), fallback})->Increment();
   return r;
 }
 
@@ -281,6 +189,11 @@ absl::Status Service::AddRoutes() {
   for (const Entry& e : routes) {
     if (absl::Status s = router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
   }
+  for (const Entry& e : routes) {
+    const std::string_view p = e.pattern;
+    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health") continue;
+    if (absl::Status s = admin_router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
@@ -293,11 +206,11 @@ void Service::Rerank(http::Request request, http::Responder respond) {
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = models_->Default();
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
-  const serving::PairOptions pair_options{req->truncate, ToTokenizer(req->truncation_direction), std::nullopt};
+  const serving::PairOptions pair_options{req->truncate, req->truncation_direction, std::nullopt};
   ScorePairs(std::move(sender), *model, *admission, req->query, req->texts, pair_options, req->raw_scores,
              /*tei_array=*/true,
              [req](std::span<const float> scores, size_t) { return api::RenderRerankResponse(*req, scores); });
@@ -311,7 +224,7 @@ void Service::CohereRerank(http::Request request, http::Responder respond) {
   auto model = parsed->model.has_value() && !parsed->model->empty() ? models_->Find(*parsed->model)
                                                                     : models_->Default();
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
@@ -386,7 +299,7 @@ void Service::Tokenize(http::Request request, http::Responder respond) {
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = models_->Default();
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   const tokenizer::Tokenizer& tok = (*model)->tokenizer();
   tokenizer::EncodeOptions opts;
   opts.max_length = (*model)->max_sequence_length();
@@ -441,10 +354,11 @@ void Service::Load(http::Request request, http::Responder respond) {
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_metadata", request.received_at);
+  if (!CheckApiKey(request, options_.api_key, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   const serving::ServedModel& m = **model;
-  sender.set_model(m.name());
+  sender.set_model(m.name(), m.version());
   api::ModelMetadata md;
   md.name = m.name();
   for (int64_t v : models_->Versions(m.name())) md.versions.push_back(std::to_string(v));
@@ -469,17 +383,18 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
   ResponseSender sender(std::move(respond), metrics_, "model_ready", request.received_at);
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   const bool ready = !draining() && (*model)->ready();
   sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
 }
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
+  if (!CheckApiKey(request, options_.api_key, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
-  sender.Send(JsonResponse((*model)->StatisticsJson()));
+  sender.set_model((*model)->name(), (*model)->version());
+  sender.Send(JsonResponse(api::RenderModelStatistics({(*model)->Statistics()})));
 }
 
 // ---- KServe v2: inference ---------------------------------------------------------------------------
@@ -489,16 +404,16 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
   if (!AdmitRequest(request, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name());
+  sender.set_model((*model)->name(), (*model)->version());
   std::optional<std::string_view> header_length;
   if (std::string_view h = request.header(api::kInferenceHeaderContentLength); !h.empty()) header_length = h;
   auto parsed = api::ParseInferRequest(request.body, header_length, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  const runtime::ModelSignature& sig = (*model)->signature();
+  const ModelSignature& sig = (*model)->signature();
   for (const api::InferRequestedOutput& out : parsed->outputs) {
     if (out.name != sig.logits_name) {
       return sender.SendError(absl::FailedPreconditionError(
-          absl::StrCat("unknown output '", out.name, "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
+          absl::StrCat("unknown output '", EchoForError(out.name), "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
     }
   }
   auto timeout = IntParameter(parsed->parameters, "timeout");
@@ -510,7 +425,7 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
 
   std::vector<tokenizer::Encoding> rows;
   Clock::duration tokenize{};
-  if (absl::Status s = RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
+  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
 
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
   if (!(*model)->AdmitToModel()) {
@@ -522,7 +437,7 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
                                       serving::DefaultResult(row, static_cast<int64_t>(rows.size())), true);
     if (!response.ok()) return sender.SendError(response.status());
     response->headers.emplace_back("x-tide-degraded", serving::kFallbackDefault);
-    metrics_->degraded->WithLabels({(*model)->name(), serving::kFallbackDefault})->Increment();
+    metrics_->degraded->WithLabels({(*model)->name(), std::to_string((*model)->version()), serving::kFallbackDefault})->Increment();
     return sender.Send(*std::move(response));
   }
   (*model)->Submit(

@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
+#include "common/version.h"
 #include "guard/concurrency_limiter.h"
 #include "server/http/router.h"
 #include "serving/model_manager.h"
@@ -46,9 +47,11 @@ struct ServiceOptions {
   // Deadline of a request that names none (x-timeout-ms header, KServe "timeout" parameter);
   // zero: none. A request's own timeout may only shorten it.
   std::chrono::milliseconds default_timeout{0};
-  std::string version = "0.1.0";
-  // Bearer key required on the inference endpoints (rerank, v1/rerank, tokenize, infer); empty:
-  // none. Compared in constant time.
+  std::string version{Version()};
+  // Bearer key required on the inference endpoints (rerank, v1/rerank, tokenize, infer) and on
+  // model metadata and statistics (/v2/models/{m}[/versions/{v}][/stats]); empty: none. Compared
+  // in constant time. Open without it: health (/health, /v2/health/*), server metadata (/v2),
+  // /metrics and model readiness (/v2/models/{m}[/versions/{v}]/ready) — probes and scrapers.
   std::string api_key;
   // Inference requests in flight beyond which new ones get 429 at once (TEI's
   // max_concurrent_requests); 0: unlimited.
@@ -61,6 +64,9 @@ class Service {
                                                          serving::ServingMetrics* metrics,
                                                          const ServiceOptions& options);
   http::Handler* handler() { return &router_; }
+  // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /metrics
+  // and /v2 (the same handlers as handler()'s); any other path is 404.
+  http::Handler* admin_handler() { return &admin_router_; }
   void SetDraining(bool draining) { draining_.store(draining); }
   bool draining() const { return draining_.load(); }
 
@@ -101,6 +107,7 @@ class Service {
   std::atomic<bool> draining_{false};
   guard::ConcurrencyLimiter limiter_{options_.max_concurrent_requests};
   http::Router router_;
+  http::Router admin_router_;
 };
 
 }  // namespace tide::server

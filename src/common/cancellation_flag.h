@@ -1,4 +1,4 @@
-// tide::http::CancellationFlag — a one-way "stop caring about this request" signal.
+// tide::CancellationFlag — a one-way "stop caring about this request" signal.
 //
 // Contract: shared (std::shared_ptr) between the party that raises it (the HTTP server when the
 // client disconnects) and those that poll it (batcher, workers). Thread-safe, lock-free, never
@@ -7,7 +7,7 @@
 
 #include <atomic>
 
-namespace tide::http {
+namespace tide {
 
 class CancellationFlag {
  public:
@@ -18,4 +18,4 @@ class CancellationFlag {
   std::atomic<bool> cancelled_{false};
 };
 
-}  // namespace tide::http
+}  // namespace tide

@@ -1,10 +1,10 @@
-#include "batching/clock.h"
+#include "common/clock.h"
 
 #include <algorithm>
 
 #include "absl/time/time.h"
 
-namespace tide::batching {
+namespace tide {
 
 SteadyClock* SteadyClock::Get() {
   static SteadyClock* const clock = new SteadyClock();
@@ -61,4 +61,4 @@ void FakeClock::Wake() {
   for (absl::CondVar* cv : waiters_) cv->SignalAll();
 }
 
-}  // namespace tide::batching
+}  // namespace tide

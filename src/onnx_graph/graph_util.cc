@@ -1,11 +1,11 @@
-#include "quantize/graph_util.h"
+#include "onnx_graph/graph_util.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 
-namespace tide::quantize {
+namespace tide::onnx_graph {
 
 int64_t NumElements(const onnx::TensorProto& t) {
   int64_t n = 1;
@@ -262,4 +262,4 @@ void EnsureOpset(onnx::ModelProto* model, const std::string& domain, int64_t ver
   o->set_version(version);
 }
 
-}  // namespace tide::quantize
+}  // namespace tide::onnx_graph

@@ -1,4 +1,4 @@
-// tide::quantize graph helpers shared by the INT8 and FP16 passes.
+// tide::onnx_graph helpers on ONNX graphs shared by quantize (INT8, FP16) and optimize (fusion).
 //
 // Contract: free functions on onnx protobuf messages; no shared state; thread-compatible.
 // Errors are INVALID_ARGUMENT naming the tensor or node that is malformed.
@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "onnx/onnx_pb.h"
 
-namespace tide::quantize {
+namespace tide::onnx_graph {
 
 // A float initializer's values (from float_data or little-endian raw_data), checked against dims.
 absl::StatusOr<std::vector<float>> ReadFloatTensor(const onnx::TensorProto& t);
@@ -80,4 +80,4 @@ std::vector<WeightMatMul> FindWeightMatMuls(const onnx::GraphProto& g, std::vect
 void EnsureOpset(onnx::ModelProto* model, const std::string& domain, int64_t version);
 int64_t OpsetVersion(const onnx::ModelProto& model, const std::string& domain);
 
-}  // namespace tide::quantize
+}  // namespace tide::onnx_graph

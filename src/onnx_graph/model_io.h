@@ -1,4 +1,4 @@
-// tide::quantize model I/O — read and write ONNX ModelProto files, with external data.
+// tide::onnx_graph model I/O — read and write ONNX ModelProto files, with external data.
 //
 // Contract:
 //  - LoadModel parses `path` and pulls every initializer stored as external data (the layout
@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "onnx/onnx_pb.h"
 
-namespace tide::quantize {
+namespace tide::onnx_graph {
 
 enum class ExternalData {
   kAuto,    // external only when the single file would exceed ~1.8 GB
@@ -39,4 +39,4 @@ absl::StatusOr<onnx::ModelProto> LoadModel(const std::string& path);
 absl::StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes);  // no external data
 absl::Status SaveModel(onnx::ModelProto& model, const std::string& path, const SaveOptions& options = {});
 
-}  // namespace tide::quantize
+}  // namespace tide::onnx_graph

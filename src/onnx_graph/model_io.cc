@@ -1,4 +1,4 @@
-#include "quantize/model_io.h"
+#include "onnx_graph/model_io.h"
 
 #include <filesystem>
 #include <fstream>
@@ -10,7 +10,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
-namespace tide::quantize {
+namespace tide::onnx_graph {
 namespace {
 
 namespace fs = std::filesystem;
@@ -156,4 +156,4 @@ absl::Status SaveModel(onnx::ModelProto& model, const std::string& path, const S
   return absl::OkStatus();
 }
 
-}  // namespace tide::quantize
+}  // namespace tide::onnx_graph

@@ -1,4 +1,4 @@
-// tide::batching::Clock — the time source of the batcher and the instance pool.
+// tide::Clock — the time source of the batcher, the instance pool, the circuit breaker and the request path.
 //
 // Contract:
 //  - Now() is monotonic (steady). Thread-safe.
@@ -17,7 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace tide::batching {
+namespace tide {
 
 class Clock {
  public:
@@ -59,4 +59,4 @@ class FakeClock final : public Clock {
   std::vector<absl::CondVar*> waiters_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace tide::batching
+}  // namespace tide

@@ -1,0 +1,328 @@
+// Connection-lifecycle tests of `tide serve` (tide issue 19, items 2, 5 and 6), against the real
+// binary over HTTP on loopback:
+//  - a flood of silent connections beyond --max-connections does not lock out health probes (on
+//    the main port, through eviction, and on the --admin-port listener) nor inference;
+//  - a connection that never sends a byte is closed at the header-read timeout;
+//  - a client that pipelines kMaxPipelinedRequests requests and leaves has its queued rows dropped
+//    unrun (counted as cancelled) although reading was paused;
+//  - SIGTERM with more queued work than the grace period allows: the process exits within the
+//    grace period plus a margin (not twice the grace), with code 0, and every client gets an
+//    answer or a closed connection.
+// One server for the first three (--max-connections 64, --admin-port, --header-read-timeout-ms
+// 5000; models `held`: 1 s batching window, `fault`: runs at once), a second one for SIGTERM.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "blackbox_support.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http_client.h"
+#include "server_process.h"
+
+namespace tide::blackbox {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using tide::testing::ClientResponse;
+using tide::testing::HttpClient;
+using tide::testing::ServerProcess;
+using Steady = std::chrono::steady_clock;
+
+constexpr int kMaxConnections = 64;
+constexpr int kHeaderTimeoutMs = 5000;
+
+double MsSince(Steady::time_point t0) { return std::chrono::duration<double, std::milli>(Steady::now() - t0).count(); }
+
+// Sum of every sample of Prometheus metric `name` whose labels contain all of `label_parts`.
+double MetricSum(const std::string& text, std::string_view name, const std::vector<std::string>& label_parts) {
+  double sum = 0;
+  for (const std::string& text_line : std::vector<std::string>(absl::StrSplit(text, '\n'))) {
+    const std::string_view line = text_line;
+    if (line.empty() || line[0] == '#' || line.substr(0, name.size()) != name) continue;
+    const std::string_view rest = line.substr(name.size());
+    if (rest.empty() || (rest[0] != '{' && rest[0] != ' ')) continue;  // a longer metric name
+    const size_t space = rest.rfind(' ');
+    const std::string_view labels = rest.substr(0, space);
+    bool all = true;
+    for (const std::string& part : label_parts) all = all && labels.find(part) != std::string_view::npos;
+    double v = 0;
+    if (all && absl::SimpleAtod(std::string(rest.substr(space + 1)), &v)) sum += v;
+  }
+  return sum;
+}
+
+// A plain blocking loopback TCP connection.
+class RawSocket {
+ public:
+  explicit RawSocket(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawSocket() { Close(); }
+  RawSocket(const RawSocket&) = delete;
+  RawSocket& operator=(const RawSocket&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  bool Send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // Reads what arrives within `timeout` (until the peer closes, when it does); true when it closed.
+  bool ReadFor(std::chrono::milliseconds timeout, std::string* out) {
+    const auto end = Steady::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Steady::now()).count();
+      if (left <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return true;  // FIN or RST
+      out->append(buf, static_cast<size_t>(n));
+    }
+  }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// A loopback port free right now (bound and released; the server binds it a moment later).
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  uint16_t port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+std::string RawPost(const std::string& path, const std::string& body) {
+  return absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: tide\r\nContent-Type: application/json\r\nContent-Length: ",
+                      body.size(), "\r\n\r\n", body);
+}
+
+std::string RerankBody(const std::string& model, const std::string& tag, int documents, int words_per_document) {
+  json docs = json::array();
+  for (int d = 0; d < documents; ++d) {
+    std::string text = absl::StrCat(tag, " document ", d);
+    for (int w = 0; w < words_per_document; ++w) absl::StrAppend(&text, " bamboo panda forest");
+    docs.push_back(text);
+  }
+  return json{{"model", model}, {"query", "where does the panda live " + tag}, {"documents", docs}}.dump();
+}
+
+uint16_t g_admin_port = 0;
+
+class ServeConnTest : public SharedServerSuite<ServeConnTest> {
+ protected:
+  static void SetUpTestSuite() {
+    g_admin_port = FreePort();
+    StartSharedServer(AddModels, {"--max-connections", std::to_string(kMaxConnections), "--admin-port",
+                                  std::to_string(g_admin_port), "--header-read-timeout-ms",
+                                  std::to_string(kHeaderTimeoutMs), "--max-batch-tokens", "4096", "--log-level",
+                                  "warn"});
+  }
+
+  static absl::Status AddModels(const fs::path& repository) {
+    const std::string common =
+        "backend: \"onnxruntime\"\ninstance_group [{ count: 1, kind: KIND_CPU }]\n"
+        "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n";
+    absl::Status s = AddTinyBert(repository, "fault", common + "max_batch_size: 16\ndynamic_batching { }\n");
+    if (s.ok()) {
+      // 16 requests x 2 rows wait together in one 1 s window (the batch never fills 64 rows nor
+      // --max-batch-tokens 4096).
+      s = AddTinyBert(repository, "held", common + "max_batch_size: 64\n"
+                                                   "dynamic_batching { max_queue_delay_microseconds: 1000000 }\n");
+    }
+    return s;
+  }
+
+  static std::string Metrics() { return NewClient()->Get("/metrics").body; }
+};
+
+// kMaxConnections + 32 connections that never send a byte: the main port still answers its
+// readiness probe (a silent connection is evicted for it) and inference, and the admin listener
+// answers health, metrics and server metadata (and nothing else).
+TEST_F(ServeConnTest, SilentConnectionFloodLocksNobodyOut) {
+  std::vector<std::unique_ptr<RawSocket>> flood;
+  for (int i = 0; i < kMaxConnections + 32; ++i) {
+    flood.push_back(std::make_unique<RawSocket>(server().port()));
+    ASSERT_TRUE(flood.back()->ok()) << i;
+  }
+  const auto flooded = Steady::now();
+  {
+    HttpClient probe(server().host(), server().port(), std::chrono::milliseconds(2000));
+    const ClientResponse r = probe.Get("/v2/health/ready");
+    EXPECT_EQ(r.status, 200) << "main port: " << r.error << r.body;
+  }
+  {
+    HttpClient probe(server().host(), g_admin_port, std::chrono::milliseconds(2000));
+    const ClientResponse ready = probe.Get("/v2/health/ready");
+    EXPECT_EQ(ready.status, 200) << "admin port: " << ready.error << ready.body;
+    EXPECT_EQ(probe.Get("/v2/health/live").status, 200);
+    EXPECT_EQ(probe.Get("/health").status, 200);
+    EXPECT_EQ(probe.Get("/v2").status, 200);
+    const ClientResponse metrics = probe.Get("/metrics");
+    EXPECT_EQ(metrics.status, 200);
+    EXPECT_THAT(metrics.body, ::testing::HasSubstr("tide_requests_total"));
+    EXPECT_GE(MetricSum(metrics.body, "tide_http_connection_limit_total", {R"(listener="main")", R"(action="evicted")"}), 1)
+        << "the probe on the main port evicted a silent connection";
+    const ClientResponse rerank = probe.Post("/v1/rerank", RerankBody("fault", "admin", 1, 1));
+    EXPECT_EQ(rerank.status, 404) << "the admin listener serves inference: " << rerank.body;
+  }
+  {
+    HttpClient client(server().host(), server().port(), std::chrono::milliseconds(10000));
+    const ClientResponse r = client.Post("/v1/rerank", RerankBody("fault", "flood", 2, 1));
+    EXPECT_EQ(r.status, 200) << r.error << r.body;
+  }
+  // The probes were answered while the flood was still open (it is closed at the header timeout).
+  EXPECT_LT(MsSince(flooded), kHeaderTimeoutMs);
+}
+
+// A connection that never sends a byte is closed at the header-read timeout (5 s here), not held
+// for the 60 s idle timeout.
+TEST_F(ServeConnTest, SilentConnectionIsClosedAtTheHeaderTimeout) {
+  RawSocket silent(server().port());
+  ASSERT_TRUE(silent.ok());
+  std::string got;
+  EXPECT_TRUE(silent.ReadFor(std::chrono::milliseconds(kHeaderTimeoutMs + 7000), &got))
+      << "a silent connection was still open 7 s after the header timeout";
+  EXPECT_EQ(got, "");
+}
+
+// A client that pipelines 16 requests (the pipelining limit: reading pauses) and leaves while their
+// rows wait for their batch: every row is dropped unrun and counted as cancelled.
+TEST_F(ServeConnTest, PipeliningClientThatLeavesHasItsWorkDropped) {
+  constexpr int kPipelined = 16;
+  const std::vector<std::string> cancelled = {R"(model="held")", R"(reason="cancelled")"};
+  const double dropped_before = MetricSum(Metrics(), "tide_dropped_tasks_total", cancelled);
+  const json stats_before = ParseJson(NewClient()->Get("/v2/models/held/stats").body);
+  {
+    RawSocket leaver(server().port());
+    ASSERT_TRUE(leaver.ok());
+    std::string bytes;
+    for (int i = 0; i < kPipelined; ++i) bytes += RawPost("/v1/rerank", RerankBody("held", absl::StrCat("p", i), 2, 1));
+    ASSERT_TRUE(leaver.Send(bytes));
+    // Wait until every row is queued (the gauge), then leave.
+    bool queued = false;
+    auto poll = NewClient();
+    for (const auto end = Steady::now() + std::chrono::seconds(10); !queued && Steady::now() < end;) {
+      queued = MetricSum(poll->Get("/metrics").body, "tide_queue_tasks", {R"(model="held")"}) >= 2 * kPipelined;
+    }
+    ASSERT_TRUE(queued) << "the pipelined requests never all showed in tide_queue_tasks";
+    leaver.Close();
+  }
+  double dropped = dropped_before;
+  for (const auto end = Steady::now() + std::chrono::seconds(10);
+       dropped < dropped_before + 2 * kPipelined && Steady::now() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    dropped = MetricSum(Metrics(), "tide_dropped_tasks_total", cancelled);
+  }
+  EXPECT_EQ(dropped, dropped_before + 2 * kPipelined)
+      << "the rows of a pipelining client that left were not dropped as cancelled";
+  const json stats_after = ParseJson(NewClient()->Get("/v2/models/held/stats").body);
+  ASSERT_TRUE(stats_before.is_object() && stats_after.is_object());
+  EXPECT_EQ(stats_after["model_stats"][0]["inference_count"], stats_before["model_stats"][0]["inference_count"])
+      << "the rows of a pipelining client that left were run";
+  EXPECT_EQ(NewClient()->Post("/v1/rerank", RerankBody("fault", "after", 1, 1)).status, 200);
+}
+
+// SIGTERM with far more queued work than the grace period allows (128-token rows, one per batch:
+// ~2 ms each, 4800 of them): one deadline bounds the whole shutdown. Before the fix the HTTP drain waited the grace
+// period and then the model shutdown waited it again (exit after twice the grace period).
+TEST(ServeConnShutdownTest, SigtermExitsWithinTheGracePeriodWhenWorkCannotFinish) {
+  TempDir repo;
+  ASSERT_TRUE(AddTinyBert(repo.path(), "slow",
+                          "backend: \"onnxruntime\"\nmax_batch_size: 8\ninstance_group [{ count: 1, kind: KIND_CPU }]\n"
+                          "parameters { key: \"max_sequence_length\" value { string_value: \"128\" } }\n"
+                          "dynamic_batching { }\n")
+                  .ok());
+  constexpr int kGraceMs = 2000;
+  auto started = StartTideServe(repo.path(), {"--shutdown-grace-ms", std::to_string(kGraceMs), "--max-batch-tokens",
+                                              "128", "--log-level", "info"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+
+  constexpr int kClients = 24;
+  constexpr int kDocuments = 200;
+  const std::string body = RerankBody("slow", "heavy", kDocuments, 40);  // over 128 tokens per pair
+  std::vector<ClientResponse> answers(kClients);
+  std::vector<Steady::time_point> answered_at(kClients);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      HttpClient client(server.host(), server.port(), std::chrono::milliseconds(60000));
+      answers[c] = client.Post("/v1/rerank", body);
+      answered_at[c] = Steady::now();
+    });
+  }
+  // Wait until well over twice the grace period's work is queued (the gauge), then signal.
+  double queued = 0;
+  {
+    HttpClient poll(server.host(), server.port(), std::chrono::milliseconds(10000));
+    for (const auto end = Steady::now() + std::chrono::seconds(60); queued < kClients * kDocuments * 3 / 5 && Steady::now() < end;) {
+      queued = MetricSum(poll.Get("/metrics").body, "tide_queue_tasks", {R"(model="slow")"});
+    }
+  }
+  ASSERT_GE(queued, kClients * kDocuments * 3 / 5) << server.Diagnostics();
+  const auto signalled = Steady::now();
+  ASSERT_TRUE(server.Signal(SIGTERM).ok());
+  absl::StatusOr<int> code = server.WaitExit(std::chrono::milliseconds(4 * kGraceMs + 10000));
+  const double exit_ms = MsSince(signalled);
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(code.ok()) << code.status() << server.Diagnostics();
+  EXPECT_EQ(*code, 0) << server.Diagnostics();
+  RecordProperty("exit_after_sigterm_ms", static_cast<int>(exit_ms));
+  std::cout << "SIGTERM with " << queued << " rows queued, grace " << kGraceMs << " ms: exited " << exit_ms
+            << " ms after the signal" << std::endl;
+  // Twice the grace period is the bug; the batch running at the deadline, the flush margin for
+  // the last answers (500 ms) and the process's exit fit in the rest.
+  EXPECT_LT(exit_ms, kGraceMs + 1500) << server.Diagnostics();
+  for (int c = 0; c < kClients; ++c) {
+    EXPECT_TRUE(answers[c].status == 200 || answers[c].status == 503 || answers[c].status == 0)
+        << c << ": " << answers[c].status << " " << answers[c].body;
+    // Nobody hangs: an answer or the connection closed by the exiting server, not a client timeout.
+    const double answered_ms = std::chrono::duration<double, std::milli>(answered_at[c] - signalled).count();
+    EXPECT_LT(answered_ms, exit_ms + 5000) << c;
+  }
+}
+
+}  // namespace
+}  // namespace tide::blackbox
