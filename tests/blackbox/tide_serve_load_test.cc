@@ -1,6 +1,12 @@
 // Black-box test of GET /load (the signal a load balancer routes by: bench/replicas/load_agent.py
-// turns it into an haproxy agent-check weight). One server, --max-concurrent-requests 4, a
-// tiny-bert model that holds each request for its 300 ms batching delay.
+// turns it into an haproxy agent-check weight). One server, --max-concurrent-requests 4, an
+// --admin-port listener (which serves /load too), a tiny-bert model that holds each request for
+// its 300 ms batching delay.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -17,10 +23,30 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+// A loopback port free right now (bound and released; the server binds it a moment later).
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  uint16_t port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+uint16_t g_admin_port = 0;
+
 class ServeLoadTest : public SharedServerSuite<ServeLoadTest> {
  protected:
   static void SetUpTestSuite() {
-    StartSharedServer(AddModels, {"--io-threads", "2", "--max-concurrent-requests", "4", "--log-level", "warn"});
+    g_admin_port = FreePort();
+    StartSharedServer(AddModels, {"--io-threads", "2", "--max-concurrent-requests", "4", "--admin-port",
+                                  std::to_string(g_admin_port), "--log-level", "warn"});
   }
   static absl::Status AddModels(const fs::path& repository) {
     return AddTinyBert(repository, "slow",
@@ -41,6 +67,13 @@ TEST_F(ServeLoadTest, IdleServerReportsFullFreeCapacity) {
   EXPECT_EQ(j["queued_tasks"], 0);
   EXPECT_EQ(j["queued_tokens"], 0);
   EXPECT_EQ(j["free_percent"], 100);
+}
+
+TEST_F(ServeLoadTest, AdminListenerServesLoadToo) {
+  tide::testing::HttpClient admin(server().host(), g_admin_port, std::chrono::milliseconds(10000));
+  auto r = admin.Get("/load");
+  ASSERT_EQ(r.status, 200) << r.error << r.body;
+  EXPECT_EQ(json::parse(r.body)["max_concurrent_requests"], 4);
 }
 
 TEST_F(ServeLoadTest, RequestsInFlightAndQueuedRowsLowerTheFreeCapacity) {

@@ -191,7 +191,10 @@ absl::Status Service::AddRoutes() {
   }
   for (const Entry& e : routes) {
     const std::string_view p = e.pattern;
-    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health") continue;
+    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health" &&
+        p != "/load") {
+      continue;
+    }
     if (absl::Status s = admin_router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
   }
   return absl::OkStatus();

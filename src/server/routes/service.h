@@ -64,8 +64,8 @@ class Service {
                                                          serving::ServingMetrics* metrics,
                                                          const ServiceOptions& options);
   http::Handler* handler() { return &router_; }
-  // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /metrics
-  // and /v2 (the same handlers as handler()'s); any other path is 404.
+  // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /metrics,
+  // /load and /v2 (the same handlers as handler()'s); any other path is 404.
   http::Handler* admin_handler() { return &admin_router_; }
   void SetDraining(bool draining) { draining_.store(draining); }
   bool draining() const { return draining_.load(); }
