@@ -21,7 +21,8 @@ echo "image-test: run $IMAGE on 127.0.0.1:$port, models from $MODELS_DIR"
 # 2>/dev/null: podman reports that it cannot start the healthcheck timer without systemd; the
 # HEALTHCHECK command is run by hand below instead.
 $P run -d --name "$name" -p "127.0.0.1:$port:8000" -v "$MODELS_DIR:/models:ro" \
-  -e TIDE_SHUTDOWN_GRACE_MS="$GRACE_MS" -e TIDE_IO_THREADS=1 "$IMAGE" >/dev/null 2>&1 || fail "podman run"
+  -e TIDE_SHUTDOWN_GRACE_MS="$GRACE_MS" -e TIDE_IO_THREADS=1 -e TIDE_ADMIN_PORT=8002 "$IMAGE" >/dev/null 2>&1 \
+  || fail "podman run"
 start=$(date +%s)
 until [ "$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/health/ready")" = 200 ]; do
   [ "$($P inspect -f '{{.State.Running}}' "$name")" = true ] || fail "container exited before ready"
@@ -29,6 +30,7 @@ until [ "$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v
   sleep 1
 done
 echo "image-test: ready after $(( $(date +%s) - start )) s"
+# The HEALTHCHECK command asks the admin listener (TIDE_ADMIN_PORT) inside the container.
 $P healthcheck run "$name" >/dev/null 2>&1 || fail "HEALTHCHECK command did not report healthy"
 body=$(curl -s -m 30 "http://127.0.0.1:$port/rerank" -H 'Content-Type: application/json' \
   -d '{"query":"what is a panda?","texts":["The giant panda is a bear.","Paris is in France."]}')
