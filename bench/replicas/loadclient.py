@@ -63,8 +63,8 @@ def worker(args, host, port, path, seed, lines, lock):
         end = time.monotonic()
         with lock:
             lines.append(f"{wall:.4f} {1000 * (end - start):.2f} {outcome} {docs}\n")
-        if outcome != "ok":
-            time.sleep(0.01)
+        if outcome != "ok" and args.backoff_ms > 0:
+            time.sleep(args.backoff_ms / 1000)
 
 def main():
     ap = argparse.ArgumentParser()
@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--stop-file", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--backoff-ms", type=float, default=10, help="pause after an error (0: none)")
     args = ap.parse_args()
     u = urllib.parse.urlparse(args.url)
     lines, lock = [], threading.Lock()

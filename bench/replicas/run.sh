@@ -134,8 +134,10 @@ fi
 
 if [ -z "${skip_events:-}" ]; then
 event "begin saturate"
-/usr/bin/python3 bench/replicas/loadclient.py --url "http://$(addr 2):$PORT/rerank" --clients $(( MAXC * 3 )) \
-  --docs "$DOCS" --stop-file "$work/stop-flood" --out "$work/flood.txt" --seed 7 &
+# The flood takes every permit the moment one frees (no pause after its 429s), so that requests
+# arriving from haproxy find the replica full.
+/usr/bin/python3 bench/replicas/loadclient.py --url "http://$(addr 2):$PORT/rerank" --clients $(( MAXC * 6 )) \
+  --docs "$DOCS" --stop-file "$work/stop-flood" --out "$work/flood.txt" --seed 7 --backoff-ms 0 &
 flood_pid=$!
 sleep "$STEADY_S"
 touch "$work/stop-flood"; wait "$flood_pid" || true; flood_pid=
