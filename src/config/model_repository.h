@@ -45,6 +45,7 @@ struct RepositoryModel {
   ModelConfig config;
   std::vector<int64_t> available_versions;  // every numeric subdirectory, ascending
   std::vector<ModelVersion> versions;       // chosen by version_policy, ascending
+  std::vector<std::string> labels;          // a HuggingFace folder's id2label (hf_model_folder.h); else empty
 };
 
 struct RepositoryOptions {

@@ -55,6 +55,11 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                             {"model", "version", "fallback"}), &m->degraded));
   check(Assign(r.AddCounter("tide_shed_requests_total", "Requests refused at the edge before any work, by reason.",
                             {"reason"}), &m->shed));
+  check(Assign(r.AddGauge("tide_inflight_request_bytes",
+                          "Estimated bytes held by admitted inference requests (--max-inflight-bytes).", {}),
+               &m->inflight_bytes));
+  check(Assign(r.AddGauge("tide_tokenization_queue", "Requests waiting for a tokenization worker.", {}),
+               &m->tokenization_queue));
   if (!s.ok()) return s;
   return m;
 }

@@ -44,6 +44,9 @@ struct ServingMetrics {
   metrics::Family<metrics::Counter>* degraded = nullptr;            // tide_degraded_responses_total
   // Load shedding and authentication at the edge.
   metrics::Family<metrics::Counter>* shed = nullptr;                // tide_shed_requests_total
+  // Request cost bounds, refreshed at scrape time.
+  metrics::Family<metrics::Gauge>* inflight_bytes = nullptr;        // tide_inflight_request_bytes
+  metrics::Family<metrics::Gauge>* tokenization_queue = nullptr;    // tide_tokenization_queue
 };
 
 }  // namespace tide::serving
