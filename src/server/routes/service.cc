@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "guard/api_key.h"
 #include "server/routes/dashboard.h"
+#include "server/routes/load_report.h"
 #include "server/routes/route_util.h"
 #include "serving/fallback.h"
 #include "serving/scoring.h"
@@ -263,6 +264,7 @@ absl::Status Service::AddRoutes() {
       {"POST", "/tokenize", plain(&Service::Tokenize)},
       {"GET", "/metrics", plain(&Service::Metrics)},
       {"GET", "/dashboard", [](http::Request, http::PathParams, http::Responder respond) { std::move(respond)(DashboardResponse()); }},
+      {"GET", "/load", plain(&Service::Load)},
       {"GET", "/v2", plain(&Service::ServerMetadata)},
       {"GET", "/v2/health/live", plain(&Service::Live)},
       {"GET", "/v2/health/ready", plain(&Service::Ready)},
@@ -281,7 +283,10 @@ absl::Status Service::AddRoutes() {
   }
   for (const Entry& e : routes) {
     const std::string_view p = e.pattern;
-    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health") continue;
+    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health" &&
+        p != "/load") {
+      continue;
+    }
     if (absl::Status s = admin_router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -458,6 +463,14 @@ void Service::Ready(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "health_ready", request.received_at);
   const bool ready = !draining() && models_->AllReady();
   sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
+}
+
+void Service::Load(http::Request request, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "load", request.received_at);
+  std::vector<batching::BatcherStats> queues;
+  for (const auto& model : models_->All()) queues.push_back(model->GetStats().batcher);
+  const bool ready = !draining() && models_->AllReady();
+  sender.Send(JsonResponse(RenderLoadJson(MakeLoadReport(ready, limiter_.in_flight(), limiter_.max_concurrent_requests(), queues))));
 }
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {

@@ -9,6 +9,7 @@
 //   POST /v2/models/{m}[/versions/{v}]/infer      KServe v2 inference (JSON or binary tensors)
 //   GET  /v2/models/{m}[/versions/{v}]/stats      Triton statistics extension
 //   GET  /metrics                                 Prometheus text format
+//   GET  /load                                    in-flight requests, queued rows/tokens, free capacity (load_report.h)
 //
 // Contract:
 //  - The Service does not own the models or the metrics; both must outlive it.
@@ -91,8 +92,8 @@ class Service {
                                                          const ServiceOptions& options);
   ~Service();  // stops the tokenization workers first (queued requests are dropped: 500)
   http::Handler* handler() { return &router_; }
-  // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /metrics
-  // and /v2 (the same handlers as handler()'s); any other path is 404.
+  // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /metrics,
+  // /load and /v2 (the same handlers as handler()'s); any other path is 404.
   http::Handler* admin_handler() { return &admin_router_; }
   void SetDraining(bool draining) { draining_.store(draining); }
   bool draining() const { return draining_.load(); }
@@ -146,6 +147,7 @@ class Service {
   void ModelStats(http::Request request, const http::PathParams& params, http::Responder respond);
   void Infer(http::Request request, const http::PathParams& params, http::Responder respond);
   void Metrics(http::Request request, http::Responder respond);
+  void Load(http::Request request, http::Responder respond);
 
   serving::ModelManager* const models_;
   serving::ServingMetrics* const metrics_;
