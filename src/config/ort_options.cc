@@ -1,5 +1,9 @@
 #include "config/ort_options.h"
 
+#include <memory>
+
+#include "runtime/shared_weights.h"
+
 namespace tide::config {
 
 runtime::OrtOptions MakeOrtOptions(const TideParameters& params, const std::filesystem::path& model_file) {
@@ -9,6 +13,8 @@ runtime::OrtOptions MakeOrtOptions(const TideParameters& params, const std::file
   o.inter_op_threads = params.inter_op_threads;
   o.allow_spinning = params.allow_spinning;
   o.enable_cpu_mem_arena = params.enable_cpu_mem_arena;
+  // One SharedWeights per call: per loaded model version, held by that version's instances.
+  if (params.share_weights) o.shared_weights = std::make_shared<runtime::SharedWeights>();
   switch (params.graph_optimization_level) {
     case GraphOptimizationLevel::kDisable: o.graph_optimization_level = runtime::GraphOptimization::kDisable; break;
     case GraphOptimizationLevel::kBasic: o.graph_optimization_level = runtime::GraphOptimization::kBasic; break;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/shared_weights.h"
 
 namespace tide::runtime {
 namespace {
@@ -117,13 +118,30 @@ absl::StatusOr<ModelSignature> DiscoverSignature(Ort::Session& session, const st
                    session.GetOutputCount(), " outputs"));
 }
 
-absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string* label) {
+absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string* label,
+                                         std::shared_ptr<SharedModelWeights>* weights = nullptr) {
   *label = options.model_path.empty() ? std::string("<in-memory model>") : options.model_path;
   if (options.model_path.empty() && options.model_data.empty()) {
     return absl::InvalidArgumentError("OrtOptions: neither model_path nor model_data is set");
   }
+  std::shared_ptr<SharedModelWeights> shared;
+  if (options.shared_weights != nullptr && weights != nullptr) {
+    auto s = options.shared_weights->ForModel(options.model_path, options.model_data);
+    if (!s.ok()) return s.status();
+    shared = *std::move(s);
+  }
   try {
     Ort::SessionOptions so = MakeSessionOptions(options);
+    OrtPrepackedWeightsContainer* prepacked = nullptr;
+    if (shared != nullptr) {
+      for (size_t i = 0; i < shared->names.size(); ++i) so.AddInitializer(shared->names[i].c_str(), shared->values[i]);
+      prepacked = shared->prepacked;
+      *weights = shared;
+    }
+    if (prepacked != nullptr) {
+      if (!options.model_path.empty()) return Ort::Session(SharedEnv(), options.model_path.c_str(), so, prepacked);
+      return Ort::Session(SharedEnv(), options.model_data.data(), options.model_data.size(), so, prepacked);
+    }
     if (!options.model_path.empty()) return Ort::Session(SharedEnv(), options.model_path.c_str(), so);
     return Ort::Session(SharedEnv(), options.model_data.data(), options.model_data.size(), so);
   } catch (const Ort::Exception& e) {
@@ -135,12 +153,14 @@ absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string*
 
 absl::StatusOr<std::unique_ptr<OrtBackend>> OrtBackend::Create(const OrtOptions& options) {
   std::string label;
-  auto session = OpenSession(options, &label);
+  std::shared_ptr<SharedModelWeights> weights;
+  auto session = OpenSession(options, &label, &weights);
   if (!session.ok()) return session.status();
   try {
     auto signature = DiscoverSignature(*session, label);
     if (!signature.ok()) return signature.status();
-    return std::unique_ptr<OrtBackend>(new OrtBackend(*std::move(session), *std::move(signature)));
+    return std::unique_ptr<OrtBackend>(
+        new OrtBackend(std::move(weights), *std::move(session), *std::move(signature)));
   } catch (const Ort::Exception& e) {
     return FromOrt(e, absl::StrCat(label, ": cannot read the signature"));
   }
@@ -162,8 +182,9 @@ absl::StatusOr<ModelSignature> OrtBackend::ReadSignature(const std::string& mode
   }
 }
 
-OrtBackend::OrtBackend(Ort::Session session, ModelSignature signature)
-    : session_(std::move(session)),
+OrtBackend::OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature)
+    : weights_(std::move(weights)),
+      session_(std::move(session)),
       signature_(std::move(signature)),
       memory_info_(Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)) {
   input_names_.push_back(signature_.input_ids_name.c_str());

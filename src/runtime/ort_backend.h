@@ -14,6 +14,9 @@
 //    `out->values` when num_labels is static. Shape errors -> INVALID_ARGUMENT; engine errors
 //    -> INTERNAL (or INVALID_ARGUMENT when ONNX Runtime says so). Never throws: Ort::Exception is
 //    caught here, the only place tide calls ONNX Runtime's C++ API.
+//  - With OrtOptions::shared_weights set, the session takes the model's weights (and their
+//    pre-packed forms) from that object instead of holding its own copy (see shared_weights.h);
+//    the backend keeps the model's shared entry alive until its session is gone.
 #pragma once
 
 #include <memory>
@@ -26,6 +29,9 @@
 
 namespace tide::runtime {
 
+class SharedWeights;
+struct SharedModelWeights;
+
 enum class GraphOptimization { kDisable, kBasic, kExtended, kAll };
 
 struct OrtOptions {
@@ -36,6 +42,7 @@ struct OrtOptions {
   bool allow_spinning = false;     // spinning idle threads steal CPU from the other instances
   GraphOptimization graph_optimization_level = GraphOptimization::kAll;
   bool enable_cpu_mem_arena = true;
+  std::shared_ptr<SharedWeights> shared_weights;  // null: this session holds its own weights
 };
 
 class OrtBackend : public ModelBackend {
@@ -51,9 +58,10 @@ class OrtBackend : public ModelBackend {
   ~OrtBackend() override;
 
  private:
-  OrtBackend(Ort::Session session, ModelSignature signature);
+  OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature);
   absl::Status RunImpl(const TokenBatch& batch, Logits* out);
 
+  std::shared_ptr<SharedModelWeights> weights_;  // declared before session_: outlives it
   Ort::Session session_;
   ModelSignature signature_;
   Ort::MemoryInfo memory_info_;
