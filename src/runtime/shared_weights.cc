@@ -1,5 +1,9 @@
 #include "runtime/shared_weights.h"
 
+#include <malloc.h>
+#include <sys/mman.h>
+
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -47,7 +51,7 @@ absl::Status Load(const std::string& model_path, const std::string& model_data, 
   const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
   auto* initializers = model.mutable_graph()->mutable_initializer();
   out->names.reserve(initializers->size());
-  out->buffers.reserve(initializers->size());  // no reallocation: values point into these strings
+  out->buffers.reserve(initializers->size());
   out->values.reserve(initializers->size());
   for (onnx::TensorProto& t : *initializers) {
     const size_t elem = ElementSize(t.data_type());
@@ -59,12 +63,17 @@ absl::Status Load(const std::string& model_path, const std::string& model_data, 
     std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
     for (int64_t d : shape) count *= static_cast<size_t>(d < 0 ? 0 : d);
     if (count * elem != t.raw_data().size()) continue;  // malformed: let ONNX Runtime report it
+    const size_t size = t.raw_data().size();
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("shared weights: cannot map ", size, " bytes"));
+    std::shared_ptr<void> buffer(p, [size](void* q) { munmap(q, size); });
+    std::memcpy(p, t.raw_data().data(), size);
+    t.clear_raw_data();  // keeps the parsed copy from growing the peak further
     out->names.push_back(t.name());
-    out->buffers.push_back(std::move(*t.mutable_raw_data()));
-    std::string& bytes = out->buffers.back();
-    out->values.push_back(Ort::Value::CreateTensor(cpu, bytes.data(), bytes.size(), shape.data(), shape.size(),
+    out->values.push_back(Ort::Value::CreateTensor(cpu, p, size, shape.data(), shape.size(),
                                                    static_cast<ONNXTensorElementDataType>(t.data_type())));
-    out->bytes += bytes.size();
+    out->buffers.push_back(std::move(buffer));
+    out->bytes += size;
   }
   return absl::OkStatus();
 }
@@ -94,7 +103,9 @@ absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::ForModel(cons
   std::shared_ptr<SharedModelWeights> entry;
   try {
     entry = std::make_shared<SharedModelWeights>();
-    if (absl::Status s = Load(model_path, model_data, entry.get()); !s.ok()) return s;
+    absl::Status s = Load(model_path, model_data, entry.get());
+    malloc_trim(0);  // the parsed model is gone: give its pages back
+    if (!s.ok()) return s;
   } catch (const Ort::Exception& e) {
     return absl::InternalError(absl::StrCat("shared weights: ", e.what()));
   }

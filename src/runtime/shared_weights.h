@@ -16,6 +16,8 @@
 //    parallel); the first caller for a model parses it, the others wait for that result.
 //  - Needs libonnx-dev's protobuf classes to read the initializers; built without them,
 //    Available() is false and ForModel returns null (sessions then hold their own copies).
+//  - Loading parses the model once (transiently holding it in memory) and then calls malloc_trim
+//    so the parse does not leave the process's resident size larger.
 //  - Only dense initializers stored as raw_data of at least kMinSharedBytes are shared (what
 //    exporters write for weights); the rest stay in the model. ForModel errors: the model file
 //    cannot be read (NOT_FOUND) or parsed (FAILED_PRECONDITION).
@@ -39,7 +41,9 @@ namespace tide::runtime {
 struct SharedModelWeights {
   Ort::PrepackedWeightsContainer prepacked;
   std::vector<std::string> names;    // initializer names, parallel to values
-  std::vector<std::string> buffers;  // the tensors' bytes (moved out of the parsed model)
+  // The tensors' bytes, each in its own anonymous mapping (page-aligned, and returned to the
+  // system when the entry dies instead of staying in the heap).
+  std::vector<std::shared_ptr<void>> buffers;
   std::vector<Ort::Value> values;    // tensors over `buffers`, handed to AddInitializer
   size_t bytes = 0;                  // sum of the shared tensors' sizes
 };
