@@ -7,6 +7,8 @@
 #include <memory>
 #include <random>
 
+#include <time.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -107,7 +109,14 @@ struct Row {
   std::vector<uint8_t> a_bytes;  // A's data, typed by the kernel
   Ort::Value a{nullptr};
   std::vector<double> rounds;
+  std::vector<double> rounds_per_cpu_s;
 };
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -140,7 +149,7 @@ absl::StatusOr<std::vector<RooflineRow>> MeasureRoofline(const RooflineOptions& 
     for (RooflineKernel kernel : o.kernels) {
       const std::string model = BuildModel(kernel, o.m, o.k, o.n);
       for (int threads : o.threads) {
-        Row r{kernel, threads, nullptr, {}, Ort::Value(nullptr), {}};
+        Row r{kernel, threads, nullptr, {}, Ort::Value(nullptr), {}, {}};
         Ort::SessionOptions so;
         so.SetIntraOpNumThreads(threads);
         so.SetInterOpNumThreads(1);
@@ -171,6 +180,7 @@ absl::StatusOr<std::vector<RooflineRow>> MeasureRoofline(const RooflineOptions& 
     for (int round = 0; round < o.rounds; ++round) {
       for (Row& r : rows) {
         const auto start = std::chrono::steady_clock::now();
+        const double cpu_start = ProcessCpuSeconds();
         double elapsed = 0;
         int runs = 0;
         do {
@@ -179,13 +189,16 @@ absl::StatusOr<std::vector<RooflineRow>> MeasureRoofline(const RooflineOptions& 
           elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         } while (elapsed < o.seconds_per_round);
         r.rounds.push_back(gop * runs / elapsed);
+        r.rounds_per_cpu_s.push_back(gop * runs / std::max(ProcessCpuSeconds() - cpu_start, 1e-9));
       }
     }
   } catch (const Ort::Exception& e) {
     return absl::InternalError(absl::StrCat("roofline: onnxruntime: ", e.what()));
   }
   std::vector<RooflineRow> out;
-  for (Row& r : rows) out.push_back({r.kernel, r.threads, Median(r.rounds), r.rounds});
+  for (Row& r : rows) {
+    out.push_back({r.kernel, r.threads, Median(r.rounds), r.rounds, Median(r.rounds_per_cpu_s), r.rounds_per_cpu_s});
+  }
   return out;
 }
 
@@ -201,9 +214,11 @@ std::string FormatRoofline(const RooflineOptions& o, const std::vector<RooflineR
       "measured ceilings (ONNX Runtime kernels, [%d x %d] x [%d x %d] MatMul, B an initializer; median of %d "
       "alternating rounds of %.1f s; spinning %s):\n",
       o.m, o.k, o.k, o.n, o.rounds, o.seconds_per_round, o.allow_spinning ? "on" : "off");
-  absl::StrAppendFormat(&s, "  %-28s %7s %10s   %s\n", "kernel", "threads", "GFLOP/s", "rounds");
+  absl::StrAppendFormat(&s, "  %-28s %7s %10s %12s   %s\n", "kernel", "threads", "GFLOP/s", "GFLOP/CPU-s",
+                        "rounds (GFLOP/s)");
   for (const RooflineRow& r : rows) {
-    absl::StrAppendFormat(&s, "  %-28s %7d %10.1f   [%s]\n", RooflineKernelName(r.kernel), r.threads, r.gflops,
+    absl::StrAppendFormat(&s, "  %-28s %7d %10.1f %12.1f   [%s]\n", RooflineKernelName(r.kernel), r.threads, r.gflops,
+                          r.gflops_per_cpu_s,
                           absl::StrJoin(r.round_gflops, ", ", [](std::string* out, double v) {
                             absl::StrAppendFormat(out, "%.1f", v);
                           }));

@@ -44,6 +44,11 @@ struct RooflineRow {
   int threads = 0;
   double gflops = 0;                  // median over rounds (GOP/s for the integer kernels)
   std::vector<double> round_gflops;   // every round, in order
+  // Median over rounds of GFLOP per second of this process's CPU time: what the kernel does with
+  // the CPU it actually gets, which other load on a shared machine changes much less than
+  // GFLOP/s (spinning threads count as CPU time).
+  double gflops_per_cpu_s = 0;
+  std::vector<double> round_gflops_per_cpu_s;
 };
 
 absl::StatusOr<std::vector<RooflineRow>> MeasureRoofline(const RooflineOptions& options);
@@ -51,7 +56,7 @@ absl::StatusOr<std::vector<RooflineRow>> MeasureRoofline(const RooflineOptions& 
 // The row's GFLOP/s, or 0 when absent.
 double RooflineCeiling(const std::vector<RooflineRow>& rows, RooflineKernel kernel, int threads);
 
-// "kernel threads median [round, round, ...]" lines, one per row, with a header naming the shape.
+// "kernel threads median GFLOP/CPU-s [round, round, ...]" lines, one per row, with a header naming the shape.
 std::string FormatRoofline(const RooflineOptions& options, const std::vector<RooflineRow>& rows);
 
 }  // namespace tide::bench

@@ -108,8 +108,14 @@ int main(int argc, char** argv) {
   if (s8 > 0 && u8 > 0) std::printf("  MatMulInteger u8u8 / u8s8: %.1f / %.1f = %.3f\n", u8, s8, u8 / s8);
   const double one = tide::bench::RooflineCeiling(*rows, RooflineKernel::kFp32MatMul, 1);
   if (one > 0 && most > 1) std::printf("  FP32 %d threads / 1 thread: %.3f\n", most, fp32 / one);
-  std::printf("machine-readable: fp32_ceiling_gflops=%.1f int8_ceiling_gflops=%.1f nominal_gflops=%.1f\n", fp32, int8,
-              nominal);
+  const double fp32_cpu = [&] {
+    for (const auto& r : *rows) {
+      if (r.kernel == RooflineKernel::kFp32MatMul && r.threads == 1) return r.gflops_per_cpu_s;
+    }
+    return 0.0;
+  }();
+  std::printf("machine-readable: fp32_ceiling_gflops=%.1f int8_ceiling_gflops=%.1f nominal_gflops=%.1f "
+              "fp32_1thread_gflops_per_cpu_s=%.1f\n", fp32, int8, nominal, fp32_cpu);
   std::printf("load average at end: %s\n", LoadAverage().c_str());
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,18 @@ Ort::Env& SharedEnv() {
   // Leaked on purpose: sessions held by static objects must not outlive their Env.
   static Ort::Env* env = new Ort::Env(ORT_LOGGING_LEVEL_WARNING, "tide");
   return *env;
+}
+
+// One CPU arena on the shared Env for the sessions that share weights: an instance's activation
+// memory, kept by a per-session arena after its largest batch, is otherwise the whole cost of
+// another instance. Throws Ort::Exception (call_once then tries again on the next session).
+void RegisterSharedArena() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+    const Ort::ArenaCfg defaults(0, -1, -1, -1);  // ONNX Runtime's default arena settings
+    SharedEnv().CreateAndRegisterAllocator(cpu, defaults);
+  });
 }
 
 absl::Status FromOrt(const Ort::Exception& e, absl::string_view what) {
@@ -134,6 +147,10 @@ absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string*
     Ort::SessionOptions so = MakeSessionOptions(options);
     OrtPrepackedWeightsContainer* prepacked = nullptr;
     if (shared != nullptr) {
+      if (options.enable_cpu_mem_arena) {
+        RegisterSharedArena();
+        so.AddConfigEntry("session.use_env_allocators", "1");
+      }
       for (size_t i = 0; i < shared->names.size(); ++i) so.AddInitializer(shared->names[i].c_str(), shared->values[i]);
       prepacked = shared->prepacked;
       *weights = shared;

@@ -16,7 +16,10 @@
 //    caught here, the only place tide calls ONNX Runtime's C++ API.
 //  - With OrtOptions::shared_weights set, the session takes the model's weights (and their
 //    pre-packed forms) from that object instead of holding its own copy (see shared_weights.h);
-//    the backend keeps the model's shared entry alive until its session is gone.
+//    the backend keeps the model's shared entry alive until its session is gone. Such sessions
+//    (with enable_cpu_mem_arena) also allocate activations from one CPU arena registered on the
+//    process-wide Env ("session.use_env_allocators"), so an idle instance does not keep its own
+//    arena sized for its largest batch.
 #pragma once
 
 #include <memory>
