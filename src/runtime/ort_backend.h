@@ -4,6 +4,12 @@
 //  - Create loads one model into one Ort::Session (one instance of instance_group; create one
 //    backend per instance). All backends share one process-wide Ort::Env, created on first use
 //    and never destroyed (sessions may outlive static destruction order otherwise).
+//  - With OrtOptions::shared_weights set, the session takes the model's weights (and their
+//    pre-packed forms) from that object instead of holding its own copy (see shared_weights.h);
+//    the backend keeps the model's shared entry alive until its session is gone. Such sessions
+//    (with enable_cpu_mem_arena) also allocate activations from one CPU arena registered on the
+//    process-wide Env ("session.use_env_allocators"), so an idle instance does not keep its own
+//    arena sized for its largest batch.
 //  - The model's signature is discovered at Create: inputs named input_ids and attention_mask
 //    (required) and token_type_ids (optional), all int64 or all int32, rank 2 [batch, sequence];
 //    output: the first float output of rank 2, [batch, num_labels] (1 for a reranker score).
@@ -14,12 +20,6 @@
 //    `out->values` when num_labels is static. Shape errors -> INVALID_ARGUMENT; engine errors
 //    -> INTERNAL (or INVALID_ARGUMENT when ONNX Runtime says so). Never throws: Ort::Exception is
 //    caught here, the only place tide calls ONNX Runtime's C++ API.
-//  - With OrtOptions::shared_weights set, the session takes the model's weights (and their
-//    pre-packed forms) from that object instead of holding its own copy (see shared_weights.h);
-//    the backend keeps the model's shared entry alive until its session is gone. Such sessions
-//    (with enable_cpu_mem_arena) also allocate activations from one CPU arena registered on the
-//    process-wide Env ("session.use_env_allocators"), so an idle instance does not keep its own
-//    arena sized for its largest batch.
 #pragma once
 
 #include <memory>
