@@ -7,6 +7,12 @@
 #   make fuzz-smoke [FUZZ_SMOKE_SECONDS=10]  the same, a short run per target (CI: .ci/run)
 #   make bench                              run every bench/*/run.sh
 #   make models | build | bootstrap | clean
+#
+# Deployment (outside make test and CI; each installs its host tools with scripts/deploy/install-tools.sh):
+#   make image [BUILD_FROM=host|source] [MODELS_IN_IMAGE=mount|baked]   OCI image localhost/tide:latest (podman)
+#   make image-test                         build, run, serve a rerank request, stop within the grace period (~1-2 min)
+#   make deploy-check                       render deploy/ (kustomize, Helm if available), validate every object, podman kube play
+#   make replicas-test [REPLICAS_SMOKE=1]   N replicas behind haproxy: kill -9, rolling restart, saturation, warm-up (minutes)
 
 SHELL         := /bin/bash
 BUILD_DIR     ?= build
@@ -21,7 +27,7 @@ CTEST_JOBS    ?= 2
 CMAKE_FLAGS   ?=
 TIDE_BINARY   ?= $(BUILD_DIR)/tide
 
-.PHONY: all bootstrap build models run test fuzz fuzz-smoke bench clean
+.PHONY: all bootstrap build models run test fuzz fuzz-smoke bench clean image image-test deploy-check replicas-test
 
 all: build
 
@@ -63,6 +69,21 @@ bench: models
 	  [ -f "$$script" ] || continue; found=1; \
 	  echo "== $$script"; bash "$$script" || exit $$?; \
 	done; [ $$found -eq 1 ] || echo "make bench: no bench/*/run.sh yet"
+
+BUILD_FROM      ?= host
+MODELS_IN_IMAGE ?= mount
+
+image: models
+	@BUILD_FROM=$(BUILD_FROM) IMAGE_MODELS=$(MODELS_IN_IMAGE) MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/deploy/image.sh
+
+image-test: models
+	@MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/deploy/image-test.sh
+
+deploy-check:
+	@MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/deploy/deploy-check.sh
+
+replicas-test: models
+	@MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) SMOKE=$(REPLICAS_SMOKE) bench/replicas/run.sh
 
 clean:
 	rm -rf $(BUILD_DIR) $(FUZZ_DIR)

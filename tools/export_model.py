@@ -6,7 +6,9 @@
 
 Writes <repository>/<name>/config.pbtxt, <name>/1/model.onnx and <name>/tokenizer.json. Weights are
 seeded random for a preset (real architecture and cost, meaningless scores) or loaded from a local
-HuggingFace checkpoint folder (config.json + pytorch_model.bin). The ONNX graph (opset 17, dynamic
+HuggingFace checkpoint folder (config.json + model.safetensors, sharded model-*.safetensors with
+model.safetensors.index.json, or pytorch_model.bin; safetensors is preferred when both exist, as
+transformers does, and is parsed by tools/safetensors_file.py). The ONNX graph (opset 17, dynamic
 batch and sequence axes, int64 inputs input_ids, attention_mask[, token_type_ids], float32 output
 logits [batch, num_labels]) is checked with ONNX Runtime through `tide verify-model` against PyTorch
 logits on random padded batches; the entry is only put in place when that check passes, so a failed
@@ -32,6 +34,7 @@ import torch  # noqa: E402
 
 import crossencoder  # noqa: E402
 import make_wordpiece_tokenizer  # noqa: E402
+import safetensors_file  # noqa: E402
 
 OPSET = 17
 DEFAULT_SEED = 20240611
@@ -65,7 +68,10 @@ def config_pbtxt(name: str, cfg: crossencoder.CrossEncoderConfig, opts: EntryOpt
     """The entry's config.pbtxt in Triton's text format, with tide's parameters."""
     inputs = ",\n".join(
         f'  {{\n    name: "{n}"\n    data_type: TYPE_INT64\n    dims: [ -1 ]\n  }}' for n in input_names(cfg))
-    params = [("task", "rerank"), ("tokenizer", "tokenizer.json"),
+    # One label: a reranker's relevance logit (sigmoid). More: a classifier; tide's rerank score is
+    # then the softmax probability of the last label (e.g. id2label's "relevant" / "POSITIVE").
+    task = [("task", "rerank")] if cfg.num_labels == 1 else [("task", "classify"), ("score_activation", "softmax")]
+    params = task + [("tokenizer", "tokenizer.json"),
               ("max_sequence_length", str(min(512, cfg.max_sequence_length))),
               ("intra_op_threads", str(opts.intra_op_threads))]
     param_text = "".join(f'parameters {{\n  key: "{k}"\n  value {{ string_value: "{v}" }}\n}}\n' for k, v in params)
@@ -81,23 +87,38 @@ def config_pbtxt(name: str, cfg: crossencoder.CrossEncoderConfig, opts: EntryOpt
 
 # ---- checkpoints -----------------------------------------------------------------------------------
 
+def checkpoint_weights(directory: str) -> str:
+    """The weights file an HF folder would be loaded from (safetensors first, as transformers does)."""
+    for name in (safetensors_file.SINGLE_FILE, safetensors_file.INDEX_FILE, "pytorch_model.bin"):
+        if os.path.isfile(os.path.join(directory, name)):
+            return os.path.join(directory, name)
+    raise crossencoder.CheckpointError(
+        f"{directory}: no weights found (looked for {safetensors_file.SINGLE_FILE}, "
+        f"{safetensors_file.INDEX_FILE} with its shards, and pytorch_model.bin)")
+
+
 def load_checkpoint(directory: str):
-    """(config, model) from an HF folder with config.json and pytorch_model.bin."""
+    """(config, model) from an HF folder with config.json and model.safetensors, sharded
+    model-*-of-*.safetensors with model.safetensors.index.json, or pytorch_model.bin."""
     cfg_path = os.path.join(directory, "config.json")
-    bin_path = os.path.join(directory, "pytorch_model.bin")
-    for p in (cfg_path, bin_path):
-        if not os.path.isfile(p):
-            hint = " (only pytorch_model.bin is supported, not safetensors)" if p == bin_path else ""
-            raise crossencoder.CheckpointError(f"{p} not found{hint}")
+    if not os.path.isfile(cfg_path):
+        raise crossencoder.CheckpointError(f"{cfg_path} not found")
+    weights = checkpoint_weights(directory)
     with open(cfg_path, encoding="utf-8") as f:
         cfg = crossencoder.CrossEncoderConfig.from_hf_dict(json.load(f))
     model = crossencoder.build_model(cfg, seed=0)
-    try:
-        state = torch.load(bin_path, map_location="cpu")
-    except Exception as e:  # torch raises many types for a corrupt file
-        raise crossencoder.CheckpointError(f"cannot read {bin_path}: {e}") from e
-    if not isinstance(state, dict):
-        raise crossencoder.CheckpointError(f"{bin_path} does not hold a state dict")
+    if weights.endswith((".safetensors", ".json")):
+        try:
+            state = safetensors_file.read_folder(directory)
+        except safetensors_file.SafetensorsError as e:
+            raise crossencoder.CheckpointError(f"cannot read safetensors weights: {e}") from e
+    else:
+        try:
+            state = torch.load(weights, map_location="cpu")
+        except Exception as e:  # torch raises many types for a corrupt file
+            raise crossencoder.CheckpointError(f"cannot read {weights}: {e}") from e
+        if not isinstance(state, dict):
+            raise crossencoder.CheckpointError(f"{weights} does not hold a state dict")
     crossencoder.load_hf_state_dict(model, state)
     return cfg, model
 
@@ -306,7 +327,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--preset", choices=sorted(crossencoder.PRESETS), default="minilm-l6",
                      help="architecture with seeded random weights (default %(default)s)")
-    src.add_argument("--checkpoint", help="local HF checkpoint folder (config.json + pytorch_model.bin)")
+    src.add_argument("--checkpoint", help="local HF checkpoint folder (config.json + model.safetensors[.index.json] or pytorch_model.bin)")
     p.add_argument("--repository", default="models", help="model repository folder (default %(default)s)")
     p.add_argument("--name", help="entry name (default: the preset, or the checkpoint folder's name)")
     p.add_argument("--tokenizer", default=os.environ.get("TIDE_TOKENIZER") or None,

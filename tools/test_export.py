@@ -8,6 +8,7 @@ when it lacks `verify-model` the ONNX Runtime tests fail rather than skip.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -168,6 +169,16 @@ class ModelTest(unittest.TestCase):
         state["classifier.weight"] = torch.zeros(2, cfg.hidden_size)
         with self.assertRaisesRegex(crossencoder.CheckpointError, r"classifier.weight: checkpoint \(2, 64\)"):
             crossencoder.load_hf_state_dict(target, state)
+
+    def test_config_task_follows_the_number_of_labels(self):
+        one = export_model.config_pbtxt("m", crossencoder.PRESETS["tiny-bert"], export_model.EntryOptions())
+        self.assertIn('key: "task"\n  value { string_value: "rerank" }', one)
+        self.assertNotIn("score_activation", one)
+        two = export_model.config_pbtxt("m", dataclasses.replace(crossencoder.PRESETS["tiny-bert"], num_labels=2),
+                                        export_model.EntryOptions())
+        self.assertIn('key: "task"\n  value { string_value: "classify" }', two)
+        self.assertIn('key: "score_activation"\n  value { string_value: "softmax" }', two)
+        self.assertIn("dims: [ 2 ]", two)
 
     def test_presets_have_the_published_shapes(self):
         p = crossencoder.PRESETS

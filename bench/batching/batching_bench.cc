@@ -48,17 +48,15 @@
 
 #include "CLI/CLI.hpp"
 #include "config/model_config.h"
-#include "config/ort_options.h"
 #include "config/tide_parameters.h"
 #include "http_client.h"
 #ifdef TIDE_HAVE_ROOFLINE
 #include "roofline/roofline.h"
 #endif
 #include "nlohmann/json.hpp"
-#ifdef TIDE_HAVE_GRAPH_FUSION
 #include "optimize/fusion_check.h"
-#endif
 #include "runtime/ort_backend.h"
+#include "runtime/ort_options.h"
 #include "tokenizer/tokenizer.h"
 
 extern char** environ;
@@ -512,17 +510,15 @@ int main(int argc, char** argv) {
   const std::string model_file = model_dir + "/1/model.onnx";
   std::string raw_model_data;  // empty: the file as exported
   std::string raw_graph = "as exported (graph_fusion off)";
-#ifdef TIDE_HAVE_GRAPH_FUSION
   if (params->graph_fusion == tide::config::GraphFusion::kAuto) {
     auto signature = tide::runtime::OrtBackend::ReadSignature(model_file);
     if (!signature.ok()) Die(signature.status().ToString());
     tide::optimize::FusedModel fused = tide::optimize::PrepareFusedModel(
-        tide::config::MakeOrtOptions(*params, model_file),
+        tide::runtime::MakeOrtOptions(*params, model_file),
         tide::optimize::ProbeBatch(*signature, static_cast<int64_t>((*tok)->vocab_size()), max_length));
     raw_graph = fused.fused ? "fused like the server's: " + fused.report.Summary() : "as exported: " + fused.reason;
     if (fused.fused) raw_model_data = std::move(fused.model_data);
   }
-#endif
   std::printf("raw engine graph: %s\n", raw_graph.c_str());
   std::vector<double> lens;
   double real_tokens = 0, flops = 0;
@@ -597,7 +593,7 @@ int main(int argc, char** argv) {
     p.intra_op_threads = threads;
     std::vector<std::unique_ptr<tide::runtime::OrtBackend>> backends;
     for (int i = 0; i < sessions; ++i) {
-      tide::runtime::OrtOptions o = tide::config::MakeOrtOptions(p, model_file);
+      tide::runtime::OrtOptions o = tide::runtime::MakeOrtOptions(p, model_file);
       if (!raw_model_data.empty()) {
         o.model_path.clear();
         o.model_data = raw_model_data;

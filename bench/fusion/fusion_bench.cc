@@ -19,9 +19,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "onnx_graph/model_io.h"
 #include "optimize/fusion_check.h"
 #include "quantize/int8_quantizer.h"
-#include "quantize/model_io.h"
 #include "runtime/ort_backend.h"
 
 namespace {
@@ -85,7 +85,7 @@ Args Parse(int argc, char** argv) {
 }
 
 // Full rows of random ids (a padded batch would time the same GEMMs).
-TokenBatch MakeBatch(const tide::runtime::ModelSignature& sig, int64_t b, int64_t s) {
+TokenBatch MakeBatch(const tide::ModelSignature& sig, int64_t b, int64_t s) {
   TokenBatch t;
   t.Resize(b, s, !sig.token_type_ids_name.empty());
   std::mt19937 rng(1);
@@ -115,7 +115,7 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const Args args = Parse(argc, argv);
-  auto loaded = tide::quantize::LoadModel(args.model);
+  auto loaded = tide::onnx_graph::LoadModel(args.model);
   if (!loaded.ok()) Usage(std::string(loaded.status().message()).c_str());
   auto sig = OrtBackend::ReadSignature(args.model);
   if (!sig.ok()) Usage(std::string(sig.status().message()).c_str());

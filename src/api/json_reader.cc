@@ -1,6 +1,7 @@
 #include "api/json_reader.h"
 
 #include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <exception>
 
@@ -8,8 +9,20 @@
 
 namespace tide::api {
 
-absl::Status CheckJsonDepth(std::string_view body, size_t max_depth) {
+namespace {
+
+std::string LimitName(const RequestLimits& limits) {
+  if (limits.max_json_strings > 0) return absl::StrCat("max_json_strings=", limits.max_json_strings);
+  return absl::StrCat("4 x max_documents + 1024 (max_documents=", limits.max_documents, ")");
+}
+
+// One pass over `body` outside strings: nesting depth, strings (keys included) and arrays/objects.
+// Stops at the first bound passed; SIZE_MAX disables a count.
+absl::Status ScanJson(std::string_view body, size_t max_depth, size_t max_strings,
+                      size_t max_containers, const RequestLimits* limits) {
   size_t depth = 0;
+  size_t strings = 0;
+  size_t containers = 0;
   bool in_string = false;
   bool escaped = false;
   for (const char c : body) {
@@ -26,6 +39,11 @@ absl::Status CheckJsonDepth(std::string_view body, size_t max_depth) {
     switch (c) {
       case '"':
         in_string = true;
+        if (++strings > max_strings) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "request JSON has more than ", max_strings, " strings (keys and values); the limit is ",
+              LimitName(*limits)));
+        }
         break;
       case '[':
       case '{':
@@ -33,6 +51,11 @@ absl::Status CheckJsonDepth(std::string_view body, size_t max_depth) {
           return absl::FailedPreconditionError(absl::StrCat(
               "request JSON nests arrays/objects deeper than the limit max_json_depth=",
               max_depth));
+        }
+        if (++containers > max_containers) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "request JSON has more than ", max_containers, " arrays/objects; the limit is ",
+              LimitName(*limits)));
         }
         break;
       case ']':
@@ -47,9 +70,25 @@ absl::Status CheckJsonDepth(std::string_view body, size_t max_depth) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status CheckJsonDepth(std::string_view body, size_t max_depth) {
+  return ScanJson(body, max_depth, SIZE_MAX, SIZE_MAX, nullptr);
+}
+
+size_t MaxJsonStrings(const RequestLimits& limits) {
+  if (limits.max_json_strings > 0) return limits.max_json_strings;
+  return limits.max_documents > (SIZE_MAX - 1024) / 4 ? SIZE_MAX : 4 * limits.max_documents + 1024;
+}
+
+absl::Status CheckJsonCost(std::string_view body, const RequestLimits& limits) {
+  const size_t bound = MaxJsonStrings(limits);
+  return ScanJson(body, limits.max_json_depth, bound, bound, &limits);
+}
+
 absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body,
                                                const RequestLimits& limits) {
-  if (absl::Status depth = CheckJsonDepth(body, limits.max_json_depth); !depth.ok()) return depth;
+  if (absl::Status cost = CheckJsonCost(body, limits); !cost.ok()) return cost;
   nlohmann::json parsed;
   try {
     parsed = nlohmann::json::parse(body.begin(), body.end());

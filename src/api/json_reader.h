@@ -4,7 +4,8 @@
 // Contract:
 //  - Never throw: nlohmann exceptions are caught here and turned into absl::Status.
 //  - Error codes: JSON syntax (including invalid UTF-8 inside strings, which nlohmann rejects)
-//    -> kInvalidArgument; a body nested deeper than max_json_depth, a non-object body, a field of
+//    -> kInvalidArgument; a body nested deeper than max_json_depth or with more strings or
+//    arrays/objects than MaxJsonStrings(limits), a non-object body, a field of
 //    the wrong type, a missing required field, a text over max_text_chars -> kFailedPrecondition.
 //    Messages name the field by its path (e.g. "inputs[2].shape") and the expected type.
 //  - A field that is absent or JSON null reads as "not given" (the default applies).
@@ -30,7 +31,15 @@ namespace tide::api {
 // count. Does not otherwise validate JSON.
 absl::Status CheckJsonDepth(std::string_view body, size_t max_depth);
 
-// Depth pre-scan, then parse. The result is a JSON object (anything else is kFailedPrecondition).
+// The depth pre-scan plus a count of strings (keys included) and of arrays/objects, each bounded
+// by MaxJsonStrings(limits): kFailedPrecondition naming the limit before anything is allocated.
+// A DOM costs ~100 bytes per string, so this keeps an 8 MiB body of millions of one-byte strings
+// from costing hundreds of MB before a row limit could refuse it.
+absl::Status CheckJsonCost(std::string_view body, const RequestLimits& limits);
+// limits.max_json_strings, or 4 x max_documents + 1024 when it is 0.
+size_t MaxJsonStrings(const RequestLimits& limits);
+
+// Cost pre-scan (CheckJsonCost), then parse. The result is a JSON object (anything else is kFailedPrecondition).
 absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body, const RequestLimits& limits);
 
 // "array", "string", "number", "boolean", "object", "null" — for error messages.

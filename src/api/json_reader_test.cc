@@ -104,5 +104,40 @@ TEST(FloatForJsonTest, ShortestFloatFormSurvivesDump) {
   EXPECT_EQ(static_cast<float>(rendered), odd);
 }
 
+TEST(CheckJsonCostTest, CountsStringsAndContainersAgainstMaxDocuments) {
+  RequestLimits limits;
+  limits.max_documents = 1;  // bound: 4 x 1 + 1024 = 1028
+  std::string ok = "[";
+  for (int i = 0; i < 1028; ++i) ok += i == 0 ? "\"x\"" : ",\"x\"";
+  ok += "]";
+  EXPECT_TRUE(CheckJsonCost(ok, limits).ok());
+  const std::string too_many = ok.substr(0, ok.size() - 1) + ",\"y\"]";
+  absl::Status s = CheckJsonCost(too_many, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("more than 1028 strings"));
+  EXPECT_THAT(s.message(), HasSubstr("max_documents=1"));
+  // Quotes inside strings (escaped) do not start strings.
+  EXPECT_TRUE(CheckJsonCost(R"({"q":"\"\"\"\"\""})", limits).ok());
+  // Nested arrays count as containers, by the same bound.
+  std::string rows = "[";
+  for (int i = 0; i < 1100; ++i) rows += i == 0 ? "[1]" : ",[1]";
+  rows += "]";
+  s = CheckJsonCost(rows, limits);
+  EXPECT_THAT(s.message(), HasSubstr("arrays/objects"));
+  limits.max_json_strings = 5000;  // an explicit bound wins
+  EXPECT_TRUE(CheckJsonCost(rows, limits).ok());
+  EXPECT_EQ(MaxJsonStrings(limits), 5000u);
+  limits.max_json_strings = 1000;
+  EXPECT_THAT(CheckJsonCost(rows, limits).message(), HasSubstr("the limit is max_json_strings=1000"));
+}
+
+TEST(CheckJsonCostTest, ParseJsonObjectAppliesIt) {
+  RequestLimits limits;
+  limits.max_json_strings = 3;
+  EXPECT_TRUE(ParseJsonObject(R"({"a":"b"})", limits).ok());
+  EXPECT_EQ(ParseJsonObject(R"({"a":"b","c":"d"})", limits).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace tide::api

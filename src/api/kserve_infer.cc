@@ -342,9 +342,21 @@ absl::Status ParseInput(const json& element, const std::string& path, const Requ
   absl::StatusOr<std::vector<int64_t>> shape = ReadShape(reader);
   if (!shape.ok()) return shape.status();
   tensor->shape = *std::move(shape);
+  // Rows before elements, both on the shape alone: nothing of `data` is converted yet.
+  if (!tensor->shape.empty() && tensor->shape[0] > 0 &&
+      static_cast<uint64_t>(tensor->shape[0]) > limits.max_documents) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "field '", reader.Path("shape"), "' has ", tensor->shape[0],
+        " rows (batch dimension); the limit is max_documents=", limits.max_documents));
+  }
   absl::StatusOr<size_t> count =
       ElementCount(tensor->shape, limits.max_batch_tensor_elements, reader.Path("shape"));
   if (!count.ok()) return count.status();
+  if (tensor->datatype == DataType::kBytes && *count > limits.max_documents) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "field '", reader.Path("shape"), "': a BYTES tensor holds one document per element and has ",
+        *count, "; the limit is max_documents=", limits.max_documents));
+  }
 
   absl::StatusOr<Parameters> parameters = ReadParameters(reader);
   if (!parameters.ok()) return parameters.status();

@@ -22,8 +22,10 @@
 //  - ParseInferRequest errors: JSON syntax, a header value that is not a byte count within the
 //    body -> kInvalidArgument (400). Everything well-formed but wrong -> kFailedPrecondition (422)
 //    with the field path in the message: missing name/shape/datatype/data, unknown or unsupported
-//    datatype, negative dims, an element count over max_batch_tensor_elements (no overflow is
-//    possible), data count != shape product, an element of the wrong type or out of range,
+//    datatype, negative dims, a batch dimension (shape[0]) over max_documents, a BYTES tensor with
+//    more than max_documents elements, an element count over max_batch_tensor_elements (no
+//    overflow is possible; all three on the shape, before `data` is converted), more JSON strings
+//    or arrays than MaxJsonStrings(limits) (before the JSON is parsed), data count != shape product, an element of the wrong type or out of range,
 //    binary_data_size without the header or disagreeing with the shape, binary sections that do
 //    not add up to the bytes after the JSON, invalid UTF-8 in a binary BYTES element, a BYTES
 //    element over max_text_chars, duplicate input names.

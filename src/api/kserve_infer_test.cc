@@ -203,7 +203,7 @@ TEST(ParseInferRequestTest, JsonErrors) {
       {R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP16","data":[1]}]})", std::nullopt, fp, "FP16 is not supported"},
       {R"({"inputs":[{"name":"a","shape":[-1],"datatype":"INT64","data":[1]}]})", std::nullopt, fp, "'inputs[0].shape': dimension 0 is negative"},
       {R"({"inputs":[{"name":"a","shape":[1.5],"datatype":"INT64","data":[1]}]})", std::nullopt, fp, "'inputs[0].shape[0]' must be an integer"},
-      {R"({"inputs":[{"name":"a","shape":[4294967296,4294967296,4294967296],"datatype":"INT64","data":[1]}]})", std::nullopt, fp, "max_batch_tensor_elements"},
+      {R"({"inputs":[{"name":"a","shape":[1,4294967296,4294967296,4294967296],"datatype":"INT64","data":[1]}]})", std::nullopt, fp, "max_batch_tensor_elements"},
       {R"({"inputs":[{"name":"a","shape":[2,3],"datatype":"INT64","data":[1,2,3]}]})", std::nullopt, fp, "'inputs[0].data' has 3 elements but shape [2,3] needs 6"},
       {R"({"inputs":[{"name":"a","shape":[1],"datatype":"INT64","data":[1,2]}]})", std::nullopt, fp, "has more than 1 elements"},
       {R"({"inputs":[{"name":"a","shape":[1],"datatype":"INT32","data":[2147483648]}]})", std::nullopt, fp, "INT32 range"},
@@ -290,11 +290,13 @@ TEST(ParseInferRequestTest, LimitsAreEnforcedBeforeAllocation) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("max_batch_tensor_elements=4"));
   // A huge claimed shape with a tiny binary section fails on the count, not on allocation.
+  RequestLimits many_rows;
+  many_rows.max_documents = 10000000;
   r = ParseBinary(R"({"inputs":[{"name":"a","shape":[1000000],"datatype":"BYTES","parameters":{"binary_data_size":4}}]})",
-                  BytesElements({""}));
+                  BytesElements({""}), many_rows);
   EXPECT_THAT(r.status().message(), HasSubstr("too small for 1000000 BYTES elements"));
   r = ParseInferRequest(
-      R"({"inputs":[{"name":"a","shape":[4000000],"datatype":"INT64","data":[1]}]})", std::nullopt);
+      R"({"inputs":[{"name":"a","shape":[4000000],"datatype":"INT64","data":[1]}]})", std::nullopt, many_rows);
   EXPECT_THAT(r.status().message(), HasSubstr("has 1 elements but shape [4000000] needs 4000000"));
   // Zero dims make an empty tensor even next to huge ones.
   r = ParseInferRequest(
@@ -405,6 +407,35 @@ TEST(IsValidUtf8Test, Cases) {
   EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // > U+10FFFF
   EXPECT_FALSE(IsValidUtf8("\xe2\x82"));          // truncated
   EXPECT_FALSE(IsValidUtf8("\x80"));              // stray continuation
+}
+
+TEST(ParseInferRequestTest, RowsOverMaxDocumentsAreRefusedOnTheShape) {
+  RequestLimits limits;
+  limits.max_documents = 3;
+  // [4, 1]: the data does not even match; the shape alone is refused, naming the limit.
+  absl::StatusOr<InferRequest> r = ParseInferRequest(
+      R"({"inputs":[{"name":"input_ids","shape":[4,1],"datatype":"INT64","data":[1]}]})", std::nullopt, limits);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("'inputs[0].shape' has 4 rows (batch dimension); the limit is max_documents=3"));
+  r = ParseInferRequest(
+      R"({"inputs":[{"name":"input_ids","shape":[3,2],"datatype":"INT64","data":[1,2,3,4,5,6]}]})", std::nullopt, limits);
+  EXPECT_TRUE(r.ok()) << r.status();
+  // A BYTES tensor holds one document per element, whatever its rank.
+  r = ParseBinary(R"({"inputs":[{"name":"text","shape":[1,4],"datatype":"BYTES","parameters":{"binary_data_size":16}}]})",
+                  BytesElements({"", "", "", ""}), limits);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("BYTES tensor holds one document per element and has 4; the limit is max_documents=3"));
+}
+
+TEST(ParseInferRequestTest, MillionsOfTinyStringsAreRefusedBeforeTheDomIsBuilt) {
+  // 2,000,000 one-byte strings in 8 MB: the pre-scan refuses it (a DOM of them costs ~650 MB).
+  std::string body = R"({"inputs":[{"name":"text","shape":[2000000],"datatype":"BYTES","data":[)";
+  for (int i = 0; i < 2000000; ++i) body += i == 0 ? "\"a\"" : ",\"a\"";
+  body += "]}]}";
+  absl::StatusOr<InferRequest> r = ParseInferRequest(body, std::nullopt);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("more than 5024 strings"));
+  EXPECT_THAT(r.status().message(), HasSubstr("max_documents=1000"));
 }
 
 }  // namespace

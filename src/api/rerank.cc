@@ -53,9 +53,9 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
     const bool is_string = direction->is_string();
     const std::string value = is_string ? direction->get<std::string>() : "";
     if (value == "Right" || value == "right") {
-      request.truncation_direction = TruncationDirection::kRight;
+      request.truncation_direction = tokenizer::TruncationDirection::kRight;
     } else if (value == "Left" || value == "left") {
-      request.truncation_direction = TruncationDirection::kLeft;
+      request.truncation_direction = tokenizer::TruncationDirection::kLeft;
     } else if (!is_string) {
       return WrongType("truncation_direction", "the string \"Right\" or \"Left\"", *direction);
     } else {

@@ -25,11 +25,9 @@
 
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
+#include "tokenizer/truncation_direction.h"
 
 namespace tide::api {
-
-// Which end of an over-long input is cut (TEI's "truncation_direction").
-enum class TruncationDirection { kRight, kLeft };
 
 struct RerankRequest {
   std::string query;
@@ -37,7 +35,7 @@ struct RerankRequest {
   bool raw_scores = false;   // false: the serving layer returns sigmoid(logit)
   bool return_text = false;  // echo each text in the response
   bool truncate = true;      // false: over-long inputs are rejected (422), not cut
-  TruncationDirection truncation_direction = TruncationDirection::kRight;
+  tokenizer::TruncationDirection truncation_direction = tokenizer::TruncationDirection::kRight;
 };
 
 absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,

@@ -26,7 +26,7 @@ TEST(ParseRerankRequestTest, DefaultsFollowTei) {
   EXPECT_FALSE(r->raw_scores);
   EXPECT_FALSE(r->return_text);
   EXPECT_TRUE(r->truncate);
-  EXPECT_EQ(r->truncation_direction, TruncationDirection::kRight);
+  EXPECT_EQ(r->truncation_direction, tokenizer::TruncationDirection::kRight);
 }
 
 TEST(ParseRerankRequestTest, AllFieldsAndUnknownFieldsIgnored) {
@@ -37,7 +37,7 @@ TEST(ParseRerankRequestTest, AllFieldsAndUnknownFieldsIgnored) {
   EXPECT_TRUE(r->raw_scores);
   EXPECT_TRUE(r->return_text);
   EXPECT_FALSE(r->truncate);
-  EXPECT_EQ(r->truncation_direction, TruncationDirection::kLeft);
+  EXPECT_EQ(r->truncation_direction, tokenizer::TruncationDirection::kLeft);
 }
 
 TEST(ParseRerankRequestTest, NullMeansDefault) {

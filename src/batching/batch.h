@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "batching/clock.h"
+#include "common/clock.h"
 
 namespace tide::batching {
 

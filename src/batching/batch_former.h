@@ -44,8 +44,8 @@
 #include "absl/strings/str_cat.h"
 #include "batching/batch.h"
 #include "batching/batcher_options.h"
-#include "batching/clock.h"
 #include "batching/shape_buckets.h"
+#include "common/clock.h"
 
 namespace tide::batching {
 

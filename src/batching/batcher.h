@@ -29,7 +29,7 @@
 #include "batching/batch.h"
 #include "batching/batch_former.h"
 #include "batching/batcher_options.h"
-#include "batching/clock.h"
+#include "common/clock.h"
 
 namespace tide::batching {
 
@@ -119,11 +119,6 @@ class Batcher {
   BatcherStats Stats() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return former_->stats();
-  }
-
-  bool is_shut_down() const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return shutdown_;
   }
 
   Clock* clock() const { return clock_; }

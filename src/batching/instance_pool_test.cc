@@ -7,8 +7,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -101,7 +103,198 @@ TEST(InstancePoolTest, WorkerSurvivesFailingBatches) {
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].batches, 3u);
   EXPECT_EQ(stats[0].failed_batches, 2u);
+  EXPECT_EQ(stats[0].isolation_runs, 0u);  // one task per batch: nothing to isolate
   EXPECT_EQ(batcher->Stats().dropped_by(DropReason::kRunnerError), 2u);
+}
+
+static_assert(HasRequestKey<FakeTask>);
+
+// Failure isolation: a runner that fails every batch holding a poisoned task (as ONNX Runtime
+// fails a whole batch over one out-of-range token). Tasks are submitted before the pool starts,
+// so the one worker takes them as one batch.
+struct PoisonRun {
+  std::vector<int> ids;               // task ids of the run, in order
+  size_t padded_batch_size = 0;
+  size_t padded_sequence_length = 0;
+  bool failed = false;
+};
+
+class PoisonRunner : public BatchRunner<FakeTask> {
+ public:
+  PoisonRunner(std::set<int> poisoned, std::vector<PoisonRun>* runs) : poisoned_(std::move(poisoned)), runs_(runs) {}
+  absl::Status Run(Batch<FakeTask>& batch) override {
+    PoisonRun run{testing::Ids(batch), batch.padded_batch_size, batch.padded_sequence_length, false};
+    for (int id : run.ids) {
+      if (poisoned_.count(id) > 0) {
+        run.failed = true;
+        runs_->push_back(run);
+        return absl::InvalidArgumentError(absl::StrCat("index out of range in task ", id));
+      }
+    }
+    runs_->push_back(run);
+    for (auto& t : batch.tasks) {
+      t->Complete();
+      t.reset();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::set<int> poisoned_;
+  std::vector<PoisonRun>* runs_;
+};
+
+struct PoisonOutcome {
+  std::vector<PoisonRun> runs;
+  InstanceStats stats;
+  uint64_t dropped = 0;
+};
+
+// Runs tasks (id, request, seq_len) as one batch on a PoisonRunner and returns what happened.
+PoisonOutcome RunPoisoned(Journal& journal, const std::vector<std::tuple<int, uintptr_t, size_t>>& tasks,
+                          std::set<int> poisoned, const BatcherOptions& o) {
+  PoisonOutcome out;
+  FakeClock clock;
+  auto batcher = MakeBatcher(o, &clock);
+  for (const auto& [id, request, seq_len] : tasks) {
+    auto t = std::make_unique<FakeTask>(&journal, id, seq_len);
+    t->set_request(request);
+    EXPECT_TRUE(batcher->Submit(t).ok());
+  }
+  auto pool = InstancePool<FakeTask>::Create({.instance_count = 1}, batcher.get(), [&](int) {
+    return std::make_unique<PoisonRunner>(poisoned, &out.runs);
+  });
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  if (!pool.ok()) return out;
+  (*pool)->Stop();
+  out.stats = (*pool)->Stats()[0];
+  out.dropped = batcher->Stats().dropped_by(DropReason::kRunnerError);
+  return out;
+}
+
+BatcherOptions EightRowBatches() {
+  BatcherOptions o;
+  o.max_batch_size = 8;
+  return o;
+}
+
+TEST(InstancePoolIsolationTest, OnlyThePoisonedRequestFailsAndTheOthersGetTheirResults) {
+  Journal journal;
+  // Eight requests of one task each; request 3 (task 3) is poisoned.
+  std::vector<std::tuple<int, uintptr_t, size_t>> tasks;
+  for (int id = 1; id <= 8; ++id) tasks.emplace_back(id, id, 10);
+  PoisonOutcome out = RunPoisoned(journal, tasks, {3}, EightRowBatches());
+  for (int id = 1; id <= 8; ++id) {
+    EXPECT_EQ(journal.completions(id), 1) << "task " << id;
+    if (id == 3) {
+      EXPECT_EQ(journal.reason(id), DropReason::kRunnerError);
+      EXPECT_EQ(journal.status(id).code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(journal.status(id).message()), ::testing::HasSubstr("task 3"));
+    } else {
+      EXPECT_FALSE(journal.reason(id).has_value()) << "task " << id << ": " << journal.status(id);
+    }
+  }
+  EXPECT_EQ(journal.done(), 7u);
+  // The formed batch, then [1-4] fails, [1,2] ok, [3,4] fails, [3] fails alone, [4] ok, [5-8] ok.
+  ASSERT_EQ(out.runs.size(), 7u);
+  EXPECT_EQ(out.runs[0].ids.size(), 8u);
+  EXPECT_EQ(out.runs[1].ids, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(out.runs[3].ids, (std::vector<int>{3, 4}));
+  EXPECT_EQ(out.runs[4].ids, (std::vector<int>{3}));
+  EXPECT_TRUE(out.runs[4].failed);
+  EXPECT_EQ(out.runs[6].ids, (std::vector<int>{5, 6, 7, 8}));
+  EXPECT_EQ(out.stats.batches, 1u);
+  EXPECT_EQ(out.stats.tasks, 8u);
+  EXPECT_EQ(out.stats.failed_batches, 1u);
+  EXPECT_EQ(out.stats.isolation_runs, 6u);
+  EXPECT_EQ(out.dropped, 1u);
+}
+
+TEST(InstancePoolIsolationTest, SeveralPoisonedRequestsInOneBatchFailAloneWithAllTheirRows) {
+  Journal journal;
+  // Request 10: tasks 1, 2 (task 2 poisoned); request 20: tasks 3, 4; request 30: task 5 (poisoned);
+  // request 40: tasks 6, 7, 8. Rows of one request travel and fail together.
+  std::vector<std::tuple<int, uintptr_t, size_t>> tasks = {{1, 10, 10}, {2, 10, 10}, {3, 20, 10}, {4, 20, 10},
+                                                           {5, 30, 10}, {6, 40, 10}, {7, 40, 10}, {8, 40, 10}};
+  PoisonOutcome out = RunPoisoned(journal, tasks, {2, 5}, EightRowBatches());
+  for (int id = 1; id <= 8; ++id) {
+    EXPECT_EQ(journal.completions(id), 1) << "task " << id;
+    const bool poisoned_request = id <= 2 || id == 5;
+    if (poisoned_request) {
+      EXPECT_EQ(journal.reason(id), DropReason::kRunnerError) << "task " << id;
+    } else {
+      EXPECT_FALSE(journal.reason(id).has_value()) << "task " << id << ": " << journal.status(id);
+    }
+  }
+  EXPECT_EQ(journal.done(), 5u);
+  EXPECT_EQ(out.dropped, 3u);
+  // [10,20] fails -> [10] fails, [20] ok; [30,40] fails -> [30] fails, [40] ok.
+  EXPECT_EQ(out.stats.isolation_runs, 6u);
+}
+
+TEST(InstancePoolIsolationTest, SubBatchesArePaddedToTheirOwnShape) {
+  Journal journal;
+  BatcherOptions o = EightRowBatches();
+  o.allowed_batch_sizes = {1, 2, 4, 8};
+  o.sequence_buckets = {16, 32, 64};
+  o.group_by_length = false;  // arrival order: the long and the short rows share the first batch
+  // Request 1: a 50-token task (bucket 64), poisoned; requests 2, 3: 10 tokens (bucket 16).
+  std::vector<std::tuple<int, uintptr_t, size_t>> tasks = {{1, 1, 50}, {2, 2, 10}, {3, 3, 10}};
+  PoisonOutcome out = RunPoisoned(journal, tasks, {1}, o);
+  ASSERT_EQ(out.runs.size(), 3u);
+  EXPECT_EQ(out.runs[0].padded_batch_size, 4u);
+  EXPECT_EQ(out.runs[0].padded_sequence_length, 64u);
+  EXPECT_EQ(out.runs[1].ids, (std::vector<int>{1}));
+  EXPECT_EQ(out.runs[1].padded_batch_size, 1u);
+  EXPECT_EQ(out.runs[1].padded_sequence_length, 64u);
+  EXPECT_EQ(out.runs[2].ids, (std::vector<int>{2, 3}));
+  EXPECT_EQ(out.runs[2].padded_batch_size, 2u);
+  EXPECT_EQ(out.runs[2].padded_sequence_length, 16u);
+  EXPECT_EQ(journal.done(), 2u);
+  EXPECT_EQ(journal.reason(1), DropReason::kRunnerError);
+}
+
+TEST(InstancePoolIsolationTest, TasksCancelledByThenAreNotRerun) {
+  Journal journal;
+  FakeClock clock;
+  auto batcher = MakeBatcher(EightRowBatches(), &clock);
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  for (int id = 1; id <= 3; ++id) {
+    auto t = std::make_unique<FakeTask>(&journal, id, 10);
+    t->set_request(static_cast<uintptr_t>(id));
+    if (id == 2) t->set_cancel_flag(gone);
+    ASSERT_TRUE(batcher->Submit(t).ok());
+  }
+  std::vector<std::vector<int>> runs;
+  auto pool = InstancePool<FakeTask>::Create({.instance_count = 1}, batcher.get(), [&](int) {
+    return std::make_unique<FakeRunner>([&](int n, Batch<FakeTask>& batch) -> absl::Status {
+      runs.push_back(testing::Ids(batch));
+      if (n > 0) return absl::OkStatus();
+      gone->store(true);  // task 2's client leaves while the batch runs, and the batch fails
+      return absl::UnavailableError("hiccup");
+    });
+  });
+  ASSERT_TRUE(pool.ok());
+  (*pool)->Stop();
+  EXPECT_EQ(journal.reason(2), DropReason::kCancelled);
+  EXPECT_EQ(journal.completions(1), 1);
+  EXPECT_EQ(journal.completions(3), 1);
+  EXPECT_EQ(journal.done(), 2u);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1], (std::vector<int>{1}));
+  EXPECT_EQ(runs[2], (std::vector<int>{3}));
+  EXPECT_EQ(batcher->Stats().dropped_by(DropReason::kCancelled), 1u);
+  EXPECT_EQ(batcher->Stats().dropped_by(DropReason::kRunnerError), 0u);
+}
+
+TEST(InstancePoolIsolationTest, ABatchOfOneRequestFailsWithoutReruns) {
+  Journal journal;
+  std::vector<std::tuple<int, uintptr_t, size_t>> tasks = {{1, 7, 10}, {2, 7, 10}, {3, 7, 10}};
+  PoisonOutcome out = RunPoisoned(journal, tasks, {2}, EightRowBatches());
+  EXPECT_EQ(out.runs.size(), 1u);
+  EXPECT_EQ(out.stats.isolation_runs, 0u);
+  for (int id = 1; id <= 3; ++id) EXPECT_EQ(journal.reason(id), DropReason::kRunnerError);
+  EXPECT_EQ(out.dropped, 3u);
 }
 
 TEST(InstancePoolTest, StopAfterGraceDropsQueuedWorkWithShutdownAndFinishesTheRunningBatch) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "batching/batch.h"
-#include "batching/clock.h"
+#include "common/clock.h"
 
 namespace tide::batching::testing {
 
@@ -88,12 +89,15 @@ class FakeTask {
   FakeTask& set_deadline(Clock::time_point t) { deadline_ = t; return *this; }
   FakeTask& set_queue_timeout(Clock::duration d) { queue_timeout_ = d; return *this; }
   FakeTask& set_cancel_flag(std::shared_ptr<std::atomic<bool>> flag) { cancel_ = std::move(flag); return *this; }
+  // The request the task belongs to (InstancePool failure isolation); default: all tasks in one.
+  FakeTask& set_request(uintptr_t request) { request_ = request; return *this; }
 
   size_t seq_len() const { return seq_len_; }
   int priority() const { return priority_; }
   Clock::time_point deadline() const { return deadline_; }
   bool cancelled() const { return cancel_ != nullptr && cancel_->load(); }
   Clock::duration queue_timeout() const { return queue_timeout_; }
+  uintptr_t request_key() const { return request_; }
   void OnDropped(DropReason reason, absl::Status status) { journal_->Drop(id_, reason, status); }
 
   void Complete() { journal_->Done(id_); }
@@ -106,6 +110,7 @@ class FakeTask {
   int priority_ = 0;
   Clock::time_point deadline_ = Clock::time_point::max();
   Clock::duration queue_timeout_{};
+  uintptr_t request_ = 0;
   std::shared_ptr<std::atomic<bool>> cancel_;
 };
 

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "onnx_graph/model_io.h"
 #include "optimize/fusion_check.h"
-#include "quantize/model_io.h"
 #include "runtime/ort_backend.h"
 
 namespace tide::cli {
@@ -16,7 +16,7 @@ absl::Status RunOptimize(const OptimizeCommandOptions& options, std::ostream& ou
   if (std::filesystem::weakly_canonical(options.input) == std::filesystem::weakly_canonical(options.output)) {
     return absl::InvalidArgumentError("the output must not overwrite the input model");
   }
-  absl::StatusOr<onnx::ModelProto> model = quantize::LoadModel(options.input);
+  absl::StatusOr<onnx::ModelProto> model = onnx_graph::LoadModel(options.input);
   if (!model.ok()) return model.status();
   absl::StatusOr<optimize::FusionReport> report = optimize::FuseTransformer(options.fusion, &*model);
   if (!report.ok()) return absl::Status(report.status().code(), absl::StrCat(options.input, ": ", report.status().message()));
@@ -47,7 +47,7 @@ absl::Status RunOptimize(const OptimizeCommandOptions& options, std::ostream& ou
                            cmp->max_abs_diff, probe.batch, probe.seq_len, cmp->tolerance, quantized ? ", INT8" : "");
     if (!cmp->ok()) return absl::InternalError("the fused model does not reproduce the original logits; no output written");
   }
-  if (absl::Status s = quantize::SaveModel(*model, options.output); !s.ok()) return s;
+  if (absl::Status s = onnx_graph::SaveModel(*model, options.output); !s.ok()) return s;
   out << "  wrote " << options.output << "\n";
   return absl::OkStatus();
 }

@@ -15,13 +15,13 @@ absl::Status RunQuantize(const QuantizeCommandOptions& options, std::ostream& ou
   if (std::filesystem::weakly_canonical(options.input) == std::filesystem::weakly_canonical(options.output)) {
     return absl::InvalidArgumentError("the output must not overwrite the input model");
   }
-  absl::StatusOr<onnx::ModelProto> model = quantize::LoadModel(options.input);
+  absl::StatusOr<onnx::ModelProto> model = onnx_graph::LoadModel(options.input);
   if (!model.ok()) return model.status();
   absl::StatusOr<quantize::QuantizeReport> report =
       options.int8 ? quantize::QuantizeInt8(options.int8_options, &*model)
                    : quantize::ConvertFp16(options.fp16_options, &*model);
   if (!report.ok()) return absl::Status(report.status().code(), absl::StrCat(options.input, ": ", report.status().message()));
-  if (absl::Status s = quantize::SaveModel(*model, options.output, options.save_options); !s.ok()) return s;
+  if (absl::Status s = onnx_graph::SaveModel(*model, options.output, options.save_options); !s.ok()) return s;
 
   std::string what;
   if (options.int8) {
@@ -78,8 +78,8 @@ void RegisterQuantizeCommand(CLI::App* app) {
       ->allow_extra_args(false)->envname("TIDE_QUANTIZE_EXCLUDE");
   cmd->add_flag("--quantize-head", *head, "convert the classifier head too (default: classifier/pooler/score stay FP32)")
       ->envname("TIDE_QUANTIZE_HEAD");
-  static const std::map<std::string, quantize::ExternalData> kExternal = {
-      {"auto", quantize::ExternalData::kAuto}, {"always", quantize::ExternalData::kAlways}, {"never", quantize::ExternalData::kNever}};
+  static const std::map<std::string, onnx_graph::ExternalData> kExternal = {
+      {"auto", onnx_graph::ExternalData::kAuto}, {"always", onnx_graph::ExternalData::kAlways}, {"never", onnx_graph::ExternalData::kNever}};
   cmd->add_option("--external-data", options->save_options.external_data,
                   "weights in OUT.data beside the model: auto (only over ~1.8 GB), always, never")
       ->transform(CLI::CheckedTransformer(kExternal))->envname("TIDE_QUANTIZE_EXTERNAL_DATA");

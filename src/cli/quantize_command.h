@@ -16,9 +16,9 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "onnx_graph/model_io.h"
 #include "quantize/fp16_converter.h"
 #include "quantize/int8_quantizer.h"
-#include "quantize/model_io.h"
 
 namespace tide::cli {
 
@@ -29,7 +29,7 @@ struct QuantizeCommandOptions {
   bool fp16 = false;
   quantize::Int8Options int8_options;
   quantize::Fp16Options fp16_options;
-  quantize::SaveOptions save_options;
+  onnx_graph::SaveOptions save_options;
   bool verbose = false;  // list every node, not only counts
 };
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include "cli/hf_export.h"
+#include "config/hf_model_folder.h"
 #include "server/http/http_server.h"
 #include "server/routes/service.h"
 #include "serving/model_manager.h"
@@ -22,6 +24,15 @@ namespace {
 
 struct ServeFlags {
   std::string model_repository = "models";
+  // --model: a HuggingFace model folder served as one model (config::LoadHuggingFaceFolder); the
+  // repository is then scanned only when --model-repository (or its env twin) is given as well.
+  std::string hf_model;
+  std::string onnx_file;
+  std::string served_model_name;
+  std::string export_dir;
+  bool auto_export = true;     // run tools/export_model.py for a folder without ONNX file
+  std::string export_script;   // empty: cli::DefaultExportScript()
+  bool model_repository_given = false;
   std::string host = "127.0.0.1";
   int port = 8000;
   int io_threads = 2;
@@ -42,6 +53,11 @@ struct ServeFlags {
   // Measured (bench/overload/shed_latency.sh, 10x overload): shed-answer p99 5.2 -> 2.1 ms and
   // /v2/health/live p50 1.95 -> 0.36 ms at the same throughput.
   int inference_nice = 10;
+  // Request cost bounds (issue 19): admission by estimated bytes and the tokenization workers.
+  int64_t max_inflight_bytes = int64_t{1} << 30;
+  int64_t request_memory_factor = 32;
+  int tokenization_workers = 0;
+  int64_t malloc_trim_above_bytes = int64_t{128} << 20;
   // Connection lifecycle (issue 19): open connections on the main port (idle ones are evicted for
   // new ones at the cap), and the admin listener for probes and scrapes (0: none).
   size_t max_connections = 1024;
@@ -72,6 +88,24 @@ int Serve(const ServeFlags& f) {
   }
   serving::ModelManagerOptions mo;
   mo.repository = f.model_repository;
+  if (!f.hf_model.empty()) {
+    config::HuggingFaceFolderOptions hf;
+    hf.folder = f.hf_model;
+    hf.onnx_file = f.onnx_file;
+    hf.served_model_name = f.served_model_name;
+    hf.export_dir = f.export_dir;
+    if (f.auto_export) {
+      cli::PythonExportOptions export_options;
+      export_options.script = f.export_script;
+      hf.export_weights = [export_options](const config::HuggingFaceFolderOptions& folder) {
+        return ExportWithPython(folder, export_options);
+      };
+    }
+    mo.huggingface_folders.push_back(hf);
+    if (!f.model_repository_given) mo.repository.clear();
+    spdlog::info("serving HuggingFace model folder {} as model '{}'{}", f.hf_model, config::ServedModelName(hf),
+                 mo.repository.empty() ? "" : " besides the model repository");
+  }
   mo.model.max_batch_tokens = f.max_batch_tokens;
   mo.model.shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
   mo.model.inference_nice = f.inference_nice;
@@ -79,10 +113,14 @@ int Serve(const ServeFlags& f) {
   const auto load_start = std::chrono::steady_clock::now();
   auto models = serving::ModelManager::Create(mo);
   if (!models.ok()) {
-    spdlog::error("loading model repository {}: {}", f.model_repository, std::string(models.status().message()));
+    spdlog::error("loading {}: {}", f.hf_model.empty() ? "model repository " + f.model_repository
+                                                        : (mo.repository.empty() ? "model folder " + f.hf_model
+                                                                                 : "models"),
+                  std::string(models.status().message()));
     return 1;
   }
-  spdlog::info("model repository {} loaded in {:.0f} ms", f.model_repository,
+  spdlog::info("{} loaded in {:.0f} ms", mo.repository.empty() ? "model folder " + f.hf_model
+                                                                : "model repository " + f.model_repository,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count());
 
   server::ServiceOptions so;
@@ -91,6 +129,11 @@ int Serve(const ServeFlags& f) {
   so.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
   so.api_key = f.api_key;
   so.max_concurrent_requests = f.max_concurrent_requests;
+  so.max_inflight_bytes = f.max_inflight_bytes;
+  so.request_memory_factor = f.request_memory_factor;
+  so.tokenization_workers = f.tokenization_workers;
+  so.malloc_trim_above_bytes = f.malloc_trim_above_bytes;
+  so.tokenization_queue = f.max_concurrent_requests > 0 ? static_cast<size_t>(f.max_concurrent_requests) : 1024;
   auto service = server::Service::Create(models->get(), metrics->get(), so);
   if (!service.ok()) {
     spdlog::error("service: {}", service.status().ToString());
@@ -193,6 +236,27 @@ void RegisterServeCommand(CLI::App* app) {
   CLI::App* cmd = app->add_subcommand("serve", "Serve a model repository over HTTP (TEI rerank, Cohere rerank, KServe v2)");
   cmd->add_option("--model-repository", flags->model_repository, "Triton-style model repository")
       ->envname("TIDE_MODEL_REPOSITORY")->capture_default_str();
+  cmd->add_option("--model", flags->hf_model,
+                  "HuggingFace model folder (config.json, tokenizer.json, onnx/model.onnx) served as one model; "
+                  "the repository too only when --model-repository is given")
+      ->envname("TIDE_MODEL");
+  cmd->add_option("--onnx-file", flags->onnx_file,
+                  "With --model: the ONNX file, relative to the folder or its onnx/ (e.g. model_quantized.onnx); "
+                  "default onnx/model.onnx, then model.onnx")
+      ->envname("TIDE_ONNX_FILE");
+  cmd->add_option("--served-model-name", flags->served_model_name, "With --model: the model's name (default: the folder's)")
+      ->envname("TIDE_SERVED_MODEL_NAME");
+  cmd->add_option("--export-dir", flags->export_dir,
+                  "With --model: where the export of a folder without ONNX is looked for (default <folder>/.tide)")
+      ->envname("TIDE_EXPORT_DIR");
+  cmd->add_option("--auto-export", flags->auto_export,
+                  "With --model: export a folder that has only PyTorch/safetensors weights with tools/export_model.py "
+                  "(false: refuse it, printing the export command)")
+      ->envname("TIDE_AUTO_EXPORT")->capture_default_str();
+  cmd->add_option("--export-script", flags->export_script,
+                  "With --model: tools/export_model.py to run (default: ../tools/export_model.py beside the tide binary, "
+                  "else under the working directory)")
+      ->envname("TIDE_EXPORT_SCRIPT");
   cmd->add_option("--host", flags->host, "Address to bind (0.0.0.0 for every interface)")
       ->envname("TIDE_HOST")->capture_default_str();
   cmd->add_option("--port", flags->port, "Port to bind; 0 picks a free one")
@@ -232,6 +296,20 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--inference-nice", flags->inference_nice,
                   "Nice steps added to the inference threads so the HTTP threads preempt them (0: same priority)")
       ->envname("TIDE_INFERENCE_NICE")->check(CLI::Range(0, 19))->capture_default_str();
+  cmd->add_option("--max-inflight-bytes", flags->max_inflight_bytes,
+                  "Estimated bytes all inference requests being parsed, tokenized and scored may hold together; "
+                  "beyond it new ones get 429 at once, one alone over it 413 (0: unlimited)")
+      ->envname("TIDE_MAX_INFLIGHT_BYTES")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--request-memory-factor", flags->request_memory_factor,
+                  "A request's estimated bytes per body byte (plus 1 MiB), for --max-inflight-bytes")
+      ->envname("TIDE_REQUEST_MEMORY_FACTOR")->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
+  cmd->add_option("--tokenization-workers", flags->tokenization_workers,
+                  "Threads that parse and tokenize inference requests off the HTTP threads (0: one per core)")
+      ->envname("TIDE_TOKENIZATION_WORKERS")->check(CLI::Range(0, 256))->capture_default_str();
+  cmd->add_option("--malloc-trim-above-bytes", flags->malloc_trim_above_bytes,
+                  "After in-flight request bytes reached this, return freed heap to the OS once they fall "
+                  "under an eighth of it (malloc_trim; 0: never)")
+      ->envname("TIDE_MALLOC_TRIM_ABOVE_BYTES")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--max-connections", flags->max_connections,
                   "Open connections; at the cap a new one evicts an idle one, else 503 (all busy)")
       ->envname("TIDE_MAX_CONNECTIONS")->check(CLI::Range(size_t{1}, size_t{1} << 20))->capture_default_str();
@@ -240,7 +318,8 @@ void RegisterServeCommand(CLI::App* app) {
       ->envname("TIDE_ADMIN_PORT")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->envname("TIDE_LOG_LEVEL")->capture_default_str();
-  cmd->callback([flags]() {
+  cmd->callback([flags, cmd]() {
+    flags->model_repository_given = cmd->get_option("--model-repository")->count() > 0;
     const int rc = Serve(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -61,7 +61,7 @@ absl::StatusOr<double> VerifyImpl(const VerifyModelOptions& options, std::ostrea
   ort.intra_op_threads = options.intra_op_threads;
   auto backend = runtime::OrtBackend::Create(ort);
   if (!backend.ok()) return backend.status();
-  const runtime::ModelSignature& sig = (*backend)->signature();
+  const ModelSignature& sig = (*backend)->signature();
 
   double overall = 0.0;
   runtime::TokenBatch batch;

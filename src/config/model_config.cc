@@ -173,7 +173,7 @@ absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::filesystem::path& pat
   return ParseModelConfig(buffer.str(), path.string());
 }
 
-absl::Status NormalizeModelConfig(std::string_view /*file*/, const runtime::ModelSignature& model,
+absl::Status NormalizeModelConfig(std::string_view /*file*/, const ModelSignature& model,
                                   ModelConfig* config, const NormalizeOptions& options) {
   ModelConfig& c = *config;
   if (c.platform().empty() && c.backend().empty()) {
@@ -270,7 +270,7 @@ absl::Status ValidateModelBasics(absl::string_view file, const ModelConfig& c) {
 
 // Inputs: token tensors of rank 1 (after the batch dim), int64 or int32, matching the model's when
 // it is known. Fills `input_names` for the warm-up check.
-absl::Status ValidateModelInputs(absl::string_view file, const ModelConfig& c, const runtime::ModelSignature* model,
+absl::Status ValidateModelInputs(absl::string_view file, const ModelConfig& c, const ModelSignature* model,
                                  std::set<std::string>* input_names_out) {
   if (c.input_size() == 0) return FieldError(file, "input", "no inputs (normalize against the model first)");
   std::set<std::string>& input_names = *input_names_out;
@@ -334,7 +334,7 @@ absl::Status ValidateModelInputs(absl::string_view file, const ModelConfig& c, c
 }
 
 // Outputs: the score/logits tensor, FP32, [N] after the batch dim.
-absl::Status ValidateModelOutputs(absl::string_view file, const ModelConfig& c, const runtime::ModelSignature* model) {
+absl::Status ValidateModelOutputs(absl::string_view file, const ModelConfig& c, const ModelSignature* model) {
   if (c.output_size() == 0) return FieldError(file, "output", "no outputs (normalize against the model first)");
   std::set<std::string> output_names;
   for (int i = 0; i < c.output_size(); ++i) {
@@ -488,7 +488,7 @@ absl::Status ValidateModelWarmup(absl::string_view file, const ModelConfig& c, c
 }  // namespace
 
 absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
-                                 const runtime::ModelSignature* model) {
+                                 const ModelSignature* model) {
   const absl::string_view file = Av(file_in);
   std::set<std::string> input_names;
   TIDE_RETURN_IF_ERROR(ValidateModelBasics(file, c));

@@ -23,8 +23,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/model_signature.h"
 #include "model_config.pb.h"
-#include "runtime/model_backend.h"
 
 namespace tide::config {
 
@@ -54,13 +54,13 @@ struct NormalizeOptions {
 //    [num_labels]), and max_batch_size from options when it is 0 in that case;
 //  - version_policy: latest { num_versions: 1 }; instance_group: one KIND_CPU group, count 1
 //    (count 0 -> 1, KIND_AUTO -> KIND_CPU); default_model_filename: "model.onnx".
-absl::Status NormalizeModelConfig(std::string_view file, const runtime::ModelSignature& model,
+absl::Status NormalizeModelConfig(std::string_view file, const ModelSignature& model,
                                   ModelConfig* config, const NormalizeOptions& options = {});
 
 // Checks a normalized config. `model` may be null (no model at hand): then the tensor checks
 // against the model are skipped.
 absl::Status ValidateModelConfig(std::string_view file, const ModelConfig& config,
-                                 const runtime::ModelSignature* model);
+                                 const ModelSignature* model);
 
 // Triton's name for a data type ("TYPE_INT64").
 std::string_view DataTypeName(DataType type);

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   auto config = tide::config::ParseModelConfig(text, "fuzz/config.pbtxt");
   if (!config.ok()) return 0;
-  tide::runtime::ModelSignature signature;
+  tide::ModelSignature signature;
   signature.token_type_ids_name = "token_type_ids";
   if (!tide::config::NormalizeModelConfig("fuzz/config.pbtxt", signature, &*config).ok()) return 0;
   (void)tide::config::ValidateModelConfig("fuzz/config.pbtxt", *config, &signature);

@@ -90,8 +90,8 @@ parameters { key: "max_sequence_length" value: { string_value: "384" } }
 parameters { key: "intra_op_thread_count" value: { string_value: "2" } }
 )pb";
 
-runtime::ModelSignature BertSignature() {
-  runtime::ModelSignature s;
+ModelSignature BertSignature() {
+  ModelSignature s;
   s.token_type_ids_name = "token_type_ids";
   s.num_labels = 1;
   return s;
@@ -126,14 +126,14 @@ TEST(ParseModelConfigTest, TritonStyleConfigParsesAllFields) {
 
   ModelConfig normalized = *c;
   ASSERT_TRUE(NormalizeModelConfig(kFile, BertSignature(), &normalized).ok());
-  runtime::ModelSignature sig = BertSignature();
+  ModelSignature sig = BertSignature();
   EXPECT_TRUE(ValidateModelConfig(kFile, normalized, &sig).ok()) << ValidateModelConfig(kFile, normalized, &sig);
 }
 
 TEST(ParseModelConfigTest, MinimalConfigNormalizesFromTheModel) {
   auto c = ParseModelConfig("name: \"m\"\nbackend: \"onnxruntime\"\n", kFile);
   ASSERT_TRUE(c.ok()) << c.status();
-  runtime::ModelSignature sig;  // DistilBERT-like: no token_type_ids, 2 labels, int32 ids
+  ModelSignature sig;  // DistilBERT-like: no token_type_ids, 2 labels, int32 ids
   sig.num_labels = 2;
   sig.ids_are_int32 = true;
   ASSERT_TRUE(NormalizeModelConfig(kFile, sig, &*c).ok());
@@ -211,7 +211,7 @@ TEST(ParseModelConfigTest, FuzzSeedConfigsBehaveAsExpected) {
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ(full->metric_tags().at("team"), "search");
   EXPECT_EQ(full->model_warmup(0).count(), 2u);
-  runtime::ModelSignature sig = BertSignature();
+  ModelSignature sig = BertSignature();
   ASSERT_TRUE(NormalizeModelConfig("triton_reranker.pbtxt", sig, &*full).ok());
   EXPECT_TRUE(ValidateModelConfig("triton_reranker.pbtxt", *full, &sig).ok())
       << ValidateModelConfig("triton_reranker.pbtxt", *full, &sig);
@@ -246,7 +246,7 @@ class ValidateTest : public ::testing::Test {
     EXPECT_THAT(s.message(), AllOf(HasSubstr(std::string(kFile) + ": " + std::string(field)),
                                    HasSubstr(std::string(detail))));
   }
-  runtime::ModelSignature sig_ = BertSignature();
+  ModelSignature sig_ = BertSignature();
   ModelConfig config_;
 };
 

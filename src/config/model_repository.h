@@ -45,12 +45,13 @@ struct RepositoryModel {
   ModelConfig config;
   std::vector<int64_t> available_versions;  // every numeric subdirectory, ascending
   std::vector<ModelVersion> versions;       // chosen by version_policy, ascending
+  std::vector<std::string> labels;          // a HuggingFace folder's id2label (hf_model_folder.h); else empty
 };
 
 struct RepositoryOptions {
   // Reads a model file's signature (e.g. runtime::OrtBackend::ReadSignature). Unset: configs are
   // not normalized against their models.
-  std::function<absl::StatusOr<runtime::ModelSignature>(const std::filesystem::path& model_file)>
+  std::function<absl::StatusOr<ModelSignature>(const std::filesystem::path& model_file)>
       read_signature;
   NormalizeOptions normalize;
 };

@@ -31,9 +31,9 @@ class ModelRepositoryTest : public ::testing::Test {
   // A signature reader that records the file it was asked about.
   RepositoryOptions FakeReader() {
     RepositoryOptions o;
-    o.read_signature = [this](const fs::path& p) -> absl::StatusOr<runtime::ModelSignature> {
+    o.read_signature = [this](const fs::path& p) -> absl::StatusOr<ModelSignature> {
       read_paths_.push_back(p);
-      runtime::ModelSignature s;
+      ModelSignature s;
       s.num_labels = 1;
       return s;
     };
@@ -151,7 +151,7 @@ TEST_F(ModelRepositoryTest, MissingVersionsAndRepository) {
 TEST_F(ModelRepositoryTest, SignatureReaderErrorsPropagate) {
   Write("m/1/model.onnx", "x");
   RepositoryOptions o;
-  o.read_signature = [](const fs::path& p) -> absl::StatusOr<runtime::ModelSignature> {
+  o.read_signature = [](const fs::path& p) -> absl::StatusOr<ModelSignature> {
     return absl::FailedPreconditionError(p.string() + ": not an ONNX model");
   };
   auto m = LoadRepositoryModel(root_ / "m", o);

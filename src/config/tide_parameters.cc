@@ -59,8 +59,8 @@ constexpr std::pair<std::string_view, ScoreActivation> kActivations[] = {
     {"sigmoid", ScoreActivation::kSigmoid},
     {"none", ScoreActivation::kNone},
     {"softmax", ScoreActivation::kSoftmax}};
-constexpr std::pair<std::string_view, TruncationDirection> kDirections[] = {
-    {"right", TruncationDirection::kRight}, {"left", TruncationDirection::kLeft}};
+constexpr std::pair<std::string_view, tokenizer::TruncationDirection> kDirections[] = {
+    {"right", tokenizer::TruncationDirection::kRight}, {"left", tokenizer::TruncationDirection::kLeft}};
 constexpr std::pair<std::string_view, GraphOptimizationLevel> kLevels[] = {
     {"all", GraphOptimizationLevel::kAll},
     {"extended", GraphOptimizationLevel::kExtended},
@@ -239,6 +239,7 @@ const ParameterKey kKeys[] = {
     {"batch_grouping", TIDE_CHOICE(batch_grouping, kGroupings)},
     {"graph_fusion", TIDE_CHOICE(graph_fusion, kFusions)},
     {"max_padding_ratio", SetMaxPaddingRatio},
+    {"token_type_vocab_size", TIDE_INT(token_type_vocab_size, int64_t, 1, int64_t{1} << 20)},
     {"breaker_p99_ms", TIDE_INT(breaker_p99_ms, int64_t, 0, int64_t{1} << 32)},
     {"breaker_error_rate", SetBreakerErrorRate},
     {"breaker_queue_fullness", SetBreakerQueueFullness},

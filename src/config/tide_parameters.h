@@ -46,6 +46,9 @@
 //   graph_fusion              "auto" | "off": fuse attention and skip-layernorm into ONNX Runtime
 //                             contrib operators at load (src/optimize); auto keeps the original model
 //                             when nothing matches or a probe batch disagrees
+//   token_type_vocab_size     integer >= 1: token_type_ids a KServe token tensor may carry are
+//                             0..N-1; unset: from the model graph's token-type embedding, else the
+//                             ids the tokenizer produces (serving/token_input_limits.h)
 // (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
 #pragma once
 
@@ -57,12 +60,12 @@
 
 #include "absl/status/statusor.h"
 #include "model_config.pb.h"
+#include "tokenizer/truncation_direction.h"
 
 namespace tide::config {
 
 enum class Task { kRerank, kClassify };
 enum class ScoreActivation { kSigmoid, kNone, kSoftmax };
-enum class TruncationDirection { kRight, kLeft };
 enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
 enum class BatchGrouping { kLength, kFifo };
 enum class GraphFusion { kAuto, kOff };
@@ -71,7 +74,7 @@ struct TideParameters {
   Task task = Task::kRerank;                        // rerank: one score per pair; classify: labels
   std::string tokenizer = "tokenizer.json";         // relative to the model directory
   std::optional<int64_t> max_sequence_length;       // unset: see EffectiveMaxSequenceLength
-  TruncationDirection truncation_direction = TruncationDirection::kRight;
+  tokenizer::TruncationDirection truncation_direction = tokenizer::TruncationDirection::kRight;
   ScoreActivation score_activation = ScoreActivation::kSigmoid;
   int intra_op_threads = 0;                         // 0: ONNX Runtime default
   int inter_op_threads = 0;                         // 0: ONNX Runtime default
@@ -100,6 +103,7 @@ struct TideParameters {
   }
   BatchGrouping batch_grouping = BatchGrouping::kLength;  // BatcherOptions::group_by_length
   GraphFusion graph_fusion = GraphFusion::kAuto;          // optimize::PrepareFusedModel at load
+  std::optional<int64_t> token_type_vocab_size;           // unset: derived at load (see above)
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
 

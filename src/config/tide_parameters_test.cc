@@ -27,7 +27,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_EQ(p->task, Task::kRerank);
   EXPECT_EQ(p->tokenizer, "tokenizer.json");
   EXPECT_FALSE(p->max_sequence_length.has_value());
-  EXPECT_EQ(p->truncation_direction, TruncationDirection::kRight);
+  EXPECT_EQ(p->truncation_direction, tokenizer::TruncationDirection::kRight);
   EXPECT_EQ(p->score_activation, ScoreActivation::kSigmoid);
   EXPECT_EQ(p->intra_op_threads, 0);
   EXPECT_EQ(p->inter_op_threads, 0);
@@ -37,6 +37,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_TRUE(p->share_weights);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kLength);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kAuto);
+  EXPECT_FALSE(p->token_type_vocab_size.has_value());
   EXPECT_EQ(p->EffectiveMaxSequenceLength(std::nullopt), 512);
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 256);
 }
@@ -58,13 +59,14 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"sequence_buckets", "32, 64,128"},
                                                   {"allowed_batch_sizes", "1,2,4,8"},
                                                   {"max_padding_ratio", "2.5"},
-                                                  {"breaker_min_samples", "12"}}),
+                                                  {"breaker_min_samples", "12"},
+                                                  {"token_type_vocab_size", "3"}}),
                                       "c.pbtxt");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->task, Task::kClassify);
   EXPECT_EQ(p->tokenizer, "tok/tokenizer..v2.json");
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 128);
-  EXPECT_EQ(p->truncation_direction, TruncationDirection::kLeft);
+  EXPECT_EQ(p->truncation_direction, tokenizer::TruncationDirection::kLeft);
   EXPECT_EQ(p->score_activation, ScoreActivation::kSoftmax);
   EXPECT_EQ(p->intra_op_threads, 3);
   EXPECT_EQ(p->inter_op_threads, 2);
@@ -78,6 +80,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(p->max_padding_ratio, 2.5);
   EXPECT_EQ(p->breaker_min_samples, 12);
+  EXPECT_EQ(p->token_type_vocab_size, 3);
   EXPECT_EQ(TaskName(p->task), "classify");
   EXPECT_EQ(ScoreActivationName(p->score_activation), "softmax");
 }
@@ -103,6 +106,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"max_padding_ratio", "0.5", "[1, 1024]"},
       {"max_padding_ratio", "lots", "lots"},
       {"breaker_min_samples", "0", "out of range"},
+      {"token_type_vocab_size", "0", "out of range"},
       {"tokenizer", "/etc/tokenizer.json", "relative"},
       {"tokenizer", "../other/tokenizer.json", "relative"},
       {"tokenizer", "tok/../../tokenizer.json", "relative"},

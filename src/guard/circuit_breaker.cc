@@ -60,11 +60,11 @@ absl::Status ValidateCircuitBreakerOptions(const CircuitBreakerOptions& o) {
 
 absl::StatusOr<std::unique_ptr<CircuitBreaker>> CircuitBreaker::Create(CircuitBreakerOptions options) {
   if (absl::Status s = ValidateCircuitBreakerOptions(options); !s.ok()) return s;
-  batching::Clock* clock = options.clock != nullptr ? options.clock : batching::SteadyClock::Get();
+  Clock* clock = options.clock != nullptr ? options.clock : SteadyClock::Get();
   return std::unique_ptr<CircuitBreaker>(new CircuitBreaker(std::move(options), clock));
 }
 
-CircuitBreaker::CircuitBreaker(CircuitBreakerOptions options, batching::Clock* clock)
+CircuitBreaker::CircuitBreaker(CircuitBreakerOptions options, Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
       window_(options_.latency_window, options_.window_slices, options_.p99_threshold, clock->Now()) {}

@@ -45,7 +45,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "batching/clock.h"
+#include "common/clock.h"
 #include "guard/latency_window.h"
 
 namespace tide::guard {
@@ -58,7 +58,7 @@ using BreakerTransitionCallback =
     std::function<void(BreakerState from, BreakerState to, std::string_view reason)>;
 
 struct CircuitBreakerOptions {
-  using duration = batching::Clock::duration;
+  using duration = Clock::duration;
 
   // P99 trigger: open when the rolling P99 latency exceeds this. 0 = off. (breaker_p99_ms)
   duration p99_threshold = duration::zero();
@@ -80,8 +80,8 @@ struct CircuitBreakerOptions {
   // Requests let through to the model while half-open; all must succeed to close. (breaker_probes)
   int half_open_probes = 3;
 
-  // Not owned; nullptr = batching::SteadyClock::Get().
-  batching::Clock* clock = nullptr;
+  // Not owned; nullptr = SteadyClock::Get().
+  Clock* clock = nullptr;
   // Called on every state change (for logs and metrics); may be empty.
   BreakerTransitionCallback on_transition;
 };
@@ -91,8 +91,8 @@ absl::Status ValidateCircuitBreakerOptions(const CircuitBreakerOptions& options)
 
 class CircuitBreaker {
  public:
-  using duration = batching::Clock::duration;
-  using time_point = batching::Clock::time_point;
+  using duration = Clock::duration;
+  using time_point = Clock::time_point;
 
   enum class Decision { kModel, kFallback };
 
@@ -131,7 +131,7 @@ class CircuitBreaker {
 
  private:
   // Implementation details follow.
-  CircuitBreaker(CircuitBreakerOptions options, batching::Clock* clock);
+  CircuitBreaker(CircuitBreakerOptions options, Clock* clock);
 
   // Changes state and reports it; `reason` is only formatted on transitions.
   void TransitionLocked(BreakerState to, time_point now, std::string_view reason)
@@ -141,7 +141,7 @@ class CircuitBreaker {
   void CheckTriggersLocked(time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CircuitBreakerOptions options_;
-  batching::Clock* const clock_;
+  Clock* const clock_;
 
   mutable absl::Mutex mu_;
   // Written under mu_, read lock-free by Admit's fast paths, state() and RetryAfter().

@@ -10,7 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "batching/clock.h"
+#include "common/clock.h"
 
 namespace tide::guard {
 namespace {
@@ -57,7 +57,7 @@ class CircuitBreakerTest : public ::testing::Test {
     ASSERT_EQ(breaker.state(), BreakerState::kOpen);
   }
 
-  batching::FakeClock clock_;
+  FakeClock clock_;
   std::vector<TransitionLog> transitions_;
 };
 

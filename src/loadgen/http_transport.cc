@@ -149,7 +149,6 @@ void HttpTransport::Start(const std::shared_ptr<Connection>& conn, Pending reque
 }
 
 void HttpTransport::Connect(const std::shared_ptr<Connection>& conn, uint64_t gen) {
-  ++connections_opened_;
   asio::async_connect(conn->socket, endpoints_,
                       [this, conn, gen](const boost::system::error_code& ec, const tcp::endpoint&) {
                         if (conn->generation != gen) return;

@@ -73,7 +73,6 @@ class HttpTransport final : public Transport {
                                                                const HttpTransportOptions& options);
   ~HttpTransport() override;
   void Send(size_t request_index, std::function<void(const TransportResult&)> done) override;
-  size_t connections_opened() const { return connections_opened_; }
 
   struct Connection;  // defined in http_transport.cc
   struct Pending {
@@ -98,7 +97,6 @@ class HttpTransport final : public Transport {
   std::vector<std::shared_ptr<Connection>> all_;
   std::vector<std::shared_ptr<Connection>> idle_;
   std::deque<Pending> pending_;
-  size_t connections_opened_ = 0;
 };
 
 absl::StatusOr<std::string> HttpGet(const std::string& host, uint16_t port,

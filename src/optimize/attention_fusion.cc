@@ -6,9 +6,9 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "onnx_graph/graph_util.h"
 #include "optimize/graph_index.h"
 #include "optimize/graph_rewrite.h"
-#include "quantize/graph_util.h"
 
 namespace tide::optimize {
 
@@ -352,7 +352,7 @@ std::optional<AttentionMatch> MatchAttention(const GraphIndex& ix, int softmax_i
 int FuseAttention(onnx::GraphProto* g, int opset, std::vector<std::string>* skipped) {
   GraphIndex ix(*g);
   ix.set_opset(opset);
-  quantize::Namer namer(*g);
+  onnx_graph::Namer namer(*g);
   NodeReplacements edits;
   std::vector<onnx::TensorProto> biases;
   std::map<std::string, std::string> mask_int32;  // attention_mask input -> its int32 form

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "quantize/model_io.h"
+#include "onnx_graph/model_io.h"
 
 namespace tide::optimize {
 
@@ -24,7 +24,7 @@ bool IsDynamicallyQuantized(const onnx::ModelProto& m) {
   return false;
 }
 
-runtime::TokenBatch ProbeBatch(const runtime::ModelSignature& signature, int64_t vocab_size,
+runtime::TokenBatch ProbeBatch(const ModelSignature& signature, int64_t vocab_size,
                                int64_t max_sequence_length) {
   const int64_t seq = std::clamp<int64_t>(max_sequence_length, 4, 24);
   const int64_t lengths[3] = {seq, std::max<int64_t>(2, seq * 2 / 3), 3};
@@ -82,7 +82,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
     result.reason = absl::StrCat("cannot read ", options.model_path);
     return result;
   }
-  absl::StatusOr<onnx::ModelProto> model = quantize::ParseModel(bytes.str());
+  absl::StatusOr<onnx::ModelProto> model = onnx_graph::ParseModel(bytes.str());
   if (!model.ok()) {
     result.reason = std::string(model.status().message());
     return result;

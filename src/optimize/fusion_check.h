@@ -38,7 +38,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
 // A padded probe batch for `signature`: 3 rows of lengths seq, ~2/3 seq and 3 (seq = min(24,
 // max_sequence_length)), token ids drawn deterministically from [1, min(vocab_size, 30000)),
 // token_type_ids zero (every BERT-like model has type 0).
-runtime::TokenBatch ProbeBatch(const runtime::ModelSignature& signature, int64_t vocab_size,
+runtime::TokenBatch ProbeBatch(const ModelSignature& signature, int64_t vocab_size,
                                int64_t max_sequence_length);
 
 // Runs `batch` through the model given by `options`; the logits, or the backend's error.

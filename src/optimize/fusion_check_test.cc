@@ -11,9 +11,9 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "quantize/graph_util.h"
+#include "onnx_graph/graph_util.h"
+#include "onnx_graph/model_io.h"
 #include "quantize/int8_quantizer.h"
-#include "quantize/model_io.h"
 #include "shared_assets.h"
 
 namespace tide::optimize {
@@ -22,7 +22,7 @@ namespace {
 using tide::testing::SourceRoot;
 
 // Mixed lengths (full, ~half, 2 tokens, 1 token) in one padded batch.
-runtime::TokenBatch PaddedBatch(const runtime::ModelSignature& sig, int64_t seq, int64_t vocab) {
+runtime::TokenBatch PaddedBatch(const ModelSignature& sig, int64_t seq, int64_t vocab) {
   runtime::TokenBatch b;
   const int64_t lengths[] = {seq, seq / 2 + 1, 2, 1};
   b.Resize(4, seq, !sig.token_type_ids_name.empty());
@@ -80,7 +80,7 @@ onnx::ModelProto Int8(onnx::ModelProto m,
 TEST(FusionCheckTest, MiniLmFp32AndInt8) {
   const std::filesystem::path path = SourceRoot() / "models/minilm-l6/1/model.onnx";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
-  auto model = quantize::LoadModel(path.string());
+  auto model = onnx_graph::LoadModel(path.string());
   ASSERT_TRUE(model.ok()) << model.status();
   auto sig = runtime::OrtBackend::ReadSignature(path.string());
   ASSERT_TRUE(sig.ok());
@@ -141,7 +141,7 @@ TEST(FusionCheckTest, TinyBertWithBiasesFp32AndInt8) {
       GTEST_SKIP() << "could not export tiny-bert (" << cmd << ")";
     }
   }
-  auto model = quantize::LoadModel(path.string());
+  auto model = onnx_graph::LoadModel(path.string());
   ASSERT_TRUE(model.ok()) << model.status();
   RandomizeVectors(&*model);
   auto sig = runtime::OrtBackend::ReadSignature(path.string());
@@ -188,7 +188,7 @@ TEST(FusionCheckTest, PrepareFusedModelKeepsUnmatchedModel) {
 }
 
 TEST(FusionCheckTest, ProbeBatchIsPaddedAndInRange) {
-  runtime::ModelSignature sig;
+  ModelSignature sig;
   sig.token_type_ids_name = "token_type_ids";
   runtime::TokenBatch b = ProbeBatch(sig, 50, 512);
   ASSERT_EQ(b.batch, 3);

@@ -3,11 +3,11 @@
 #include <cstring>
 #include <unordered_set>
 
-#include "quantize/graph_util.h"
+#include "onnx_graph/graph_util.h"
 
 namespace tide::optimize {
 
-using quantize::CollectReads;  // a subgraph's reads of outer values (and pass-through outputs) keep them alive
+using onnx_graph::CollectReads;  // a subgraph's reads of outer values (and pass-through outputs) keep them alive
 
 void NodeReplacements::ApplyTo(onnx::GraphProto* g) {
   if (empty()) return;

@@ -1,10 +1,10 @@
 #include "optimize/transformer_fusion.h"
 
 #include "absl/strings/str_cat.h"
+#include "onnx_graph/graph_util.h"
 #include "optimize/attention_fusion.h"
 #include "optimize/graph_rewrite.h"
 #include "optimize/skip_layer_norm_fusion.h"
-#include "quantize/graph_util.h"
 
 namespace tide::optimize {
 
@@ -26,13 +26,13 @@ absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx:
   }
   FusionReport report;
   report.nodes_before = g->node_size();
-  const int opset = static_cast<int>(quantize::OpsetVersion(*model, ""));
+  const int opset = static_cast<int>(onnx_graph::OpsetVersion(*model, ""));
   if (options.attention) report.attention_fused = FuseAttention(g, opset, &report.skipped);
   if (options.skip_layer_norm) report.skip_layer_norm_fused = FuseSkipLayerNorm(g, &report.skipped);
   if (report.fused() > 0) {
-    quantize::EnsureOpset(model, "com.microsoft", 1);
+    onnx_graph::EnsureOpset(model, "com.microsoft", 1);
     RemoveDeadNodes(g);
-    quantize::DropUnusedInitializers(g);
+    onnx_graph::DropUnusedInitializers(g);
   }
   report.nodes_after = g->node_size();
   return report;

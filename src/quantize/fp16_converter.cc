@@ -5,9 +5,20 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
-#include "quantize/graph_util.h"
+#include "onnx_graph/graph_util.h"
 
 namespace tide::quantize {
+
+using onnx_graph::ReadFloatTensor;
+using onnx_graph::FloatToHalf;
+using onnx_graph::CheckNotQuantized;
+using onnx_graph::Namer;
+using onnx_graph::NodeFilter;
+using onnx_graph::DropUnusedInitializers;
+using onnx_graph::TensorBytes;
+using onnx_graph::WeightMatMul;
+using onnx_graph::FindWeightMatMuls;
+
 namespace {
 
 constexpr float kHalfMax = 65504.0f;

@@ -6,9 +6,21 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "quantize/graph_util.h"
+#include "onnx_graph/graph_util.h"
 
 namespace tide::quantize {
+
+using onnx_graph::ReadFloatTensor;
+using onnx_graph::CheckNotQuantized;
+using onnx_graph::Namer;
+using onnx_graph::NodeFilter;
+using onnx_graph::DropUnusedInitializers;
+using onnx_graph::TensorBytes;
+using onnx_graph::WeightMatMul;
+using onnx_graph::FindWeightMatMuls;
+using onnx_graph::EnsureOpset;
+using onnx_graph::OpsetVersion;
+
 namespace {
 
 constexpr char kMsDomain[] = "com.microsoft";

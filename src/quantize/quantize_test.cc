@@ -6,14 +6,23 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "onnx_graph/graph_util.h"
+#include "onnx_graph/model_io.h"
 #include "quantize/fp16_converter.h"
-#include "quantize/graph_util.h"
 #include "quantize/int8_quantizer.h"
-#include "quantize/model_io.h"
 #include "runtime/ort_backend.h"
 #include "shared_assets.h"
 
 namespace tide::quantize {
+
+using onnx_graph::FloatToHalf;
+using onnx_graph::HalfToFloat;
+using onnx_graph::OpsetVersion;
+using onnx_graph::ExternalData;
+using onnx_graph::LoadModel;
+using onnx_graph::ParseModel;
+using onnx_graph::SaveModel;
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/model_signature.h"
 
 namespace tide::runtime {
 
@@ -39,16 +40,6 @@ struct Logits {
   int64_t num_labels = 0;
   std::vector<float> values;  // [batch, num_labels] row-major
   float at(int64_t row, int64_t label) const { return values[row * num_labels + label]; }
-};
-
-// What the backend found in the model file.
-struct ModelSignature {
-  std::string input_ids_name = "input_ids";
-  std::string attention_mask_name = "attention_mask";
-  std::string token_type_ids_name;  // empty: the model takes no token_type_ids
-  std::string logits_name = "logits";
-  bool ids_are_int32 = false;       // model expects int32 token tensors (converted by the backend)
-  int64_t num_labels = 1;           // last dim of the output; -1 when dynamic
 };
 
 class ModelBackend {

@@ -46,6 +46,24 @@ absl::Status FromOrt(const Ort::Exception& e, absl::string_view what) {
   }
 }
 
+const char* OrtErrorCodeName(OrtErrorCode code) {
+  switch (code) {
+    case ORT_OK: return "ORT_OK";
+    case ORT_FAIL: return "ORT_FAIL";
+    case ORT_INVALID_ARGUMENT: return "ORT_INVALID_ARGUMENT";
+    case ORT_NO_SUCHFILE: return "ORT_NO_SUCHFILE";
+    case ORT_NO_MODEL: return "ORT_NO_MODEL";
+    case ORT_ENGINE_ERROR: return "ORT_ENGINE_ERROR";
+    case ORT_RUNTIME_EXCEPTION: return "ORT_RUNTIME_EXCEPTION";
+    case ORT_INVALID_PROTOBUF: return "ORT_INVALID_PROTOBUF";
+    case ORT_MODEL_LOADED: return "ORT_MODEL_LOADED";
+    case ORT_NOT_IMPLEMENTED: return "ORT_NOT_IMPLEMENTED";
+    case ORT_INVALID_GRAPH: return "ORT_INVALID_GRAPH";
+    case ORT_EP_FAIL: return "ORT_EP_FAIL";
+    default: return "ORT error";
+  }
+}
+
 Ort::SessionOptions MakeSessionOptions(const OrtOptions& o) {
   Ort::SessionOptions so;
   if (o.intra_op_threads > 0) so.SetIntraOpNumThreads(o.intra_op_threads);
@@ -209,6 +227,9 @@ OrtBackend::OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session
   if (!signature_.token_type_ids_name.empty()) input_names_.push_back(signature_.token_type_ids_name.c_str());
   output_name_ = signature_.logits_name.c_str();
   inputs_.reserve(input_names_.size());
+  // A failed Run is reported through its exception (the caller logs it, rate-limited); ONNX
+  // Runtime's own per-run error line would repeat it unbounded, once per failed batch.
+  run_options_.SetRunLogSeverityLevel(ORT_LOGGING_LEVEL_FATAL);
 }
 
 OrtBackend::~OrtBackend() = default;
@@ -217,7 +238,10 @@ absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) {
   try {
     return RunImpl(batch, out);
   } catch (const Ort::Exception& e) {
-    return FromOrt(e, "onnxruntime Run");
+    // Whatever ONNX Runtime says about a batch (even ORT_INVALID_ARGUMENT for an out-of-range
+    // index) is an engine failure, not a malformed client request: INTERNAL, engine text kept for
+    // the log (serving::ModelRunner answers clients with a generic message).
+    return absl::InternalError(absl::StrCat("onnxruntime Run (", OrtErrorCodeName(e.GetOrtErrorCode()), "): ", e.what()));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory while running the model");
   }

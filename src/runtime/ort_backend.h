@@ -17,9 +17,14 @@
 //  - Run is NOT thread-safe (one worker thread per backend) and blocks for the inference. It
 //    feeds the caller's int64 buffers to ONNX Runtime without copying (int32 models: converted into
 //    buffers owned by the backend and reused across calls), and writes the logits straight into
-//    `out->values` when num_labels is static. Shape errors -> INVALID_ARGUMENT; engine errors
-//    -> INTERNAL (or INVALID_ARGUMENT when ONNX Runtime says so). Never throws: Ort::Exception is
-//    caught here, the only place tide calls ONNX Runtime's C++ API.
+//    `out->values` when num_labels is static. A batch of inconsistent sizes (the caller's bug) ->
+//    INVALID_ARGUMENT. Whatever ONNX Runtime throws in Run -> INTERNAL, ORT_INVALID_ARGUMENT
+//    included (rows reach Run only after validation, so an engine rejection is a server-side
+//    failure, never a client's 400; the message keeps the engine's code and text for the log),
+//    and RESOURCE_EXHAUSTED when memory runs out. Run does not let ONNX Runtime log its errors
+//    itself (run log severity FATAL): the caller logs them.
+//    Create/ReadSignature keep ONNX Runtime's code. Never throws: Ort::Exception is caught here,
+//    the only place tide calls ONNX Runtime's C++ API.
 #pragma once
 
 #include <memory>

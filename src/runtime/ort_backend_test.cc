@@ -7,9 +7,7 @@
 #include "gtest/gtest.h"
 #include "shared_assets.h"
 
-#ifdef TIDE_HAVE_ONNX_PROTO
 #include "onnx/onnx_pb.h"
-#endif
 
 namespace tide::runtime {
 namespace {
@@ -119,7 +117,6 @@ TEST(OrtBackendTest, MissingAndCorruptModels) {
   EXPECT_FALSE(OrtBackend::Create({}).ok());
 }
 
-#ifdef TIDE_HAVE_ONNX_PROTO
 // A tiny graph: score = ReduceSum(float((input_ids * attention_mask) [+ token_type_ids]), axis 1),
 // with the token type and output label dim chosen by the test.
 std::string SumModel(onnx::TensorProto::DataType id_type, bool with_types, bool dynamic_labels,
@@ -229,6 +226,73 @@ TEST(OrtBackendTest, TokenTypeIdsFedOrZeroFilled) {
   EXPECT_EQ((*backend)->Run(b, &out).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// score = ReduceSum(Gather(table[2 x 1], token_type_ids), axis 1): a token-type embedding of two
+// rows, which ONNX Runtime refuses to index with 2 (as the real BERT graphs do).
+std::string TypeEmbeddingModel() {
+  onnx::ModelProto model;
+  model.set_ir_version(7);
+  model.add_opset_import()->set_version(11);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("types");
+  for (const char* name : {"input_ids", "attention_mask", "token_type_ids"}) {
+    onnx::ValueInfoProto* in = g->add_input();
+    in->set_name(name);
+    auto* t = in->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::INT64);
+    t->mutable_shape()->add_dim()->set_dim_param("batch");
+    t->mutable_shape()->add_dim()->set_dim_param("sequence");
+  }
+  onnx::TensorProto* table = g->add_initializer();
+  table->set_name("type_table");
+  table->set_data_type(onnx::TensorProto::FLOAT);
+  table->add_dims(2);
+  table->add_dims(1);
+  table->add_float_data(0.5f);
+  table->add_float_data(2.0f);
+  onnx::NodeProto* gather = g->add_node();
+  gather->set_op_type("Gather");
+  gather->add_input("type_table");
+  gather->add_input("token_type_ids");
+  gather->add_output("embedded");  // [batch, sequence, 1]
+  onnx::NodeProto* reduce = g->add_node();
+  reduce->set_op_type("ReduceSum");
+  reduce->add_input("embedded");
+  reduce->add_output("score");
+  auto* axes = reduce->add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(1);
+  auto* keep = reduce->add_attribute();
+  keep->set_name("keepdims");
+  keep->set_type(onnx::AttributeProto::INT);
+  keep->set_i(0);
+  onnx::ValueInfoProto* out = g->add_output();
+  out->set_name("score");
+  auto* t = out->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("batch");
+  t->mutable_shape()->add_dim()->set_dim_value(1);
+  return model.SerializeAsString();
+}
+
+// An index ONNX Runtime rejects (its ORT_INVALID_ARGUMENT) is an engine failure: INTERNAL, never
+// the INVALID_ARGUMENT that the edge would answer as a client's 400 (issue #19).
+TEST(OrtBackendTest, EngineRejectionOfABatchIsInternalWithTheEngineTextKept) {
+  auto backend = OrtBackend::Create({.model_data = TypeEmbeddingModel()});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  TokenBatch b = Pack({{101, 7, 102}}, /*with_types=*/true);
+  b.token_type_ids = {0, 1, 1};
+  Logits out;
+  ASSERT_TRUE((*backend)->Run(b, &out).ok());
+  EXPECT_FLOAT_EQ(out.values[0], 4.5f);
+  b.token_type_ids = {0, 0, 2};
+  absl::Status s = (*backend)->Run(b, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_THAT(s.message(), HasSubstr("onnxruntime Run ("));
+  b.token_type_ids = {0, 1, 1};  // the session is still usable
+  EXPECT_TRUE((*backend)->Run(b, &out).ok());
+}
+
 TEST(OrtBackendTest, DynamicLabelDimIsAllocatedByOnnxRuntime) {
   auto backend = OrtBackend::Create({.model_data = SumModel(onnx::TensorProto::INT64, false, true)});
   ASSERT_TRUE(backend.ok()) << backend.status();
@@ -267,7 +331,5 @@ TEST(OrtBackendTest, RejectsModelsTideCannotFeed) {
   ASSERT_FALSE(floats.ok());
   EXPECT_THAT(floats.status().message(), HasSubstr("input_ids"));
 }
-#endif  // TIDE_HAVE_ONNX_PROTO
-
 }  // namespace
 }  // namespace tide::runtime

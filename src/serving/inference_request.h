@@ -22,13 +22,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "batching/batch.h"
-#include "batching/clock.h"
-#include "server/http/cancellation_flag.h"
+#include "common/cancellation_flag.h"
+#include "common/clock.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::serving {
 
-using Clock = batching::Clock;
+using Clock = ::tide::Clock;  // serving::Clock, used by the routes
 
 // Where the time of one request went (TEI's x-*-time headers, Prometheus stage histograms).
 struct StageTimings {
@@ -76,7 +76,7 @@ class RowTask {
     int priority = 0;                                  // 1 = highest; 0 = default level
     Clock::time_point deadline = Clock::time_point::max();
     Clock::duration queue_timeout{};                   // the request's own; zero = none
-    std::shared_ptr<http::CancellationFlag> client_gone;  // may be null
+    std::shared_ptr<CancellationFlag> client_gone;  // may be null
   };
 
   RowTask(std::shared_ptr<InferenceRequest> request, size_t row, tokenizer::Encoding encoding,
@@ -88,6 +88,8 @@ class RowTask {
   int priority() const { return admission_.priority; }
   Clock::time_point deadline() const { return admission_.deadline; }
   Clock::duration queue_timeout() const { return admission_.queue_timeout; }
+  // batching::HasRequestKey: rows of one request share it (the pool isolates a failing request).
+  uintptr_t request_key() const { return reinterpret_cast<uintptr_t>(request_.get()); }
   bool cancelled() const {
     return request_->finished() || (admission_.client_gone && admission_.client_gone->IsCancelled());
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/error_echo.h"
 #include "runtime/ort_backend.h"
+#include "spdlog/spdlog.h"
 
 namespace tide::serving {
 
@@ -13,8 +14,26 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelMa
   ro.read_signature = [](const std::filesystem::path& file) {
     return runtime::OrtBackend::ReadSignature(file.string());
   };
-  auto models = config::ScanModelRepository(options.repository, ro);
+  absl::StatusOr<std::vector<config::RepositoryModel>> models = std::vector<config::RepositoryModel>();
+  if (!options.repository.empty()) models = config::ScanModelRepository(options.repository, ro);
   if (!models.ok()) return models.status();
+  for (const config::HuggingFaceFolderOptions& folder : options.huggingface_folders) {
+    auto model = config::LoadHuggingFaceFolder(folder, ro);
+    if (!model.ok()) return model.status();
+    for (const config::RepositoryModel& other : *models) {
+      if (other.name == model->name) {
+        return absl::AlreadyExistsError(absl::StrCat("model name '", model->name, "' of ", folder.folder.string(),
+                                                     " is taken by ", other.directory.string(),
+                                                     " (choose another with --served-model-name)"));
+      }
+    }
+    const ModelParameter* task = nullptr;
+    if (auto it = model->config.parameters().find("task"); it != model->config.parameters().end()) task = &it->second;
+    spdlog::info("model {}: HuggingFace folder {}, model file {}, task {}{}", model->name, folder.folder.string(),
+                 model->versions.back().model_file.string(), task ? task->string_value() : "rerank",
+                 model->labels.size() > 1 ? absl::StrCat(", score = P(label '", model->labels.back(), "')") : "");
+    models->push_back(*std::move(model));
+  }
   if (models->empty()) {
     return absl::NotFoundError(absl::StrCat("model repository ", options.repository.string(), " has no models"));
   }
@@ -104,6 +123,9 @@ void ModelManager::RefreshMetrics() const {
     };
     mirror(metrics_->rejected->WithLabels({n, v, "queue_full"}), s.batcher.rejected_queue_full);
     mirror(metrics_->rejected->WithLabels({n, v, "invalid"}), s.batcher.rejected_invalid);
+    uint64_t isolation_runs = 0;
+    for (const batching::InstanceStats& in : s.instances) isolation_runs += in.isolation_runs;
+    mirror(metrics_->isolation_runs->WithLabels({n, v}), isolation_runs);
     for (size_t r = 0; r < batching::kDropReasonCount; ++r) {
       const auto reason = static_cast<batching::DropReason>(r);
       mirror(metrics_->dropped->WithLabels({n, v, std::string(batching::DropReasonName(reason))}),

@@ -2,9 +2,9 @@
 // model repository, looked up by name and version.
 //
 // Contract:
-//  - Create scans the repository (Parse -> Normalize -> Validate each config.pbtxt), loads and
-//    warms up every chosen version of every model, and fails with the first error, which names the
-//    file and the field. When Create returns, every model is ready.
+//  - Create scans the repository (Parse -> Normalize -> Validate each config.pbtxt), reads the
+//    HuggingFace folders, loads and warms up every chosen version of every model, and fails with
+//    the first error, which names the file and the field. When Create returns, every model is ready.
 //  - Thread-safe. Find returns a shared_ptr so that a caller keeps its model alive for the whole
 //    request even if a later reload replaces it.
 //  - Errors: NOT_FOUND naming the model (and version) for unknown ones.
@@ -21,13 +21,17 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "config/hf_model_folder.h"
 #include "config/model_repository.h"
 #include "serving/served_model.h"
 
 namespace tide::serving {
 
 struct ModelManagerOptions {
-  std::filesystem::path repository;  // Triton-style model repository
+  std::filesystem::path repository;  // Triton-style model repository; empty: none
+  // HuggingFace model folders served besides the repository's models (`tide serve --model`), each
+  // as one model (config::LoadHuggingFaceFolder); a name the repository also has is an error.
+  std::vector<config::HuggingFaceFolderOptions> huggingface_folders;
   ServedModelOptions model;          // applied to every model
 };
 

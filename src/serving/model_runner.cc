@@ -1,18 +1,42 @@
 #include "serving/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/error.h"
+#include "spdlog/spdlog.h"
 
 namespace tide::serving {
 
 ModelRunner::ModelRunner(std::unique_ptr<runtime::ModelBackend> backend, int64_t pad_id, int instance,
-                         BatchObserver observer)
+                         BatchObserver observer, std::string model, int64_t version)
     : backend_(std::move(backend)),
       pad_id_(pad_id),
       instance_(instance),
       with_type_ids_(!backend_->signature().token_type_ids_name.empty()),
-      observer_(std::move(observer)) {}
+      observer_(std::move(observer)),
+      model_(std::move(model)),
+      version_(version) {}
+
+absl::Status ModelRunner::BackendFailure(const batching::Batch<RowTask>& batch, const absl::Status& engine) {
+  const Clock::time_point now = SteadyClock::Get()->Now();
+  if (now - log_window_start_ >= std::chrono::seconds(1)) {
+    log_window_start_ = now;
+    logged_in_window_ = 0;
+  }
+  if (logged_in_window_ < kMaxErrorLogsPerSecond) {
+    ++logged_in_window_;
+    spdlog::error("model {} version {} instance {}: inference failed on a batch of {} row(s) [{} x {}]{}: {}", model_,
+                  version_, instance_, batch.tasks.size(), input_.batch, input_.seq_len,
+                  suppressed_logs_ > 0 ? absl::StrCat(" (", suppressed_logs_, " similar failure(s) not logged)") : "",
+                  engine.ToString());
+    suppressed_logs_ = 0;
+  } else {
+    ++suppressed_logs_;
+  }
+  return errors::Backend(absl::StrCat("inference failed for model ", model_, " version ", version_));
+}
 
 void ModelRunner::Fill(const batching::Batch<RowTask>& batch) {
   const int64_t rows = static_cast<int64_t>(std::max(batch.padded_batch_size, batch.tasks.size()));
@@ -34,13 +58,14 @@ void ModelRunner::Fill(const batching::Batch<RowTask>& batch) {
 }
 
 absl::Status ModelRunner::Run(batching::Batch<RowTask>& batch) {
-  const Clock::time_point start = batching::SteadyClock::Get()->Now();
+  const Clock::time_point start = SteadyClock::Get()->Now();
   Fill(batch);
-  if (absl::Status s = backend_->Run(input_, &logits_); !s.ok()) return s;
-  const Clock::duration took = batching::SteadyClock::Get()->Now() - start;
+  if (absl::Status s = backend_->Run(input_, &logits_); !s.ok()) return BackendFailure(batch, s);
+  const Clock::duration took = SteadyClock::Get()->Now() - start;
   if (logits_.batch < static_cast<int64_t>(batch.tasks.size()) || logits_.num_labels < 1) {
-    return absl::InternalError(absl::StrCat("model returned ", logits_.batch, " rows of ", logits_.num_labels,
-                                            " logits for a batch of ", batch.tasks.size()));
+    return BackendFailure(batch, absl::InternalError(absl::StrCat("model returned ", logits_.batch, " rows of ",
+                                                                  logits_.num_labels, " logits for a batch of ",
+                                                                  batch.tasks.size())));
   }
   if (observer_) observer_(batch, took, instance_);
   for (size_t i = 0; i < batch.tasks.size(); ++i) {

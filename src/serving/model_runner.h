@@ -5,7 +5,12 @@
 //  - Owned by one InstancePool worker thread; not thread-safe.
 //  - Run pads the batch to its shape bucket (padded_batch_size x padded_sequence_length) in
 //    buffers reused across calls, runs the backend, and completes every task with its logits row.
-//    On a backend error it returns the status and the pool fails the batch's tasks with it.
+//    On a backend error (or logits of the wrong shape) it completes no task and returns
+//    errors::Backend (INTERNAL, ErrorKind::kBackend: 500, error_type "backend")
+//    "inference failed for model M version V": the engine's own text is logged here (error level,
+//    with model, version, instance and batch shape; at most kMaxErrorLogsPerSecond lines a second,
+//    the rest counted in the next line) and never reaches a client. The pool then isolates the
+//    failing request (batching/instance_pool.h) and fails only its tasks with that status (500).
 //  - Warmup runs the given shapes once each before the instance serves (memory plans and arena
 //    sized before the first request).
 #pragma once
@@ -13,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,20 +39,30 @@ using BatchObserver = std::function<void(const batching::Batch<RowTask>&, Clock:
 
 class ModelRunner final : public batching::BatchRunner<RowTask> {
  public:
+  static constexpr int kMaxErrorLogsPerSecond = 5;
+
+  // `model` and `version` name the model in the error status and the log.
   ModelRunner(std::unique_ptr<runtime::ModelBackend> backend, int64_t pad_id, int instance,
-              BatchObserver observer);
+              BatchObserver observer, std::string model = "", int64_t version = 0);
 
   absl::Status Run(batching::Batch<RowTask>& batch) override;
   absl::Status Warmup(const std::vector<BatchShape>& shapes);
 
  private:
   void Fill(const batching::Batch<RowTask>& batch);
+  // Logs the engine's failure (rate-limited) and returns the status clients see.
+  absl::Status BackendFailure(const batching::Batch<RowTask>& batch, const absl::Status& engine);
 
   std::unique_ptr<runtime::ModelBackend> backend_;
   const int64_t pad_id_;
   const int instance_;
   const bool with_type_ids_;
   BatchObserver observer_;
+  const std::string model_;
+  const int64_t version_;
+  Clock::time_point log_window_start_{};
+  int logged_in_window_ = 0;
+  uint64_t suppressed_logs_ = 0;
   runtime::TokenBatch input_;
   runtime::Logits logits_;
 };

@@ -9,7 +9,8 @@ namespace tide::serving {
 
 absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
                            std::span<const std::string_view> documents, const PairOptions& options,
-                           std::vector<tokenizer::Encoding>* rows) {
+                           std::vector<tokenizer::Encoding>* rows,
+                           const std::function<absl::Status()>& between_chunks) {
   tokenizer::EncodeOptions enc;
   enc.max_length = model.max_sequence_length();
   enc.strategy = tokenizer::TruncationStrategy::kLongestFirst;
@@ -25,7 +26,24 @@ absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
       enc.strategy = tokenizer::TruncationStrategy::kOnlySecond;
     }
   }
-  if (absl::Status s = model.tokenizer().EncodePairs(query, documents, enc, rows); !s.ok()) return s;
+  if (!between_chunks || documents.size() <= kTokenizeChunkDocuments) {
+    if (between_chunks) {
+      if (absl::Status s = between_chunks(); !s.ok()) return s;
+    }
+    if (absl::Status s = model.tokenizer().EncodePairs(query, documents, enc, rows); !s.ok()) return s;
+  } else {
+    rows->clear();
+    rows->reserve(documents.size());
+    std::vector<tokenizer::Encoding> chunk;
+    for (size_t begin = 0; begin < documents.size(); begin += kTokenizeChunkDocuments) {
+      if (absl::Status s = between_chunks(); !s.ok()) return s;
+      const size_t n = std::min(kTokenizeChunkDocuments, documents.size() - begin);
+      if (absl::Status s = model.tokenizer().EncodePairs(query, documents.subspan(begin, n), enc, &chunk); !s.ok()) {
+        return s;
+      }
+      for (tokenizer::Encoding& e : chunk) rows->push_back(std::move(e));
+    }
+  }
   if (!options.truncate) {
     for (size_t i = 0; i < rows->size(); ++i) {
       const tokenizer::Encoding& e = (*rows)[i];

@@ -12,6 +12,7 @@
 //    returns the logit (TEI's raw_scores).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -31,9 +32,13 @@ struct PairOptions {
   std::optional<size_t> max_tokens_per_doc;
 };
 
+// `between_chunks`, when set, is called before each chunk of kTokenizeChunkDocuments documents;
+// a non-OK status stops tokenizing and is returned (the caller's deadline and client-gone check).
+inline constexpr size_t kTokenizeChunkDocuments = 64;
 absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
                            std::span<const std::string_view> documents, const PairOptions& options,
-                           std::vector<tokenizer::Encoding>* rows);
+                           std::vector<tokenizer::Encoding>* rows,
+                           const std::function<absl::Status()>& between_chunks = nullptr);
 
 float RerankScore(const InferenceResult& result, int64_t row, config::ScoreActivation activation, bool raw);
 

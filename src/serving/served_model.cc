@@ -5,12 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "config/ort_options.h"
+#include "runtime/ort_options.h"
 #include "runtime/ort_backend.h"
 #include "serving/warmup_shapes.h"
-#ifdef TIDE_HAVE_GRAPH_FUSION
 #include "optimize/fusion_check.h"
-#endif
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -88,7 +86,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   m->max_sequence_length_ =
       static_cast<size_t>(m->params_.EffectiveMaxSequenceLength(m->tokenizer_->default_max_length()));
 
-  runtime::OrtOptions ort = config::MakeOrtOptions(m->params_, version.model_file);
+  runtime::OrtOptions ort = runtime::MakeOrtOptions(m->params_, version.model_file);
   auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
   if (!signature.ok()) return signature.status();
   m->signature_ = *signature;
@@ -96,8 +94,19 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     return absl::FailedPreconditionError(absl::StrCat(ort.model_path, ": output ", m->signature_.logits_name,
                                                       " has a dynamic label dimension; tide needs a fixed one"));
   }
+  {
+    // From the original file: graph fusion below may replace the embedding Gathers.
+    auto limits = ResolveTokenInputLimits(m->signature_, *m->tokenizer_, ReadEmbeddingRows(ort.model_path, m->signature_),
+                                          m->params_.token_type_vocab_size);
+    if (!limits.ok()) return absl::Status(limits.status().code(), absl::StrCat(config_file, ": ", limits.status().message()));
+    m->token_input_limits_ = limits->limits;
+    if (limits->log_is_warning) {
+      spdlog::warn("model {} version {}: {}", m->name_, m->version_, limits->log);
+    } else {
+      spdlog::info("model {} version {}: {}", m->name_, m->version_, limits->log);
+    }
+  }
   if (m->params_.graph_fusion == config::GraphFusion::kAuto) {
-#ifdef TIDE_HAVE_GRAPH_FUSION
     // Fused attention / skip-layernorm, checked on a padded probe batch against the original.
     const auto fuse_start = std::chrono::steady_clock::now();
     optimize::FusedModel fused = optimize::PrepareFusedModel(
@@ -116,9 +125,6 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     } else {
       spdlog::info("model {} version {}: graph fusion skipped: {}", m->name_, m->version_, fused.reason);
     }
-#else
-    spdlog::info("model {} version {}: graph fusion unavailable (built without libonnx-dev)", m->name_, m->version_);
-#endif
   }
   if (!m->params_.breaker_default_result.empty() &&
       static_cast<int64_t>(m->params_.breaker_default_result.size()) != m->signature_.num_labels) {
@@ -226,7 +232,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
       [&](int instance) -> absl::StatusOr<std::unique_ptr<batching::BatchRunner<RowTask>>> {
         auto backend = runtime::OrtBackend::Create(ort);
         if (!backend.ok()) return backend.status();
-        auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer);
+        auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer, m->name_,
+                                                     m->version_);
         if (absl::Status s = runner->Warmup(warmup); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(s.message(), " (if the model accepts fewer positions, set the "
                                                                   "max_sequence_length parameter in config.pbtxt)"));

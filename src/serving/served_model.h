@@ -29,10 +29,11 @@
 #include "config/tide_parameters.h"
 #include "guard/circuit_breaker.h"
 #include "runtime/model_backend.h"
-#include "serving/inference_request.h"
 #include "serving/deadline_timer.h"
+#include "serving/inference_request.h"
 #include "serving/model_runner.h"
 #include "serving/serving_metrics.h"
+#include "serving/token_input_limits.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::serving {
@@ -72,9 +73,11 @@ class ServedModel {
   const config::ModelConfig& config() const { return config_; }
   const config::TideParameters& parameters() const { return params_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-  const runtime::ModelSignature& signature() const { return signature_; }
+  const ModelSignature& signature() const { return signature_; }
   int64_t num_labels() const { return signature_.num_labels; }
   size_t max_sequence_length() const { return max_sequence_length_; }
+  // What KServe token tensors may carry (serving/token_input_limits.h), decided at load.
+  const TokenInputLimits& token_input_limits() const { return token_input_limits_; }
   bool ready() const { return !shut_down_.load(); }
 
   // Circuit breaker admission (issue 5): false while the breaker is open — answer with the
@@ -110,8 +113,9 @@ class ServedModel {
   config::ModelConfig config_;
   config::TideParameters params_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  runtime::ModelSignature signature_;
+  ModelSignature signature_;
   size_t max_sequence_length_ = 512;
+  TokenInputLimits token_input_limits_;
   size_t max_queue_size_ = 0;
   std::chrono::milliseconds shutdown_grace_{10000};
   ServingMetrics* metrics_ = nullptr;

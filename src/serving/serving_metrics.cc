@@ -42,6 +42,9 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                &m->rejected));
   check(Assign(r.AddCounter("tide_dropped_tasks_total", "Queued rows dropped before running, by reason.", {"model", "version", "reason"}),
                &m->dropped));
+  check(Assign(r.AddCounter("tide_batch_isolation_runs_total",
+                            "Sub-batches re-run after a batch failed, to isolate the request that failed it.",
+                            {"model", "version"}), &m->isolation_runs));
   check(Assign(r.AddGauge("tide_model_ready", "1 when the model version is ready to serve.", {"model", "version"}),
                &m->model_ready));
   check(Assign(r.AddGauge("tide_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", {"model", "version"}),
@@ -52,6 +55,11 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                             {"model", "version", "fallback"}), &m->degraded));
   check(Assign(r.AddCounter("tide_shed_requests_total", "Requests refused at the edge before any work, by reason.",
                             {"reason"}), &m->shed));
+  check(Assign(r.AddGauge("tide_inflight_request_bytes",
+                          "Estimated bytes held by admitted inference requests (--max-inflight-bytes).", {}),
+               &m->inflight_bytes));
+  check(Assign(r.AddGauge("tide_tokenization_queue", "Requests waiting for a tokenization worker.", {}),
+               &m->tokenization_queue));
   if (!s.ok()) return s;
   return m;
 }

@@ -35,6 +35,8 @@ struct ServingMetrics {
   metrics::Family<metrics::Gauge>* instance_busy_ratio = nullptr;   // tide_instance_busy_ratio
   metrics::Family<metrics::Counter>* rejected = nullptr;            // tide_rejected_tasks_total
   metrics::Family<metrics::Counter>* dropped = nullptr;             // tide_dropped_tasks_total
+  // Re-runs of a failed batch's rows, by request, to find the request that failed it.
+  metrics::Family<metrics::Counter>* isolation_runs = nullptr;      // tide_batch_isolation_runs_total
   metrics::Family<metrics::Gauge>* model_ready = nullptr;           // tide_model_ready
   // Circuit breaker: state (0 closed, 1 open, 2 half-open), transitions, degraded answers.
   metrics::Family<metrics::Gauge>* breaker_state = nullptr;         // tide_breaker_state
@@ -42,6 +44,9 @@ struct ServingMetrics {
   metrics::Family<metrics::Counter>* degraded = nullptr;            // tide_degraded_responses_total
   // Load shedding and authentication at the edge.
   metrics::Family<metrics::Counter>* shed = nullptr;                // tide_shed_requests_total
+  // Request cost bounds, refreshed at scrape time.
+  metrics::Family<metrics::Gauge>* inflight_bytes = nullptr;        // tide_inflight_request_bytes
+  metrics::Family<metrics::Gauge>* tokenization_queue = nullptr;    // tide_tokenization_queue
 };
 
 }  // namespace tide::serving

@@ -1,5 +1,6 @@
 // Unit tests of the serving pieces that need no model file: request aggregation, deadlines,
 // scoring, and the instance runner over a fake backend.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -7,6 +8,9 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "batching/batcher.h"
+#include "common/error.h"
+#include "batching/instance_pool.h"
 #include "serving/deadline_timer.h"
 #include "serving/inference_request.h"
 #include "serving/model_runner.h"
@@ -69,7 +73,7 @@ TEST(InferenceRequest, ConcurrentRowsCompleteExactlyOnce) {
 }
 
 TEST(RowTask, IsCancelledWhenItsRequestFinishedOrItsClientLeft) {
-  auto flag = std::make_shared<http::CancellationFlag>();
+  auto flag = std::make_shared<CancellationFlag>();
   auto request = std::make_shared<InferenceRequest>(2, 1, [](ResultOr) {});
   RowTask::Admission admission;
   admission.client_gone = flag;
@@ -143,7 +147,10 @@ class FakeBackend : public runtime::ModelBackend {
   FakeBackend() { signature_.num_labels = 2; signature_.token_type_ids_name = "token_type_ids"; }
   absl::Status Run(const runtime::TokenBatch& b, runtime::Logits* out) override {
     shapes.push_back({b.batch, b.seq_len});
-    if (fail) return absl::InternalError("engine failed");
+    if (fail) return fail_status;
+    if (poison_id >= 0 && std::find(b.input_ids.begin(), b.input_ids.end(), poison_id) != b.input_ids.end()) {
+      return absl::InvalidArgumentError("indices element out of data bounds");
+    }
     out->batch = b.batch;
     out->num_labels = 2;
     out->values.assign(b.batch * 2, 0);
@@ -155,12 +162,14 @@ class FakeBackend : public runtime::ModelBackend {
     }
     return absl::OkStatus();
   }
-  const runtime::ModelSignature& signature() const override { return signature_; }
+  const ModelSignature& signature() const override { return signature_; }
   std::vector<std::pair<int64_t, int64_t>> shapes;
   bool fail = false;
+  absl::Status fail_status = absl::InternalError("engine failed");
+  int64_t poison_id = -1;  // >= 0: fail every batch holding this token id (like ONNX Runtime)
 
  private:
-  runtime::ModelSignature signature_;
+  ModelSignature signature_;
 };
 
 tokenizer::Encoding Row(std::vector<int64_t> ids) {
@@ -207,6 +216,79 @@ TEST(ModelRunner, BackendErrorLeavesTasksForThePoolToFail) {
   batch.padded_batch_size = 1;
   EXPECT_EQ(runner.Run(batch).code(), absl::StatusCode::kInternal);
   EXPECT_NE(batch.tasks[0], nullptr);
+}
+
+// Engine errors never reach clients: the runner answers a generic INTERNAL (500, "backend") naming
+// the model, even when the engine said INVALID_ARGUMENT (which would be a 400).
+TEST(ModelRunner, BackendErrorBecomesAGenericInternalErrorWithoutTheEngineText) {
+  auto backend = std::make_unique<FakeBackend>();
+  backend->fail = true;
+  backend->fail_status = absl::InvalidArgumentError("indices element out of data bounds, idx=2");
+  ModelRunner runner(std::move(backend), 0, 0, nullptr, "ranker", 3);
+  auto request = std::make_shared<InferenceRequest>(1, 2, [](ResultOr) {});
+  batching::Batch<RowTask> batch;
+  batch.tasks.push_back(std::make_unique<RowTask>(request, 0, Row({1}), RowTask::Admission{}));
+  batch.queue_durations.assign(1, Clock::duration{});
+  batch.padded_sequence_length = 16;
+  batch.padded_batch_size = 1;
+  for (int i = 0; i < ModelRunner::kMaxErrorLogsPerSecond + 2; ++i) {  // past the log rate limit too
+    absl::Status s = runner.Run(batch);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(s.message(), "inference failed for model ranker version 3");
+    EXPECT_EQ(KindOf(s), ErrorKind::kBackend);
+  }
+}
+
+}  // namespace
+}  // namespace tide::serving
+
+namespace tide::serving {
+namespace {
+
+// The whole path: requests' rows batched together, a backend that rejects the batch over one
+// request's bad row; only that request fails, the others get their logits (issue #19).
+TEST(ModelRunner, PoolIsolatesTheRequestWhoseRowFailsTheBatch) {
+  batching::BatcherOptions o;
+  o.max_batch_size = 16;
+  FakeClock clock;
+  auto batcher = batching::Batcher<RowTask>::Create({.batching = o, .clock = &clock, .on_batch = nullptr});
+  ASSERT_TRUE(batcher.ok());
+  constexpr int kRequests = 5;
+  std::vector<ResultOr> got(kRequests, absl::UnknownError("unset"));
+  for (int r = 0; r < kRequests; ++r) {
+    auto request = std::make_shared<InferenceRequest>(2, 2, [&got, r](ResultOr res) { got[r] = std::move(res); });
+    for (size_t row = 0; row < 2; ++row) {
+      // Requests 1 and 3 carry the poisoned id 99 in their second row.
+      std::vector<int64_t> ids = {int64_t{10} * r + static_cast<int64_t>(row) + 1};
+      if ((r == 1 || r == 3) && row == 1) ids.push_back(99);
+      auto task = std::make_unique<RowTask>(request, row, Row(ids), RowTask::Admission{});
+      ASSERT_TRUE((*batcher)->Submit(task).ok());
+    }
+  }
+  auto pool = batching::InstancePool<RowTask>::Create(
+      {.instance_count = 1}, batcher->get(),
+      [](int instance) -> absl::StatusOr<std::unique_ptr<batching::BatchRunner<RowTask>>> {
+        auto backend = std::make_unique<FakeBackend>();
+        backend->poison_id = 99;
+        return std::make_unique<ModelRunner>(std::move(backend), 0, instance, nullptr, "m", 1);
+      });
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  (*pool)->Stop();
+  for (int r = 0; r < kRequests; ++r) {
+    if (r == 1 || r == 3) {
+      EXPECT_EQ(got[r].status().code(), absl::StatusCode::kInternal) << "request " << r;
+      EXPECT_EQ(got[r].status().message(), "inference failed for model m version 1");
+    } else {
+      ASSERT_TRUE(got[r].ok()) << "request " << r << ": " << got[r].status();
+      // FakeBackend: [attended tokens, sum of ids (pads are 0)] per row.
+      EXPECT_EQ(got[r]->logits, (std::vector<float>{1, 10.0f * r + 1, 1, 10.0f * r + 2})) << "request " << r;
+    }
+  }
+  const batching::InstanceStats stats = (*pool)->Stats()[0];
+  EXPECT_EQ(stats.batches, 1u);
+  EXPECT_EQ(stats.failed_batches, 1u);
+  EXPECT_GT(stats.isolation_runs, 0u);
+  EXPECT_EQ((*batcher)->Stats().dropped_by(batching::DropReason::kRunnerError), 4u);
 }
 
 }  // namespace

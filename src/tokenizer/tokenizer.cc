@@ -13,14 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/components.h"
+#include "tokenizer/metaspace.h"
 #include "tokenizer/normalizers.h"
 #include "tokenizer/post_processors.h"
 #include "tokenizer/pre_tokenizers.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/wordpiece.h"
-#ifdef TIDE_TOKENIZER_SP_FAMILY
-#include "tokenizer/metaspace.h"
-#endif
 
 namespace tide::tokenizer {
 
@@ -32,11 +30,7 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("normalizer: must be an object");
   const std::string type = j.value("type", "");
   if (type == "Precompiled") {
-#ifdef TIDE_TOKENIZER_SP_FAMILY
     return MakePrecompiledNormalizer(j);
-#else
-    return absl::UnimplementedError("normalizer Precompiled: not built into this tide");
-#endif
   }
   return MakeWordPieceFamilyNormalizer(j);
 }
@@ -45,13 +39,9 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("pre_tokenizer: must be an object");
   const std::string type = j.value("type", "");
   if (type == "Metaspace" || type == "Split" || type == "ByteLevel") {
-#ifdef TIDE_TOKENIZER_SP_FAMILY
     if (type == "Metaspace") return MakeMetaspacePreTokenizer(j);
     if (type == "Split") return MakeSplitPreTokenizer(j);
     return MakeByteLevelPreTokenizer(j);
-#else
-    return absl::UnimplementedError(absl::StrCat("pre_tokenizer ", type, ": not built into this tide"));
-#endif
   }
   return MakeWordPieceFamilyPreTokenizer(j);
 }
@@ -76,14 +66,10 @@ absl::StatusOr<std::unique_ptr<Model>> MakeModel(const json& j) {
   const std::string type = ModelType(j);
   if (type == "WordPiece") return MakeWordPieceModelFromJson(j);
   if (type == "Unigram" || type == "BPE") {
-#ifdef TIDE_TOKENIZER_SP_FAMILY
     json typed = j;
     typed["type"] = type;
     if (type == "Unigram") return MakeUnigramModel(typed);
     return MakeBpeModel(typed);
-#else
-    return absl::UnimplementedError(absl::StrCat("model ", type, ": not built into this tide"));
-#endif
   }
   if (type.empty()) return absl::InvalidArgumentError("model: cannot tell its type");
   return absl::UnimplementedError(absl::StrCat("model ", type, ": not supported by tide"));
@@ -131,9 +117,7 @@ class PipelineTokenizer final : public Tokenizer {
         added_(std::move(added)),
         truncation_(truncation),
         padding_(padding) {
-#ifdef TIDE_TOKENIZER_SP_FAMILY
     metaspace_ = dynamic_cast<const MetaspacePreTokenizer*>(pre_tokenizer_.get());
-#endif
     if (padding_) {
       pad_id_ = padding_->pad_id;
     } else if (auto id = TokenToId("[PAD]")) {

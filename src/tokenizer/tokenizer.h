@@ -20,11 +20,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tokenizer/truncation_direction.h"
 
 namespace tide::tokenizer {
 
 enum class TruncationStrategy { kLongestFirst, kOnlyFirst, kOnlySecond };
-enum class TruncationDirection { kRight, kLeft };
 
 // Per-call settings. Fields left unset fall back to the tokenizer.json "truncation" block
 // (and "padding" block) when it has one, else to no truncation / no padding.

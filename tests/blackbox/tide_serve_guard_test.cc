@@ -89,6 +89,10 @@ TEST_F(ServeGuardTest, InferenceEndpointsNeedTheApiKeyHealthDoesNot) {
   EXPECT_EQ(client->Get("/v2/health/ready").status, 200);
   EXPECT_EQ(client->Get("/v2/health/live").status, 200);
   EXPECT_EQ(client->Get("/metrics").status, 200);
+  // The dashboard holds no data and polls /metrics: open without the key, like /metrics.
+  const ClientResponse dashboard = client->Get("/dashboard");
+  EXPECT_EQ(dashboard.status, 200);
+  EXPECT_EQ(dashboard.header("content-type"), "text/html; charset=utf-8");
 }
 
 TEST_F(ServeGuardTest, RequestsBeyondTheConcurrencyLimitGet429AtOnce) {

@@ -67,7 +67,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/http/cancellation_flag.h"
+#include "common/cancellation_flag.h"
 
 namespace tide::http {
 

@@ -15,7 +15,7 @@ http::Request RequestWith(std::vector<std::pair<std::string, std::string>> heade
   http::Request r;
   r.headers = std::move(headers);
   r.received_at = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
-  r.client_gone = std::make_shared<http::CancellationFlag>();
+  r.client_gone = std::make_shared<CancellationFlag>();
   return r;
 }
 

@@ -1,5 +1,8 @@
 #include "server/routes/service.h"
 
+#include <malloc.h>
+
+#include <algorithm>
 #include <atomic>
 #include <utility>
 #include <vector>
@@ -16,9 +19,12 @@
 #include "config/model_config.h"
 #include "nlohmann/json.hpp"
 #include "guard/api_key.h"
+#include "server/routes/dashboard.h"
+#include "server/routes/load_report.h"
 #include "server/routes/route_util.h"
 #include "serving/fallback.h"
 #include "serving/scoring.h"
+#include "serving/tensor_rows.h"
 
 namespace tide::server {
 
@@ -32,11 +38,6 @@ http::Response JsonResponse(std::string body, int status = 200) {
   r.status = status;
   r.body = std::move(body);
   return r;
-}
-
-tokenizer::TruncationDirection ToTokenizer(api::TruncationDirection d) {
-  return d == api::TruncationDirection::kLeft ? tokenizer::TruncationDirection::kLeft
-                                              : tokenizer::TruncationDirection::kRight;
 }
 
 std::string NextRequestId() {
@@ -61,96 +62,6 @@ api::DataType ToApi(DataType t) {
     case TYPE_STRING: return api::DataType::kBytes;
     default: return api::DataType::kFp32;
   }
-}
-
-// The rows of a KServe request: token tensors (input_ids [+ attention_mask, token_type_ids]) or
-// BYTES text (text [+ text_pair]) that the server tokenizes.
-absl::Status RowsFromTensors(const serving::ServedModel& model, const api::InferRequest& request,
-                             std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time) {
-  const api::Tensor* ids = nullptr;
-  const api::Tensor* mask = nullptr;
-  const api::Tensor* types = nullptr;
-  const api::Tensor* text = nullptr;
-  const api::Tensor* text_pair = nullptr;
-  const runtime::ModelSignature& sig = model.signature();
-  for (const api::Tensor& t : request.inputs) {
-    if (t.name == sig.input_ids_name) ids = &t;
-    else if (t.name == sig.attention_mask_name) mask = &t;
-    else if (t.name == "token_type_ids") types = &t;
-    else if (t.name == "text") text = &t;
-    else if (t.name == "text_pair") text_pair = &t;
-    else return absl::FailedPreconditionError(absl::StrCat("unexpected input '", t.name, "' for model ", model.name()));
-  }
-  if (ids != nullptr) {
-    if (text != nullptr || text_pair != nullptr) {
-      return absl::FailedPreconditionError("send either token tensors or text inputs, not both");
-    }
-    auto as_int64 = [](const api::Tensor& t, size_t i) -> int64_t {
-      if (const auto* v = std::get_if<std::vector<int64_t>>(&t.data)) return (*v)[i];
-      return std::get<std::vector<int32_t>>(t.data)[i];
-    };
-    for (const api::Tensor* t : {ids, mask, types}) {
-      if (t == nullptr) continue;
-      if (t->datatype != api::DataType::kInt64 && t->datatype != api::DataType::kInt32) {
-        return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must be INT64 or INT32"));
-      }
-      if (t->shape.size() != 2) {
-        return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have shape [batch, sequence]"));
-      }
-      if (t->shape != ids->shape) {
-        return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have the shape of '", ids->name, "'"));
-      }
-    }
-    const int64_t batch = ids->shape[0], seq = ids->shape[1];
-    if (batch < 1 || seq < 1) return absl::FailedPreconditionError("input_ids must not be empty");
-    if (static_cast<size_t>(seq) > model.max_sequence_length()) {
-      return absl::FailedPreconditionError(absl::StrCat("sequence length ", seq, " exceeds the model's max_sequence_length ",
-                                                        model.max_sequence_length()));
-    }
-    const int64_t vocab = static_cast<int64_t>(model.tokenizer().vocab_size());
-    rows->resize(batch);
-    for (int64_t r = 0; r < batch; ++r) {
-      tokenizer::Encoding& e = (*rows)[r];
-      e.clear();
-      for (int64_t c = 0; c < seq; ++c) {
-        const size_t i = static_cast<size_t>(r * seq + c);
-        const int64_t id = as_int64(*ids, i);
-        if (id < 0 || id >= vocab) {
-          return absl::FailedPreconditionError(absl::StrCat("input_ids[", r, "][", c, "] = ", id, " is outside the vocabulary (",
-                                                            vocab, " tokens)"));
-        }
-        e.ids.push_back(id);
-        e.attention_mask.push_back(mask != nullptr ? (as_int64(*mask, i) != 0 ? 1 : 0) : 1);
-        e.type_ids.push_back(types != nullptr ? as_int64(*types, i) : 0);
-      }
-      e.untruncated_length = e.ids.size();
-    }
-    return absl::OkStatus();
-  }
-  if (text == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("model ", model.name(), " expects '", sig.input_ids_name,
-                                                      "' (INT64/INT32 [batch, sequence]) or 'text' (BYTES [batch])"));
-  }
-  const auto* texts = std::get_if<std::vector<std::string>>(&text->data);
-  if (texts == nullptr || texts->empty()) return absl::FailedPreconditionError("input 'text' must be non-empty BYTES");
-  const std::vector<std::string>* pairs = nullptr;
-  if (text_pair != nullptr) {
-    pairs = std::get_if<std::vector<std::string>>(&text_pair->data);
-    if (pairs == nullptr || pairs->size() != texts->size()) {
-      return absl::FailedPreconditionError("input 'text_pair' must be BYTES with as many elements as 'text'");
-    }
-  }
-  const Steady::time_point start = Steady::now();
-  tokenizer::EncodeOptions opts;
-  opts.max_length = model.max_sequence_length();
-  rows->resize(texts->size());
-  for (size_t i = 0; i < texts->size(); ++i) {
-    std::optional<std::string_view> pair;
-    if (pairs != nullptr) pair = (*pairs)[i];
-    if (absl::Status s = model.tokenizer().Encode((*texts)[i], pair, opts, &(*rows)[i]); !s.ok()) return s;
-  }
-  *tokenize_time = Steady::now() - start;
-  return absl::OkStatus();
 }
 
 // While a model's breaker is open: `scores` from a fallback (`fallback`: BM25 for a reranker, the
@@ -235,11 +146,98 @@ bool Service::AdmitRequest(const http::Request& request, ResponseSender* sender)
   return true;
 }
 
+void Service::Offload(http::Request request, ResponseSender sender, Work work) {
+  const int64_t estimate = guard::EstimateRequestBytes(request.body.size(), options_.request_memory_factor,
+                                                       options_.request_memory_fixed_bytes);
+  if (!budget_->Fits(estimate)) {
+    metrics_->shed->WithLabels({"max_inflight_bytes"})->Increment();
+    http::Response r;
+    r.status = 413;
+    r.body = api::ErrorBody(absl::OutOfRangeError(absl::StrCat(
+        "request of ", request.body.size(), " body bytes is estimated to need ", estimate,
+        " bytes while it is parsed and tokenized, more than the whole budget max_inflight_bytes=",
+        budget_->capacity_bytes())));
+    return sender.Send(std::move(r));
+  }
+  std::optional<guard::MemoryBudget::Lease> lease = budget_->TryAcquire(estimate);
+  if (!lease.has_value()) {
+    metrics_->shed->WithLabels({"max_inflight_bytes"})->Increment();
+    return sender.SendError(absl::ResourceExhaustedError(absl::StrCat(
+        "too many request bytes in flight (max_inflight_bytes=", budget_->capacity_bytes(), "); retry later")));
+  }
+  struct Job {
+    http::Request request;
+    ResponseSender sender;
+    Keep keep;
+    Work work;
+  };
+  auto job = std::make_shared<Job>(Job{std::move(request), std::move(sender),
+                                       std::make_shared<guard::MemoryBudget::Lease>(*std::move(lease)),
+                                       std::move(work)});
+  serving::WorkPool::Task task = [this, job]() {
+    // A request that waited for a worker past its deadline, or whose client left, is not parsed.
+    auto admission = MakeAdmission(job->request, options_.default_timeout);
+    if (admission.ok()) {
+      if (absl::Status s = StillWanted(*admission, "waiting for a tokenization worker"); !s.ok()) {
+        return job->sender.SendError(s);
+      }
+    }
+    std::move(job->work)(std::move(job->request), std::move(job->sender), std::move(job->keep));
+  };
+  // A small body is cheap to parse and tokenize: it takes the light lane, which a worker is kept
+  // for, so it never waits behind heavy requests.
+  constexpr size_t kLightBodyBytes = 64 * 1024;
+  const serving::WorkPool::Lane lane =
+      job->request.body.size() <= kLightBodyBytes ? serving::WorkPool::Lane::kLight : serving::WorkPool::Lane::kHeavy;
+  if (absl::Status s = pool_->Submit(task, lane); !s.ok()) {
+    metrics_->shed->WithLabels({"tokenization_queue"})->Increment();
+    job->sender.SendError(s);
+  }
+}
+
+absl::Status Service::StillWanted(const serving::RowTask::Admission& admission, std::string_view stage) {
+  if (admission.client_gone != nullptr && admission.client_gone->IsCancelled()) {
+    return absl::CancelledError("the client disconnected");
+  }
+  if (Steady::now() >= admission.deadline) {
+    return absl::DeadlineExceededError(absl::StrCat("the request's deadline passed while ", std::string(stage)));
+  }
+  return absl::OkStatus();
+}
+
+void Service::TrimHeap() {
+  // glibc keeps freed chunks of its per-thread arenas; after a burst of large requests that is
+  // hundreds of MB of RSS the process no longer uses (bench/results/memory-burst.txt). One trim at
+  // a time, on a tokenization worker's light lane rather than on the inference thread that released
+  // the last bytes; none while the pool is being destroyed (~Service resets pool_ first).
+  if (pool_ == nullptr || trim_pending_.exchange(true)) return;
+  serving::WorkPool::Task task = [this] {
+    malloc_trim(0);
+    trim_pending_.store(false);
+  };
+  if (!pool_->Submit(task, serving::WorkPool::Lane::kLight).ok()) trim_pending_.store(false);
+}
+
+Service::~Service() { pool_.reset(); }
+
 absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ModelManager* models,
                                                          serving::ServingMetrics* metrics,
                                                          const ServiceOptions& options) {
   if (models == nullptr || metrics == nullptr) return absl::InvalidArgumentError("models and metrics are required");
   std::unique_ptr<Service> service(new Service(models, metrics, options));
+  guard::MemoryBudget::Options budget;
+  budget.capacity_bytes = options.max_inflight_bytes;
+  budget.trim_above_bytes = options.malloc_trim_above_bytes;
+  budget.trim_below_bytes = options.malloc_trim_above_bytes / 8;
+  budget.on_drained = [s = service.get()] { s->TrimHeap(); };
+  service->budget_ = std::make_unique<guard::MemoryBudget>(std::move(budget));
+  serving::WorkPoolOptions pool;
+  pool.threads = options.tokenization_workers;
+  pool.max_queue = std::max<size_t>(options.tokenization_queue, 1);
+  pool.thread_name = "tide-tok";
+  auto workers = serving::WorkPool::Create(pool);
+  if (!workers.ok()) return workers.status();
+  service->pool_ = *std::move(workers);
   if (absl::Status s = service->AddRoutes(); !s.ok()) return s;
   return service;
 }
@@ -265,6 +263,8 @@ absl::Status Service::AddRoutes() {
       {"POST", "/v1/rerank", plain(&Service::CohereRerank)},
       {"POST", "/tokenize", plain(&Service::Tokenize)},
       {"GET", "/metrics", plain(&Service::Metrics)},
+      {"GET", "/dashboard", [](http::Request, http::PathParams, http::Responder respond) { std::move(respond)(DashboardResponse()); }},
+      {"GET", "/load", plain(&Service::Load)},
       {"GET", "/v2", plain(&Service::ServerMetadata)},
       {"GET", "/v2/health/live", plain(&Service::Live)},
       {"GET", "/v2/health/ready", plain(&Service::Ready)},
@@ -283,7 +283,10 @@ absl::Status Service::AddRoutes() {
   }
   for (const Entry& e : routes) {
     const std::string_view p = e.pattern;
-    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health") continue;
+    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health" &&
+        p != "/load") {
+      continue;
+    }
     if (absl::Status s = admin_router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -294,6 +297,12 @@ absl::Status Service::AddRoutes() {
 void Service::Rerank(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "rerank", request.received_at);
   if (!AdmitRequest(request, &sender)) return;
+  Offload(std::move(request), std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
+    RerankWork(std::move(r), std::move(s), std::move(k));
+  });
+}
+
+void Service::RerankWork(http::Request request, ResponseSender sender, Keep keep) {
   auto parsed = api::ParseRerankRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = models_->Default();
@@ -302,15 +311,21 @@ void Service::Rerank(http::Request request, http::Responder respond) {
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
-  const serving::PairOptions pair_options{req->truncate, ToTokenizer(req->truncation_direction), std::nullopt};
-  ScorePairs(std::move(sender), *model, *admission, req->query, req->texts, pair_options, req->raw_scores,
-             /*tei_array=*/true,
+  const serving::PairOptions pair_options{req->truncate, req->truncation_direction, std::nullopt};
+  ScorePairs(std::move(sender), std::move(keep), *model, *admission, req->query, req->texts, pair_options,
+             req->raw_scores, /*tei_array=*/true,
              [req](std::span<const float> scores, size_t) { return api::RenderRerankResponse(*req, scores); });
 }
 
 void Service::CohereRerank(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "v1_rerank", request.received_at);
   if (!AdmitRequest(request, &sender)) return;
+  Offload(std::move(request), std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
+    CohereRerankWork(std::move(r), std::move(s), std::move(k));
+  });
+}
+
+void Service::CohereRerankWork(http::Request request, ResponseSender sender, Keep keep) {
   auto parsed = api::ParseCohereRerankRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = parsed->model.has_value() && !parsed->model->empty() ? models_->Find(*parsed->model)
@@ -322,21 +337,24 @@ void Service::CohereRerank(http::Request request, http::Responder respond) {
   auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
   // Cohere's endpoint always truncates; max_tokens_per_doc cuts documents first.
   const serving::PairOptions pair_options{true, tokenizer::TruncationDirection::kRight, req->max_tokens_per_doc};
-  ScorePairs(std::move(sender), *model, *admission, req->query, req->documents, pair_options, /*raw_scores=*/false,
-             /*tei_array=*/false, [req, name = (*model)->name()](std::span<const float> scores, size_t tokens) {
+  ScorePairs(std::move(sender), std::move(keep), *model, *admission, req->query, req->documents, pair_options,
+             /*raw_scores=*/false, /*tei_array=*/false,
+             [req, name = (*model)->name()](std::span<const float> scores, size_t tokens) {
                return api::RenderCohereRerankResponse(*req, scores,
                                                       api::CohereRerankResponseInfo{NextRequestId(), name, tokens});
              });
 }
 
-void Service::ScorePairs(ResponseSender sender, std::shared_ptr<serving::ServedModel> model,
+void Service::ScorePairs(ResponseSender sender, Keep keep, std::shared_ptr<serving::ServedModel> model,
                          const serving::RowTask::Admission& admission, std::string_view query,
                          const std::vector<std::string>& documents, const serving::PairOptions& pair_options,
                          bool raw_scores, bool tei_array, RerankRenderer render) {
   const Steady::time_point start = Steady::now();
   const std::vector<std::string_view> docs(documents.begin(), documents.end());
   std::vector<tokenizer::Encoding> rows;
-  if (absl::Status s = serving::TokenizePairs(*model, query, docs, pair_options, &rows); !s.ok()) {
+  if (absl::Status s = serving::TokenizePairs(*model, query, docs, pair_options, &rows,
+                                              [&admission] { return StillWanted(admission, "tokenizing"); });
+      !s.ok()) {
     return sender.SendError(s);
   }
   const Clock::duration tokenize = Steady::now() - start;
@@ -362,8 +380,8 @@ void Service::ScorePairs(ResponseSender sender, std::shared_ptr<serving::ServedM
     return degraded.ok() ? sender.Send(*std::move(degraded)) : sender.SendError(degraded.status());
   }
   model->Submit(rows, admission,
-                [sender = std::move(sender), m = model, tokenize, raw_scores, render = std::move(render)](
-                    absl::StatusOr<serving::InferenceResult> result) mutable {
+                [sender = std::move(sender), keep = std::move(keep), m = model, tokenize, raw_scores,
+                 render = std::move(render)](absl::StatusOr<serving::InferenceResult> result) mutable {
                   if (!result.ok()) return sender.SendError(result.status());
                   const Steady::time_point post = Steady::now();
                   std::vector<float> scores(result->rows);
@@ -387,6 +405,14 @@ void Service::ScorePairs(ResponseSender sender, std::shared_ptr<serving::ServedM
 void Service::Tokenize(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "tokenize", request.received_at);
   if (!AdmitRequest(request, &sender)) return;
+  Offload(std::move(request), std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
+    TokenizeWork(std::move(r), std::move(s), std::move(k));
+  });
+}
+
+void Service::TokenizeWork(http::Request request, ResponseSender sender, Keep keep) {
+  auto admission = MakeAdmission(request, options_.default_timeout);
+  if (!admission.ok()) return sender.SendError(admission.status());
   auto parsed = api::ParseTokenizeRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = models_->Default();
@@ -399,6 +425,9 @@ void Service::Tokenize(http::Request request, http::Responder respond) {
   std::vector<std::vector<api::TokenInfo>> out(parsed->inputs.size());
   tokenizer::Encoding e;
   for (size_t i = 0; i < parsed->inputs.size(); ++i) {
+    if (i % serving::kTokenizeChunkDocuments == 0) {
+      if (absl::Status s = StillWanted(*admission, "tokenizing"); !s.ok()) return sender.SendError(s);
+    }
     const api::TokenizeInput& in = parsed->inputs[i];
     std::optional<std::string_view> pair;
     if (in.text_pair.has_value()) pair = *in.text_pair;
@@ -434,6 +463,14 @@ void Service::Ready(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "health_ready", request.received_at);
   const bool ready = !draining() && models_->AllReady();
   sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
+}
+
+void Service::Load(http::Request request, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "load", request.received_at);
+  std::vector<batching::BatcherStats> queues;
+  for (const auto& model : models_->All()) queues.push_back(model->GetStats().batcher);
+  const bool ready = !draining() && models_->AllReady();
+  sender.Send(JsonResponse(RenderLoadJson(MakeLoadReport(ready, limiter_.in_flight(), limiter_.max_concurrent_requests(), queues))));
 }
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
@@ -486,14 +523,32 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
 void Service::Infer(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "infer", request.received_at);
   if (!AdmitRequest(request, &sender)) return;
-  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  // An unknown model is answered here, without queueing its body.
+  auto found = models_->Find(params.Get("model"), params.Get("version"));
+  if (!found.ok()) return sender.SendError(found.status());
+  Offload(std::move(request), std::move(sender),
+          [this, model = std::string(params.Get("model")), version = std::string(params.Get("version"))](
+              http::Request r, ResponseSender s, Keep k) {
+            InferWork(std::move(r), model, version, std::move(s), std::move(k));
+          });
+}
+
+void Service::InferWork(http::Request request, std::string model_name, std::string version, ResponseSender sender,
+                        Keep keep) {
+  auto model = models_->Find(model_name, version);
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   std::optional<std::string_view> header_length;
   if (std::string_view h = request.header(api::kInferenceHeaderContentLength); !h.empty()) header_length = h;
-  auto parsed = api::ParseInferRequest(request.body, header_length, options_.limits);
+  // Token tensors hold at most max_documents rows of max_sequence_length tokens.
+  api::RequestLimits limits = options_.limits;
+  const size_t seq = std::max<size_t>((*model)->max_sequence_length(), 1);
+  if (limits.max_documents <= limits.max_batch_tensor_elements / seq) {
+    limits.max_batch_tensor_elements = limits.max_documents * seq;
+  }
+  auto parsed = api::ParseInferRequest(request.body, header_length, limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  const runtime::ModelSignature& sig = (*model)->signature();
+  const ModelSignature& sig = (*model)->signature();
   for (const api::InferRequestedOutput& out : parsed->outputs) {
     if (out.name != sig.logits_name) {
       return sender.SendError(absl::FailedPreconditionError(
@@ -507,9 +562,10 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
   auto admission = MakeAdmission(request, options_.default_timeout, *timeout, *priority);
   if (!admission.ok()) return sender.SendError(admission.status());
 
+  if (absl::Status s = StillWanted(*admission, "parsing"); !s.ok()) return sender.SendError(s);
   std::vector<tokenizer::Encoding> rows;
   Clock::duration tokenize{};
-  if (absl::Status s = RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
+  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
 
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
   if (!(*model)->AdmitToModel()) {
@@ -526,7 +582,8 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
   }
   (*model)->Submit(
       rows, *admission,
-      [sender = std::move(sender), req, m = *model, tokenize](absl::StatusOr<serving::InferenceResult> result) mutable {
+      [sender = std::move(sender), keep = std::move(keep), req, m = *model,
+       tokenize](absl::StatusOr<serving::InferenceResult> result) mutable {
         if (!result.ok()) return sender.SendError(result.status());
         const Steady::time_point post = Steady::now();
         serving::StageTimings t = result->timings;
@@ -544,6 +601,8 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
 
 void Service::Metrics(http::Request request, http::Responder respond) {
   models_->RefreshMetrics();
+  metrics_->inflight_bytes->WithLabels({})->Set(static_cast<double>(budget_->in_flight_bytes()));
+  metrics_->tokenization_queue->WithLabels({})->Set(static_cast<double>(pool_->queued()));
   http::Response r;
   r.content_type = metrics::kPrometheusTextContentType;
   r.body = metrics_->registry.RenderText();

@@ -1,0 +1,54 @@
+// Checks that a rendered tide Deployment's settings agree with each other (make deploy-check):
+//  - CPU request = limit = instance_group count x intra_op_threads of the model config it mounts
+//    (Guaranteed QoS, one inference thread per CPU; intra_op_threads 0 would mean "every core of
+//    the node" and is refused);
+//  - terminationGracePeriodSeconds > preStop sleep + TIDE_SHUTDOWN_GRACE_MS (the kubelet must not
+//    SIGKILL a drain);
+//  - startupProbe and readinessProbe on /v2/health/ready, livenessProbe on /v2/health/live.
+//
+//   node deploy/check/consistency.mjs MODULES_DIR FILE.yaml...
+import fs from "node:fs";
+import path from "node:path";
+import { createRequire } from "node:module";
+
+const [modulesArg, ...files] = process.argv.slice(2);
+const require = createRequire(path.join(path.resolve(modulesArg), "package.json"));
+const YAML = require("yaml");
+const cpus = (q) => (String(q).endsWith("m") ? parseInt(q, 10) / 1000 : Number(q));
+let checked = 0, failed = 0;
+for (const file of files) {
+  const objs = YAML.parseAllDocuments(fs.readFileSync(file, "utf8")).map((d) => d.toJS()).filter(Boolean);
+  const configMaps = new Map(objs.filter((o) => o.kind === "ConfigMap").map((o) => [o.metadata.name, o]));
+  for (const d of objs.filter((o) => o.kind === "Deployment")) {
+    const errors = [];
+    const pod = d.spec.template.spec;
+    const c = pod.containers.find((x) => x.name === "tide");
+    if (!c) continue;
+    checked++;
+    const env = Object.fromEntries((c.env || []).map((e) => [e.name, e.value]));
+    const vol = (pod.volumes || []).find((v) => v.name === "model-config");
+    const cm = vol && configMaps.get(vol.configMap.name);
+    if (!cm) errors.push("no model-config ConfigMap in the same render");
+    else {
+      const text = cm.data["config.pbtxt"];
+      const count = Number((text.match(/count:\s*(\d+)/) || [])[1]);
+      const intra = Number((text.match(/"intra_op_threads"\s*value\s*\{\s*string_value:\s*"(\d+)"/) || [])[1]);
+      if (!(intra >= 1)) errors.push("intra_op_threads must be set >= 1 in config.pbtxt");
+      const req = cpus(c.resources?.requests?.cpu), lim = cpus(c.resources?.limits?.cpu);
+      if (req !== lim) errors.push(`cpu request ${req} != limit ${lim}`);
+      if (count * intra !== lim) errors.push(`instances ${count} x intra_op_threads ${intra} = ${count * intra} != cpu limit ${lim}`);
+      else console.log(`ok   ${file}: ${d.metadata.name}: ${count} instances x ${intra} threads = ${lim} CPUs, io-threads ${env.TIDE_IO_THREADS}`);
+    }
+    const grace = Number(env.TIDE_SHUTDOWN_GRACE_MS ?? 10000) / 1000;
+    const preStop = Number((c.lifecycle?.preStop?.exec?.command || []).slice(-1)[0] || 0);
+    const tgps = pod.terminationGracePeriodSeconds ?? 30;
+    if (!(tgps > grace + preStop)) errors.push(`terminationGracePeriodSeconds ${tgps} <= preStop ${preStop} + shutdown grace ${grace}`);
+    else console.log(`ok   ${file}: ${d.metadata.name}: terminationGracePeriodSeconds ${tgps} > preStop ${preStop} s + grace ${grace} s`);
+    for (const [probe, want] of [["startupProbe", "/v2/health/ready"], ["readinessProbe", "/v2/health/ready"], ["livenessProbe", "/v2/health/live"]]) {
+      if (c[probe]?.httpGet?.path !== want) errors.push(`${probe} must GET ${want}`);
+    }
+    if (errors.length) { failed++; console.error(`FAIL ${file}: ${d.metadata.name}\n  ${errors.join("\n  ")}`); }
+  }
+}
+console.log(`consistency: ${checked} tide Deployments, ${failed} failed`);
+process.exit(failed || !checked ? 1 : 0);

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# make deploy-check: renders every deployment manifest and checks it, without a cluster (none can
+# run here; nothing is applied anywhere):
+#   1. kubectl kustomize deploy/k8s/base and each overlay;
+#   2. the Helm chart: helm lint + helm template when a helm binary exists; otherwise (Debian 12
+#      and npm ship none) a static check of Chart.yaml, values.yaml and every .Values reference;
+#   3. every rendered object and the KServe manifests: Kubernetes schema + unknown-field check
+#      (deploy/check/validate.mjs), then a self-test that a misspelt field does fail it;
+#   4. settings that must agree (deploy/check/consistency.mjs): CPUs = instances x threads,
+#      termination grace > preStop + drain grace, probe paths;
+#   5. `podman kube play` of the dev overlay's Deployment (init container copying the model image,
+#      ConfigMap, probes), on a loopback host port: it must become ready and answer a rerank call.
+#      Needs localhost/tide:latest and localhost/tide-models:latest (built here if absent from
+#      build/tide and $MODEL_REPOSITORY). SKIP_PLAY=1 skips this step.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=build/deploy-check
+mkdir -p "$out/rendered"
+scripts/deploy/install-tools.sh k8s
+
+# npm packages for the checks, pinned, under build/ (git-ignored).
+if [ ! -f "$out/node_modules/.tide-deploy-check-1" ]; then
+  (cd "$out" && { [ -f package.json ] || echo '{"name":"tide-deploy-check","private":true}' > package.json; } \
+     && npm install --silent --no-audit --no-fund kubernetes-models@5.1.0 yaml@2.8.1 && touch node_modules/.tide-deploy-check-1)
+fi
+
+echo "== 1. kustomize ($(kubectl version --client 2>/dev/null | grep -i kustomize))"
+rm -f "$out"/rendered/*.yaml
+for dir in deploy/k8s/base deploy/k8s/overlays/*/; do
+  name=$(basename "$dir")
+  # (stderr kept aside: newer kubectl warns that the kubectl-1.20-compatible fields are deprecated)
+  kubectl kustomize "$dir" > "$out/rendered/kustomize-$name.yaml" 2> "$out/kustomize-$name.log" \
+    || { cat "$out/kustomize-$name.log" >&2; exit 1; }
+  echo "rendered $dir: $(grep -c '^kind:' "$out/rendered/kustomize-$name.yaml") objects"
+done
+
+echo "== 2. helm chart deploy/helm/tide"
+if command -v helm >/dev/null 2>&1; then
+  helm lint deploy/helm/tide
+  helm template tide deploy/helm/tide > "$out/rendered/helm-default.yaml"
+  helm template tide deploy/helm/tide --set autoscaling.enabled=false,model.existingClaim=models > "$out/rendered/helm-pvc.yaml"
+else
+  echo "helm: NOT AVAILABLE (no Debian 12 package, no npm package ships the binary): templates are not rendered;"
+  echo "      static check only (Chart.yaml, values.yaml, .Values references)"
+fi
+node deploy/check/helm-static.mjs "$out" deploy/helm/tide
+
+echo "== 3. schema and unknown-field validation"
+node deploy/check/validate.mjs "$out" "$out"/rendered/*.yaml deploy/kserve/*.yaml
+sed -e '0,/readinessProbe:/s//readinesProbe:/' "$out/rendered/kustomize-dev.yaml" > "$out/selftest-typo.yaml"
+sed -e '0,/replicas: 1/s//replicas: one/' "$out/rendered/kustomize-dev.yaml" > "$out/selftest-type.yaml"
+for bad in "$out/selftest-typo.yaml" "$out/selftest-type.yaml"; do
+  if node deploy/check/validate.mjs "$out" "$bad" >/dev/null 2>&1; then
+    echo "deploy-check: FAIL: the validator accepted $bad" >&2; exit 1
+  fi
+done
+echo "self-test: a misspelt field (readinesProbe) and a wrong type (replicas: one) are rejected"
+
+echo "== 4. consistency"
+node deploy/check/consistency.mjs "$out" "$out"/rendered/*.yaml
+
+if [ "${SKIP_PLAY:-0}" = 1 ]; then echo "== 5. podman kube play: skipped (SKIP_PLAY=1)"; echo "deploy-check: PASSED"; exit 0; fi
+echo "== 5. podman kube play (dev overlay)"
+scripts/deploy/install-tools.sh image
+P=scripts/podman.sh
+$P image exists localhost/tide:latest || scripts/deploy/image.sh
+$P image exists localhost/tide-models:latest || IMAGE=localhost/tide-models:latest IMAGE_MODELS=baked scripts/deploy/image.sh
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# Two test-only changes to the rendered Deployment, nothing else: the container port is published
+# on a loopback host port, and the pod's restartPolicy is OnFailure, because podman 4.3's kube
+# play applies the pod's Always policy to init containers too and restarts them forever.
+/usr/bin/python3 - "$out/rendered/kustomize-dev.yaml" "$out" "$port" <<'PY'
+import sys
+src, out, port = sys.argv[1:]
+docs = open(src).read().split("\n---\n")
+open(f"{out}/play-configmap.yaml", "w").write(next(d for d in docs if "\nkind: ConfigMap" in "\n" + d))
+dep = next(d for d in docs if "\nkind: Deployment" in "\n" + d)
+dep = dep.replace("        - containerPort: 8000\n",
+                  f"        - containerPort: 8000\n          hostIP: 127.0.0.1\n          hostPort: {port}\n", 1)
+dep = dep.replace("\n    spec:\n", "\n    spec:\n      restartPolicy: OnFailure\n", 1)
+assert f"hostPort: {port}" in dep and "restartPolicy: OnFailure" in dep
+open(f"{out}/play-deployment.yaml", "w").write(dep)
+PY
+cleanup() { $P kube down "$out/play-deployment.yaml" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+cleanup
+$P kube play --configmap "$out/play-configmap.yaml" "$out/play-deployment.yaml" >"$out/play.log" 2>&1 || { cat "$out/play.log" >&2; exit 1; }
+start=$(date +%s)
+until [ "$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/health/ready")" = 200 ]; do
+  [ $(( $(date +%s) - start )) -lt 300 ] || { $P logs dev-tide-pod-0-tide 2>&1 | tail -20; echo "deploy-check: FAIL: pod not ready after 300 s" >&2; exit 1; }
+  sleep 1
+done
+body=$(curl -s -m 30 "http://127.0.0.1:$port/rerank" -H 'Content-Type: application/json' \
+  -d '{"query":"what is a panda?","texts":["The giant panda is a bear.","Paris is in France."]}')
+echo "$body" | /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); assert sorted(x["index"] for x in r)==[0,1]' \
+  || { echo "deploy-check: FAIL: rerank answered $body" >&2; exit 1; }
+deployed=$($P exec dev-tide-pod-0-tide sh -c 'grep -c "intra_op_threads" /models/minilm-l6/config.pbtxt; id -u')
+echo "pod ready after $(( $(date +%s) - start )) s on 127.0.0.1:$port; rerank: $body; uid $(echo $deployed | cut -d' ' -f2), deployed config.pbtxt in place"
+echo "deploy-check: PASSED"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the tide OCI image (make image). Defaults fit a machine with no container registry:
+# the base is the mmdebstrap-built localhost/debian:12 (scripts/deploy/base-image.sh, skipped when
+# present) and the binary is the host build (BUILD_FROM=host), staged by stage-runtime.sh.
+#
+#   IMAGE=localhost/tide:latest BUILD_FROM=host|source IMAGE_MODELS=mount|baked MODEL_REPOSITORY=models \
+#   BASE=localhost/debian:12 scripts/deploy/image.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+IMAGE=${IMAGE:-localhost/tide:latest}
+BUILD_FROM=${BUILD_FROM:-host}
+IMAGE_MODELS=${IMAGE_MODELS:-mount}
+MODEL_REPOSITORY=${MODEL_REPOSITORY:-models}
+BASE=${BASE:-localhost/debian:12}
+TIDE_BINARY=${TIDE_BINARY:-build/tide}
+command -v podman >/dev/null && command -v runc >/dev/null || scripts/deploy/install-tools.sh image
+[ "$BASE" = localhost/debian:12 ] && scripts/deploy/base-image.sh "$BASE"
+mkdir -p build/image-stage/models
+if [ "$BUILD_FROM" = host ]; then
+  scripts/deploy/stage-runtime.sh "$TIDE_BINARY" build/image-stage/root
+fi
+rm -rf build/image-stage/models; mkdir -p build/image-stage/models
+if [ "$IMAGE_MODELS" = baked ]; then cp -rL "$MODEL_REPOSITORY"/. build/image-stage/models/; fi
+start=$(date +%s)
+scripts/podman.sh build --format docker -f Containerfile \
+  --build-arg BASE="$BASE" --build-arg BUILD_FROM="$BUILD_FROM" --build-arg MODELS="$IMAGE_MODELS" \
+  -t "$IMAGE" . 
+echo "image: $IMAGE built in $(( $(date +%s) - start )) s, $(scripts/podman.sh image inspect --format '{{.Size}}' "$IMAGE") bytes"

@@ -1,0 +1,36 @@
+// tide::cli — exporting a HuggingFace folder's PyTorch / safetensors weights to ONNX for
+// `tide serve --model` (the config::HuggingFaceFolderOptions::export_weights hook), by running
+// tools/export_model.py once as a child process.
+//
+// Contract:
+//  - ExportWithPython says on stderr what it does and why, then runs
+//      <python> <script> --checkpoint <folder> --name <name> --repository <export dir> --tide-binary <this binary>
+//    with the child's stdout and stderr both on tide's stderr (tide's stdout carries only the
+//    "listening" line), and blocks until it exits. The export tool verifies the ONNX file with
+//    `tide verify-model` and puts the entry in place atomically, so a failed or killed export
+//    leaves nothing half-written.
+//  - Errors: FAILED_PRECONDITION when the script or the interpreter is missing (naming the path
+//    tried), INTERNAL when the export exits non-zero or is killed (with its exit status).
+//  - DefaultExportScript: <this binary's dir>/../tools/export_model.py when it exists (a build tree
+//    inside the checkout: build/tide), else tools/export_model.py under the working directory.
+//  - Blocking; call it from one thread at a time (it is run while models load, before serving).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "absl/status/status.h"
+#include "config/hf_model_folder.h"
+
+namespace tide::cli {
+
+struct PythonExportOptions {
+  std::string python = "/usr/bin/python3";   // the interpreter with torch and onnx (Debian's)
+  std::filesystem::path script;               // empty: DefaultExportScript()
+};
+
+std::filesystem::path DefaultExportScript();
+
+absl::Status ExportWithPython(const config::HuggingFaceFolderOptions& folder, const PythonExportOptions& options);
+
+}  // namespace tide::cli

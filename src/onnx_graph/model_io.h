@@ -1,0 +1,42 @@
+// tide::onnx_graph model I/O — read and write ONNX ModelProto files, with external data.
+//
+// Contract:
+//  - LoadModel parses `path` and pulls every initializer stored as external data (the layout
+//    PyTorch and ONNX use for models over 2 GB: TensorProto.data_location = EXTERNAL with
+//    location/offset/length entries) into raw_data, so the passes see every weight in memory.
+//    External files must lie in the model's folder (no absolute paths, no ".."): a model is
+//    untrusted input. Errors: NOT_FOUND (missing file), INVALID_ARGUMENT (not an ONNX model,
+//    truncated or unsafe external data).
+//  - SaveModel writes the model to `path`. With ExternalData::kAuto it writes one file when the
+//    serialized model fits comfortably under protobuf's 2 GB limit, and otherwise moves every
+//    initializer of at least `external_threshold_bytes` to "<file name>.data" beside it (the
+//    layout ONNX Runtime loads). Errors: INTERNAL for I/O failures.
+//    SaveModel moves the bytes of externalised initializers out of `model` (hence non-const).
+//  - Free functions, no shared state; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "onnx/onnx_pb.h"
+
+namespace tide::onnx_graph {
+
+enum class ExternalData {
+  kAuto,    // external only when the single file would exceed ~1.8 GB
+  kAlways,  // always move large initializers to "<name>.data"
+  kNever,   // single file; fails with FAILED_PRECONDITION over 2 GB
+};
+
+struct SaveOptions {
+  ExternalData external_data = ExternalData::kAuto;
+  int64_t external_threshold_bytes = 1024;  // smaller initializers stay inline
+};
+
+absl::StatusOr<onnx::ModelProto> LoadModel(const std::string& path);
+absl::StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes);  // no external data
+absl::Status SaveModel(onnx::ModelProto& model, const std::string& path, const SaveOptions& options = {});
+
+}  // namespace tide::onnx_graph

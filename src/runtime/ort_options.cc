@@ -1,0 +1,27 @@
+#include "runtime/ort_options.h"
+
+#include <memory>
+
+#include "runtime/shared_weights.h"
+
+namespace tide::runtime {
+
+OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file) {
+  OrtOptions o;
+  o.model_path = model_file.string();
+  o.intra_op_threads = params.intra_op_threads;
+  o.inter_op_threads = params.inter_op_threads;
+  o.allow_spinning = params.allow_spinning;
+  o.enable_cpu_mem_arena = params.enable_cpu_mem_arena;
+  // One SharedWeights per call: per loaded model version, held by that version's instances.
+  if (params.share_weights) o.shared_weights = std::make_shared<SharedWeights>();
+  switch (params.graph_optimization_level) {
+    case config::GraphOptimizationLevel::kDisable: o.graph_optimization_level = GraphOptimization::kDisable; break;
+    case config::GraphOptimizationLevel::kBasic: o.graph_optimization_level = GraphOptimization::kBasic; break;
+    case config::GraphOptimizationLevel::kExtended: o.graph_optimization_level = GraphOptimization::kExtended; break;
+    case config::GraphOptimizationLevel::kAll: o.graph_optimization_level = GraphOptimization::kAll; break;
+  }
+  return o;
+}
+
+}  // namespace tide::runtime

@@ -1,0 +1,17 @@
+// tide::runtime::MakeOrtOptions — the ONNX Runtime session settings a model's `parameters` ask for.
+//
+// Contract: thread-safe; the parameters are already validated by TideParameters::FromConfig, so
+// it cannot fail. Unless share_weights is "false", the result carries a fresh SharedWeights:
+// every backend created from it (the model version's instances) shares one copy of the weights.
+#pragma once
+
+#include <filesystem>
+
+#include "config/tide_parameters.h"
+#include "runtime/ort_backend.h"
+
+namespace tide::runtime {
+
+OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file);
+
+}  // namespace tide::runtime

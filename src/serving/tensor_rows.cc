@@ -1,0 +1,154 @@
+#include "serving/tensor_rows.h"
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "serving/served_model.h"
+
+namespace tide::serving {
+
+namespace {
+
+int64_t ValueAt(const api::Tensor& t, size_t i) {
+  if (const auto* v = std::get_if<std::vector<int64_t>>(&t.data)) return (*v)[i];
+  return std::get<std::vector<int32_t>>(t.data)[i];
+}
+
+absl::Status OutOfRange(const api::Tensor& t, int64_t row, int64_t pos, int64_t value, const std::string& accepted) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(t.name, "[", row, "][", pos, "] = ", value, " is outside ", accepted));
+}
+
+absl::Status RowsFromTokenTensors(const TensorRowsModel& model, const api::Tensor* ids, const api::Tensor* mask,
+                                  const api::Tensor* types, std::vector<tokenizer::Encoding>* rows) {
+  for (const api::Tensor* t : {ids, mask, types}) {
+    if (t == nullptr) continue;
+    if (t->datatype != api::DataType::kInt64 && t->datatype != api::DataType::kInt32) {
+      return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must be INT64 or INT32"));
+    }
+    if (t->shape.size() != 2) {
+      return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have shape [batch, sequence]"));
+    }
+    if (t->shape != ids->shape) {
+      return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have the shape of '", ids->name, "'"));
+    }
+  }
+  const int64_t batch = ids->shape[0], seq = ids->shape[1];
+  if (batch < 1 || seq < 1) return absl::FailedPreconditionError(absl::StrCat(ids->name, " must not be empty"));
+  if (static_cast<size_t>(seq) > model.max_sequence_length) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence length ", seq, " exceeds the model's max_sequence_length ",
+                                                      model.max_sequence_length));
+  }
+  const size_t elements = static_cast<size_t>(batch) * static_cast<size_t>(seq);
+  for (const api::Tensor* t : {ids, mask, types}) {
+    if (t != nullptr && api::TensorDataSize(t->data) != elements) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("input '", t->name, "' has ", api::TensorDataSize(t->data), " elements but its shape needs ", elements));
+    }
+  }
+  const int64_t vocab = model.limits.vocab_size;
+  const int64_t type_vocab = model.limits.type_vocab_size;
+  const std::string vocab_range = absl::StrCat("the vocabulary (0..", vocab - 1, ")");
+  const std::string type_range = absl::StrCat("the model's token types (0..", type_vocab - 1, ")");
+  rows->resize(static_cast<size_t>(batch));
+  for (int64_t r = 0; r < batch; ++r) {
+    tokenizer::Encoding& e = (*rows)[r];
+    e.clear();
+    bool attends = false;
+    for (int64_t c = 0; c < seq; ++c) {
+      const size_t i = static_cast<size_t>(r * seq + c);
+      const int64_t id = ValueAt(*ids, i);
+      if (id < 0 || id >= vocab) return OutOfRange(*ids, r, c, id, vocab_range);
+      int64_t m = 1;
+      if (mask != nullptr) {
+        m = ValueAt(*mask, i);
+        if (m != 0 && m != 1) return OutOfRange(*mask, r, c, m, "{0, 1}");
+      }
+      attends = attends || m == 1;
+      int64_t type = 0;
+      if (types != nullptr) {
+        type = ValueAt(*types, i);
+        if (type < 0 || type >= type_vocab) return OutOfRange(*types, r, c, type, type_range);
+      }
+      e.ids.push_back(id);
+      e.attention_mask.push_back(m);
+      e.type_ids.push_back(type);
+    }
+    if (!attends) {
+      return absl::FailedPreconditionError(absl::StrCat(mask->name, "[", r, "] attends to no token (all 0)"));
+    }
+    e.untruncated_length = e.ids.size();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RowsFromTensors(const TensorRowsModel& model, const api::InferRequest& request,
+                             std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time) {
+  const api::Tensor* ids = nullptr;
+  const api::Tensor* mask = nullptr;
+  const api::Tensor* types = nullptr;
+  const api::Tensor* text = nullptr;
+  const api::Tensor* text_pair = nullptr;
+  const ModelSignature& sig = *model.signature;
+  for (const api::Tensor& t : request.inputs) {
+    const api::Tensor** slot = nullptr;
+    if (t.name == sig.input_ids_name) slot = &ids;
+    else if (t.name == sig.attention_mask_name) slot = &mask;
+    else if (t.name == "token_type_ids") slot = &types;
+    else if (t.name == "text") slot = &text;
+    else if (t.name == "text_pair") slot = &text_pair;
+    else return absl::FailedPreconditionError(absl::StrCat("unexpected input '", t.name, "' for model ", std::string(model.name)));
+    if (*slot != nullptr) return absl::FailedPreconditionError(absl::StrCat("input '", t.name, "' given twice"));
+    *slot = &t;
+  }
+  if (ids != nullptr) {
+    if (text != nullptr || text_pair != nullptr) {
+      return absl::FailedPreconditionError("send either token tensors or text inputs, not both");
+    }
+    return RowsFromTokenTensors(model, ids, mask, types, rows);
+  }
+  if (mask != nullptr || types != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("token tensors need '", sig.input_ids_name, "'"));
+  }
+  if (text == nullptr || model.tokenizer == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("model ", std::string(model.name), " expects '", sig.input_ids_name,
+                                                      "' (INT64/INT32 [batch, sequence]) or 'text' (BYTES [batch])"));
+  }
+  const auto* texts = std::get_if<std::vector<std::string>>(&text->data);
+  if (texts == nullptr || texts->empty()) return absl::FailedPreconditionError("input 'text' must be non-empty BYTES");
+  const std::vector<std::string>* pairs = nullptr;
+  if (text_pair != nullptr) {
+    pairs = std::get_if<std::vector<std::string>>(&text_pair->data);
+    if (pairs == nullptr || pairs->size() != texts->size()) {
+      return absl::FailedPreconditionError("input 'text_pair' must be BYTES with as many elements as 'text'");
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  tokenizer::EncodeOptions opts;
+  opts.max_length = model.max_sequence_length;
+  rows->resize(texts->size());
+  for (size_t i = 0; i < texts->size(); ++i) {
+    std::optional<std::string_view> pair;
+    if (pairs != nullptr) pair = (*pairs)[i];
+    if (absl::Status s = model.tokenizer->Encode((*texts)[i], pair, opts, &(*rows)[i]); !s.ok()) return s;
+  }
+  *tokenize_time = std::chrono::steady_clock::now() - start;
+  return absl::OkStatus();
+}
+
+absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& request,
+                             std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time) {
+  TensorRowsModel m;
+  m.name = model.name();
+  m.signature = &model.signature();
+  m.tokenizer = &model.tokenizer();
+  m.limits = model.token_input_limits();
+  m.max_sequence_length = model.max_sequence_length();
+  return RowsFromTensors(m, request, rows, tokenize_time);
+}
+
+}  // namespace tide::serving

@@ -1,0 +1,269 @@
+// Black-box tests of `tide serve --model <HuggingFace folder>` (config::LoadHuggingFaceFolder):
+//   - an Optimum-style folder (config.json, tokenizer.json, onnx/model.onnx) laid out from the
+//     exported tiny-bert is served in one command and reranks; served beside a model repository
+//     holding the same model, both answer the same scores, and --model alone does not read the
+//     repository;
+//   - a folder with only safetensors weights is exported once with tools/export_model.py into
+//     <folder>/.tide/<name> and served; later starts reuse the export; weights the export cannot
+//     read (or --auto-export false) are refused with the exact export command;
+//   - the real third-party DistilBERT export in ../shared/assets (2 labels, no token_type_ids),
+//     laid out as an HF folder with the bert-base-uncased tokenizer.json, is served as a classifier
+//     whose rerank score is P(last label) — checked against the asset's reference logits. Skipped
+//     with a message when ../shared/assets is absent.
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "blackbox_support.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http_client.h"
+#include "shared_assets.h"
+
+namespace tide::blackbox {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kQuery[] = "what is a panda?";
+const std::vector<std::string> kDocs = {"The giant panda is a bear species endemic to China.",
+                                        "Paris is the capital of France.", "hi"};
+
+absl::Status WriteText(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  return out ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path.string()));
+}
+
+// config.json of tools/export_model.py's tiny-bert preset as an HF checkpoint carries it.
+constexpr char kTinyBertConfig[] = R"({"architectures": ["BertForSequenceClassification"], "model_type": "bert",
+  "vocab_size": 2048, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "intermediate_size": 128, "max_position_embeddings": 128, "type_vocab_size": 2, "pad_token_id": 0,
+  "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}})";
+
+// <parent>/<name>: config.json, tokenizer.json and onnx/model.onnx from the exported tiny-bert.
+absl::StatusOr<fs::path> TinyBertHfFolder(const fs::path& parent, const std::string& name) {
+  auto tiny = ExportedTinyBert();
+  if (!tiny.ok()) return tiny.status();
+  const fs::path folder = parent / name;
+  if (auto s = WriteText(folder / "config.json", kTinyBertConfig); !s.ok()) return s;
+  fs::create_directories(folder / "onnx");
+  fs::copy_file(*tiny / "1" / "model.onnx", folder / "onnx" / "model.onnx");
+  fs::copy_file(*tiny / "tokenizer.json", folder / "tokenizer.json");
+  return folder;
+}
+
+absl::StatusOr<std::unique_ptr<tide::testing::ServerProcess>> Serve(const std::vector<std::string>& args) {
+  tide::testing::ServerProcessOptions options;
+  options.binary = TideBinary().string();
+  options.args = {"serve"};
+  options.args.insert(options.args.end(), args.begin(), args.end());
+  options.startup_timeout = std::chrono::milliseconds(120000);
+  return tide::testing::ServerProcess::Start(options);
+}
+
+json PostJson(tide::testing::ServerProcess& server, const std::string& path, const json& body, int want = 200) {
+  tide::testing::HttpClient client(server.host(), server.port(), std::chrono::milliseconds(60000));
+  const auto r = client.Post(path, body.dump());
+  EXPECT_EQ(r.status, want) << path << ": " << r.error << r.body;
+  return ParseJson(r.body);
+}
+
+// TEI /rerank: score by document index.
+std::vector<double> RerankScores(tide::testing::ServerProcess& server, bool raw = false) {
+  const json out = PostJson(server, "/rerank", {{"query", kQuery}, {"texts", kDocs}, {"raw_scores", raw}});
+  std::vector<double> scores(kDocs.size(), NAN);
+  if (!out.is_array()) return scores;
+  for (const json& r : out) scores.at(r.at("index").get<size_t>()) = r.at("score").get<double>();
+  return scores;
+}
+
+// Cohere /v1/rerank against a named model: relevance score by document index.
+std::vector<double> CohereScores(tide::testing::ServerProcess& server, const std::string& model) {
+  const json out = PostJson(server, "/v1/rerank", {{"model", model}, {"query", kQuery}, {"documents", kDocs}});
+  std::vector<double> scores(kDocs.size(), NAN);
+  if (!out.contains("results")) return scores;
+  for (const json& r : out["results"]) scores.at(r.at("index").get<size_t>()) = r.at("relevance_score").get<double>();
+  return scores;
+}
+
+int GetStatus(tide::testing::ServerProcess& server, const std::string& path) {
+  tide::testing::HttpClient client(server.host(), server.port(), std::chrono::milliseconds(60000));
+  return client.Get(path).status;
+}
+
+TEST(ServeHfModelTest, OptimumLayoutIsServedInOneCommandAndReranks) {
+  TempDir tmp;
+  auto folder = TinyBertHfFolder(tmp.path(), "tiny-bert-hf");
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  auto server = Serve({"--model", folder->string(), "--log-level", "info"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(GetStatus(**server, "/v2/models/tiny-bert-hf"), 200) << (*server)->Diagnostics();
+  // --model alone serves only the folder: the default repository (models/) is not read.
+  EXPECT_EQ(GetStatus(**server, "/v2/models/minilm-l6"), 404);
+  const std::vector<double> scores = RerankScores(**server);
+  const std::vector<double> raw = RerankScores(**server, /*raw=*/true);
+  ASSERT_EQ(scores.size(), kDocs.size());
+  for (size_t i = 0; i < scores.size(); ++i) {
+    EXPECT_GT(scores[i], 0.0);
+    EXPECT_LT(scores[i], 1.0);
+    EXPECT_NEAR(scores[i], Sigmoid(raw[i]), 1e-6) << "one label: task rerank, sigmoid score";
+  }
+  const json meta = ParseJson(tide::testing::HttpClient((*server)->host(), (*server)->port(),
+                                                        std::chrono::milliseconds(60000))
+                                  .Get("/v2/models/tiny-bert-hf")
+                                  .body);
+  EXPECT_EQ(meta.value("name", ""), "tiny-bert-hf") << meta.dump();
+}
+
+TEST(ServeHfModelTest, BesideARepositoryTheSameModelGivesTheSameScores) {
+  TempDir tmp;
+  auto folder = TinyBertHfFolder(tmp.path(), "folder");
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  const fs::path repo = tmp.path() / "repo";
+  ASSERT_TRUE(AddTinyBert(repo, "from-repo", "parameters { key: \"max_sequence_length\" value { string_value: \"128\" } }\n").ok());
+  auto server = Serve({"--model-repository", repo.string(), "--model", folder->string(), "--served-model-name",
+                       "from-folder", "--log-level", "warn"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::vector<double> a = CohereScores(**server, "from-repo");
+  const std::vector<double> b = CohereScores(**server, "from-folder");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_FALSE(std::isnan(a[i]));
+    EXPECT_NEAR(a[i], b[i], 1e-6) << "document " << i;
+  }
+  EXPECT_NE(a[0], a[1]) << "the model must tell the documents apart";
+
+  // A name taken by the repository is refused at startup.
+  auto clash = RunCommand({TideBinary().string(), "serve", "--model-repository", repo.string(), "--model",
+                           folder->string(), "--served-model-name", "from-repo", "--port", "0"});
+  ASSERT_TRUE(clash.ok()) << clash.status();
+  EXPECT_EQ(clash->exit_code, 1) << clash->output;
+  EXPECT_THAT(clash->output, HasSubstr("model name 'from-repo'"));
+}
+
+TEST(ServeHfModelTest, UnreadableWeightsAreRefusedWithTheExportCommandThenTheExportIsServed) {
+  TempDir tmp;
+  const fs::path folder = tmp.path() / "st-only";
+  ASSERT_TRUE(WriteText(folder / "config.json", kTinyBertConfig).ok());
+  auto tiny = ExportedTinyBert();
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  fs::copy_file(*tiny / "tokenizer.json", folder / "tokenizer.json");
+  ASSERT_TRUE(WriteText(folder / "model.safetensors", "not a safetensors file").ok());
+  const std::string command = absl::StrCat("/usr/bin/python3 tools/export_model.py --checkpoint ", folder.string(),
+                                           " --name st-only --repository ", (folder / ".tide").string());
+
+  // The automatic export runs and fails on the weights: its own message, then the command.
+  auto failed = RunCommand({TideBinary().string(), "serve", "--model", folder.string(), "--port", "0",
+                            "--export-script", (SourceDir() / "tools" / "export_model.py").string()});
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->exit_code, 1) << failed->output;
+  EXPECT_THAT(failed->output, HasSubstr("exporting them to ONNX once"));
+  EXPECT_THAT(failed->output, HasSubstr("cannot read safetensors weights"));
+  EXPECT_THAT(failed->output, HasSubstr("(the export exited 2; see its messages above)"));
+  EXPECT_THAT(failed->output, HasSubstr(command));
+  EXPECT_FALSE(fs::exists(folder / ".tide" / "st-only")) << "a failed export leaves no entry";
+
+  // --auto-export false: refused at once with the command.
+  auto refused = RunCommand({TideBinary().string(), "serve", "--model", folder.string(), "--port", "0",
+                             "--auto-export", "false"});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->exit_code, 1) << refused->output;
+  EXPECT_THAT(refused->output, Not(HasSubstr("exporting them")));
+  EXPECT_THAT(refused->output, HasSubstr(command));
+
+  // What that command writes: a repository entry <folder>/.tide/st-only (newer than the weights, so
+  // not stale), served from then on.
+  const fs::path entry = folder / ".tide" / "st-only";
+  fs::create_directories(entry / "1");
+  fs::copy_file(*tiny / "1" / "model.onnx", entry / "1" / "model.onnx");
+  fs::copy_file(*tiny / "tokenizer.json", entry / "tokenizer.json");
+  ASSERT_TRUE(WriteText(entry / "config.pbtxt",
+                        "parameters { key: \"max_sequence_length\" value { string_value: \"128\" } }\n")
+                  .ok());
+  auto server = Serve({"--model", folder.string(), "--log-level", "warn"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(GetStatus(**server, "/v2/models/st-only"), 200);
+  const std::vector<double> scores = RerankScores(**server);
+  for (double s : scores) EXPECT_TRUE(s > 0.0 && s < 1.0) << s;
+}
+
+TEST(ServeHfModelTest, SafetensorsOnlyFolderIsExportedOnceThenServed) {
+  TempDir tmp;
+  const fs::path folder = tmp.path() / "tiny-st";
+  // An HF checkpoint folder as the Hub has them now: config.json, tokenizer.json, model.safetensors
+  // (tools/test_safetensors.py's writer; tiny-bert with seeded weights).
+  const std::string script = absl::StrCat(
+      "import json, os, sys\n"
+      "sys.path.insert(0, ", json((SourceDir() / "tools").string()).dump(), ")\n",
+      "import crossencoder, make_wordpiece_tokenizer, test_safetensors\n"
+      "cfg = crossencoder.PRESETS['tiny-bert']\n"
+      "d = sys.argv[1]\n"
+      "os.makedirs(d)\n"
+      "test_safetensors.write_safetensors(os.path.join(d, 'model.safetensors'),\n"
+      "                                   crossencoder.build_model(cfg, seed=3).state_dict())\n"
+      "json.dump(cfg.to_hf_dict(), open(os.path.join(d, 'config.json'), 'w'))\n"
+      "make_wordpiece_tokenizer.write_tokenizer(os.path.join(d, 'tokenizer.json'), 300, 'bert')\n");
+  auto made = RunCommand({"/usr/bin/python3", "-c", script, folder.string()});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+
+  const std::vector<std::string> args = {"--model", folder.string(), "--log-level", "warn", "--export-script",
+                                         (SourceDir() / "tools" / "export_model.py").string()};
+  {
+    auto server = Serve(args);
+    ASSERT_TRUE(server.ok()) << server.status();
+    EXPECT_THAT((*server)->Stderr(), HasSubstr("exporting them to ONNX once"));
+    EXPECT_THAT((*server)->Stderr(), HasSubstr("verified: ONNX Runtime matches PyTorch"));
+    EXPECT_TRUE(fs::is_regular_file(folder / ".tide" / "tiny-st" / "1" / "model.onnx"));
+    EXPECT_EQ(GetStatus(**server, "/v2/models/tiny-st"), 200);
+    const std::vector<double> scores = RerankScores(**server);
+    EXPECT_NE(scores[0], scores[1]) << "the model must tell the documents apart";
+  }
+  auto again = Serve(args);  // the export is reused
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT((*again)->Stderr(), Not(HasSubstr("exporting")));
+  EXPECT_EQ(GetStatus(**again, "/v2/models/tiny-st"), 200);
+}
+
+TEST(ServeHfModelTest, RealThirdPartyExportAsAnHfFolder) {
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kBertBaseUncasedTokenizer);
+  const fs::path model = fs::absolute(*tide::testing::SharedAsset(tide::testing::kTinyDistilBertModel));
+  TempDir tmp;
+  const fs::path folder = tmp.path() / "tiny-distilbert-classification";
+  fs::create_directories(folder);
+  // The asset folder has the top-level layout (model.onnx, config.json) but no tokenizer.json:
+  // the model uses bert-base-uncased's vocabulary, whose tokenizer.json is another asset.
+  fs::create_symlink(model, folder / "model.onnx");
+  fs::copy_file(model.parent_path() / "config.json", folder / "config.json");
+  fs::copy_file(*tide::testing::SharedAsset(tide::testing::kBertBaseUncasedTokenizer), folder / "tokenizer.json");
+
+  auto server = Serve({"--model", folder.string(), "--log-level", "info"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT((*server)->Stdout(), HasSubstr("task classify, score = P(label 'POSITIVE')"));
+  // SOURCE.txt's reference logits for the panda pair: [0.00032029501744545996, -0.00020017904171254486].
+  const json out = PostJson(**server, "/rerank",
+                            {{"query", "what is panda?"},
+                             {"texts", {"The giant panda is a bear species endemic to China."}},
+                             {"raw_scores", true}});
+  ASSERT_TRUE(out.is_array() && out.size() == 1) << out.dump();
+  EXPECT_NEAR(out[0]["score"].get<double>(), -0.00020017904171254486, 1e-5) << "raw score: the last label's logit";
+  const json prob = PostJson(**server, "/rerank",
+                             {{"query", "what is panda?"},
+                              {"texts", {"The giant panda is a bear species endemic to China."}}});
+  ASSERT_TRUE(prob.is_array() && prob.size() == 1) << prob.dump();
+  // 2 labels (id2label NEGATIVE, POSITIVE): task classify, score = softmax P(POSITIVE).
+  const double p = 1.0 / (1.0 + std::exp(0.00032029501744545996 - -0.00020017904171254486));
+  EXPECT_NEAR(prob[0]["score"].get<double>(), p, 1e-5);
+}
+
+}  // namespace
+}  // namespace tide::blackbox
