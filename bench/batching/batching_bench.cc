@@ -50,6 +50,9 @@
 #include "config/model_config.h"
 #include "config/tide_parameters.h"
 #include "http_client.h"
+#ifdef TIDE_HAVE_ROOFLINE
+#include "roofline/roofline.h"
+#endif
 #include "nlohmann/json.hpp"
 #include "optimize/fusion_check.h"
 #include "runtime/ort_backend.h"
@@ -186,6 +189,12 @@ struct ModelShape {
   double PairFlops(double len) const {
     return 2.0 * len * WeightsPerLayer() * layers + layers * 4.0 * len * len * hidden;
   }
+};
+
+struct Ceilings {  // measured through ONNX Runtime (bench/roofline); 0: not measured
+  double fp32 = 0;
+  double int8 = 0;
+  double fp32_per_cpu_s = 0;  // GFLOP per CPU-second, 1 thread: compare with the GFLOP/CPU-s columns
 };
 
 struct Peak {
@@ -459,6 +468,9 @@ int main(int argc, char** argv) {
   ModelShape shape;
   std::vector<std::string> configs = {"1x2:length", "2x1:length", "1x2:fifo", "2x1:fifo"};
   std::vector<int> raw_rows = {4, 8, 16, 32};
+  double roofline_s = 1.0;
+  app.add_option("--roofline-s", roofline_s,
+                 "seconds per kernel of the measured FP32 / INT8 ceilings at the start and the end (0: skip)");
   app.add_option("--tide", tide, "the tide binary");
   app.add_option("--model-dir", model_dir, "model folder (config.pbtxt, tokenizer.json, 1/model.onnx)");
   app.add_option("--work-dir", work_dir, "where temporary model repositories go (default: a new temp folder)");
@@ -529,6 +541,42 @@ int main(int argc, char** argv) {
   const Peak peak = NominalPeak();
   std::printf("nominal FP32 peak = %d cores x %.3f GHz (%s) x %d FLOP/cycle (%s) = %.1f GFLOP/s\n", peak.cores,
               peak.ghz, peak.ghz_source.c_str(), peak.flops_per_cycle, peak.fpc_source.c_str(), peak.gflops());
+  // Measured ceilings (bench/roofline): at the start, and again at the end; the per-row columns
+  // use the start's, the ratios both.
+  const int all_threads = static_cast<int>(std::thread::hardware_concurrency());
+  auto measure_ceilings = [&](const char* when) -> Ceilings {
+    Ceilings c;
+    if (roofline_s <= 0) return c;
+#ifndef TIDE_HAVE_ROOFLINE
+    std::printf("measured ceilings (%s): unavailable (built without libonnx-dev)\n", when);
+    return c;
+#else
+    tide::bench::RooflineOptions ro;
+    ro.kernels = {tide::bench::RooflineKernel::kFp32MatMul, tide::bench::RooflineKernel::kDynamicQuantizeMatMul};
+    ro.threads = {1, all_threads};
+    ro.allow_spinning = false;  // as the server runs; spinning would count idle waits as CPU time
+    ro.rounds = 1;
+    ro.seconds_per_round = roofline_s;
+    auto rows = tide::bench::MeasureRoofline(ro);
+    if (!rows.ok()) {
+      std::printf("measured ceilings (%s): unavailable: %s\n", when, std::string(rows.status().message()).c_str());
+      return c;
+    }
+    c.fp32 = tide::bench::RooflineCeiling(*rows, tide::bench::RooflineKernel::kFp32MatMul, all_threads);
+    c.int8 = tide::bench::RooflineCeiling(*rows, tide::bench::RooflineKernel::kDynamicQuantizeMatMul, all_threads);
+    for (const auto& r : *rows) {
+      if (r.kernel == tide::bench::RooflineKernel::kFp32MatMul && r.threads == 1) c.fp32_per_cpu_s = r.gflops_per_cpu_s;
+    }
+    std::printf("measured ceilings (%s; %d threads, [1024 x 1024] MatMul through ONNX Runtime; load %s): FP32 %.1f "
+                "GFLOP/s (%.1f%% of nominal), INT8 DynamicQuantizeMatMul %.1f GOP/s; FP32 per CPU-second (1 thread) %.1f "
+                "GFLOP/CPU-s\n",
+                when, all_threads, LoadAverage().c_str(), c.fp32, 100.0 * c.fp32 / peak.gflops(), c.int8,
+                c.fp32_per_cpu_s);
+    return c;
+#endif
+  };
+  const Ceilings start_ceilings = measure_ceilings("start");
+  auto of_fp32 = [&](double gflops) { return start_ceilings.fp32 > 0 ? 100.0 * gflops / start_ceilings.fp32 : 0.0; };
 
   // Raw engine.
   std::vector<const tide::tokenizer::Encoding*> sorted;
@@ -537,8 +585,8 @@ int main(int argc, char** argv) {
   std::printf("\nraw engine (OrtBackend, pairs sorted by length, each batch padded to its longest row; %zu pairs x %d "
               "passes):\n",
               sorted.size(), raw_passes);
-  std::printf("  %-22s %10s %10s %10s %10s %14s\n", "sessions x threads", "rows", "pairs/s", "GFLOP/s", "CPU s",
-              "GFLOP/CPU-s");
+  std::printf("  %-22s %10s %10s %10s %10s %14s %9s\n", "sessions x threads", "rows", "pairs/s", "GFLOP/s", "CPU s",
+              "GFLOP/CPU-s", "%fp32ceil");
   RawResult best;
   for (const auto& [sessions, threads] : std::vector<std::pair<int, int>>{{1, 2}, {2, 1}}) {
     tide::config::TideParameters p = *params;
@@ -564,10 +612,11 @@ int main(int argc, char** argv) {
         batches.push_back(MakeBatch(chunk, types, (*tok)->pad_id()));
       }
       RawResult r = RunRaw(backends, batches, sorted.size(), raw_passes, threads, rows);
-      std::printf("  %-22s %10d %10.2f %10.1f %10.1f %14.1f\n",
+      std::printf("  %-22s %10d %10.2f %10.1f %10.1f %14.1f %8.1f%%\n",
                   (std::to_string(sessions) + " x " + std::to_string(threads)).c_str(), rows, r.pairs_per_s,
                   r.pairs_per_s * flops_per_pair / 1e9, r.cpu_s,
-                  static_cast<double>(sorted.size() * raw_passes) * flops_per_pair / 1e9 / r.cpu_s);
+                  static_cast<double>(sorted.size() * raw_passes) * flops_per_pair / 1e9 / r.cpu_s,
+                  of_fp32(r.pairs_per_s * flops_per_pair / 1e9));
       std::fflush(stdout);
       if (r.pairs_per_s > best.pairs_per_s) best = r;
     }
@@ -583,8 +632,8 @@ int main(int argc, char** argv) {
               clients, warmup_s, duration_s, max_batch_size, delay_us);
   std::printf("  (pairs/s: pairs the server scored in the window, from its inference_count; done/s: pairs of the\n"
               "   requests completed in the window; GFLOP/CPU-s: useful FLOPs per second of the server's CPU time)\n");
-  std::printf("  %-12s %8s %7s %8s %8s %8s %8s %5s %4s %8s %8s %11s %s\n", "config", "pairs/s", "xraw", "done/s",
-              "GFLOP/s", "P50 ms", "P95 ms", "reqs", "err", "client s", "server s", "GFLOP/CPU-s", "load");
+  std::printf("  %-12s %8s %7s %8s %8s %9s %8s %8s %5s %4s %8s %8s %11s %s\n", "config", "pairs/s", "xraw", "done/s",
+              "GFLOP/s", "%fp32ceil", "P50 ms", "P95 ms", "reqs", "err", "client s", "server s", "GFLOP/CPU-s", "load");
   for (const std::string& spec : configs) {
     ServerConfig c;
     std::smatch m;
@@ -598,9 +647,9 @@ int main(int argc, char** argv) {
     Server s = StartServer(tide, repo, work / (repo.filename().string() + ".log"));
     ServerResult r = RunServer(s, w, c, clients, warmup_s, duration_s, documents);
     results.push_back(r);
-    std::printf("  %-12s %8.2f %7.3f %8.2f %8.1f %8.0f %8.0f %5zu %4zu %8.2f %8.1f %11.1f %s\n", c.name().c_str(),
+    std::printf("  %-12s %8.2f %7.3f %8.2f %8.1f %8.1f%% %8.0f %8.0f %5zu %4zu %8.2f %8.1f %11.1f %s\n", c.name().c_str(),
                 r.scored_per_s, r.scored_per_s / best.pairs_per_s, r.pairs_per_s, r.scored_per_s * flops_per_pair / 1e9,
-                r.p50, r.p95, r.requests, r.errors, r.client_cpu_s, r.server_cpu_s,
+                of_fp32(r.scored_per_s * flops_per_pair / 1e9), r.p50, r.p95, r.requests, r.errors, r.client_cpu_s, r.server_cpu_s,
                 r.scored_per_s * r.window_s * flops_per_pair / 1e9 / std::max(r.server_cpu_s, 1e-9),
                 LoadAverage().c_str());
     std::fflush(stdout);
@@ -620,6 +669,7 @@ int main(int argc, char** argv) {
   for (const auto& r : results) {
     if (!top || r.scored_per_s > top->scored_per_s) top = &r;
   }
+  const Ceilings end_ceilings = measure_ceilings("end");
   std::printf("\nratios:\n");
   if (top) {
     const double gflops = top->scored_per_s * flops_per_pair / 1e9;
@@ -630,6 +680,20 @@ int main(int argc, char** argv) {
     std::printf("  raw engine best useful GFLOP/s / nominal peak: %.1f / %.1f = %.1f%%\n",
                 best.pairs_per_s * flops_per_pair / 1e9, peak.gflops(),
                 100.0 * best.pairs_per_s * flops_per_pair / 1e9 / peak.gflops());
+    for (const auto& [when, c] : {std::pair<const char*, Ceilings>{"start", start_ceilings}, {"end", end_ceilings}}) {
+      if (c.fp32 <= 0) continue;
+      std::printf("  server best useful GFLOP/s / measured FP32 ceiling (%s): %.1f / %.1f = %.1f%%; raw engine best: "
+                  "%.1f%%; INT8 ceiling %.1f GOP/s (server best / it: %.1f%%)\n",
+                  when, gflops, c.fp32, 100.0 * gflops / c.fp32, 100.0 * best.pairs_per_s * flops_per_pair / 1e9 / c.fp32,
+                  c.int8, c.int8 > 0 ? 100.0 * gflops / c.int8 : 0.0);
+      if (c.fp32_per_cpu_s > 0) {
+        std::printf("  server best GFLOP/CPU-s / measured FP32 GFLOP/CPU-s (%s, 1 thread): %.1f / %.1f = %.1f%%\n", when,
+                    top->scored_per_s * top->window_s * flops_per_pair / 1e9 / std::max(top->server_cpu_s, 1e-9),
+                    c.fp32_per_cpu_s,
+                    100.0 * top->scored_per_s * top->window_s * flops_per_pair / 1e9 /
+                        std::max(top->server_cpu_s, 1e-9) / c.fp32_per_cpu_s);
+      }
+    }
   }
   for (auto [n, t] : std::vector<std::pair<int, int>>{{1, 2}, {2, 1}}) {
     const ServerResult *len = find(n, t, "length"), *fifo = find(n, t, "fifo");

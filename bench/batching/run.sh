@@ -9,6 +9,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD_DIR:-build}
 MODELS=${TIDE_MODEL_REPOSITORY:-models}
 cmake --build "$BUILD" --target tide batching_bench >/dev/null
+# (batching_bench measures the FP32 / INT8 ceilings itself, at the start and the end: --roofline-s)
 mkdir -p bench/results
 { echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)";
   echo "# bench/batching/run.sh $*";

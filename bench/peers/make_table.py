@@ -81,6 +81,36 @@ def client_cpu(path):
         return None
 
 
+def roofline_ceilings(raw):
+    """The measured ceilings of bench/roofline (run_all runs it before the first row and after the
+    last): {'start': {...}, 'end': {...}} from each file's `machine-readable:` line."""
+    out = {}
+    for when in ("start", "end"):
+        path = os.path.join(raw, f"roofline-{when}.txt")
+        if not os.path.exists(path):
+            continue
+        m = re.search(r"machine-readable: (.*)", open(path).read())
+        if m:
+            out[when] = {k: float(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
+    return out
+
+
+def flops_per_pair(raw, documents):
+    """Useful FLOPs of one (query, document) pair of the workload's mean length, minilm-l6's shape
+    (the formula of bench/batching: 2 L layers W + layers 4 L^2 hidden; the mean length makes the
+    quadratic term a slight underestimate)."""
+    path = os.path.join(raw, "requests.txt")
+    if not os.path.exists(path):
+        return None, None
+    m = re.search(r"mean tokens query ([0-9.]+), document ([0-9.]+)", open(path).read())
+    if not m:
+        return None, None
+    length = float(m.group(1)) + float(m.group(2)) + 3  # [CLS] query [SEP] document [SEP]
+    layers, h, i = 6, 384, 1536
+    w = 4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h
+    return 2 * length * layers * w + layers * 4 * length * length * h, length
+
+
 def main():
     out = sys.argv[1]
     raw = os.path.join(out, "raw")
@@ -176,6 +206,35 @@ def main():
     if gen:
         w(f"Load generator (tide bench, beside the server) CPU, % of one core in the closed loop: {', '.join(gen)}.")
     w("")
+
+    # Useful GFLOP/s against the nominal peak and the measured ceilings (issue 18 item 1).
+    ceilings = roofline_ceilings(raw)
+    flops, length = flops_per_pair(raw, docs)
+    if flops and ceilings:
+        fp32 = [c["fp32_ceiling_gflops"] for c in ceilings.values() if c.get("fp32_ceiling_gflops")]
+        int8 = [c["int8_ceiling_gflops"] for c in ceilings.values() if c.get("int8_ceiling_gflops")]
+        nominal = next(iter(ceilings.values())).get("nominal_gflops")
+        fp32_c = sum(fp32) / len(fp32) if fp32 else None
+        int8_c = sum(int8) / len(int8) if int8 else None
+        w(f"Measured ceilings (`build/bench/roofline_bench`, before the first row and after the last; mean): FP32 "
+          f"MatMul {' / '.join(f'{x:.1f}' for x in fp32)} GFLOP/s, INT8 {' / '.join(f'{x:.1f}' for x in int8)} GOP/s; "
+          f"nominal FP32 peak {fnum(nominal, 1)}. Useful FLOPs per pair of the mean length ({length:.0f} tokens): "
+          f"{flops / 1e9:.2f} GFLOP.")
+        w("")
+        w("| row | useful GFLOP/s | % of nominal FP32 peak | % of measured FP32 ceiling | % of measured INT8 ceiling |")
+        w("|---|---|---|---|---|")
+        summary["ceilings"] = {"fp32_gflops": fp32_c, "int8_gops": int8_c, "nominal_gflops": nominal,
+                               "flops_per_pair": flops}
+        for row in ROWS:
+            e = summary["rows"].get(row, {})
+            if "pairs_per_s" not in e:
+                continue
+            g = e["pairs_per_s"] * flops / 1e9
+            e["useful_gflops"] = g
+            pct = lambda c: f"{100 * g / c:.1f}%" if c else "n/a"
+            w(f"| {LABELS[row]} | {g:.1f} | {pct(nominal)} | {pct(fp32_c)} | "
+              f"{pct(int8_c) if row == 'tide-int8' else '(FP32 row)'} |")
+        w("")
 
     # Targets (measured, not asserted).
     rows = summary["rows"]

@@ -34,6 +34,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_FALSE(p->allow_spinning);
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kAll);
   EXPECT_TRUE(p->enable_cpu_mem_arena);
+  EXPECT_TRUE(p->share_weights);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kLength);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kAuto);
   EXPECT_FALSE(p->token_type_vocab_size.has_value());
@@ -52,6 +53,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"allow_spinning", "true"},
                                                   {"graph_optimization_level", "basic"},
                                                   {"enable_cpu_mem_arena", "false"},
+                                                  {"share_weights", "false"},
                                                   {"batch_grouping", "fifo"},
                                                   {"graph_fusion", "off"},
                                                   {"sequence_buckets", "32, 64,128"},
@@ -71,6 +73,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_TRUE(p->allow_spinning);
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kBasic);
   EXPECT_FALSE(p->enable_cpu_mem_arena);
+  EXPECT_FALSE(p->share_weights);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kFifo);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kOff);
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));

@@ -103,13 +103,15 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
     result.reason = "no attention or skip-layernorm subgraph matched";
     return result;
   }
-  runtime::OrtOptions fused_options = options;
+  runtime::OrtOptions original = options;
+  original.shared_weights = nullptr;  // probe sessions are temporary: no shared weights kept for them
+  runtime::OrtOptions fused_options = original;
   fused_options.model_path.clear();
   if (!model->SerializeToString(&fused_options.model_data)) {
     result.reason = "cannot serialize the fused model";
     return result;
   }
-  absl::StatusOr<ProbeComparison> cmp = CompareOnProbe(options, fused_options, probe, IsDynamicallyQuantized(*model));
+  absl::StatusOr<ProbeComparison> cmp = CompareOnProbe(original, fused_options, probe, IsDynamicallyQuantized(*model));
   if (!cmp.ok()) {
     result.reason = std::string(cmp.status().message());
     result.check_failed = true;

@@ -91,6 +91,7 @@ TEST(NormalizeOnnxTest, ParametersBecomeSessionOptions) {
   EXPECT_EQ(o.inter_op_threads, 0);
   EXPECT_FALSE(o.allow_spinning);
   EXPECT_FALSE(o.enable_cpu_mem_arena);
+  EXPECT_NE(o.shared_weights, nullptr);  // share_weights defaults to true
   EXPECT_EQ(o.graph_optimization_level, runtime::GraphOptimization::kBasic);
   auto backend = runtime::OrtBackend::Create(o);
   ASSERT_TRUE(backend.ok()) << backend.status();

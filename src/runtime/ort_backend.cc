@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/shared_weights.h"
 
 namespace tide::runtime {
 namespace {
@@ -14,6 +16,18 @@ Ort::Env& SharedEnv() {
   // Leaked on purpose: sessions held by static objects must not outlive their Env.
   static Ort::Env* env = new Ort::Env(ORT_LOGGING_LEVEL_WARNING, "tide");
   return *env;
+}
+
+// One CPU arena on the shared Env for the sessions that share weights: an instance's activation
+// memory, kept by a per-session arena after its largest batch, is otherwise the whole cost of
+// another instance. Throws Ort::Exception (call_once then tries again on the next session).
+void RegisterSharedArena() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+    const Ort::ArenaCfg defaults(0, -1, -1, -1);  // ONNX Runtime's default arena settings
+    SharedEnv().CreateAndRegisterAllocator(cpu, defaults);
+  });
 }
 
 absl::Status FromOrt(const Ort::Exception& e, absl::string_view what) {
@@ -135,13 +149,34 @@ absl::StatusOr<ModelSignature> DiscoverSignature(Ort::Session& session, const st
                    session.GetOutputCount(), " outputs"));
 }
 
-absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string* label) {
+absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string* label,
+                                         std::shared_ptr<SharedModelWeights>* weights = nullptr) {
   *label = options.model_path.empty() ? std::string("<in-memory model>") : options.model_path;
   if (options.model_path.empty() && options.model_data.empty()) {
     return absl::InvalidArgumentError("OrtOptions: neither model_path nor model_data is set");
   }
+  std::shared_ptr<SharedModelWeights> shared;
+  if (options.shared_weights != nullptr && weights != nullptr) {
+    auto s = options.shared_weights->ForModel(options.model_path, options.model_data);
+    if (!s.ok()) return s.status();
+    shared = *std::move(s);
+  }
   try {
     Ort::SessionOptions so = MakeSessionOptions(options);
+    OrtPrepackedWeightsContainer* prepacked = nullptr;
+    if (shared != nullptr) {
+      if (options.enable_cpu_mem_arena) {
+        RegisterSharedArena();
+        so.AddConfigEntry("session.use_env_allocators", "1");
+      }
+      for (size_t i = 0; i < shared->names.size(); ++i) so.AddInitializer(shared->names[i].c_str(), shared->values[i]);
+      prepacked = shared->prepacked;
+      *weights = shared;
+    }
+    if (prepacked != nullptr) {
+      if (!options.model_path.empty()) return Ort::Session(SharedEnv(), options.model_path.c_str(), so, prepacked);
+      return Ort::Session(SharedEnv(), options.model_data.data(), options.model_data.size(), so, prepacked);
+    }
     if (!options.model_path.empty()) return Ort::Session(SharedEnv(), options.model_path.c_str(), so);
     return Ort::Session(SharedEnv(), options.model_data.data(), options.model_data.size(), so);
   } catch (const Ort::Exception& e) {
@@ -153,12 +188,14 @@ absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string*
 
 absl::StatusOr<std::unique_ptr<OrtBackend>> OrtBackend::Create(const OrtOptions& options) {
   std::string label;
-  auto session = OpenSession(options, &label);
+  std::shared_ptr<SharedModelWeights> weights;
+  auto session = OpenSession(options, &label, &weights);
   if (!session.ok()) return session.status();
   try {
     auto signature = DiscoverSignature(*session, label);
     if (!signature.ok()) return signature.status();
-    return std::unique_ptr<OrtBackend>(new OrtBackend(*std::move(session), *std::move(signature)));
+    return std::unique_ptr<OrtBackend>(
+        new OrtBackend(std::move(weights), *std::move(session), *std::move(signature)));
   } catch (const Ort::Exception& e) {
     return FromOrt(e, absl::StrCat(label, ": cannot read the signature"));
   }
@@ -180,8 +217,9 @@ absl::StatusOr<ModelSignature> OrtBackend::ReadSignature(const std::string& mode
   }
 }
 
-OrtBackend::OrtBackend(Ort::Session session, ModelSignature signature)
-    : session_(std::move(session)),
+OrtBackend::OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature)
+    : weights_(std::move(weights)),
+      session_(std::move(session)),
       signature_(std::move(signature)),
       memory_info_(Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)) {
   input_names_.push_back(signature_.input_ids_name.c_str());

@@ -4,6 +4,12 @@
 //  - Create loads one model into one Ort::Session (one instance of instance_group; create one
 //    backend per instance). All backends share one process-wide Ort::Env, created on first use
 //    and never destroyed (sessions may outlive static destruction order otherwise).
+//  - With OrtOptions::shared_weights set, the session takes the model's weights (and their
+//    pre-packed forms) from that object instead of holding its own copy (see shared_weights.h);
+//    the backend keeps the model's shared entry alive until its session is gone. Such sessions
+//    (with enable_cpu_mem_arena) also allocate activations from one CPU arena registered on the
+//    process-wide Env ("session.use_env_allocators"), so an idle instance does not keep its own
+//    arena sized for its largest batch.
 //  - The model's signature is discovered at Create: inputs named input_ids and attention_mask
 //    (required) and token_type_ids (optional), all int64 or all int32, rank 2 [batch, sequence];
 //    output: the first float output of rank 2, [batch, num_labels] (1 for a reranker score).
@@ -31,6 +37,9 @@
 
 namespace tide::runtime {
 
+class SharedWeights;
+struct SharedModelWeights;
+
 enum class GraphOptimization { kDisable, kBasic, kExtended, kAll };
 
 struct OrtOptions {
@@ -41,6 +50,7 @@ struct OrtOptions {
   bool allow_spinning = false;     // spinning idle threads steal CPU from the other instances
   GraphOptimization graph_optimization_level = GraphOptimization::kAll;
   bool enable_cpu_mem_arena = true;
+  std::shared_ptr<SharedWeights> shared_weights;  // null: this session holds its own weights
 };
 
 class OrtBackend : public ModelBackend {
@@ -56,9 +66,10 @@ class OrtBackend : public ModelBackend {
   ~OrtBackend() override;
 
  private:
-  OrtBackend(Ort::Session session, ModelSignature signature);
+  OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature);
   absl::Status RunImpl(const TokenBatch& batch, Logits* out);
 
+  std::shared_ptr<SharedModelWeights> weights_;  // declared before session_: outlives it
   Ort::Session session_;
   ModelSignature signature_;
   Ort::MemoryInfo memory_info_;

@@ -1,5 +1,9 @@
 #include "runtime/ort_options.h"
 
+#include <memory>
+
+#include "runtime/shared_weights.h"
+
 namespace tide::runtime {
 
 OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file) {
@@ -9,6 +13,8 @@ OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::files
   o.inter_op_threads = params.inter_op_threads;
   o.allow_spinning = params.allow_spinning;
   o.enable_cpu_mem_arena = params.enable_cpu_mem_arena;
+  // One SharedWeights per call: per loaded model version, held by that version's instances.
+  if (params.share_weights) o.shared_weights = std::make_shared<SharedWeights>();
   switch (params.graph_optimization_level) {
     case config::GraphOptimizationLevel::kDisable: o.graph_optimization_level = GraphOptimization::kDisable; break;
     case config::GraphOptimizationLevel::kBasic: o.graph_optimization_level = GraphOptimization::kBasic; break;

@@ -1,7 +1,8 @@
 // tide::runtime::MakeOrtOptions — the ONNX Runtime session settings a model's `parameters` ask for.
 //
-// Contract: pure function, thread-safe; the parameters are already validated by
-// TideParameters::FromConfig, so it cannot fail.
+// Contract: thread-safe; the parameters are already validated by TideParameters::FromConfig, so
+// it cannot fail. Unless share_weights is "false", the result carries a fresh SharedWeights:
+// every backend created from it (the model version's instances) shares one copy of the weights.
 #pragma once
 
 #include <filesystem>

@@ -1,0 +1,121 @@
+#include "runtime/shared_weights.h"
+
+#include <malloc.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+#ifdef TIDE_HAVE_ONNX_PROTO
+#include "onnx/onnx_pb.h"
+#endif
+
+namespace tide::runtime {
+namespace {
+
+std::string ModelKey(const std::string& model_path, const std::string& model_data) {
+  if (!model_path.empty()) return absl::StrCat("path:", model_path);
+  return absl::StrCat("data:", model_data.size(), ":", std::hash<std::string_view>{}(model_data));
+}
+
+#ifdef TIDE_HAVE_ONNX_PROTO
+size_t ElementSize(int32_t type) {
+  switch (type) {
+    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32: return 4;
+    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: return 1;
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16: return 2;
+    case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: case onnx::TensorProto::DOUBLE: return 8;
+    default: return 0;  // strings, 4-bit and complex types: not shared
+  }
+}
+
+absl::Status Load(const std::string& model_path, const std::string& model_data, SharedModelWeights* out) {
+  onnx::ModelProto model;
+  bool parsed = false;
+  if (!model_path.empty()) {
+    std::ifstream f(model_path, std::ios::binary);
+    if (!f) return absl::NotFoundError(absl::StrCat(model_path, ": cannot read the model for shared weights"));
+    parsed = model.ParseFromIstream(&f);
+  } else {
+    parsed = model.ParseFromString(model_data);
+  }
+  const std::string label = model_path.empty() ? std::string("<in-memory model>") : model_path;
+  if (!parsed) return absl::FailedPreconditionError(absl::StrCat(label, ": not an ONNX model (shared weights)"));
+  const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
+  auto* initializers = model.mutable_graph()->mutable_initializer();
+  out->names.reserve(initializers->size());
+  out->buffers.reserve(initializers->size());
+  out->values.reserve(initializers->size());
+  for (onnx::TensorProto& t : *initializers) {
+    const size_t elem = ElementSize(t.data_type());
+    if (elem == 0 || !t.has_raw_data() || t.raw_data().size() < SharedWeights::kMinSharedBytes ||
+        t.data_location() == onnx::TensorProto::EXTERNAL || t.name().empty()) {
+      continue;
+    }
+    size_t count = 1;
+    std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
+    for (int64_t d : shape) count *= static_cast<size_t>(d < 0 ? 0 : d);
+    if (count * elem != t.raw_data().size()) continue;  // malformed: let ONNX Runtime report it
+    const size_t size = t.raw_data().size();
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("shared weights: cannot map ", size, " bytes"));
+    std::shared_ptr<void> buffer(p, [size](void* q) { munmap(q, size); });
+    std::memcpy(p, t.raw_data().data(), size);
+    t.clear_raw_data();  // keeps the parsed copy from growing the peak further
+    out->names.push_back(t.name());
+    out->values.push_back(Ort::Value::CreateTensor(cpu, p, size, shape.data(), shape.size(),
+                                                   static_cast<ONNXTensorElementDataType>(t.data_type())));
+    out->buffers.push_back(std::move(buffer));
+    out->bytes += size;
+  }
+  return absl::OkStatus();
+}
+#endif
+
+}  // namespace
+
+bool SharedWeights::Available() {
+#ifdef TIDE_HAVE_ONNX_PROTO
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::ForModel(const std::string& model_path,
+                                                                            const std::string& model_data) {
+#ifdef TIDE_HAVE_ONNX_PROTO
+  const std::string key = ModelKey(model_path, model_data);
+  absl::MutexLock lock(&mu_);
+  for (auto it = models_.begin(); it != models_.end();) {  // forget dead entries
+    it = it->second.expired() ? models_.erase(it) : std::next(it);
+  }
+  if (auto it = models_.find(key); it != models_.end()) {
+    if (auto live = it->second.lock()) return live;
+  }
+  std::shared_ptr<SharedModelWeights> entry;
+  try {
+    entry = std::make_shared<SharedModelWeights>();
+    absl::Status s = Load(model_path, model_data, entry.get());
+    malloc_trim(0);  // the parsed model is gone: give its pages back
+    if (!s.ok()) return s;
+  } catch (const Ort::Exception& e) {
+    return absl::InternalError(absl::StrCat("shared weights: ", e.what()));
+  }
+  models_[key] = entry;
+  return entry;
+#else
+  (void)model_path;
+  (void)model_data;
+  return std::shared_ptr<SharedModelWeights>();
+#endif
+}
+
+}  // namespace tide::runtime

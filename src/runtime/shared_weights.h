@@ -1,0 +1,74 @@
+// tide::runtime::SharedWeights — one copy of a model's weights for all of its instances.
+//
+// Contract:
+//  - Create one SharedWeights per loaded model version and put it in every instance's
+//    OrtOptions::shared_weights (config::MakeOrtOptions does so unless the model sets the
+//    parameter share_weights "false"). Sessions opened with it take the model's initializers from
+//    buffers held here (ONNX Runtime's AddInitializer: no per-session copy) and keep the kernels'
+//    pre-packed forms of those weights in one PrepackedWeightsContainer, so N instances hold the
+//    weights once instead of N times.
+//  - State is kept per model (keyed by model_path, or by the bytes of model_data): sessions of a
+//    different model given the same SharedWeights (the graph-fusion probe opens the unfused model
+//    before the fused one is served) get their own entry. An entry lives as long as a session
+//    using it (OrtBackend holds it; it is destroyed after its session), so a probe's entry does
+//    not stay behind.
+//  - Thread-safe: ForModel may be called from several threads (instances are created in
+//    parallel); the first caller for a model parses it, the others wait for that result.
+//  - Needs libonnx-dev's protobuf classes to read the initializers; built without them,
+//    Available() is false and ForModel returns null (sessions then hold their own copies).
+//  - Loading parses the model once (transiently holding it in memory) and then calls malloc_trim
+//    so the parse does not leave the process's resident size larger.
+//  - Only dense initializers stored as raw_data of at least kMinSharedBytes are shared (what
+//    exporters write for weights); the rest stay in the model. ForModel errors: the model file
+//    cannot be read (NOT_FOUND) or parsed (FAILED_PRECONDITION).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "onnxruntime_cxx_api.h"
+
+namespace tide::runtime {
+
+// One model's shared initializers and pre-packed weights. Immutable after ForModel returns it,
+// except the container, which ONNX Runtime fills (internally synchronised) as sessions are created.
+struct SharedModelWeights {
+  Ort::PrepackedWeightsContainer prepacked;
+  std::vector<std::string> names;    // initializer names, parallel to values
+  // The tensors' bytes, each in its own anonymous mapping (page-aligned, and returned to the
+  // system when the entry dies instead of staying in the heap).
+  std::vector<std::shared_ptr<void>> buffers;
+  std::vector<Ort::Value> values;    // tensors over `buffers`, handed to AddInitializer
+  size_t bytes = 0;                  // sum of the shared tensors' sizes
+};
+
+class SharedWeights {
+ public:
+  static constexpr size_t kMinSharedBytes = 1024;
+
+  SharedWeights() = default;
+  SharedWeights(const SharedWeights&) = delete;
+  SharedWeights& operator=(const SharedWeights&) = delete;
+
+  // False when built without libonnx-dev (no sharing possible).
+  static bool Available();
+
+  // The shared state for this model (model_path, or model_data when model_path is empty),
+  // loaded on first use. Null when !Available().
+  absl::StatusOr<std::shared_ptr<SharedModelWeights>> ForModel(const std::string& model_path,
+                                                               const std::string& model_data);
+
+ private:
+  absl::Mutex mu_;
+  // Weak: an entry dies with the last session that uses it. Loading happens under mu_ (rare:
+  // once per model version, and the instances of one model would wait for it anyway).
+  std::map<std::string, std::weak_ptr<SharedModelWeights>> models_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tide::runtime

@@ -1,0 +1,171 @@
+#include "runtime/shared_weights.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/ort_backend.h"
+#include "shared_assets.h"
+
+#ifdef TIDE_HAVE_ONNX_PROTO
+#include "onnx/onnx_pb.h"
+#endif
+
+namespace tide::runtime {
+namespace {
+
+TokenBatch Rows(const std::vector<std::vector<int64_t>>& rows) {
+  size_t seq = 0;
+  for (const auto& r : rows) seq = std::max(seq, r.size());
+  TokenBatch b;
+  b.Resize(static_cast<int64_t>(rows.size()), static_cast<int64_t>(seq), false);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = 0; j < rows[i].size(); ++j) {
+      b.input_ids[i * seq + j] = rows[i][j];
+      b.attention_mask[i * seq + j] = 1;
+    }
+  }
+  return b;
+}
+
+std::vector<float> Scores(OrtBackend& backend, const TokenBatch& batch) {
+  Logits out;
+  absl::Status s = backend.Run(batch, &out);
+  EXPECT_TRUE(s.ok()) << s;
+  return out.values;
+}
+
+TEST(SharedWeightsTest, DistilBertSharedLogitsAreBitIdentical) {
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  if (!SharedWeights::Available()) GTEST_SKIP() << "built without libonnx-dev";
+  const std::string model = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel).string();
+  const TokenBatch batch = Rows({{101, 2054, 2003, 25462, 1029, 102, 1996, 5016, 102}, {101, 7592, 2088, 102}});
+  auto alone = OrtBackend::Create({.model_path = model, .intra_op_threads = 1});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  auto shared = std::make_shared<SharedWeights>();
+  auto a = OrtBackend::Create({.model_path = model, .intra_op_threads = 1, .shared_weights = shared});
+  auto b = OrtBackend::Create({.model_path = model, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::vector<float> reference = Scores(**alone, batch);
+  ASSERT_EQ(reference.size(), 4u);
+  EXPECT_EQ(Scores(**a, batch), reference);  // exact float equality
+  EXPECT_EQ(Scores(**b, batch), reference);
+  auto entry = shared->ForModel(model, "");
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_GT((*entry)->bytes, 100'000u);  // the word embeddings at least
+}
+
+#ifdef TIDE_HAVE_ONNX_PROTO
+// score = ReduceSum(MatMul(MatMul(Gather(E, input_ids * attention_mask), W), v), axis 1): an
+// embedding table (shared as is) and two MatMul weights (pre-packed by ONNX Runtime).
+std::string EmbedMatMulModel() {
+  constexpr int kVocab = 256, kHidden = 32;
+  onnx::ModelProto model;
+  model.set_ir_version(7);
+  model.add_opset_import()->set_version(11);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("embed_matmul");
+  for (const char* name : {"input_ids", "attention_mask"}) {
+    auto* t = g->add_input();
+    t->set_name(name);
+    auto* tt = t->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::INT64);
+    tt->mutable_shape()->add_dim()->set_dim_param("batch");
+    tt->mutable_shape()->add_dim()->set_dim_param("sequence");
+  }
+  uint32_t state = 12345;
+  auto weight = [&](const std::string& name, std::vector<int64_t> dims) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    size_t n = 1;
+    for (int64_t d : dims) { t->add_dims(d); n *= d; }
+    std::vector<float> v(n);
+    for (float& x : v) { state = state * 1664525u + 1013904223u; x = static_cast<float>(state >> 8) / 16777216.0f - 0.5f; }
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), n * sizeof(float)));
+  };
+  weight("E", {kVocab, kHidden});
+  weight("W", {kHidden, kHidden});
+  weight("v", {kHidden, 1});
+  auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type(op);
+    for (auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  node("Mul", {"input_ids", "attention_mask"}, "ids");
+  node("Gather", {"E", "ids"}, "h0");
+  node("MatMul", {"h0", "W"}, "h1");
+  node("MatMul", {"h1", "v"}, "h2");  // [batch, sequence, 1]
+  auto* reduce = node("ReduceSum", {"h2"}, "score");
+  auto* axes = reduce->add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(1);
+  auto* keep = reduce->add_attribute();
+  keep->set_name("keepdims");
+  keep->set_type(onnx::AttributeProto::INT);
+  keep->set_i(0);
+  auto* out = g->add_output();
+  out->set_name("score");
+  auto* tt = out->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("batch");
+  tt->mutable_shape()->add_dim()->set_dim_value(1);
+  return model.SerializeAsString();
+}
+
+TEST(SharedWeightsTest, InstancesShareOneCopyAndGiveBitIdenticalLogits) {
+  const std::string model = EmbedMatMulModel();
+  const TokenBatch batch = Rows({{1, 7, 9, 200, 3}, {5, 255, 2}, {17}});
+  auto alone = OrtBackend::Create({.model_data = model, .intra_op_threads = 1});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  const std::vector<float> reference = Scores(**alone, batch);
+  ASSERT_EQ(reference.size(), 3u);
+  EXPECT_NE(reference[0], reference[1]);
+
+  auto shared = std::make_shared<SharedWeights>();
+  auto a = OrtBackend::Create({.model_data = model, .intra_op_threads = 1, .shared_weights = shared});
+  auto b = OrtBackend::Create({.model_data = model, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(Scores(**a, batch), reference);
+  EXPECT_EQ(Scores(**b, batch), reference);
+
+  // Both backends hold the same entry: E and W once (v, 128 bytes, is under kMinSharedBytes).
+  auto entry = shared->ForModel("", model);
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_EQ(entry->use_count(), 3);  // a, b and `entry`
+  EXPECT_EQ((*entry)->names, (std::vector<std::string>{"E", "W"}));
+  EXPECT_EQ((*entry)->bytes, (256 * 32 + 32 * 32) * sizeof(float));
+
+  // The entry lives as long as its sessions.
+  std::weak_ptr<SharedModelWeights> weak = *entry;
+  entry->reset();
+  a->reset();
+  EXPECT_FALSE(weak.expired());
+  b->reset();
+  EXPECT_TRUE(weak.expired());
+}
+
+TEST(SharedWeightsTest, DifferentModelsGetDifferentEntries) {
+  auto shared = std::make_shared<SharedWeights>();
+  const std::string model = EmbedMatMulModel();
+  onnx::ModelProto other;
+  ASSERT_TRUE(other.ParseFromString(model));
+  other.mutable_graph()->set_name("other");
+  auto a = shared->ForModel("", model);
+  auto b = shared->ForModel("", other.SerializeAsString());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->get(), b->get());
+  EXPECT_EQ(shared->ForModel("", model)->get(), a->get());
+  EXPECT_EQ(shared->ForModel("/nonexistent/model.onnx", "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(shared->ForModel("", "not a model").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+#endif  // TIDE_HAVE_ONNX_PROTO
+
+}  // namespace
+}  // namespace tide::runtime
