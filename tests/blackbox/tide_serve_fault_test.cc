@@ -39,6 +39,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "blackbox_support.h"
+#include "raw_socket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
@@ -85,61 +86,6 @@ double MetricSum(const std::string& text, std::string_view name, const std::vect
   }
   return sum;
 }
-
-// A plain blocking TCP socket, for senders that trickle bytes and read whatever comes back while
-// they do (HttpClient cannot read and write at once).
-class RawSocket {
- public:
-  explicit RawSocket(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-    const int one = 1;
-    if (fd_ >= 0) ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  ~RawSocket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  RawSocket(const RawSocket&) = delete;
-  RawSocket& operator=(const RawSocket&) = delete;
-
-  bool ok() const { return fd_ >= 0; }
-  bool Send(std::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-  // Reads what arrives within `timeout` (until the peer closes, when it does); true when it closed.
-  bool ReadFor(std::chrono::milliseconds timeout, std::string* out) {
-    const auto end = Steady::now() + timeout;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Steady::now()).count();
-      if (left <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-      char buf[4096];
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return true;  // FIN or RST
-      out->append(buf, static_cast<size_t>(n));
-    }
-  }
-  void Close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 int StatusOf(const std::string& raw) {
   int status = 0;
