@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/json_reader.h"
+#include "common/error.h"
 
 namespace tide::api {
 
@@ -24,15 +25,15 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
     return s;
   }
   if (request.query.empty()) {
-    return absl::FailedPreconditionError("field 'query' must not be empty");
+    return errors::InvalidInput("field 'query' must not be empty");
   }
 
   absl::StatusOr<const nlohmann::json*> texts = reader.Array("texts", /*required=*/true);
   if (!texts.ok()) return texts.status();
   const nlohmann::json& array = **texts;
-  if (array.empty()) return absl::FailedPreconditionError("field 'texts' must not be empty");
+  if (array.empty()) return errors::InvalidInput("field 'texts' must not be empty");
   if (array.size() > limits.max_documents) {
-    return absl::FailedPreconditionError(absl::StrCat("texts has ", array.size(),
+    return errors::InvalidInput(absl::StrCat("texts has ", array.size(),
                                                       " entries; the limit is max_documents=",
                                                       limits.max_documents));
   }
@@ -59,7 +60,7 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
     } else if (!is_string) {
       return WrongType("truncation_direction", "the string \"Right\" or \"Left\"", *direction);
     } else {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return errors::InvalidInput(absl::StrCat(
           "field 'truncation_direction' must be \"Right\" or \"Left\"; got \"",
           value.substr(0, 32), "\""));
     }
@@ -70,7 +71,7 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
 absl::StatusOr<std::vector<size_t>> RankByScore(std::span<const float> scores) {
   for (size_t i = 0; i < scores.size(); ++i) {
     if (!std::isfinite(scores[i])) {
-      return absl::InternalError(
+      return errors::Internal(
           absl::StrCat("score for document ", i, " is not a finite number (", scores[i], ")"));
     }
   }
@@ -84,7 +85,7 @@ absl::StatusOr<std::vector<size_t>> RankByScore(std::span<const float> scores) {
 absl::StatusOr<std::string> RenderRerankResponse(const RerankRequest& request,
                                                  std::span<const float> scores) {
   if (scores.size() != request.texts.size()) {
-    return absl::InternalError(absl::StrCat("rerank produced ", scores.size(), " scores for ",
+    return errors::Internal(absl::StrCat("rerank produced ", scores.size(), " scores for ",
                                             request.texts.size(), " texts"));
   }
   absl::StatusOr<std::vector<size_t>> order = RankByScore(scores);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/json_reader.h"
+#include "common/error.h"
 
 namespace tide::api {
 namespace {
@@ -32,9 +33,9 @@ absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
     if (!text.ok()) return text.status();
     request.inputs.push_back({*std::move(text), std::nullopt});
   } else if (inputs->is_array()) {
-    if (inputs->empty()) return absl::FailedPreconditionError("field 'inputs' must not be empty");
+    if (inputs->empty()) return errors::InvalidInput("field 'inputs' must not be empty");
     if (inputs->size() > limits.max_documents) {
-      return absl::FailedPreconditionError(absl::StrCat("inputs has ", inputs->size(),
+      return errors::InvalidInput(absl::StrCat("inputs has ", inputs->size(),
                                                         " entries; the limit is max_documents=",
                                                         limits.max_documents));
     }
@@ -45,7 +46,7 @@ absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
       TokenizeInput input;
       if (element.is_array()) {
         if (element.size() != 2) {
-          return absl::FailedPreconditionError(absl::StrCat(
+          return errors::InvalidInput(absl::StrCat(
               "field '", path, "' must be a string or a pair [text, text_pair]; got an array of ",
               element.size()));
         }
