@@ -30,6 +30,7 @@
 #include "batching/batch_former.h"
 #include "batching/batcher_options.h"
 #include "common/clock.h"
+#include "common/error.h"
 
 namespace tide::batching {
 
@@ -56,7 +57,7 @@ class Batcher {
   absl::Status Submit(std::unique_ptr<Task>& task) ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
-      if (shutdown_) return absl::UnavailableError("batcher is shut down");
+      if (shutdown_) return errors::Unavailable("batcher is shut down");
       if (absl::Status s = former_->Enqueue(task, clock_->Now()); !s.ok()) return s;
     }
     cv_.Signal();  // one idle instance is enough; it passes the baton if more work remains
