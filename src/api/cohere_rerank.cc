@@ -8,13 +8,14 @@
 #include "api/json_reader.h"
 #include "api/rerank.h"
 #include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::api {
 namespace {
 
 absl::Status PositiveSize(const ObjectReader& reader, std::string_view field,
                           std::optional<size_t>* out) {
-  if (absl::Status s = reader.Size(field, out); !s.ok()) return s;
+  TIDE_RETURN_IF_ERROR(reader.Size(field, out));
   if (out->has_value() && **out == 0) {
     return errors::InvalidInput(
         absl::StrCat("field '", Sv(field), "' must be at least 1; got 0"));
@@ -75,7 +76,7 @@ absl::StatusOr<CohereRerankRequest> ParseCohereRerankRequest(std::string_view bo
     request.documents.push_back(std::move(text));
   }
 
-  if (absl::Status s = PositiveSize(reader, "top_n", &request.top_n); !s.ok()) return s;
+  TIDE_RETURN_IF_ERROR(PositiveSize(reader, "top_n", &request.top_n));
   if (absl::Status s = reader.Bool("return_documents", &request.return_documents); !s.ok()) {
     return s;
   }

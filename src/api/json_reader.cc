@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::api {
 
@@ -89,7 +90,7 @@ absl::Status CheckJsonCost(std::string_view body, const RequestLimits& limits) {
 
 absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body,
                                                const RequestLimits& limits) {
-  if (absl::Status cost = CheckJsonCost(body, limits); !cost.ok()) return cost;
+  TIDE_RETURN_IF_ERROR(CheckJsonCost(body, limits));
   nlohmann::json parsed;
   try {
     parsed = nlohmann::json::parse(body.begin(), body.end());

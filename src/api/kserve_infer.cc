@@ -15,6 +15,7 @@
 #include "api/json_reader.h"
 #include "common/error_echo.h"
 #include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::api {
 namespace {
@@ -117,11 +118,11 @@ class JsonDataReader {
   absl::Status Flatten(const json& node, std::vector<T>* out) {
     for (const json& element : node) {
       if (element.is_array()) {
-        if (absl::Status s = Flatten(element, out); !s.ok()) return s;
+        TIDE_RETURN_IF_ERROR(Flatten(element, out));
         continue;
       }
       T value{};
-      if (absl::Status s = Convert(element, &value); !s.ok()) return s;
+      TIDE_RETURN_IF_ERROR(Convert(element, &value));
       out->push_back(std::move(value));
       ++index_;
     }

@@ -9,28 +9,23 @@
 #include "absl/strings/str_cat.h"
 #include "api/json_reader.h"
 #include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::api {
 
 absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
                                                  const RequestLimits& limits) {
-  absl::StatusOr<nlohmann::json> parsed = ParseJsonObject(body, limits);
-  if (!parsed.ok()) return parsed.status();
-  const ObjectReader reader(*parsed, "");
+  TIDE_ASSIGN_OR_RETURN(const nlohmann::json parsed, ParseJsonObject(body, limits));
+  const ObjectReader reader(parsed, "");
   RerankRequest request;
 
-  if (absl::Status s = reader.String("query", /*required=*/true, limits.max_text_chars,
-                                     &request.query);
-      !s.ok()) {
-    return s;
-  }
+  TIDE_RETURN_IF_ERROR(reader.String("query", /*required=*/true, limits.max_text_chars, &request.query));
   if (request.query.empty()) {
     return errors::InvalidInput("field 'query' must not be empty");
   }
 
-  absl::StatusOr<const nlohmann::json*> texts = reader.Array("texts", /*required=*/true);
-  if (!texts.ok()) return texts.status();
-  const nlohmann::json& array = **texts;
+  TIDE_ASSIGN_OR_RETURN(const nlohmann::json* const texts, reader.Array("texts", /*required=*/true));
+  const nlohmann::json& array = *texts;
   if (array.empty()) return errors::InvalidInput("field 'texts' must not be empty");
   if (array.size() > limits.max_documents) {
     return errors::InvalidInput(absl::StrCat("texts has ", array.size(),
@@ -46,9 +41,9 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
     request.texts.push_back(text);
   }
 
-  if (absl::Status s = reader.Bool("raw_scores", &request.raw_scores); !s.ok()) return s;
-  if (absl::Status s = reader.Bool("return_text", &request.return_text); !s.ok()) return s;
-  if (absl::Status s = reader.Bool("truncate", &request.truncate); !s.ok()) return s;
+  TIDE_RETURN_IF_ERROR(reader.Bool("raw_scores", &request.raw_scores));
+  TIDE_RETURN_IF_ERROR(reader.Bool("return_text", &request.return_text));
+  TIDE_RETURN_IF_ERROR(reader.Bool("truncate", &request.truncate));
 
   if (const nlohmann::json* direction = reader.Find("truncation_direction")) {
     const bool is_string = direction->is_string();
@@ -88,10 +83,9 @@ absl::StatusOr<std::string> RenderRerankResponse(const RerankRequest& request,
     return errors::Internal(absl::StrCat("rerank produced ", scores.size(), " scores for ",
                                             request.texts.size(), " texts"));
   }
-  absl::StatusOr<std::vector<size_t>> order = RankByScore(scores);
-  if (!order.ok()) return order.status();
+  TIDE_ASSIGN_OR_RETURN(const std::vector<size_t> order, RankByScore(scores));
   nlohmann::json out = nlohmann::json::array();
-  for (const size_t i : *order) {
+  for (const size_t i : order) {
     nlohmann::json item = {{"index", i}, {"score", FloatForJson(scores[i])}};
     if (request.return_text) item["text"] = request.texts[i];
     out.push_back(std::move(item));

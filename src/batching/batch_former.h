@@ -47,6 +47,7 @@
 #include "batching/shape_buckets.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::batching {
 
@@ -65,7 +66,7 @@ class BatchFormer {
   };
 
   static absl::StatusOr<std::unique_ptr<BatchFormer>> Create(const BatcherOptions& options) {
-    if (absl::Status s = ValidateBatcherOptions(options); !s.ok()) return s;
+    TIDE_RETURN_IF_ERROR(ValidateBatcherOptions(options));
     return std::unique_ptr<BatchFormer>(new BatchFormer(options));
   }
 

@@ -31,6 +31,7 @@
 #include "batching/batcher_options.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::batching {
 
@@ -58,7 +59,7 @@ class Batcher {
     {
       absl::MutexLock lock(&mu_);
       if (shutdown_) return errors::Unavailable("batcher is shut down");
-      if (absl::Status s = former_->Enqueue(task, clock_->Now()); !s.ok()) return s;
+      TIDE_RETURN_IF_ERROR(former_->Enqueue(task, clock_->Now()));
     }
     cv_.Signal();  // one idle instance is enough; it passes the baton if more work remains
     return absl::OkStatus();

@@ -22,6 +22,7 @@
 #include "common/this_thread.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
 
 namespace tide::http {
 namespace {
@@ -946,7 +947,7 @@ absl::Status ValidateOptions(const HttpServerOptions& options, const Handler* ha
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerOptions& options,
                                                                Handler* handler) {
-  if (absl::Status status = ValidateOptions(options, handler); !status.ok()) return status;
+  TIDE_RETURN_IF_ERROR(ValidateOptions(options, handler));
   return std::unique_ptr<HttpServer>(new HttpServer(std::make_shared<Core>(options, handler)));
 }
 
