@@ -7,15 +7,17 @@
 #include "absl/strings/str_cat.h"
 #include "api/json_reader.h"
 #include "api/rerank.h"
+#include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::api {
 namespace {
 
 absl::Status PositiveSize(const ObjectReader& reader, std::string_view field,
                           std::optional<size_t>* out) {
-  if (absl::Status s = reader.Size(field, out); !s.ok()) return s;
+  TIDE_RETURN_IF_ERROR(reader.Size(field, out));
   if (out->has_value() && **out == 0) {
-    return absl::FailedPreconditionError(
+    return errors::InvalidInput(
         absl::StrCat("field '", Sv(field), "' must be at least 1; got 0"));
   }
   return absl::OkStatus();
@@ -42,15 +44,15 @@ absl::StatusOr<CohereRerankRequest> ParseCohereRerankRequest(std::string_view bo
     return s;
   }
   if (request.query.empty()) {
-    return absl::FailedPreconditionError("field 'query' must not be empty");
+    return errors::InvalidInput("field 'query' must not be empty");
   }
 
   absl::StatusOr<const nlohmann::json*> documents = reader.Array("documents", true);
   if (!documents.ok()) return documents.status();
   const nlohmann::json& array = **documents;
-  if (array.empty()) return absl::FailedPreconditionError("field 'documents' must not be empty");
+  if (array.empty()) return errors::InvalidInput("field 'documents' must not be empty");
   if (array.size() > limits.max_documents) {
-    return absl::FailedPreconditionError(absl::StrCat("documents has ", array.size(),
+    return errors::InvalidInput(absl::StrCat("documents has ", array.size(),
                                                       " entries; the limit is max_documents=",
                                                       limits.max_documents));
   }
@@ -74,7 +76,7 @@ absl::StatusOr<CohereRerankRequest> ParseCohereRerankRequest(std::string_view bo
     request.documents.push_back(std::move(text));
   }
 
-  if (absl::Status s = PositiveSize(reader, "top_n", &request.top_n); !s.ok()) return s;
+  TIDE_RETURN_IF_ERROR(PositiveSize(reader, "top_n", &request.top_n));
   if (absl::Status s = reader.Bool("return_documents", &request.return_documents); !s.ok()) {
     return s;
   }
@@ -89,7 +91,7 @@ absl::StatusOr<std::string> RenderCohereRerankResponse(const CohereRerankRequest
                                                        std::span<const float> scores,
                                                        const CohereRerankResponseInfo& info) {
   if (scores.size() != request.documents.size()) {
-    return absl::InternalError(absl::StrCat("rerank produced ", scores.size(), " scores for ",
+    return errors::Internal(absl::StrCat("rerank produced ", scores.size(), " scores for ",
                                             request.documents.size(), " documents"));
   }
   absl::StatusOr<std::vector<size_t>> order = RankByScore(scores);

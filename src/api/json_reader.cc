@@ -6,6 +6,8 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::api {
 
@@ -40,7 +42,7 @@ absl::Status ScanJson(std::string_view body, size_t max_depth, size_t max_string
       case '"':
         in_string = true;
         if (++strings > max_strings) {
-          return absl::FailedPreconditionError(absl::StrCat(
+          return errors::InvalidInput(absl::StrCat(
               "request JSON has more than ", max_strings, " strings (keys and values); the limit is ",
               LimitName(*limits)));
         }
@@ -48,12 +50,12 @@ absl::Status ScanJson(std::string_view body, size_t max_depth, size_t max_string
       case '[':
       case '{':
         if (++depth > max_depth) {
-          return absl::FailedPreconditionError(absl::StrCat(
+          return errors::InvalidInput(absl::StrCat(
               "request JSON nests arrays/objects deeper than the limit max_json_depth=",
               max_depth));
         }
         if (++containers > max_containers) {
-          return absl::FailedPreconditionError(absl::StrCat(
+          return errors::InvalidInput(absl::StrCat(
               "request JSON has more than ", max_containers, " arrays/objects; the limit is ",
               LimitName(*limits)));
         }
@@ -88,17 +90,17 @@ absl::Status CheckJsonCost(std::string_view body, const RequestLimits& limits) {
 
 absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body,
                                                const RequestLimits& limits) {
-  if (absl::Status cost = CheckJsonCost(body, limits); !cost.ok()) return cost;
+  TIDE_RETURN_IF_ERROR(CheckJsonCost(body, limits));
   nlohmann::json parsed;
   try {
     parsed = nlohmann::json::parse(body.begin(), body.end());
   } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("request body is not valid JSON: ", e.what()));
+    return errors::MalformedRequest(absl::StrCat("request body is not valid JSON: ", e.what()));
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("request body could not be parsed: ", e.what()));
+    return errors::MalformedRequest(absl::StrCat("request body could not be parsed: ", e.what()));
   }
   if (!parsed.is_object()) {
-    return absl::FailedPreconditionError(
+    return errors::InvalidInput(
         absl::StrCat("request body must be a JSON object; got ", Sv(JsonTypeName(parsed))));
   }
   return parsed;
@@ -137,16 +139,16 @@ double FloatForJson(float value) {
 
 absl::Status WrongType(std::string_view path, std::string_view expected,
                        const nlohmann::json& got) {
-  return absl::FailedPreconditionError(
+  return errors::InvalidInput(
       absl::StrCat("field '", Sv(path), "' must be ", Sv(expected), "; got ", Sv(JsonTypeName(got))));
 }
 
 absl::Status MissingField(std::string_view path) {
-  return absl::FailedPreconditionError(absl::StrCat("missing required field '", Sv(path), "'"));
+  return errors::InvalidInput(absl::StrCat("missing required field '", Sv(path), "'"));
 }
 
 absl::Status TextTooLong(std::string_view path, size_t bytes, const RequestLimits& limits) {
-  return absl::FailedPreconditionError(absl::StrCat("'", Sv(path), "' has ", bytes,
+  return errors::InvalidInput(absl::StrCat("'", Sv(path), "' has ", bytes,
                                                     " bytes; the limit is max_text_chars=",
                                                     limits.max_text_chars));
 }
@@ -178,7 +180,7 @@ absl::Status ObjectReader::String(std::string_view field, bool required, size_t 
   if (!value->is_string()) return WrongType(Path(field), "a string", *value);
   const auto& s = value->get_ref<const std::string&>();
   if (s.size() > max_bytes) {
-    return absl::FailedPreconditionError(absl::StrCat("'", Path(field), "' has ", s.size(),
+    return errors::InvalidInput(absl::StrCat("'", Path(field), "' has ", s.size(),
                                                       " bytes; the limit is max_text_chars=",
                                                       max_bytes));
   }

@@ -14,6 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "api/json_reader.h"
 #include "common/error_echo.h"
+#include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::api {
 namespace {
@@ -23,21 +25,21 @@ using nlohmann::json;
 absl::StatusOr<size_t> ParseHeaderLength(std::string_view raw, size_t body_size) {
   const std::string_view value = [](std::string_view v) { while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1); while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1); return v; }(raw);
   if (value.empty() || value.size() > 19) {
-    return absl::InvalidArgumentError(absl::StrCat(Sv(kInferenceHeaderContentLength),
+    return errors::MalformedRequest(absl::StrCat(Sv(kInferenceHeaderContentLength),
                                                    " must be a byte count; got \"",
                                                    Sv(value.substr(0, 32)), "\""));
   }
   size_t length = 0;
   for (const char c : value) {
     if (c < '0' || c > '9') {
-      return absl::InvalidArgumentError(absl::StrCat(Sv(kInferenceHeaderContentLength),
+      return errors::MalformedRequest(absl::StrCat(Sv(kInferenceHeaderContentLength),
                                                      " must be a byte count; got \"",
                                                      Sv(value.substr(0, 32)), "\""));
     }
     length = length * 10 + static_cast<size_t>(c - '0');
   }
   if (length > body_size) {
-    return absl::InvalidArgumentError(absl::StrCat(Sv(kInferenceHeaderContentLength), " is ", length,
+    return errors::MalformedRequest(absl::StrCat(Sv(kInferenceHeaderContentLength), " is ", length,
                                                    " but the body has only ", body_size,
                                                    " bytes"));
   }
@@ -54,7 +56,7 @@ absl::StatusOr<Parameters> ParseParameters(const json& object, const std::string
     } else if (value.is_number_unsigned()) {
       const uint64_t u = value.get<uint64_t>();
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return absl::FailedPreconditionError(
+        return errors::InvalidInput(
             absl::StrCat("field '", field, "' is out of the int64 range"));
       }
       parameters.emplace(it.key(), static_cast<int64_t>(u));
@@ -116,11 +118,11 @@ class JsonDataReader {
   absl::Status Flatten(const json& node, std::vector<T>* out) {
     for (const json& element : node) {
       if (element.is_array()) {
-        if (absl::Status s = Flatten(element, out); !s.ok()) return s;
+        TIDE_RETURN_IF_ERROR(Flatten(element, out));
         continue;
       }
       T value{};
-      if (absl::Status s = Convert(element, &value); !s.ok()) return s;
+      TIDE_RETURN_IF_ERROR(Convert(element, &value));
       out->push_back(std::move(value));
       ++index_;
     }
@@ -129,7 +131,7 @@ class JsonDataReader {
 
  private:
   absl::Status Bad(std::string_view expected, const json& got) const {
-    return absl::FailedPreconditionError(absl::StrCat("field '", path_, "' element ", index_,
+    return errors::InvalidInput(absl::StrCat("field '", path_, "' element ", index_,
                                                       " must be ", Sv(expected), "; got ",
                                                       Sv(JsonTypeName(got))));
   }
@@ -160,7 +162,7 @@ class JsonDataReader {
     if (!v.is_string()) return Bad("a string (BYTES)", v);
     const auto& s = v.get_ref<const std::string&>();
     if (s.size() > limits_.max_text_chars) {
-      return absl::FailedPreconditionError(absl::StrCat("field '", path_, "' element ", index_,
+      return errors::InvalidInput(absl::StrCat("field '", path_, "' element ", index_,
                                                         " has ", s.size(),
                                                         " bytes; the limit is max_text_chars=",
                                                         limits_.max_text_chars));
@@ -193,7 +195,7 @@ absl::Status DecodeBinary(std::string_view bytes, size_t count, const std::strin
   if (type == DataType::kBytes) {
     // Every element needs at least its 4-byte length prefix.
     if (count > bytes.size() / 4) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return errors::InvalidInput(absl::StrCat(
           "field '", path, "': binary_data_size ", bytes.size(), " is too small for ", count,
           " BYTES elements"));
     }
@@ -202,31 +204,31 @@ absl::Status DecodeBinary(std::string_view bytes, size_t count, const std::strin
     size_t offset = 0;
     for (size_t i = 0; i < count; ++i) {
       if (bytes.size() - offset < 4) {
-        return absl::FailedPreconditionError(absl::StrCat(
+        return errors::InvalidInput(absl::StrCat(
             "field '", path, "': binary data ends inside the length of BYTES element ", i));
       }
       const uint64_t length = LoadLittleEndian(bytes.data() + offset, 4);
       offset += 4;
       if (length > bytes.size() - offset) {
-        return absl::FailedPreconditionError(absl::StrCat("field '", path, "': BYTES element ", i,
+        return errors::InvalidInput(absl::StrCat("field '", path, "': BYTES element ", i,
                                                           " claims ", length, " bytes but only ",
                                                           bytes.size() - offset, " remain"));
       }
       if (length > limits.max_text_chars) {
-        return absl::FailedPreconditionError(absl::StrCat(
+        return errors::InvalidInput(absl::StrCat(
             "field '", path, "': BYTES element ", i, " has ", length,
             " bytes; the limit is max_text_chars=", limits.max_text_chars));
       }
       std::string_view element = bytes.substr(offset, length);
       if (!IsValidUtf8(element)) {
-        return absl::FailedPreconditionError(
+        return errors::InvalidInput(
             absl::StrCat("field '", path, "': BYTES element ", i, " is not valid UTF-8"));
       }
       strings.emplace_back(element);
       offset += length;
     }
     if (offset != bytes.size()) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return errors::InvalidInput(absl::StrCat(
           "field '", path, "': binary_data_size is ", bytes.size(), " but the ", count,
           " BYTES elements use ", offset));
     }
@@ -236,7 +238,7 @@ absl::Status DecodeBinary(std::string_view bytes, size_t count, const std::strin
 
   const size_t width = DataTypeByteSize(type);
   if (bytes.size() / width != count || bytes.size() % width != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return errors::InvalidInput(absl::StrCat(
         "field '", path, "': binary_data_size is ", bytes.size(), " but shape and datatype ",
         Sv(DataTypeName(type)), " need ", count, " x ", width, " bytes"));
   }
@@ -247,7 +249,7 @@ absl::Status DecodeBinary(std::string_view bytes, size_t count, const std::strin
       for (size_t i = 0; i < count; ++i) {
         const auto b = static_cast<unsigned char>(p[i]);
         if (b > 1) {
-          return absl::FailedPreconditionError(absl::StrCat(
+          return errors::InvalidInput(absl::StrCat(
               "field '", path, "': BOOL element ", i, " is byte ", int{b}, "; must be 0 or 1"));
         }
         v[i] = b;
@@ -301,7 +303,7 @@ absl::StatusOr<std::vector<int64_t>> ReadShape(const ObjectReader& reader) {
   // Rank is bounded by the body size; no model has more than a handful of dims.
   constexpr size_t kMaxRank = 16;
   if ((*shape)->size() > kMaxRank) {
-    return absl::FailedPreconditionError(absl::StrCat("field '", reader.Path("shape"), "' has ",
+    return errors::InvalidInput(absl::StrCat("field '", reader.Path("shape"), "' has ",
                                                       (*shape)->size(), " dims; at most ",
                                                       kMaxRank, " are supported"));
   }
@@ -327,7 +329,7 @@ absl::Status ParseInput(const json& element, const std::string& path, const Requ
     return s;
   }
   if (tensor->name.empty()) {
-    return absl::FailedPreconditionError(
+    return errors::InvalidInput(
         absl::StrCat("field '", reader.Path("name"), "' must not be empty"));
   }
   std::string datatype;
@@ -345,7 +347,7 @@ absl::Status ParseInput(const json& element, const std::string& path, const Requ
   // Rows before elements, both on the shape alone: nothing of `data` is converted yet.
   if (!tensor->shape.empty() && tensor->shape[0] > 0 &&
       static_cast<uint64_t>(tensor->shape[0]) > limits.max_documents) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return errors::InvalidInput(absl::StrCat(
         "field '", reader.Path("shape"), "' has ", tensor->shape[0],
         " rows (batch dimension); the limit is max_documents=", limits.max_documents));
   }
@@ -353,7 +355,7 @@ absl::Status ParseInput(const json& element, const std::string& path, const Requ
       ElementCount(tensor->shape, limits.max_batch_tensor_elements, reader.Path("shape"));
   if (!count.ok()) return count.status();
   if (tensor->datatype == DataType::kBytes && *count > limits.max_documents) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return errors::InvalidInput(absl::StrCat(
         "field '", reader.Path("shape"), "': a BYTES tensor holds one document per element and has ",
         *count, "; the limit is max_documents=", limits.max_documents));
   }
@@ -368,21 +370,21 @@ absl::Status ParseInput(const json& element, const std::string& path, const Requ
     const std::string size_path = absl::StrCat(reader.Path("parameters"), ".binary_data_size");
     const auto* size = std::get_if<int64_t>(&binary_size->second);
     if (size == nullptr || *size < 0) {
-      return absl::FailedPreconditionError(
+      return errors::InvalidInput(
           absl::StrCat("field '", size_path, "' must be a non-negative integer"));
     }
     if (data != nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return errors::InvalidInput(absl::StrCat(
           "field '", path, "' has both 'data' and parameters.binary_data_size; send one"));
     }
     if (!has_binary_section) {
-      return absl::FailedPreconditionError(
+      return errors::InvalidInput(
           absl::StrCat("field '", size_path, "' needs the ", Sv(kInferenceHeaderContentLength),
                        " header that marks where the binary data starts"));
     }
     const auto bytes = static_cast<uint64_t>(*size);
     if (bytes > binary.size() - *binary_offset) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return errors::InvalidInput(absl::StrCat(
           "field '", size_path, "' is ", bytes, " but only ", binary.size() - *binary_offset,
           " bytes of binary data remain"));
     }
@@ -396,7 +398,7 @@ absl::Status ParseInput(const json& element, const std::string& path, const Requ
   size_t leaves = 0;
   CountLeaves(*data, *count, &leaves);
   if (leaves != *count) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return errors::InvalidInput(absl::StrCat(
         "field '", reader.Path("data"), "' has ",
         leaves > *count ? absl::StrCat("more than ", *count) : absl::StrCat(leaves),
         " elements but shape [", absl::StrJoin(tensor->shape, ","), "] needs ", *count));
@@ -439,7 +441,7 @@ absl::StatusOr<InferRequest> ParseInferRequest(
   if (auto it = request.parameters.find("binary_data_output"); it != request.parameters.end()) {
     const bool* value = std::get_if<bool>(&it->second);
     if (value == nullptr) {
-      return absl::FailedPreconditionError(
+      return errors::InvalidInput(
           "field 'parameters.binary_data_output' must be a boolean");
     }
     request.binary_data_output = *value;
@@ -447,7 +449,7 @@ absl::StatusOr<InferRequest> ParseInferRequest(
 
   absl::StatusOr<const json*> inputs = reader.Array("inputs", true);
   if (!inputs.ok()) return inputs.status();
-  if ((*inputs)->empty()) return absl::FailedPreconditionError("field 'inputs' must not be empty");
+  if ((*inputs)->empty()) return errors::InvalidInput("field 'inputs' must not be empty");
   request.inputs.resize((*inputs)->size());
   size_t binary_offset = 0;
   std::set<std::string_view> names;
@@ -459,13 +461,13 @@ absl::StatusOr<InferRequest> ParseInferRequest(
       return s;
     }
     if (!names.insert(request.inputs[i].name).second) {
-      return absl::FailedPreconditionError(absl::StrCat("field '", path, ".name': input \"",
+      return errors::InvalidInput(absl::StrCat("field '", path, ".name': input \"",
                                                         EchoForError(request.inputs[i].name),
                                                         "\" is given more than once"));
     }
   }
   if (binary_offset != binary.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return errors::InvalidInput(absl::StrCat(
         "the body has ", binary.size(), " bytes after the JSON but the inputs' binary_data_size "
         "add up to ", binary_offset));
   }
@@ -490,7 +492,7 @@ absl::StatusOr<InferRequest> ParseInferRequest(
       if (auto it = output.parameters.find("binary_data"); it != output.parameters.end()) {
         const bool* value = std::get_if<bool>(&it->second);
         if (value == nullptr) {
-          return absl::FailedPreconditionError(
+          return errors::InvalidInput(
               absl::StrCat("field '", path, ".parameters.binary_data' must be a boolean"));
         }
         output.binary_data = *value;
@@ -576,15 +578,15 @@ absl::StatusOr<RenderedInferResponse> RenderInferResponse(const InferResponse& r
   bool any_binary = false;
   for (const Tensor& tensor : response.outputs) {
     if (!DataMatchesType(tensor.data, tensor.datatype)) {
-      return absl::InternalError(absl::StrCat("output \"", tensor.name,
+      return errors::Internal(absl::StrCat("output \"", tensor.name,
                                               "\" holds data of another type than its datatype ",
                                               Sv(DataTypeName(tensor.datatype))));
     }
     absl::StatusOr<size_t> count =
         ElementCount(tensor.shape, std::numeric_limits<size_t>::max(), tensor.name);
-    if (!count.ok()) return absl::InternalError(std::string(count.status().message()));
+    if (!count.ok()) return errors::Internal(std::string(count.status().message()));
     if (*count != TensorDataSize(tensor.data)) {
-      return absl::InternalError(absl::StrCat("output \"", tensor.name, "\" has ",
+      return errors::Internal(absl::StrCat("output \"", tensor.name, "\" has ",
                                               TensorDataSize(tensor.data),
                                               " elements but its shape needs ", *count));
     }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/json_reader.h"
+#include "common/error.h"
 
 namespace tide::api {
 
@@ -42,13 +43,13 @@ absl::StatusOr<DataType> ParseDataType(std::string_view name, std::string_view f
       "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "FP16", "BF16"};
   for (const std::string_view other : kOtherV2) {
     if (name == other) {
-      return absl::FailedPreconditionError(
+      return errors::InvalidInput(
           absl::StrCat("field '", Sv(field), "': datatype ", Sv(name),
                        " is not supported by tide; supported: BOOL, INT32, INT64, FP32, FP64, "
                        "BYTES"));
     }
   }
-  return absl::FailedPreconditionError(absl::StrCat(
+  return errors::InvalidInput(absl::StrCat(
       "field '", Sv(field), "': unknown datatype \"", Sv(name.substr(0, 32)),
       "\"; supported: BOOL, INT32, INT64, FP32, FP64, BYTES"));
 }
@@ -100,7 +101,7 @@ absl::StatusOr<size_t> ElementCount(std::span<const int64_t> shape, size_t max_e
   size_t count = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
-      return absl::FailedPreconditionError(absl::StrCat("field '", Sv(field), "': dimension ", i,
+      return errors::InvalidInput(absl::StrCat("field '", Sv(field), "': dimension ", i,
                                                         " is negative (", shape[i], ")"));
     }
   }
@@ -112,7 +113,7 @@ absl::StatusOr<size_t> ElementCount(std::span<const int64_t> shape, size_t max_e
   for (const int64_t dim : shape) {
     const auto d = static_cast<uint64_t>(dim);
     if (d > max_elements || count > max_elements / d) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return errors::InvalidInput(absl::StrCat(
           "field '", Sv(field), "': the shape has more elements than the limit max_batch_tensor_elements=",
           max_elements));
     }

@@ -8,31 +8,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/json_reader.h"
+#include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::api {
 
 absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
                                                  const RequestLimits& limits) {
-  absl::StatusOr<nlohmann::json> parsed = ParseJsonObject(body, limits);
-  if (!parsed.ok()) return parsed.status();
-  const ObjectReader reader(*parsed, "");
+  TIDE_ASSIGN_OR_RETURN(const nlohmann::json parsed, ParseJsonObject(body, limits));
+  const ObjectReader reader(parsed, "");
   RerankRequest request;
 
-  if (absl::Status s = reader.String("query", /*required=*/true, limits.max_text_chars,
-                                     &request.query);
-      !s.ok()) {
-    return s;
-  }
+  TIDE_RETURN_IF_ERROR(reader.String("query", /*required=*/true, limits.max_text_chars, &request.query));
   if (request.query.empty()) {
-    return absl::FailedPreconditionError("field 'query' must not be empty");
+    return errors::InvalidInput("field 'query' must not be empty");
   }
 
-  absl::StatusOr<const nlohmann::json*> texts = reader.Array("texts", /*required=*/true);
-  if (!texts.ok()) return texts.status();
-  const nlohmann::json& array = **texts;
-  if (array.empty()) return absl::FailedPreconditionError("field 'texts' must not be empty");
+  TIDE_ASSIGN_OR_RETURN(const nlohmann::json* const texts, reader.Array("texts", /*required=*/true));
+  const nlohmann::json& array = *texts;
+  if (array.empty()) return errors::InvalidInput("field 'texts' must not be empty");
   if (array.size() > limits.max_documents) {
-    return absl::FailedPreconditionError(absl::StrCat("texts has ", array.size(),
+    return errors::InvalidInput(absl::StrCat("texts has ", array.size(),
                                                       " entries; the limit is max_documents=",
                                                       limits.max_documents));
   }
@@ -45,9 +41,9 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
     request.texts.push_back(text);
   }
 
-  if (absl::Status s = reader.Bool("raw_scores", &request.raw_scores); !s.ok()) return s;
-  if (absl::Status s = reader.Bool("return_text", &request.return_text); !s.ok()) return s;
-  if (absl::Status s = reader.Bool("truncate", &request.truncate); !s.ok()) return s;
+  TIDE_RETURN_IF_ERROR(reader.Bool("raw_scores", &request.raw_scores));
+  TIDE_RETURN_IF_ERROR(reader.Bool("return_text", &request.return_text));
+  TIDE_RETURN_IF_ERROR(reader.Bool("truncate", &request.truncate));
 
   if (const nlohmann::json* direction = reader.Find("truncation_direction")) {
     const bool is_string = direction->is_string();
@@ -59,7 +55,7 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
     } else if (!is_string) {
       return WrongType("truncation_direction", "the string \"Right\" or \"Left\"", *direction);
     } else {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return errors::InvalidInput(absl::StrCat(
           "field 'truncation_direction' must be \"Right\" or \"Left\"; got \"",
           value.substr(0, 32), "\""));
     }
@@ -70,7 +66,7 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
 absl::StatusOr<std::vector<size_t>> RankByScore(std::span<const float> scores) {
   for (size_t i = 0; i < scores.size(); ++i) {
     if (!std::isfinite(scores[i])) {
-      return absl::InternalError(
+      return errors::Internal(
           absl::StrCat("score for document ", i, " is not a finite number (", scores[i], ")"));
     }
   }
@@ -84,13 +80,12 @@ absl::StatusOr<std::vector<size_t>> RankByScore(std::span<const float> scores) {
 absl::StatusOr<std::string> RenderRerankResponse(const RerankRequest& request,
                                                  std::span<const float> scores) {
   if (scores.size() != request.texts.size()) {
-    return absl::InternalError(absl::StrCat("rerank produced ", scores.size(), " scores for ",
+    return errors::Internal(absl::StrCat("rerank produced ", scores.size(), " scores for ",
                                             request.texts.size(), " texts"));
   }
-  absl::StatusOr<std::vector<size_t>> order = RankByScore(scores);
-  if (!order.ok()) return order.status();
+  TIDE_ASSIGN_OR_RETURN(const std::vector<size_t> order, RankByScore(scores));
   nlohmann::json out = nlohmann::json::array();
-  for (const size_t i : *order) {
+  for (const size_t i : order) {
     nlohmann::json item = {{"index", i}, {"score", FloatForJson(scores[i])}};
     if (request.return_text) item["text"] = request.texts[i];
     out.push_back(std::move(item));

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+
+#include "common/error.h"
+
 namespace tide::api {
 namespace {
 
@@ -38,13 +42,63 @@ TEST(StatusHttpTest, Table) {
   }
 }
 
-TEST(StatusHttpTest, GrpcIsIdentity) {
-  EXPECT_EQ(GrpcStatusFor(absl::StatusCode::kOk), 0);
+// Every kind through both mappings, against a table written here independently of kErrorKinds.
+TEST(StatusHttpTest, EveryKindThroughHttpAndGrpc) {
+  struct Row {
+    ErrorKind kind;
+    int http;
+    const char* type;
+    int grpc;
+  };
+  const Row rows[] = {
+      {ErrorKind::kMalformedRequest, 400, "validation", 3},   // INVALID_ARGUMENT
+      {ErrorKind::kInvalidInput, 422, "validation", 3},       // INVALID_ARGUMENT
+      {ErrorKind::kUnauthenticated, 401, "unauthorized", 16},  // UNAUTHENTICATED
+      {ErrorKind::kForbidden, 403, "forbidden", 7},           // PERMISSION_DENIED
+      {ErrorKind::kNotFound, 404, "not_found", 5},            // NOT_FOUND
+      {ErrorKind::kMethodNotAllowed, 405, "validation", 12},  // UNIMPLEMENTED
+      {ErrorKind::kRequestTimeout, 408, "timeout", 4},        // DEADLINE_EXCEEDED
+      {ErrorKind::kPayloadTooLarge, 413, "validation", 8},    // RESOURCE_EXHAUSTED
+      {ErrorKind::kHeadersTooLarge, 431, "validation", 8},    // RESOURCE_EXHAUSTED
+      {ErrorKind::kOverloaded, 429, "overloaded", 8},         // RESOURCE_EXHAUSTED
+      {ErrorKind::kUnavailable, 503, "unhealthy", 14},        // UNAVAILABLE
+      {ErrorKind::kDeadlineExceeded, 504, "timeout", 4},      // DEADLINE_EXCEEDED
+      {ErrorKind::kCancelled, 499, "cancelled", 1},           // CANCELLED
+      {ErrorKind::kUnimplemented, 501, "unimplemented", 12},  // UNIMPLEMENTED
+      {ErrorKind::kBackend, 500, "backend", 13},              // INTERNAL
+      {ErrorKind::kInternal, 500, "backend", 13},             // INTERNAL
+  };
+  ASSERT_EQ(std::size(rows), kErrorKinds.size()) << "a kind was added: add its row here";
+  for (const Row& row : rows) {
+    SCOPED_TRACE(Info(row.kind).name);
+    EXPECT_EQ(HttpStatusFor(row.kind), row.http);
+    EXPECT_EQ(ErrorTypeFor(row.kind), row.type);
+    EXPECT_EQ(GrpcStatusFor(row.kind), row.grpc);
+    // The Status overloads see the kind, even where its absl code alone would answer otherwise.
+    const absl::Status status = MakeError(row.kind, "x");
+    EXPECT_EQ(HttpStatusFor(status), row.http);
+    EXPECT_EQ(ErrorTypeFor(status), row.type);
+    EXPECT_EQ(GrpcStatusFor(status), row.grpc);
+    EXPECT_EQ(nlohmann::json::parse(ErrorBody(status))["error_type"], row.type);
+  }
+}
+
+TEST(StatusHttpTest, GrpcCodesOfPayloadLessStatuses) {
   EXPECT_EQ(GrpcStatusFor(absl::StatusCode::kInvalidArgument), 3);
+  EXPECT_EQ(GrpcStatusFor(absl::StatusCode::kFailedPrecondition), 3);  // validation, like 400
   EXPECT_EQ(GrpcStatusFor(absl::StatusCode::kNotFound), 5);
-  EXPECT_EQ(GrpcStatusFor(absl::StatusCode::kFailedPrecondition), 9);
+  EXPECT_EQ(GrpcStatusFor(absl::StatusCode::kResourceExhausted), 8);
   EXPECT_EQ(GrpcStatusFor(absl::StatusCode::kUnavailable), 14);
   EXPECT_EQ(GrpcStatusFor(absl::StatusCode::kUnauthenticated), 16);
+  EXPECT_EQ(GrpcStatusFor(absl::StatusCode::kDataLoss), 13);
+}
+
+TEST(StatusHttpTest, PayloadTooLargeIs413NotTheCodes429) {
+  // ResourceExhausted alone means "overloaded, retry" (429); the kind says "too large" (413).
+  EXPECT_EQ(HttpStatusFor(absl::ResourceExhaustedError("x")), 429);
+  EXPECT_EQ(HttpStatusFor(errors::PayloadTooLarge("x")), 413);
+  EXPECT_EQ(ErrorTypeFor(errors::PayloadTooLarge("x")), "validation");
+  EXPECT_EQ(HttpStatusFor(WithKind(absl::OutOfRangeError("x"), ErrorKind::kPayloadTooLarge)), 413);
 }
 
 TEST(StatusHttpTest, ErrorBodyEscapesAndTypes) {

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/json_reader.h"
+#include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::api {
 namespace {
@@ -20,21 +22,19 @@ absl::StatusOr<std::string> ReadText(const nlohmann::json& value, const std::str
 
 absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
                                                      const RequestLimits& limits) {
-  absl::StatusOr<nlohmann::json> parsed = ParseJsonObject(body, limits);
-  if (!parsed.ok()) return parsed.status();
-  const ObjectReader reader(*parsed, "");
+  TIDE_ASSIGN_OR_RETURN(const nlohmann::json parsed, ParseJsonObject(body, limits));
+  const ObjectReader reader(parsed, "");
   TokenizeRequest request;
 
   const nlohmann::json* inputs = reader.Find("inputs");
   if (inputs == nullptr) return MissingField("inputs");
   if (inputs->is_string()) {
-    absl::StatusOr<std::string> text = ReadText(*inputs, "inputs", limits);
-    if (!text.ok()) return text.status();
-    request.inputs.push_back({*std::move(text), std::nullopt});
+    TIDE_ASSIGN_OR_RETURN(std::string text, ReadText(*inputs, "inputs", limits));
+    request.inputs.push_back({std::move(text), std::nullopt});
   } else if (inputs->is_array()) {
-    if (inputs->empty()) return absl::FailedPreconditionError("field 'inputs' must not be empty");
+    if (inputs->empty()) return errors::InvalidInput("field 'inputs' must not be empty");
     if (inputs->size() > limits.max_documents) {
-      return absl::FailedPreconditionError(absl::StrCat("inputs has ", inputs->size(),
+      return errors::InvalidInput(absl::StrCat("inputs has ", inputs->size(),
                                                         " entries; the limit is max_documents=",
                                                         limits.max_documents));
     }
@@ -45,21 +45,14 @@ absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
       TokenizeInput input;
       if (element.is_array()) {
         if (element.size() != 2) {
-          return absl::FailedPreconditionError(absl::StrCat(
+          return errors::InvalidInput(absl::StrCat(
               "field '", path, "' must be a string or a pair [text, text_pair]; got an array of ",
               element.size()));
         }
-        absl::StatusOr<std::string> first = ReadText(element[0], absl::StrCat(path, "[0]"), limits);
-        if (!first.ok()) return first.status();
-        absl::StatusOr<std::string> second =
-            ReadText(element[1], absl::StrCat(path, "[1]"), limits);
-        if (!second.ok()) return second.status();
-        input.text = *std::move(first);
-        input.text_pair = *std::move(second);
+        TIDE_ASSIGN_OR_RETURN(input.text, ReadText(element[0], absl::StrCat(path, "[0]"), limits));
+        TIDE_ASSIGN_OR_RETURN(input.text_pair, ReadText(element[1], absl::StrCat(path, "[1]"), limits));
       } else if (element.is_string()) {
-        absl::StatusOr<std::string> text = ReadText(element, path, limits);
-        if (!text.ok()) return text.status();
-        input.text = *std::move(text);
+        TIDE_ASSIGN_OR_RETURN(input.text, ReadText(element, path, limits));
       } else {
         return WrongType(path, "a string or a pair [text, text_pair]", element);
       }

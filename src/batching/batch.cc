@@ -1,4 +1,5 @@
 #include "batching/batch.h"
+#include "common/error.h"
 
 namespace tide::batching {
 
@@ -16,13 +17,13 @@ std::string_view DropReasonName(DropReason reason) {
 absl::Status DropStatus(DropReason reason) {
   switch (reason) {
     case DropReason::kDeadlineExceeded:
-      return absl::DeadlineExceededError("request deadline passed while queued");
-    case DropReason::kCancelled: return absl::CancelledError("client cancelled the request");
-    case DropReason::kQueueTimeout: return absl::UnavailableError("request timed out in the queue");
-    case DropReason::kShutdown: return absl::UnavailableError("server is shutting down");
-    case DropReason::kRunnerError: return absl::InternalError("model instance failed the batch");
+      return errors::DeadlineExceeded("request deadline passed while queued");
+    case DropReason::kCancelled: return errors::Cancelled("client cancelled the request");
+    case DropReason::kQueueTimeout: return errors::Unavailable("request timed out in the queue");
+    case DropReason::kShutdown: return errors::Unavailable("server is shutting down");
+    case DropReason::kRunnerError: return errors::Backend("model instance failed the batch");
   }
-  return absl::UnknownError("unknown drop reason");
+  return errors::Internal("unknown drop reason");
 }
 
 }  // namespace tide::batching

@@ -46,6 +46,8 @@
 #include "batching/batcher_options.h"
 #include "batching/shape_buckets.h"
 #include "common/clock.h"
+#include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::batching {
 
@@ -64,7 +66,7 @@ class BatchFormer {
   };
 
   static absl::StatusOr<std::unique_ptr<BatchFormer>> Create(const BatcherOptions& options) {
-    if (absl::Status s = ValidateBatcherOptions(options); !s.ok()) return s;
+    TIDE_RETURN_IF_ERROR(ValidateBatcherOptions(options));
     return std::unique_ptr<BatchFormer>(new BatchFormer(options));
   }
 
@@ -184,7 +186,7 @@ absl::Status BatchFormer<Task>::Enqueue(std::unique_ptr<Task>& task, Clock::time
   const QueuePolicy& policy = PolicyFor(level);
   if (policy.max_queue_size > 0 && level_sizes_[level] >= policy.max_queue_size) {
     ++stats_.rejected_queue_full;
-    return absl::UnavailableError(absl::StrCat("queue is full (max_queue_size ", policy.max_queue_size, ")"));
+    return errors::Unavailable(absl::StrCat("queue is full (max_queue_size ", policy.max_queue_size, ")"));
   }
   Clock::duration timeout = std::chrono::duration_cast<Clock::duration>(policy.default_timeout);
   if constexpr (HasQueueTimeout<Task>) {

@@ -30,6 +30,8 @@
 #include "batching/batch_former.h"
 #include "batching/batcher_options.h"
 #include "common/clock.h"
+#include "common/error.h"
+#include "common/status_macros.h"
 
 namespace tide::batching {
 
@@ -56,8 +58,8 @@ class Batcher {
   absl::Status Submit(std::unique_ptr<Task>& task) ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
-      if (shutdown_) return absl::UnavailableError("batcher is shut down");
-      if (absl::Status s = former_->Enqueue(task, clock_->Now()); !s.ok()) return s;
+      if (shutdown_) return errors::Unavailable("batcher is shut down");
+      TIDE_RETURN_IF_ERROR(former_->Enqueue(task, clock_->Now()));
     }
     cv_.Signal();  // one idle instance is enough; it passes the baton if more work remains
     return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "batching/test_task.h"
+#include "common/error.h"
 
 namespace tide::batching {
 namespace {
@@ -25,6 +26,16 @@ std::unique_ptr<Batcher<FakeTask>> MakeBatcher(const BatcherOptions& o, Clock* c
   auto b = Batcher<FakeTask>::Create({.batching = o, .clock = clock, .on_batch = std::move(hook)});
   EXPECT_TRUE(b.ok()) << b.status();
   return b.ok() ? *std::move(b) : nullptr;
+}
+
+// Every way the batcher drops a task answers with its kind: deadline 504, cancelled 499, queue
+// timeout and shutdown 503, a failed batch "backend" 500.
+TEST(BatcherTest, DropStatusesCarryTheirErrorKind) {
+  EXPECT_EQ(KindOf(DropStatus(DropReason::kDeadlineExceeded)), ErrorKind::kDeadlineExceeded);
+  EXPECT_EQ(KindOf(DropStatus(DropReason::kCancelled)), ErrorKind::kCancelled);
+  EXPECT_EQ(KindOf(DropStatus(DropReason::kQueueTimeout)), ErrorKind::kUnavailable);
+  EXPECT_EQ(KindOf(DropStatus(DropReason::kShutdown)), ErrorKind::kUnavailable);
+  EXPECT_EQ(KindOf(DropStatus(DropReason::kRunnerError)), ErrorKind::kBackend);
 }
 
 TEST(BatcherTest, CreateRejectsInvalidOptions) {
@@ -133,7 +144,9 @@ TEST(BatcherTest, QueueFullAnswersUnavailable) {
   auto a = std::make_unique<FakeTask>(&journal, 1, 10);
   auto b = std::make_unique<FakeTask>(&journal, 2, 10);
   ASSERT_TRUE(batcher->Submit(a).ok());
-  EXPECT_EQ(batcher->Submit(b).code(), absl::StatusCode::kUnavailable);
+  const absl::Status full = batcher->Submit(b);
+  EXPECT_EQ(full.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(KindOf(full), ErrorKind::kUnavailable);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(batcher->Stats().rejected_queue_full, 1u);
   EXPECT_EQ(batcher->Stats().queued_tasks, 1u);

@@ -53,6 +53,7 @@
 #include "batching/batch.h"
 #include "batching/batcher.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "batching/shape_buckets.h"
 #include "batching/thread_priority.h"
 #include "common/this_thread.h"
@@ -231,9 +232,9 @@ class InstancePool {
     try {
       status = instance.runner->Run(batch);
     } catch (const std::exception& e) {
-      status = absl::InternalError(absl::StrCat("model instance threw: ", e.what()));
+      status = errors::Backend(absl::StrCat("model instance threw: ", e.what()));
     } catch (...) {
-      status = absl::InternalError("model instance threw a non-standard exception");
+      status = errors::Backend("model instance threw a non-standard exception");
     }
     instance.busy_ticks.fetch_add((clock->Now() - begin).count(), std::memory_order_relaxed);
     return status;

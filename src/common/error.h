@@ -75,11 +75,17 @@ inline constexpr std::array<ErrorKindInfo, 16> kErrorKinds = {{
     {ErrorKind::kInternal, "internal", absl::StatusCode::kInternal, 500, "backend", 13},
 }};
 
-constexpr const ErrorKindInfo& Info(ErrorKind kind) {
-  for (const ErrorKindInfo& info : kErrorKinds) {
-    if (info.kind == kind) return info;
+// Rows are in enum order, one per kind (so Info is an index; error_test.cc walks them).
+constexpr bool ErrorKindRowsInEnumOrder() {
+  for (std::size_t i = 0; i < kErrorKinds.size(); ++i) {
+    if (static_cast<std::size_t>(kErrorKinds[i].kind) != i) return false;
   }
-  return kErrorKinds.back();  // unreachable: every kind has a row (a test walks them)
+  return static_cast<std::size_t>(ErrorKind::kInternal) + 1 == kErrorKinds.size();
+}
+static_assert(ErrorKindRowsInEnumOrder(), "kErrorKinds: one row per ErrorKind, in enum order");
+
+constexpr const ErrorKindInfo& Info(ErrorKind kind) {
+  return kErrorKinds[static_cast<std::size_t>(kind)];
 }
 
 // The payload's type URL on absl::Status.

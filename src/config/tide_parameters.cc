@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 
 namespace tide::config {
 namespace {
@@ -283,7 +284,7 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
     if (entry == nullptr) {
       return ParamError(file, key, absl::StrCat("unknown parameter (tide knows ", KnownKeys(), ")"));
     }
-    if (absl::Status s = entry->set(file, key, value, &p); !s.ok()) return s;
+    TIDE_RETURN_IF_ERROR(entry->set(file, key, value, &p));
   }
   if (!p.breaker_default_result.empty()) {
     if (p.task != Task::kClassify) {

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 
 namespace tide::guard {
 namespace {
@@ -59,7 +60,7 @@ absl::Status ValidateCircuitBreakerOptions(const CircuitBreakerOptions& o) {
 }
 
 absl::StatusOr<std::unique_ptr<CircuitBreaker>> CircuitBreaker::Create(CircuitBreakerOptions options) {
-  if (absl::Status s = ValidateCircuitBreakerOptions(options); !s.ok()) return s;
+  TIDE_RETURN_IF_ERROR(ValidateCircuitBreakerOptions(options));
   Clock* clock = options.clock != nullptr ? options.clock : SteadyClock::Get();
   return std::unique_ptr<CircuitBreaker>(new CircuitBreaker(std::move(options), clock));
 }

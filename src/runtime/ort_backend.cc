@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/error.h"
 #include "runtime/shared_weights.h"
 
 namespace tide::runtime {
@@ -241,9 +242,9 @@ absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) {
     // Whatever ONNX Runtime says about a batch (even ORT_INVALID_ARGUMENT for an out-of-range
     // index) is an engine failure, not a malformed client request: INTERNAL, engine text kept for
     // the log (serving::ModelRunner answers clients with a generic message).
-    return absl::InternalError(absl::StrCat("onnxruntime Run (", OrtErrorCodeName(e.GetOrtErrorCode()), "): ", e.what()));
+    return errors::Backend(absl::StrCat("onnxruntime Run (", OrtErrorCodeName(e.GetOrtErrorCode()), "): ", e.what()));
   } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError("out of memory while running the model");
+    return errors::Overloaded("out of memory while running the model");
   }
 }
 

@@ -22,6 +22,7 @@
 #include "common/this_thread.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
 
 namespace tide::http {
 namespace {
@@ -63,7 +64,7 @@ bool IsToken(std::string_view name) {
 std::string Serialize(const Response& original, int version, bool keep_alive, bool head_request) {
   // A final response needs a status in 200..599 (1xx would leave the client waiting for another).
   const bool valid_status = original.status >= 200 && original.status <= 599;
-  const Response replacement = valid_status ? Response{} : JsonError(500, absl::StrCat("internal: handler answered status ", original.status));
+  const Response replacement = valid_status ? Response{} : JsonError(ErrorKind::kInternal, absl::StrCat("internal: handler answered status ", original.status));
   const Response& response = valid_status ? original : replacement;
   const int status = response.status;
   const bhttp::status known = bhttp::int_to_status(static_cast<unsigned>(status));
@@ -100,9 +101,9 @@ std::string Serialize(const Response& original, int version, bool keep_alive, bo
 
 // ---- Request validation (RFC 9112 framing, Host, absolute-form) -----------------------------------
 
-// A request the server refuses once its headers are in: the status and the message.
+// A request the server refuses once its headers are in: the kind (its status) and the message.
 struct HeadError {
-  int status = 400;
+  ErrorKind kind = ErrorKind::kMalformedRequest;
   std::string message;
 };
 
@@ -161,24 +162,24 @@ std::optional<HeadError> CheckRequestHead(const bhttp::request<bhttp::string_bod
     }
   }
   if (transfer_encoding) {
-    if (content_lengths > 0) return HeadError{400, "request has both Transfer-Encoding and Content-Length"};
-    if (message.version() < 11) return HeadError{400, "Transfer-Encoding is not allowed in an HTTP/1.0 request"};
+    if (content_lengths > 0) return HeadError{ErrorKind::kMalformedRequest, "request has both Transfer-Encoding and Content-Length"};
+    if (message.version() < 11) return HeadError{ErrorKind::kMalformedRequest, "Transfer-Encoding is not allowed in an HTTP/1.0 request"};
     if (codings.empty() || !AsciiEqualsIgnoreCase(codings.back(), "chunked")) {
-      return HeadError{400, absl::StrCat("request Transfer-Encoding must end with chunked, got '",
+      return HeadError{ErrorKind::kMalformedRequest, absl::StrCat("request Transfer-Encoding must end with chunked, got '",
                                          EchoForError(codings.empty() ? "" : codings.back()), "'")};
     }
     for (size_t i = 0; i + 1 < codings.size(); ++i) {
-      if (AsciiEqualsIgnoreCase(codings[i], "chunked")) return HeadError{400, "request Transfer-Encoding applies chunked twice"};
+      if (AsciiEqualsIgnoreCase(codings[i], "chunked")) return HeadError{ErrorKind::kMalformedRequest, "request Transfer-Encoding applies chunked twice"};
     }
     if (codings.size() > 1) {
-      return HeadError{501, absl::StrCat("transfer coding '", EchoForError(codings.front()),
+      return HeadError{ErrorKind::kUnimplemented, absl::StrCat("transfer coding '", EchoForError(codings.front()),
                                          "' is not supported; send Transfer-Encoding: chunked alone")};
     }
   }
-  if (content_lengths > 1 || content_length_list) return HeadError{400, "request has more than one Content-Length"};
-  if (hosts > 1) return HeadError{400, "request has more than one Host header"};
-  if (hosts == 0 && message.version() >= 11) return HeadError{400, "HTTP/1.1 request without a Host header"};
-  if (!IsValidHost(host)) return HeadError{400, absl::StrCat("invalid Host header '", EchoForError(host), "'")};
+  if (content_lengths > 1 || content_length_list) return HeadError{ErrorKind::kMalformedRequest, "request has more than one Content-Length"};
+  if (hosts > 1) return HeadError{ErrorKind::kMalformedRequest, "request has more than one Host header"};
+  if (hosts == 0 && message.version() >= 11) return HeadError{ErrorKind::kMalformedRequest, "HTTP/1.1 request without a Host header"};
+  if (!IsValidHost(host)) return HeadError{ErrorKind::kMalformedRequest, absl::StrCat("invalid Host header '", EchoForError(host), "'")};
   return std::nullopt;
 }
 
@@ -222,19 +223,15 @@ std::string_view Request::header(std::string_view name) const {
 }
 
 std::string_view ErrorTypeForStatus(int status) {
-  switch (status) {
-    case 401: return "unauthorized";
-    case 403: return "forbidden";
-    case 404: return "not_found";
-    case 408:
-    case 504: return "timeout";
-    case 429: return "overloaded";
-    case 499: return "cancelled";
-    case 501: return "unimplemented";
-    case 503: return "unhealthy";
-    default: return status >= 400 && status < 500 ? "validation" : "backend";
+  // The first kind answered with `status` (500: kBackend, whose error_type kInternal shares).
+  for (const ErrorKindInfo& info : kErrorKinds) {
+    if (info.http_status == status) return info.error_type;
   }
+  return status >= 400 && status < 500 ? Info(ErrorKind::kMalformedRequest).error_type
+                                       : Info(ErrorKind::kInternal).error_type;
 }
+
+Response JsonError(ErrorKind kind, std::string_view message) { return JsonError(Info(kind).http_status, message); }
 
 Response JsonError(int status, std::string_view message) {
   Response response;
@@ -248,7 +245,7 @@ Response JsonError(int status, std::string_view message) {
 
 Responder& Responder::operator=(Responder&& other) noexcept {
   if (this != &other) {
-    if (sink_) std::move(*this)(JsonError(500, "internal: request dropped"));
+    if (sink_) std::move(*this)(JsonError(ErrorKind::kInternal, "internal: request dropped"));
     sink_ = std::move(other.sink_);
     request_id_ = other.request_id_;
   }
@@ -256,7 +253,7 @@ Responder& Responder::operator=(Responder&& other) noexcept {
 }
 
 Responder::~Responder() {
-  if (sink_) std::move(*this)(JsonError(500, "internal: request dropped"));
+  if (sink_) std::move(*this)(JsonError(ErrorKind::kInternal, "internal: request dropped"));
 }
 
 void Responder::operator()(Response response) && {
@@ -545,7 +542,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     }
     if (std::optional<HeadError> refused = CheckRequestHead(parser_->get())) {
       reading_ = false;
-      RespondAndClose(refused->status, std::move(refused->message));
+      RespondAndClose(refused->kind, std::move(refused->message));
       return;
     }
     if (parser_->is_done()) {
@@ -584,17 +581,17 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     reading_ = false;
     if (timed_out_ && (phase_ == Phase::kHeader || phase_ == Phase::kBody)) {
       const bool header = phase_ == Phase::kHeader;
-      RespondAndClose(408, absl::StrCat("request ", header ? "header" : "body", " not received within ",
+      RespondAndClose(ErrorKind::kRequestTimeout, absl::StrCat("request ", header ? "header" : "body", " not received within ",
                                         (header ? options().header_read_timeout : options().body_read_timeout).count(),
                                         " ms"));
       return;
     }
     if (ec == bhttp::error::header_limit) {
-      RespondAndClose(431, absl::StrCat("request header exceeds ", options().max_header_bytes, " bytes"));
+      RespondAndClose(ErrorKind::kHeadersTooLarge, absl::StrCat("request header exceeds ", options().max_header_bytes, " bytes"));
       return;
     }
     if (ec == bhttp::error::body_limit) {
-      RespondAndClose(413, absl::StrCat("request body exceeds ", options().max_body_bytes, " bytes"));
+      RespondAndClose(ErrorKind::kPayloadTooLarge, absl::StrCat("request body exceeds ", options().max_body_bytes, " bytes"));
       return;
     }
     if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
@@ -602,18 +599,18 @@ class Connection final : public internal::ResponseSink, public std::enable_share
       OnPeerGone();
       return;
     }
-    RespondAndClose(400, absl::StrCat("malformed HTTP request: ", ec.message()));
+    RespondAndClose(ErrorKind::kMalformedRequest, absl::StrCat("malformed HTTP request: ", ec.message()));
   }
 
   // The server's own answer; the connection closes after it.
-  void RespondAndClose(int status, std::string message) {
+  void RespondAndClose(ErrorKind kind, std::string message) {
     read_closed_ = true;
     Slot slot;
     slot.id = next_id_++;
     slot.ready = true;
     slot.close_after = true;
     slot.keep_alive = false;
-    slot.bytes = Serialize(JsonError(status, message), 11, /*keep_alive=*/false, /*head_request=*/false);
+    slot.bytes = Serialize(JsonError(kind, message), 11, /*keep_alive=*/false, /*head_request=*/false);
     slots_.push_back(std::move(slot));
     TryWrite();
   }
@@ -870,7 +867,7 @@ bool ChooseEvictionVictim(HttpServer::Core& core, std::shared_ptr<Connection>* v
 // the answer is sent without waiting (it fits any socket buffer).
 void RefuseConnection(tcp::socket& socket) {
   static const std::string* const kRefused = [] {
-    Response response = JsonError(503, "server at connection limit: every connection has a request in flight");
+    Response response = JsonError(ErrorKind::kUnavailable, "server at connection limit: every connection has a request in flight");
     response.headers.emplace_back("Retry-After", "1");
     return new std::string(Serialize(response, 11, /*keep_alive=*/false, /*head_request=*/false));
   }();
@@ -950,7 +947,7 @@ absl::Status ValidateOptions(const HttpServerOptions& options, const Handler* ha
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerOptions& options,
                                                                Handler* handler) {
-  if (absl::Status status = ValidateOptions(options, handler); !status.ok()) return status;
+  TIDE_RETURN_IF_ERROR(ValidateOptions(options, handler));
   return std::unique_ptr<HttpServer>(new HttpServer(std::make_shared<Core>(options, handler)));
 }
 

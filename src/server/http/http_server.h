@@ -68,6 +68,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/cancellation_flag.h"
+#include "common/error.h"
 
 namespace tide::http {
 
@@ -100,12 +101,15 @@ struct Response {
 // A JSON error response {"error": message, "error_type": ErrorTypeForStatus(status)} with
 // `status`. A message longer than kMaxErrorMessageBytes (common/error_echo.h) is cut there.
 Response JsonError(int status, std::string_view message);
+// The same with the HTTP status and error_type of `kind` (tide::kErrorKinds, common/error.h).
+// The HTTP layer's own errors use this one.
+Response JsonError(ErrorKind kind, std::string_view message);
 
-// The error_type of an error answered with HTTP `status`, consistent with api::ErrorTypeFor (the
-// one status table, src/api/status_http.h, which this layer cannot include): 400, 405, 413, 422,
-// 431 and other 4xx "validation", 401 "unauthorized", 403 "forbidden", 404 "not_found",
-// 408 and 504 "timeout", 429 "overloaded", 499 "cancelled", 501 "unimplemented",
-// 503 "unhealthy", other 5xx "backend".
+// The error_type of an error answered with HTTP `status`, from the one table (tide::kErrorKinds):
+// the error_type of the first kind answered with `status` (so 400, 405, 413, 422, 431
+// "validation", 401 "unauthorized", 403 "forbidden", 404 "not_found", 408 and 504 "timeout",
+// 429 "overloaded", 499 "cancelled", 501 "unimplemented", 503 "unhealthy", 500 "backend");
+// a status no kind uses: other 4xx "validation", anything else "backend".
 std::string_view ErrorTypeForStatus(int status);
 
 namespace internal {

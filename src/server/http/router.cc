@@ -135,7 +135,7 @@ bool Router::Match(const Route& route, const std::vector<std::string_view>& path
 
 void Router::Handle(Request request, Responder respond) {
   auto not_found = [&] {
-    return JsonError(404, absl::StrCat("no route for ", EchoForError(request.method), " ", EchoForError(request.path)));
+    return JsonError(ErrorKind::kNotFound, absl::StrCat("no route for ", EchoForError(request.method), " ", EchoForError(request.path)));
   };
   if (request.path.empty() || request.path.front() != '/') {
     std::move(respond)(not_found());
@@ -174,7 +174,7 @@ void Router::Handle(Request request, Responder respond) {
       allow.append(method);
     }
     Response response = JsonError(
-        405, absl::StrCat("method ", EchoForError(request.method), " not allowed for ", EchoForError(request.path)));
+        ErrorKind::kMethodNotAllowed, absl::StrCat("method ", EchoForError(request.method), " not allowed for ", EchoForError(request.path)));
     response.headers.emplace_back("Allow", allow);
     std::move(respond)(std::move(response));
     return;
