@@ -119,14 +119,13 @@ class Service {
   // Returns freed heap to the OS after a burst (MemoryBudget's on_drained), on a worker.
   void TrimHeap();
 
-  // The rerank path shared by TEI and Cohere: tokenize the pairs, answer from BM25 while the model's
-  // breaker is open, else score them in the batcher and render the scores with `render`
-  // (scores[i] belongs to documents[i]; the second argument is the tokens the model ran).
-  using RerankRenderer = std::function<absl::StatusOr<std::string>(std::span<const float>, size_t)>;
+  // The rerank path shared by TEI and Cohere: serving::ScoreOrFallback (tokenize, then the model's
+  // scores or, breaker open, a fallback's), rendered with `render` (degraded when scores.fallback).
+  using RerankRenderer = std::function<absl::StatusOr<std::string>(const serving::RerankScores&)>;
   void ScorePairs(ResponseSender sender, Keep keep, std::shared_ptr<serving::ServedModel> model,
                   const serving::RowTask::Admission& admission, std::string_view query,
                   const std::vector<std::string>& documents, const serving::PairOptions& pair_options,
-                  bool raw_scores, bool tei_array, RerankRenderer render);
+                  bool raw_scores, RerankRenderer render);
   // The bodies of the inference routes, on a tokenization worker.
   void RerankWork(http::Request request, ResponseSender sender, Keep keep);
   void CohereRerankWork(http::Request request, ResponseSender sender, Keep keep);
