@@ -19,6 +19,7 @@
 #include "config/model_config.h"
 #include "nlohmann/json.hpp"
 #include "guard/api_key.h"
+#include "server/routes/route_table.h"
 #include "server/routes/route_util.h"
 #include "serving/fallback.h"
 #include "serving/scoring.h"
@@ -113,6 +114,13 @@ bool Service::AdmitRequest(const http::Request& request, ResponseSender* sender)
     sender->hold(*std::move(permit));
   }
   return true;
+}
+
+std::optional<ResponseSender> Service::OpenInference(const http::Request& request, http::Responder respond,
+                                                     const char* endpoint) {
+  ResponseSender sender(std::move(respond), metrics_, endpoint, request.received_at);
+  if (!AdmitRequest(request, &sender)) return std::nullopt;
+  return sender;
 }
 
 void Service::Offload(http::Request request, ResponseSender sender, Work work) {
@@ -222,36 +230,26 @@ absl::Status Service::AddRoutes() {
       (this->*fn)(std::move(r), p, std::move(respond));
     };
   };
-  struct Entry {
-    const char* method;
-    const char* pattern;
-    http::RouteHandler handler;
+  auto handler = [&](Endpoint endpoint) -> http::RouteHandler {
+    switch (endpoint) {
+      case Endpoint::kRerank: return plain(&Service::Rerank);
+      case Endpoint::kCohereRerank: return plain(&Service::CohereRerank);
+      case Endpoint::kTokenize: return plain(&Service::Tokenize);
+      case Endpoint::kMetrics: return plain(&Service::Metrics);
+      case Endpoint::kServerMetadata: return plain(&Service::ServerMetadata);
+      case Endpoint::kLive: return plain(&Service::Live);
+      case Endpoint::kReady: return plain(&Service::Ready);
+      case Endpoint::kModelMetadata: return with_params(&Service::ModelMetadata);
+      case Endpoint::kModelReady: return with_params(&Service::ModelReady);
+      case Endpoint::kModelStats: return with_params(&Service::ModelStats);
+      case Endpoint::kInfer: return with_params(&Service::Infer);
+    }
+    return nullptr;
   };
-  const std::vector<Entry> routes = {
-      {"POST", "/rerank", plain(&Service::Rerank)},
-      {"POST", "/v1/rerank", plain(&Service::CohereRerank)},
-      {"POST", "/tokenize", plain(&Service::Tokenize)},
-      {"GET", "/metrics", plain(&Service::Metrics)},
-      {"GET", "/v2", plain(&Service::ServerMetadata)},
-      {"GET", "/v2/health/live", plain(&Service::Live)},
-      {"GET", "/v2/health/ready", plain(&Service::Ready)},
-      {"GET", "/health", plain(&Service::Live)},
-      {"GET", "/v2/models/{model}", with_params(&Service::ModelMetadata)},
-      {"GET", "/v2/models/{model}/versions/{version}", with_params(&Service::ModelMetadata)},
-      {"GET", "/v2/models/{model}/ready", with_params(&Service::ModelReady)},
-      {"GET", "/v2/models/{model}/versions/{version}/ready", with_params(&Service::ModelReady)},
-      {"GET", "/v2/models/{model}/stats", with_params(&Service::ModelStats)},
-      {"GET", "/v2/models/{model}/versions/{version}/stats", with_params(&Service::ModelStats)},
-      {"POST", "/v2/models/{model}/infer", with_params(&Service::Infer)},
-      {"POST", "/v2/models/{model}/versions/{version}/infer", with_params(&Service::Infer)},
-  };
-  for (const Entry& e : routes) {
-    if (absl::Status s = router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
-  }
-  for (const Entry& e : routes) {
-    const std::string_view p = e.pattern;
-    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health") continue;
-    if (absl::Status s = admin_router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
+  for (const RouteEntry& e : RouteTable()) {
+    if (absl::Status s = router_.Add(e.method, e.pattern, handler(e.endpoint)); !s.ok()) return s;
+    if (!e.admin) continue;
+    if (absl::Status s = admin_router_.Add(e.method, e.pattern, handler(e.endpoint)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -259,9 +257,9 @@ absl::Status Service::AddRoutes() {
 // ---- rerank ------------------------------------------------------------------------------------
 
 void Service::Rerank(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "rerank", request.received_at);
-  if (!AdmitRequest(request, &sender)) return;
-  Offload(std::move(request), std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
+  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "rerank");
+  if (!sender.has_value()) return;
+  Offload(std::move(request), *std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
     RerankWork(std::move(r), std::move(s), std::move(k));
   });
 }
@@ -285,9 +283,9 @@ void Service::RerankWork(http::Request request, ResponseSender sender, Keep keep
 }
 
 void Service::CohereRerank(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "v1_rerank", request.received_at);
-  if (!AdmitRequest(request, &sender)) return;
-  Offload(std::move(request), std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
+  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "v1_rerank");
+  if (!sender.has_value()) return;
+  Offload(std::move(request), *std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
     CohereRerankWork(std::move(r), std::move(s), std::move(k));
   });
 }
@@ -343,9 +341,9 @@ void Service::ScorePairs(ResponseSender sender, Keep keep, std::shared_ptr<servi
 // ---- tokenize ----------------------------------------------------------------------------------
 
 void Service::Tokenize(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "tokenize", request.received_at);
-  if (!AdmitRequest(request, &sender)) return;
-  Offload(std::move(request), std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
+  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "tokenize");
+  if (!sender.has_value()) return;
+  Offload(std::move(request), *std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
     TokenizeWork(std::move(r), std::move(s), std::move(k));
   });
 }
@@ -453,12 +451,12 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
 // ---- KServe v2: inference ---------------------------------------------------------------------------
 
 void Service::Infer(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "infer", request.received_at);
-  if (!AdmitRequest(request, &sender)) return;
+  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "infer");
+  if (!sender.has_value()) return;
   // An unknown model is answered here, without queueing its body.
   auto found = models_->Find(params.Get("model"), params.Get("version"));
-  if (!found.ok()) return sender.SendError(found.status());
-  Offload(std::move(request), std::move(sender),
+  if (!found.ok()) return sender->SendError(found.status());
+  Offload(std::move(request), *std::move(sender),
           [this, model = std::string(params.Get("model")), version = std::string(params.Get("version"))](
               http::Request r, ResponseSender s, Keep k) {
             InferWork(std::move(r), model, version, std::move(s), std::move(k));

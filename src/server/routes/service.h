@@ -31,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <functional>
 #include <span>
 #include <string>
@@ -104,6 +105,10 @@ class Service {
   // The edge checks of every inference endpoint, before any parsing: draining (503), API key
   // (401), concurrency limit (429, the permit then travels with `sender`). False: answered.
   bool AdmitRequest(const http::Request& request, ResponseSender* sender);
+  // The opening of every inference route: its ResponseSender for `endpoint` (metrics label), then
+  // AdmitRequest. nullopt: already answered.
+  std::optional<ResponseSender> OpenInference(const http::Request& request, http::Responder respond,
+                                              const char* endpoint);
 
   // The work of an inference route that runs on a tokenization worker. `keep` (the request's
   // memory lease) must live until the response is sent: capture it in the model's callback.
