@@ -85,9 +85,9 @@ namespace {
 constexpr char kDegradedPayload[] = "tide.dev/degraded";
 }  // namespace
 
-absl::Status DegradedUnavailableError(const ServedModel& model) {
+absl::Status DegradedUnavailableError(std::string_view model_name) {
   absl::Status status = absl::UnavailableError(
-      absl::StrCat("model ", model.name(), " is degraded (circuit breaker open); retry later"));
+      absl::StrCat("model ", std::string(model_name), " is degraded (circuit breaker open); retry later"));
   status.SetPayload(kDegradedPayload, absl::Cord("unavailable"));
   return status;
 }
@@ -115,7 +115,7 @@ void ScoreOrFallback(std::shared_ptr<ServedModel> model, const RowTask::Admissio
     out.timings.tokenize = tokenize;
     if (model->parameters().task == config::Task::kClassify) {
       const std::vector<float>& row = model->parameters().breaker_default_result;
-      if (row.empty()) return std::move(done)(DegradedUnavailableError(*model));
+      if (row.empty()) return std::move(done)(DegradedUnavailableError(model->name()));
       const InferenceResult result = DefaultResult(row, static_cast<int64_t>(documents.size()));
       out.scores.reserve(static_cast<size_t>(result.rows));
       for (int64_t i = 0; i < result.rows; ++i) out.scores.push_back(RerankScore(result, i, activation, raw_scores));

@@ -70,7 +70,7 @@ void ScoreOrFallback(std::shared_ptr<ServedModel> model, const RowTask::Admissio
 
 // UNAVAILABLE (503) for a model whose breaker is open and that has no fallback; an HTTP edge adds
 // `x-tide-degraded: unavailable` when IsDegradedUnavailable.
-absl::Status DegradedUnavailableError(const ServedModel& model);
+absl::Status DegradedUnavailableError(std::string_view model_name);
 bool IsDegradedUnavailable(const absl::Status& status);
 
 }  // namespace tide::serving

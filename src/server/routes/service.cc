@@ -502,7 +502,7 @@ void Service::InferWork(http::Request request, std::string model_name, std::stri
     // Breaker open. A classifier with a breaker_default_result answers it for every row, marked
     // degraded; every other model answers 503 (tensors have no lightweight fallback).
     const std::vector<float>& row = (*model)->parameters().breaker_default_result;
-    if (row.empty()) return sender.SendError(serving::DegradedUnavailableError(**model));
+    if (row.empty()) return sender.SendError(serving::DegradedUnavailableError((*model)->name()));
     auto response = InferHttpResponse(**model, *req,
                                       serving::DefaultResult(row, static_cast<int64_t>(rows.size())), true);
     if (!response.ok()) return sender.SendError(response.status());
