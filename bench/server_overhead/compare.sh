@@ -20,7 +20,8 @@ out=bench/results/server_overhead-compare-$(date -u +%Y%m%dT%H%MZ).txt
   for round in $(seq "$ROUNDS"); do
     for which in BASE NEW; do
       TIDE=${!which}
-      start_tide "$log" --model-repository "$MODELS" --log-level warn
+      # The bench holds its connection idle while it times ONNX Runtime directly: no idle timeout.
+      start_tide "$log" --model-repository "$MODELS" --log-level warn --idle-timeout-ms 3600000
       echo "## round $round $which ($TIDE), load $(cut -d' ' -f1-3 /proc/loadavg)"
       "$BUILD/bench/server_overhead_bench" --port "$port" --model-dir "$MODELS/minilm-l6" "$@"
       echo
