@@ -5,7 +5,7 @@
 // code of HttpServer itself: Beast's request parser with the server's header and body limits,
 // keep-alive and pipelining, Expect: 100-continue, chunked bodies, the 400/413/431 answers, the
 // Responder and the response framing. Requests are dispatched by a real http::Router holding tide's
-// route table (the patterns of src/server/routes/service.cc); its handlers run the same first
+// route table (server::RouteTable(), the one the Service registers); its handlers run the same first
 // steps as the Service — Authorization check, then the request parsers of src/api
 // (TEI and Cohere rerank, tokenize, KServe infer with the binary extension header) — and answer
 // with the status table of src/api. Models are not involved: the Service needs a loaded ONNX
@@ -60,6 +60,7 @@
 #include "guard/api_key.h"
 #include "server/http/http_server.h"
 #include "server/http/router.h"
+#include "server/routes/route_table.h"
 
 namespace {
 
@@ -129,40 +130,25 @@ class FuzzHandler final : public tide::http::Handler {
     using tide::http::RouteHandler;
     auto echo = [](Request r, PathParams p, Responder respond) { std::move(respond)(JsonOk(Describe(r, p))); };
     const tide::api::RequestLimits limits;
-    const std::vector<std::pair<const char*, const char*>> get_routes = {
-        {"GET", "/metrics"},
-        {"GET", "/v2"},
-        {"GET", "/v2/health/live"},
-        {"GET", "/v2/health/ready"},
-        {"GET", "/health"},
-        {"GET", "/v2/models/{model}"},
-        {"GET", "/v2/models/{model}/versions/{version}"},
-        {"GET", "/v2/models/{model}/ready"},
-        {"GET", "/v2/models/{model}/versions/{version}/ready"},
-        {"GET", "/v2/models/{model}/stats"},
-        {"GET", "/v2/models/{model}/versions/{version}/stats"},
-    };
-    for (const auto& [method, pattern] : get_routes) Add(method, pattern, echo);
-
-    Add("POST", "/rerank", [limits](Request r, PathParams, Responder respond) {
+    const RouteHandler rerank = [limits](Request r, PathParams, Responder respond) {
       if (!Admit(r, respond)) return;
       auto parsed = tide::api::ParseRerankRequest(r.body, limits);
       if (!parsed.ok()) return std::move(respond)(ErrorFor(parsed.status()));
       std::move(respond)(JsonOk({{"texts", parsed->texts.size()}, {"query_bytes", parsed->query.size()}}));
-    });
-    Add("POST", "/v1/rerank", [limits](Request r, PathParams, Responder respond) {
+    };
+    const RouteHandler cohere = [limits](Request r, PathParams, Responder respond) {
       if (!Admit(r, respond)) return;
       auto parsed = tide::api::ParseCohereRerankRequest(r.body, limits);
       if (!parsed.ok()) return std::move(respond)(ErrorFor(parsed.status()));
       std::move(respond)(JsonOk({{"documents", parsed->documents.size()}}));
-    });
-    Add("POST", "/tokenize", [limits](Request r, PathParams, Responder respond) {
+    };
+    const RouteHandler tokenize = [limits](Request r, PathParams, Responder respond) {
       if (!Admit(r, respond)) return;
       auto parsed = tide::api::ParseTokenizeRequest(r.body, limits);
       if (!parsed.ok()) return std::move(respond)(ErrorFor(parsed.status()));
       std::move(respond)(JsonOk({{"inputs", parsed->inputs.size()}}));
-    });
-    auto infer = [limits](Request r, PathParams p, Responder respond) {
+    };
+    const RouteHandler infer = [limits](Request r, PathParams p, Responder respond) {
       if (!Admit(r, respond)) return;
       std::optional<std::string_view> header_length;
       if (std::string_view h = r.header(tide::api::kInferenceHeaderContentLength); !h.empty()) header_length = h;
@@ -170,8 +156,18 @@ class FuzzHandler final : public tide::http::Handler {
       if (!parsed.ok()) return std::move(respond)(ErrorFor(parsed.status()));
       std::move(respond)(JsonOk({{"model", std::string(p.Get("model"))}, {"inputs", parsed->inputs.size()}}));
     };
-    Add("POST", "/v2/models/{model}/infer", infer);
-    Add("POST", "/v2/models/{model}/versions/{version}/infer", infer);
+    // tide's own route table (src/server/routes/route_table.h): inference routes parse with
+    // src/api, every other route echoes the request.
+    for (const tide::server::RouteEntry& e : tide::server::RouteTable()) {
+      using tide::server::Endpoint;
+      switch (e.endpoint) {
+        case Endpoint::kRerank: Add(e.method, e.pattern, rerank); break;
+        case Endpoint::kCohereRerank: Add(e.method, e.pattern, cohere); break;
+        case Endpoint::kTokenize: Add(e.method, e.pattern, tokenize); break;
+        case Endpoint::kInfer: Add(e.method, e.pattern, infer); break;
+        default: Add(e.method, e.pattern, echo); break;
+      }
+    }
 
     // Fuzz-only routes: the rest of the server's contract with handlers.
     auto status = [](Request r, PathParams p, Responder respond) {

@@ -110,6 +110,7 @@ absl::StatusOr<std::string> RenderCohereRerankResponse(const CohereRerankRequest
   out["model"] = info.model;
   out["results"] = std::move(results);
   out["usage"] = {{"total_tokens", info.total_tokens}};
+  if (info.degraded) out["degraded"] = true;
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

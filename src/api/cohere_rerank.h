@@ -45,6 +45,7 @@ struct CohereRerankResponseInfo {
   std::string id;          // request id (e.g. a UUID or counter the serving layer assigns)
   std::string model;       // name of the model that scored
   size_t total_tokens = 0; // tokens fed to the model over all (query, document) pairs
+  bool degraded = false;   // scores from a fallback (breaker open): adds "degraded": true at the top
 };
 
 absl::StatusOr<CohereRerankRequest> ParseCohereRerankRequest(std::string_view body,

@@ -115,6 +115,16 @@ TEST(RenderCohereRerankResponseTest, TopNBeyondCountAndNoDocuments) {
             R"({"index":0,"relevance_score":2.0}],"usage":{"total_tokens":7}})");
 }
 
+TEST(RenderCohereRerankResponseTest, DegradedIsMarkedOnceAtTheTop) {
+  CohereRerankRequest request;
+  request.documents = {"a"};
+  const std::vector<float> scores = {2.0f};
+  absl::StatusOr<std::string> body = RenderCohereRerankResponse(request, scores, {"i", "m", 0, /*degraded=*/true});
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, R"({"degraded":true,"id":"i","model":"m","results":[{"index":0,"relevance_score":2.0}],)"
+                   R"("usage":{"total_tokens":0}})");
+}
+
 TEST(RenderCohereRerankResponseTest, CountMismatchIsInternal) {
   CohereRerankRequest request;
   request.documents = {"a"};

@@ -78,7 +78,7 @@ absl::StatusOr<std::vector<size_t>> RankByScore(std::span<const float> scores) {
 }
 
 absl::StatusOr<std::string> RenderRerankResponse(const RerankRequest& request,
-                                                 std::span<const float> scores) {
+                                                 std::span<const float> scores, bool degraded) {
   if (scores.size() != request.texts.size()) {
     return errors::Internal(absl::StrCat("rerank produced ", scores.size(), " scores for ",
                                             request.texts.size(), " texts"));
@@ -88,6 +88,7 @@ absl::StatusOr<std::string> RenderRerankResponse(const RerankRequest& request,
   for (const size_t i : order) {
     nlohmann::json item = {{"index", i}, {"score", FloatForJson(scores[i])}};
     if (request.return_text) item["text"] = request.texts[i];
+    if (degraded) item["degraded"] = true;
     out.push_back(std::move(item));
   }
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -18,6 +18,7 @@
 //    Ties keep the request order.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,14 +36,17 @@ struct RerankRequest {
   bool raw_scores = false;   // false: the serving layer returns sigmoid(logit)
   bool return_text = false;  // echo each text in the response
   bool truncate = true;      // false: over-long inputs are rejected (422), not cut
-  tokenizer::TruncationDirection truncation_direction = tokenizer::TruncationDirection::kRight;
+  // Unset: the model's `truncation_direction` parameter (default right).
+  std::optional<tokenizer::TruncationDirection> truncation_direction;
 };
 
 absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
                                                  const RequestLimits& limits = {});
 
+// `degraded` (scores from a fallback while the model's breaker is open) adds "degraded": true to
+// every result.
 absl::StatusOr<std::string> RenderRerankResponse(const RerankRequest& request,
-                                                 std::span<const float> scores);
+                                                 std::span<const float> scores, bool degraded = false);
 
 // Indices 0..n-1 ordered by score, highest first, ties by index; kInternal if a score is not
 // finite. Shared by the rerank renderers.

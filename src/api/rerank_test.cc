@@ -26,7 +26,7 @@ TEST(ParseRerankRequestTest, DefaultsFollowTei) {
   EXPECT_FALSE(r->raw_scores);
   EXPECT_FALSE(r->return_text);
   EXPECT_TRUE(r->truncate);
-  EXPECT_EQ(r->truncation_direction, tokenizer::TruncationDirection::kRight);
+  EXPECT_FALSE(r->truncation_direction.has_value());  // the model's default
 }
 
 TEST(ParseRerankRequestTest, AllFieldsAndUnknownFieldsIgnored) {
@@ -124,6 +124,15 @@ TEST(RenderRerankResponseTest, SortedDescendingWithOptionalText) {
   EXPECT_EQ(j[0]["text"], "one");
   EXPECT_EQ(j[1]["text"], "two");
   EXPECT_EQ(j[2]["text"], "zero");
+}
+
+TEST(RenderRerankResponseTest, DegradedMarksEveryResult) {
+  RerankRequest request;
+  request.texts = {"zero", "one"};
+  const std::vector<float> scores = {0.25f, 0.75f};
+  absl::StatusOr<std::string> body = RenderRerankResponse(request, scores, /*degraded=*/true);
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_EQ(*body, R"([{"degraded":true,"index":1,"score":0.75},{"degraded":true,"index":0,"score":0.25}])");
 }
 
 TEST(RenderRerankResponseTest, TiesKeepRequestOrderAndNegativeScoresSort) {

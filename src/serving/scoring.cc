@@ -1,9 +1,13 @@
 #include "serving/scoring.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "serving/fallback.h"
 
 namespace tide::serving {
 
@@ -75,6 +79,71 @@ float RerankScore(const InferenceResult& result, int64_t row, config::ScoreActiv
     }
   }
   return logit;
+}
+
+namespace {
+constexpr char kDegradedPayload[] = "tide.dev/degraded";
+}  // namespace
+
+absl::Status DegradedUnavailableError(std::string_view model_name) {
+  absl::Status status = absl::UnavailableError(
+      absl::StrCat("model ", std::string(model_name), " is degraded (circuit breaker open); retry later"));
+  status.SetPayload(kDegradedPayload, absl::Cord("unavailable"));
+  return status;
+}
+
+bool IsDegradedUnavailable(const absl::Status& status) {
+  return status.GetPayload(kDegradedPayload).has_value();
+}
+
+void ScoreOrFallback(std::shared_ptr<ServedModel> model, const RowTask::Admission& admission, std::string_view query,
+                     std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+                     ServingMetrics* metrics, const std::function<absl::Status()>& between_chunks, RerankDone done) {
+  using Steady = std::chrono::steady_clock;
+  const Steady::time_point start = Steady::now();
+  std::vector<tokenizer::Encoding> rows;
+  if (absl::Status s = TokenizePairs(*model, query, documents, options, &rows, between_chunks); !s.ok()) {
+    return std::move(done)(s);
+  }
+  const Clock::duration tokenize = Steady::now() - start;
+  const config::ScoreActivation activation = model->parameters().score_activation;
+
+  if (!model->AdmitToModel()) {
+    // Breaker open. A reranker answers BM25 over the request's documents; a classifier its
+    // configured default result for every pair, or UNAVAILABLE when it has none.
+    RerankScores out;
+    out.timings.tokenize = tokenize;
+    if (model->parameters().task == config::Task::kClassify) {
+      const std::vector<float>& row = model->parameters().breaker_default_result;
+      if (row.empty()) return std::move(done)(DegradedUnavailableError(model->name()));
+      const InferenceResult result = DefaultResult(row, static_cast<int64_t>(documents.size()));
+      out.scores.reserve(static_cast<size_t>(result.rows));
+      for (int64_t i = 0; i < result.rows; ++i) out.scores.push_back(RerankScore(result, i, activation, raw_scores));
+      out.fallback = kFallbackDefault;
+    } else {
+      if (absl::Status s = Bm25Scores(model->tokenizer(), query, documents, &out.scores); !s.ok()) {
+        return std::move(done)(s);
+      }
+      out.fallback = kFallbackBm25;
+    }
+    if (metrics != nullptr) {
+      metrics->degraded->WithLabels({model->name(), std::to_string(model->version()), out.fallback})->Increment();
+    }
+    return std::move(done)(std::move(out));
+  }
+  ServedModel* m = model.get();
+  m->Submit(rows, admission,
+            [model = std::move(model), tokenize, activation, raw_scores,
+             done = std::move(done)](absl::StatusOr<InferenceResult> result) mutable {
+              if (!result.ok()) return std::move(done)(result.status());
+              RerankScores out;
+              out.scores.resize(static_cast<size_t>(result->rows));
+              for (int64_t i = 0; i < result->rows; ++i) out.scores[i] = RerankScore(*result, i, activation, raw_scores);
+              out.real_tokens = result->real_tokens;
+              out.timings = result->timings;
+              out.timings.tokenize = tokenize;
+              std::move(done)(std::move(out));
+            });
 }
 
 }  // namespace tide::serving

@@ -10,17 +10,24 @@
 //    one; a 2-label classifier's "positive" one). score_activation sigmoid (default) maps it to
 //    0..1, softmax takes the probability of the last label, none returns the logit; raw=true always
 //    returns the logit (TEI's raw_scores).
+//  - ScoreOrFallback: the whole rerank path between a parsed request and its renderer, shared by
+//    every edge (TEI, Cohere; a future gRPC one): tokenize, then the model's scores, or while its
+//    breaker is open a fallback's (BM25; a classifier's breaker_default_result), marked degraded.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "serving/inference_request.h"
 #include "serving/served_model.h"
+#include "serving/serving_metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::serving {
@@ -41,5 +48,29 @@ absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
                            const std::function<absl::Status()>& between_chunks = nullptr);
 
 float RerankScore(const InferenceResult& result, int64_t row, config::ScoreActivation activation, bool raw);
+
+// The scores of a rerank request, ready for a renderer.
+struct RerankScores {
+  std::vector<float> scores;       // scores[i] belongs to documents[i]
+  size_t real_tokens = 0;          // tokens the model ran (0 for a fallback)
+  StageTimings timings;            // tokenize, queue, inference (a fallback: tokenize only)
+  const char* fallback = nullptr;  // set: degraded; the fallback's name (kFallbackBm25, kFallbackDefault)
+};
+using RerankDone = absl::AnyInvocable<void(absl::StatusOr<RerankScores>) &&>;
+
+// Tokenizes the (query, document) pairs (calling `between_chunks` between chunks, see
+// TokenizePairs), then submits them to `model`, or while its breaker is open scores them with its
+// fallback (counted in metrics->degraded when `metrics` is set). A classifier without a default
+// result answers DegradedUnavailableError. `done` is called exactly once: on this thread for an
+// error or a fallback, on the instance thread that finished the last row otherwise. `documents`
+// need only live until this call returns.
+void ScoreOrFallback(std::shared_ptr<ServedModel> model, const RowTask::Admission& admission, std::string_view query,
+                     std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+                     ServingMetrics* metrics, const std::function<absl::Status()>& between_chunks, RerankDone done);
+
+// UNAVAILABLE (503) for a model whose breaker is open and that has no fallback; an HTTP edge adds
+// `x-tide-degraded: unavailable` when IsDegradedUnavailable.
+absl::Status DegradedUnavailableError(std::string_view model_name);
+bool IsDegradedUnavailable(const absl::Status& status);
 
 }  // namespace tide::serving

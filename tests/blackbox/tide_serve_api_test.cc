@@ -56,6 +56,14 @@ class ServeApiTest : public SharedServerSuite<ServeApiTest> {
         "name: \"bert\"\nbackend: \"onnxruntime\"\nmax_batch_size: 8\n",
         "parameters { key: \"max_sequence_length\" value { string_value: \"", kMaxSequenceLength, "\" } }\n");
     absl::Status s = AddModel(repository, "bert", *tiny / "1" / "model.onnx", bert_tokenizer_, bert_config);
+    // The same model whose truncation_direction parameter is left: the default of its requests.
+    if (s.ok()) {
+      s = AddModel(repository, "bert-left", *tiny / "1" / "model.onnx", bert_tokenizer_,
+                   absl::StrCat("name: \"bert-left\"\nbackend: \"onnxruntime\"\nmax_batch_size: 8\n",
+                                "parameters { key: \"max_sequence_length\" value { string_value: \"",
+                                kMaxSequenceLength, "\" } }\n",
+                                "parameters { key: \"truncation_direction\" value { string_value: \"left\" } }\n"));
+    }
     if (s.ok() && SharedAssets().has_value()) {
       const fs::path assets = *SharedAssets();
       s = AddModel(repository, "distilbert", assets / "models" / "tiny-distilbert-classification" / "model.onnx",
@@ -310,6 +318,28 @@ TEST_F(ServeApiTest, RerankTruncationDirectionKeepsTheRightEnd) {
   }
   ExpectJsonError(Post("/rerank", {{"query", query}, {"texts", {long_doc}}, {"truncation_direction", "Middle"}}),
                   422);
+}
+
+// A model's truncation_direction parameter is the default of requests that set none: "bert-left"
+// keeps the end of an over-long document, "bert" its beginning (Cohere's /v1/rerank names the model).
+TEST_F(ServeApiTest, ModelTruncationDirectionIsTheRequestDefault) {
+  const std::vector<std::string> words = VocabWords(81);
+  ASSERT_EQ(words.size(), 81u);
+  const std::string query = words[0];
+  const std::vector<std::string> doc_words(words.begin() + 1, words.end());  // 80 tokens
+  const size_t kept = kMaxSequenceLength - 3 - 1;                           // [CLS] q [SEP] doc [SEP]
+  const std::string long_doc = absl::StrJoin(doc_words, " ");
+  const std::string head = absl::StrJoin(doc_words.begin(), doc_words.begin() + kept, " ");
+  const std::string tail = absl::StrJoin(doc_words.end() - kept, doc_words.end(), " ");
+  for (const char* model : {"bert-left", "bert"}) {
+    SCOPED_TRACE(model);
+    const auto s = ScoresByIndex(
+        Ok(Post("/v1/rerank", {{"model", model}, {"query", query}, {"documents", {long_doc, tail, head}}}))["results"],
+        "relevance_score");
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_GT(std::abs(s.at(1) - s.at(2)), 1e-7) << "head and tail must score differently for this test to work";
+    EXPECT_NEAR(s.at(0), std::string(model) == "bert-left" ? s.at(1) : s.at(2), 1e-6);
+  }
 }
 
 TEST_F(ServeApiTest, RerankRequestErrors) {

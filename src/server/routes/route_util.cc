@@ -9,6 +9,7 @@
 #include "api/status_http.h"
 #include "common/error_echo.h"
 #include "guard/api_key.h"
+#include "serving/scoring.h"
 
 namespace tide::server {
 
@@ -44,6 +45,7 @@ http::Response ErrorResponse(const absl::Status& status) {
   r.status = api::HttpStatusFor(status.code());
   r.body = api::ErrorBody(status);
   if (r.status == 503 || r.status == 429) r.headers.emplace_back("Retry-After", "1");
+  if (serving::IsDegradedUnavailable(status)) r.headers.emplace_back("x-tide-degraded", "unavailable");
   return r;
 }
 

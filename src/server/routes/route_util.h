@@ -18,7 +18,8 @@
 namespace tide::server {
 
 // {"error": ..., "error_type": ...} with the status from api::HttpStatusFor; Retry-After: 1 on
-// 429 and 503 (overload and drain are short-lived).
+// 429 and 503 (overload and drain are short-lived); `x-tide-degraded: unavailable` for
+// serving::DegradedUnavailableError.
 http::Response ErrorResponse(const absl::Status& status);
 
 // Deadline, priority and cancellation of a request:

@@ -5,6 +5,9 @@
 #include <optional>
 
 #include "api/status_http.h"
+#include "server/http/router.h"
+#include "server/routes/route_table.h"
+#include "serving/scoring.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -196,6 +199,35 @@ TEST(ResponseSender, ReleasesItsConcurrencyPermitBeforeTheResponseLeaves) {
   sender.Send(http::Response{});  // a second Send is ignored
   EXPECT_EQ(sent, 1);
   EXPECT_TRUE(slot_free_when_sent);
+}
+
+TEST(ErrorResponse, DegradedUnavailableIsMarked) {
+  absl::Status degraded = absl::UnavailableError("model m is degraded");
+  EXPECT_FALSE(serving::IsDegradedUnavailable(degraded));
+  const http::Response plain = ErrorResponse(degraded);
+  EXPECT_EQ(plain.status, 503);
+  for (const auto& [name, value] : plain.headers) EXPECT_NE(name, "x-tide-degraded");
+  const absl::Status marked = serving::DegradedUnavailableError("m");
+  EXPECT_TRUE(serving::IsDegradedUnavailable(marked));
+  const http::Response r = ErrorResponse(marked);
+  EXPECT_EQ(r.status, 503);
+  std::map<std::string, std::string> headers(r.headers.begin(), r.headers.end());
+  EXPECT_EQ(headers["x-tide-degraded"], "unavailable");
+  EXPECT_EQ(headers["Retry-After"], "1");
+}
+
+// The one route table: every (method, pattern) registers once on a Router, and the admin listener
+// serves exactly the probes, the load report, server metadata and metrics.
+TEST(RouteTable, RegistersAndAdminRoutesAreTheProbes) {
+  http::Router router;
+  std::vector<std::string> admin;
+  for (const RouteEntry& e : RouteTable()) {
+    EXPECT_TRUE(router.Add(e.method, e.pattern, [](http::Request, http::PathParams, http::Responder) {}).ok())
+        << e.method << " " << e.pattern;
+    if (e.admin) admin.push_back(e.pattern);
+  }
+  EXPECT_EQ(admin, (std::vector<std::string>{"/metrics", "/load", "/v2", "/v2/health/live", "/v2/health/ready", "/health"}));
+  EXPECT_EQ(RouteTable().size(), 18u);
 }
 
 }  // namespace

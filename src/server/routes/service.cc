@@ -21,6 +21,7 @@
 #include "guard/api_key.h"
 #include "server/routes/dashboard.h"
 #include "server/routes/load_report.h"
+#include "server/routes/route_table.h"
 #include "server/routes/route_util.h"
 #include "serving/fallback.h"
 #include "serving/scoring.h"
@@ -64,27 +65,6 @@ api::DataType ToApi(DataType t) {
   }
 }
 
-// While a model's breaker is open: `scores` from a fallback (`fallback`: BM25 for a reranker, the
-// configured default result for a classifier). TEI's array gets "degraded": true on every result,
-// Cohere's object once at the top.
-absl::StatusOr<http::Response> DegradedRerank(const serving::ServedModel& model, serving::ServingMetrics* metrics,
-                                              std::span<const float> scores, const char* fallback,
-                                              const std::function<absl::StatusOr<std::string>(std::span<const float>)>& render,
-                                              bool tei_array) {
-  auto body = render(scores);
-  if (!body.ok()) return body.status();
-  nlohmann::json j = nlohmann::json::parse(*body);
-  if (tei_array) {
-    for (auto& item : j) item["degraded"] = true;
-  } else {
-    j["degraded"] = true;
-  }
-  http::Response r = JsonResponse(j.dump());
-  r.headers.emplace_back("x-tide-degraded", fallback);
-  if (metrics != nullptr) metrics->degraded->WithLabels({model.name(), std::to_string(model.version()), fallback})->Increment();
-  return r;
-}
-
 // The KServe answer carrying `result` as the model's output tensor (JSON, or binary when asked);
 // `degraded` (a fallback's result) adds "parameters": {"degraded": true}.
 absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& model, const api::InferRequest& request,
@@ -109,14 +89,6 @@ absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& mod
                                        std::to_string(*rendered->inference_header_content_length));
   }
   return http_response;
-}
-
-// A model with an open breaker and no fallback: 503 + Retry-After.
-http::Response DegradedUnavailable(const serving::ServedModel& model) {
-  http::Response r = ErrorResponse(absl::UnavailableError(
-      absl::StrCat("model ", model.name(), " is degraded (circuit breaker open); retry later")));
-  r.headers.emplace_back("x-tide-degraded", "unavailable");
-  return r;
 }
 
 }  // namespace
@@ -144,6 +116,13 @@ bool Service::AdmitRequest(const http::Request& request, ResponseSender* sender)
     sender->hold(*std::move(permit));
   }
   return true;
+}
+
+std::optional<ResponseSender> Service::OpenInference(const http::Request& request, http::Responder respond,
+                                                     const char* endpoint) {
+  ResponseSender sender(std::move(respond), metrics_, endpoint, request.received_at);
+  if (!AdmitRequest(request, &sender)) return std::nullopt;
+  return sender;
 }
 
 void Service::Offload(http::Request request, ResponseSender sender, Work work) {
@@ -253,41 +232,31 @@ absl::Status Service::AddRoutes() {
       (this->*fn)(std::move(r), p, std::move(respond));
     };
   };
-  struct Entry {
-    const char* method;
-    const char* pattern;
-    http::RouteHandler handler;
-  };
-  const std::vector<Entry> routes = {
-      {"POST", "/rerank", plain(&Service::Rerank)},
-      {"POST", "/v1/rerank", plain(&Service::CohereRerank)},
-      {"POST", "/tokenize", plain(&Service::Tokenize)},
-      {"GET", "/metrics", plain(&Service::Metrics)},
-      {"GET", "/dashboard", [](http::Request, http::PathParams, http::Responder respond) { std::move(respond)(DashboardResponse()); }},
-      {"GET", "/load", plain(&Service::Load)},
-      {"GET", "/v2", plain(&Service::ServerMetadata)},
-      {"GET", "/v2/health/live", plain(&Service::Live)},
-      {"GET", "/v2/health/ready", plain(&Service::Ready)},
-      {"GET", "/health", plain(&Service::Live)},
-      {"GET", "/v2/models/{model}", with_params(&Service::ModelMetadata)},
-      {"GET", "/v2/models/{model}/versions/{version}", with_params(&Service::ModelMetadata)},
-      {"GET", "/v2/models/{model}/ready", with_params(&Service::ModelReady)},
-      {"GET", "/v2/models/{model}/versions/{version}/ready", with_params(&Service::ModelReady)},
-      {"GET", "/v2/models/{model}/stats", with_params(&Service::ModelStats)},
-      {"GET", "/v2/models/{model}/versions/{version}/stats", with_params(&Service::ModelStats)},
-      {"POST", "/v2/models/{model}/infer", with_params(&Service::Infer)},
-      {"POST", "/v2/models/{model}/versions/{version}/infer", with_params(&Service::Infer)},
-  };
-  for (const Entry& e : routes) {
-    if (absl::Status s = router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
-  }
-  for (const Entry& e : routes) {
-    const std::string_view p = e.pattern;
-    if (p != "/metrics" && p != "/v2" && p != "/v2/health/live" && p != "/v2/health/ready" && p != "/health" &&
-        p != "/load") {
-      continue;
+  auto handler = [&](Endpoint endpoint) -> http::RouteHandler {
+    switch (endpoint) {
+      case Endpoint::kRerank: return plain(&Service::Rerank);
+      case Endpoint::kCohereRerank: return plain(&Service::CohereRerank);
+      case Endpoint::kTokenize: return plain(&Service::Tokenize);
+      case Endpoint::kMetrics: return plain(&Service::Metrics);
+      case Endpoint::kServerMetadata: return plain(&Service::ServerMetadata);
+      case Endpoint::kLive: return plain(&Service::Live);
+      case Endpoint::kReady: return plain(&Service::Ready);
+      case Endpoint::kModelMetadata: return with_params(&Service::ModelMetadata);
+      case Endpoint::kModelReady: return with_params(&Service::ModelReady);
+      case Endpoint::kModelStats: return with_params(&Service::ModelStats);
+      case Endpoint::kInfer: return with_params(&Service::Infer);
+      case Endpoint::kLoad: return plain(&Service::Load);
+      case Endpoint::kDashboard:
+        return [](http::Request, http::PathParams, http::Responder respond) {
+          std::move(respond)(DashboardResponse());
+        };
     }
-    if (absl::Status s = admin_router_.Add(e.method, e.pattern, e.handler); !s.ok()) return s;
+    return nullptr;
+  };
+  for (const RouteEntry& e : RouteTable()) {
+    if (absl::Status s = router_.Add(e.method, e.pattern, handler(e.endpoint)); !s.ok()) return s;
+    if (!e.admin) continue;
+    if (absl::Status s = admin_router_.Add(e.method, e.pattern, handler(e.endpoint)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -295,9 +264,9 @@ absl::Status Service::AddRoutes() {
 // ---- rerank ------------------------------------------------------------------------------------
 
 void Service::Rerank(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "rerank", request.received_at);
-  if (!AdmitRequest(request, &sender)) return;
-  Offload(std::move(request), std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
+  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "rerank");
+  if (!sender.has_value()) return;
+  Offload(std::move(request), *std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
     RerankWork(std::move(r), std::move(s), std::move(k));
   });
 }
@@ -311,16 +280,19 @@ void Service::RerankWork(http::Request request, ResponseSender sender, Keep keep
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
-  const serving::PairOptions pair_options{req->truncate, req->truncation_direction, std::nullopt};
+  // A request without truncation_direction gets the model's (its truncation_direction parameter).
+  const serving::PairOptions pair_options{
+      req->truncate, req->truncation_direction.value_or((*model)->parameters().truncation_direction), std::nullopt};
   ScorePairs(std::move(sender), std::move(keep), *model, *admission, req->query, req->texts, pair_options,
-             req->raw_scores, /*tei_array=*/true,
-             [req](std::span<const float> scores, size_t) { return api::RenderRerankResponse(*req, scores); });
+             req->raw_scores, [req](const serving::RerankScores& s) {
+               return api::RenderRerankResponse(*req, s.scores, s.fallback != nullptr);
+             });
 }
 
 void Service::CohereRerank(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "v1_rerank", request.received_at);
-  if (!AdmitRequest(request, &sender)) return;
-  Offload(std::move(request), std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
+  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "v1_rerank");
+  if (!sender.has_value()) return;
+  Offload(std::move(request), *std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
     CohereRerankWork(std::move(r), std::move(s), std::move(k));
   });
 }
@@ -335,77 +307,50 @@ void Service::CohereRerankWork(http::Request request, ResponseSender sender, Kee
   auto admission = MakeAdmission(request, options_.default_timeout);
   if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
-  // Cohere's endpoint always truncates; max_tokens_per_doc cuts documents first.
-  const serving::PairOptions pair_options{true, tokenizer::TruncationDirection::kRight, req->max_tokens_per_doc};
+  // Cohere's endpoint always truncates (in the model's truncation_direction); max_tokens_per_doc
+  // cuts documents first.
+  const serving::PairOptions pair_options{true, (*model)->parameters().truncation_direction, req->max_tokens_per_doc};
   ScorePairs(std::move(sender), std::move(keep), *model, *admission, req->query, req->documents, pair_options,
-             /*raw_scores=*/false, /*tei_array=*/false,
-             [req, name = (*model)->name()](std::span<const float> scores, size_t tokens) {
-               return api::RenderCohereRerankResponse(*req, scores,
-                                                      api::CohereRerankResponseInfo{NextRequestId(), name, tokens});
+             /*raw_scores=*/false, [req, name = (*model)->name()](const serving::RerankScores& s) {
+               return api::RenderCohereRerankResponse(
+                   *req, s.scores, api::CohereRerankResponseInfo{NextRequestId(), name, s.real_tokens, s.fallback != nullptr});
              });
 }
 
 void Service::ScorePairs(ResponseSender sender, Keep keep, std::shared_ptr<serving::ServedModel> model,
                          const serving::RowTask::Admission& admission, std::string_view query,
                          const std::vector<std::string>& documents, const serving::PairOptions& pair_options,
-                         bool raw_scores, bool tei_array, RerankRenderer render) {
-  const Steady::time_point start = Steady::now();
+                         bool raw_scores, RerankRenderer render) {
   const std::vector<std::string_view> docs(documents.begin(), documents.end());
-  std::vector<tokenizer::Encoding> rows;
-  if (absl::Status s = serving::TokenizePairs(*model, query, docs, pair_options, &rows,
-                                              [&admission] { return StillWanted(admission, "tokenizing"); });
-      !s.ok()) {
-    return sender.SendError(s);
-  }
-  const Clock::duration tokenize = Steady::now() - start;
-
-  if (!model->AdmitToModel()) {
-    // Breaker open. A reranker answers BM25 over the request's documents; a classifier its
-    // configured default result for every pair, or 503 when it has none.
-    std::vector<float> scores;
-    const char* fallback = serving::kFallbackBm25;
-    if (model->parameters().task == config::Task::kClassify) {
-      const std::vector<float>& row = model->parameters().breaker_default_result;
-      if (row.empty()) return sender.Send(DegradedUnavailable(*model));
-      const serving::InferenceResult result = serving::DefaultResult(row, static_cast<int64_t>(docs.size()));
-      for (int64_t i = 0; i < result.rows; ++i) {
-        scores.push_back(serving::RerankScore(result, i, model->parameters().score_activation, raw_scores));
-      }
-      fallback = serving::kFallbackDefault;
-    } else if (absl::Status s = serving::Bm25Scores(model->tokenizer(), query, docs, &scores); !s.ok()) {
-      return sender.SendError(s);
-    }
-    auto degraded = DegradedRerank(
-        *model, metrics_, scores, fallback, [&](std::span<const float> s) { return render(s, 0); }, tei_array);
-    return degraded.ok() ? sender.Send(*std::move(degraded)) : sender.SendError(degraded.status());
-  }
-  model->Submit(rows, admission,
-                [sender = std::move(sender), keep = std::move(keep), m = model, tokenize, raw_scores,
-                 render = std::move(render)](absl::StatusOr<serving::InferenceResult> result) mutable {
-                  if (!result.ok()) return sender.SendError(result.status());
-                  const Steady::time_point post = Steady::now();
-                  std::vector<float> scores(result->rows);
-                  for (int64_t i = 0; i < result->rows; ++i) {
-                    scores[i] = serving::RerankScore(*result, i, m->parameters().score_activation, raw_scores);
-                  }
-                  auto body = render(scores, result->real_tokens);
-                  if (!body.ok()) return sender.SendError(body.status());
-                  serving::StageTimings t = result->timings;
-                  t.tokenize = tokenize;
-                  t.postprocess = Steady::now() - post;
-                  t.total = Steady::now() - sender.received_at();
-                  http::Response response = JsonResponse(*std::move(body));
-                  AddTimingHeaders(t, &response);
-                  sender.Send(std::move(response), &t);
-                });
+  serving::ScoreOrFallback(
+      std::move(model), admission, query, docs, pair_options, raw_scores, metrics_,
+      [&admission] { return StillWanted(admission, "tokenizing"); },
+      [sender = std::move(sender), keep = std::move(keep),
+       render = std::move(render)](absl::StatusOr<serving::RerankScores> scores) mutable {
+        if (!scores.ok()) return sender.SendError(scores.status());
+        const Steady::time_point post = Steady::now();
+        auto body = render(*scores);
+        if (!body.ok()) return sender.SendError(body.status());
+        http::Response response = JsonResponse(*std::move(body));
+        if (scores->fallback != nullptr) {
+          // A fallback's answer: marked, without timing headers (as before the core was split).
+          response.headers.emplace_back("x-tide-degraded", scores->fallback);
+          return sender.Send(std::move(response));
+        }
+        serving::StageTimings t = scores->timings;
+        t.postprocess = Steady::now() - post;
+        t.total = Steady::now() - sender.received_at();
+        AddTimingHeaders(t, &response);
+        sender.Send(std::move(response), &t);
+      });
 }
 
 // ---- tokenize ----------------------------------------------------------------------------------
 
 void Service::Tokenize(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "tokenize", request.received_at);
-  if (!AdmitRequest(request, &sender)) return;
-  Offload(std::move(request), std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
+  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "tokenize");
+  if (!sender.has_value()) return;
+  Offload(std::move(request), *std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
     TokenizeWork(std::move(r), std::move(s), std::move(k));
   });
 }
@@ -521,12 +466,12 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
 // ---- KServe v2: inference ---------------------------------------------------------------------------
 
 void Service::Infer(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "infer", request.received_at);
-  if (!AdmitRequest(request, &sender)) return;
+  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "infer");
+  if (!sender.has_value()) return;
   // An unknown model is answered here, without queueing its body.
   auto found = models_->Find(params.Get("model"), params.Get("version"));
-  if (!found.ok()) return sender.SendError(found.status());
-  Offload(std::move(request), std::move(sender),
+  if (!found.ok()) return sender->SendError(found.status());
+  Offload(std::move(request), *std::move(sender),
           [this, model = std::string(params.Get("model")), version = std::string(params.Get("version"))](
               http::Request r, ResponseSender s, Keep k) {
             InferWork(std::move(r), model, version, std::move(s), std::move(k));
@@ -572,7 +517,7 @@ void Service::InferWork(http::Request request, std::string model_name, std::stri
     // Breaker open. A classifier with a breaker_default_result answers it for every row, marked
     // degraded; every other model answers 503 (tensors have no lightweight fallback).
     const std::vector<float>& row = (*model)->parameters().breaker_default_result;
-    if (row.empty()) return sender.Send(DegradedUnavailable(**model));
+    if (row.empty()) return sender.SendError(serving::DegradedUnavailableError((*model)->name()));
     auto response = InferHttpResponse(**model, *req,
                                       serving::DefaultResult(row, static_cast<int64_t>(rows.size())), true);
     if (!response.ok()) return sender.SendError(response.status());

@@ -32,6 +32,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <functional>
 #include <span>
 #include <string>
@@ -105,6 +106,10 @@ class Service {
   // The edge checks of every inference endpoint, before any parsing: draining (503), API key
   // (401), concurrency limit (429, the permit then travels with `sender`). False: answered.
   bool AdmitRequest(const http::Request& request, ResponseSender* sender);
+  // The opening of every inference route: its ResponseSender for `endpoint` (metrics label), then
+  // AdmitRequest. nullopt: already answered.
+  std::optional<ResponseSender> OpenInference(const http::Request& request, http::Responder respond,
+                                              const char* endpoint);
 
   // The work of an inference route that runs on a tokenization worker. `keep` (the request's
   // memory lease) must live until the response is sent: capture it in the model's callback.
@@ -120,14 +125,13 @@ class Service {
   // Returns freed heap to the OS after a burst (MemoryBudget's on_drained), on a worker.
   void TrimHeap();
 
-  // The rerank path shared by TEI and Cohere: tokenize the pairs, answer from BM25 while the model's
-  // breaker is open, else score them in the batcher and render the scores with `render`
-  // (scores[i] belongs to documents[i]; the second argument is the tokens the model ran).
-  using RerankRenderer = std::function<absl::StatusOr<std::string>(std::span<const float>, size_t)>;
+  // The rerank path shared by TEI and Cohere: serving::ScoreOrFallback (tokenize, then the model's
+  // scores or, breaker open, a fallback's), rendered with `render` (degraded when scores.fallback).
+  using RerankRenderer = std::function<absl::StatusOr<std::string>(const serving::RerankScores&)>;
   void ScorePairs(ResponseSender sender, Keep keep, std::shared_ptr<serving::ServedModel> model,
                   const serving::RowTask::Admission& admission, std::string_view query,
                   const std::vector<std::string>& documents, const serving::PairOptions& pair_options,
-                  bool raw_scores, bool tei_array, RerankRenderer render);
+                  bool raw_scores, RerankRenderer render);
   // The bodies of the inference routes, on a tokenization worker.
   void RerankWork(http::Request request, ResponseSender sender, Keep keep);
   void CohereRerankWork(http::Request request, ResponseSender sender, Keep keep);

@@ -1,0 +1,29 @@
+#include "server/routes/route_table.h"
+
+namespace tide::server {
+
+std::span<const RouteEntry> RouteTable() {
+  static constexpr RouteEntry kRoutes[] = {
+      {"POST", "/rerank", Endpoint::kRerank, false},
+      {"POST", "/v1/rerank", Endpoint::kCohereRerank, false},
+      {"POST", "/tokenize", Endpoint::kTokenize, false},
+      {"GET", "/metrics", Endpoint::kMetrics, true},
+      {"GET", "/load", Endpoint::kLoad, true},
+      {"GET", "/dashboard", Endpoint::kDashboard, false},
+      {"GET", "/v2", Endpoint::kServerMetadata, true},
+      {"GET", "/v2/health/live", Endpoint::kLive, true},
+      {"GET", "/v2/health/ready", Endpoint::kReady, true},
+      {"GET", "/health", Endpoint::kLive, true},
+      {"GET", "/v2/models/{model}", Endpoint::kModelMetadata, false},
+      {"GET", "/v2/models/{model}/versions/{version}", Endpoint::kModelMetadata, false},
+      {"GET", "/v2/models/{model}/ready", Endpoint::kModelReady, false},
+      {"GET", "/v2/models/{model}/versions/{version}/ready", Endpoint::kModelReady, false},
+      {"GET", "/v2/models/{model}/stats", Endpoint::kModelStats, false},
+      {"GET", "/v2/models/{model}/versions/{version}/stats", Endpoint::kModelStats, false},
+      {"POST", "/v2/models/{model}/infer", Endpoint::kInfer, false},
+      {"POST", "/v2/models/{model}/versions/{version}/infer", Endpoint::kInfer, false},
+  };
+  return kRoutes;
+}
+
+}  // namespace tide::server
