@@ -19,6 +19,7 @@
 #pragma once
 
 #include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,7 +36,8 @@ struct RerankRequest {
   bool raw_scores = false;   // false: the serving layer returns sigmoid(logit)
   bool return_text = false;  // echo each text in the response
   bool truncate = true;      // false: over-long inputs are rejected (422), not cut
-  tokenizer::TruncationDirection truncation_direction = tokenizer::TruncationDirection::kRight;
+  // Unset: the model's truncation_direction parameter (whose own default is right, as TEI's).
+  std::optional<tokenizer::TruncationDirection> truncation_direction;
 };
 
 absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,

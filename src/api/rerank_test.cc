@@ -26,7 +26,7 @@ TEST(ParseRerankRequestTest, DefaultsFollowTei) {
   EXPECT_FALSE(r->raw_scores);
   EXPECT_FALSE(r->return_text);
   EXPECT_TRUE(r->truncate);
-  EXPECT_EQ(r->truncation_direction, tokenizer::TruncationDirection::kRight);
+  EXPECT_FALSE(r->truncation_direction.has_value());  // the model's parameter decides
 }
 
 TEST(ParseRerankRequestTest, AllFieldsAndUnknownFieldsIgnored) {
