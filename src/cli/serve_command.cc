@@ -14,6 +14,7 @@
 #include "config/hf_model_folder.h"
 #include "server/http/http_server.h"
 #include "server/routes/service.h"
+#include "serving/model_loader.h"
 #include "serving/model_manager.h"
 #include "serving/serving_metrics.h"
 #include "spdlog/spdlog.h"
@@ -102,6 +103,16 @@ int Serve(const ServeFlags& f) {
   mo.model = f.model;
   mo.model.shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
   mo.model.metrics = metrics->get();
+  // The composition root: the loader (LoadModel) and the backend factory (one ONNX Runtime
+  // session per instance) are chosen here and injected into every served version.
+  mo.factory = [backends = serving::OrtBackendFactory()](const config::RepositoryModel& model,
+                                                         const config::ModelVersion& version,
+                                                         const serving::ServedModelOptions& options)
+      -> absl::StatusOr<std::unique_ptr<serving::ServedModel>> {
+    auto loaded = serving::LoadModel(model, version, serving::LoaderOptions{});
+    if (!loaded.ok()) return loaded.status();
+    return serving::ServedModel::Create(*std::move(loaded), backends, options);
+  };
   const auto load_start = std::chrono::steady_clock::now();
   auto models = serving::ModelManager::Create(mo);
   if (!models.ok()) {
