@@ -14,6 +14,7 @@
 #include "config/hf_model_folder.h"
 #include "server/http/http_server.h"
 #include "server/routes/service.h"
+#include "serving/model_loader.h"
 #include "serving/model_manager.h"
 #include "serving/serving_metrics.h"
 #include "spdlog/spdlog.h"
@@ -33,35 +34,28 @@ struct ServeFlags {
   bool auto_export = true;     // run tools/export_model.py for a folder without ONNX file
   std::string export_script;   // empty: cli::DefaultExportScript()
   bool model_repository_given = false;
-  std::string host = "127.0.0.1";
-  int port = 8000;
-  int io_threads = 2;
-  int64_t io_time_slice_us = 100;
-  size_t max_body_bytes = 8 * 1024 * 1024;
-  size_t max_header_bytes = 16 * 1024;
-  int64_t header_read_timeout_ms = 10000;
-  int64_t body_read_timeout_ms = 30000;
-  int64_t idle_timeout_ms = 60000;
-  int64_t default_timeout_ms = 30000;
-  size_t max_batch_tokens = 1024;
-  size_t max_documents = 1000;
-  size_t max_text_bytes = 100000;
-  int64_t shutdown_grace_ms = 10000;
   std::string log_level = "info";
-  std::string api_key;
-  int64_t max_concurrent_requests = 512;
-  // Measured (bench/overload/shed_latency.sh, 10x overload): shed-answer p99 5.2 -> 2.1 ms and
-  // /v2/health/live p50 1.95 -> 0.36 ms at the same throughput.
-  int inference_nice = 10;
-  // Request cost bounds (issue 19): admission by estimated bytes and the tokenization workers.
-  int64_t max_inflight_bytes = int64_t{1} << 30;
-  int64_t request_memory_factor = 32;
-  int tokenization_workers = 0;
-  int64_t malloc_trim_above_bytes = int64_t{128} << 20;
-  // Connection lifecycle (issue 19): open connections on the main port (idle ones are evicted for
-  // new ones at the cap), and the admin listener for probes and scrapes (0: none).
-  size_t max_connections = 1024;
+  // The option structs of the parts `tide serve` wires: flags bind to their fields, so each
+  // default is stated once, in the struct (durations, which CLI11 cannot bind, are taken from it).
+  http::HttpServerOptions http;
+  server::ServiceOptions service;
+  serving::ServedModelOptions model;
+  int64_t header_read_timeout_ms = http::HttpServerOptions{}.header_read_timeout.count();
+  int64_t body_read_timeout_ms = http::HttpServerOptions{}.body_read_timeout.count();
+  int64_t idle_timeout_ms = http::HttpServerOptions{}.idle_timeout.count();
+  int64_t io_time_slice_us = http::HttpServerOptions{}.io_time_slice.count();
+  int64_t shutdown_grace_ms = serving::ServedModelOptions{}.shutdown_grace.count();
+  // The admin listener for probes and scrapes (0: none).
   int admin_port = 0;
+  // `tide serve`'s own policy where it deliberately differs from the libraries' neutral defaults
+  // (which tests and embedders get): a deadline, a concurrency cap, and inference threads niced.
+  int64_t default_timeout_ms = 30000;
+  ServeFlags() {
+    service.max_concurrent_requests = 512;
+    // Measured (bench/overload/shed_latency.sh, 10x overload): shed-answer p99 5.2 -> 2.1 ms and
+    // /v2/health/live p50 1.95 -> 0.36 ms at the same throughput.
+    model.inference_nice = 10;
+  }
 };
 
 // The admin listener's own connection cap (probes and scrapers; eviction applies there too).
@@ -106,10 +100,19 @@ int Serve(const ServeFlags& f) {
     spdlog::info("serving HuggingFace model folder {} as model '{}'{}", f.hf_model, config::ServedModelName(hf),
                  mo.repository.empty() ? "" : " besides the model repository");
   }
-  mo.model.max_batch_tokens = f.max_batch_tokens;
+  mo.model = f.model;
   mo.model.shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
-  mo.model.inference_nice = f.inference_nice;
   mo.model.metrics = metrics->get();
+  // The composition root: the loader (LoadModel) and the backend factory (one ONNX Runtime
+  // session per instance) are chosen here and injected into every served version.
+  mo.factory = [backends = serving::OrtBackendFactory()](const config::RepositoryModel& model,
+                                                         const config::ModelVersion& version,
+                                                         const serving::ServedModelOptions& options)
+      -> absl::StatusOr<std::unique_ptr<serving::ServedModel>> {
+    auto loaded = serving::LoadModel(model, version, serving::LoaderOptions{});
+    if (!loaded.ok()) return loaded.status();
+    return serving::ServedModel::Create(*std::move(loaded), backends, options);
+  };
   const auto load_start = std::chrono::steady_clock::now();
   auto models = serving::ModelManager::Create(mo);
   if (!models.ok()) {
@@ -123,34 +126,20 @@ int Serve(const ServeFlags& f) {
                                                                 : "model repository " + f.model_repository,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count());
 
-  server::ServiceOptions so;
-  so.limits.max_documents = f.max_documents;
-  so.limits.max_text_chars = f.max_text_bytes;
+  server::ServiceOptions so = f.service;
   so.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
-  so.api_key = f.api_key;
-  so.max_concurrent_requests = f.max_concurrent_requests;
-  so.max_inflight_bytes = f.max_inflight_bytes;
-  so.request_memory_factor = f.request_memory_factor;
-  so.tokenization_workers = f.tokenization_workers;
-  so.malloc_trim_above_bytes = f.malloc_trim_above_bytes;
-  so.tokenization_queue = f.max_concurrent_requests > 0 ? static_cast<size_t>(f.max_concurrent_requests) : 1024;
+  if (so.max_concurrent_requests > 0) so.tokenization_queue = static_cast<size_t>(so.max_concurrent_requests);
   auto service = server::Service::Create(models->get(), metrics->get(), so);
   if (!service.ok()) {
     spdlog::error("service: {}", service.status().ToString());
     return 1;
   }
 
-  http::HttpServerOptions ho;
-  ho.host = f.host;
-  ho.port = static_cast<uint16_t>(f.port);
-  ho.io_threads = f.io_threads;
+  http::HttpServerOptions ho = f.http;
   ho.io_time_slice = std::chrono::microseconds(f.io_time_slice_us);
-  ho.max_body_bytes = f.max_body_bytes;
-  ho.max_header_bytes = f.max_header_bytes;
   ho.header_read_timeout = std::chrono::milliseconds(f.header_read_timeout_ms);
   ho.body_read_timeout = std::chrono::milliseconds(f.body_read_timeout_ms);
   ho.idle_timeout = std::chrono::milliseconds(f.idle_timeout_ms);
-  ho.max_connections = f.max_connections;
   auto connection_limit = (*metrics)->registry.AddCounter(
       "tide_http_connection_limit_total",
       "Connections evicted (idle or still reading a request) or refused (503, every connection busy) at the "
@@ -195,10 +184,10 @@ int Serve(const ServeFlags& f) {
     }
     admin = *std::move(created);
   }
-  std::printf("tide: listening on http://%s:%u\n", f.host.c_str(), (*server)->port());
-  if (admin) std::printf("tide: admin (health, metrics) on http://%s:%u\n", f.host.c_str(), admin->port());
+  std::printf("tide: listening on http://%s:%u\n", ho.host.c_str(), (*server)->port());
+  if (admin) std::printf("tide: admin (health, metrics) on http://%s:%u\n", ho.host.c_str(), admin->port());
   std::fflush(stdout);
-  spdlog::info("ready: serving on http://{}:{}", f.host, (*server)->port());
+  spdlog::info("ready: serving on http://{}:{}", ho.host, (*server)->port());
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
@@ -257,18 +246,18 @@ void RegisterServeCommand(CLI::App* app) {
                   "With --model: tools/export_model.py to run (default: ../tools/export_model.py beside the tide binary, "
                   "else under the working directory)")
       ->envname("TIDE_EXPORT_SCRIPT");
-  cmd->add_option("--host", flags->host, "Address to bind (0.0.0.0 for every interface)")
+  cmd->add_option("--host", flags->http.host, "Address to bind (0.0.0.0 for every interface)")
       ->envname("TIDE_HOST")->capture_default_str();
-  cmd->add_option("--port", flags->port, "Port to bind; 0 picks a free one")
+  cmd->add_option("--port", flags->http.port, "Port to bind; 0 picks a free one")
       ->envname("TIDE_PORT")->check(CLI::Range(0, 65535))->capture_default_str();
-  cmd->add_option("--io-threads", flags->io_threads, "HTTP I/O threads")
+  cmd->add_option("--io-threads", flags->http.io_threads, "HTTP I/O threads")
       ->envname("TIDE_IO_THREADS")->check(CLI::Range(1, 64))->capture_default_str();
   cmd->add_option("--io-time-slice-us", flags->io_time_slice_us,
                   "Scheduler time slice the HTTP threads ask for, so they preempt inference when woken (0: kernel default)")
       ->envname("TIDE_IO_TIME_SLICE_US")->check(CLI::Range(0, 100000))->capture_default_str();
-  cmd->add_option("--max-body-bytes", flags->max_body_bytes, "Largest request body (413 above)")
+  cmd->add_option("--max-body-bytes", flags->http.max_body_bytes, "Largest request body (413 above)")
       ->envname("TIDE_MAX_BODY_BYTES")->capture_default_str();
-  cmd->add_option("--max-header-bytes", flags->max_header_bytes, "Largest request header block (431 above)")
+  cmd->add_option("--max-header-bytes", flags->http.max_header_bytes, "Largest request header block (431 above)")
       ->envname("TIDE_MAX_HEADER_BYTES")->capture_default_str();
   cmd->add_option("--header-read-timeout-ms", flags->header_read_timeout_ms, "Time to receive a request's headers (408)")
       ->envname("TIDE_HEADER_READ_TIMEOUT_MS")->capture_default_str();
@@ -279,38 +268,38 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--default-timeout-ms", flags->default_timeout_ms,
                   "Deadline of requests that set none (x-timeout-ms may shorten it); 0 = none")
       ->envname("TIDE_DEFAULT_TIMEOUT_MS")->capture_default_str();
-  cmd->add_option("--max-batch-tokens", flags->max_batch_tokens, "Most padded tokens in one batch")
+  cmd->add_option("--max-batch-tokens", flags->model.max_batch_tokens, "Most padded tokens in one batch")
       ->envname("TIDE_MAX_BATCH_TOKENS")->capture_default_str();
-  cmd->add_option("--max-documents", flags->max_documents, "Most documents in one rerank request (422 above)")
+  cmd->add_option("--max-documents", flags->service.limits.max_documents, "Most documents in one rerank request (422 above)")
       ->envname("TIDE_MAX_DOCUMENTS")->capture_default_str();
-  cmd->add_option("--max-text-bytes", flags->max_text_bytes, "Longest query or document in bytes (422 above)")
+  cmd->add_option("--max-text-bytes", flags->service.limits.max_text_chars, "Longest query or document in bytes (422 above)")
       ->envname("TIDE_MAX_TEXT_BYTES")->capture_default_str();
   cmd->add_option("--shutdown-grace-ms", flags->shutdown_grace_ms, "On SIGTERM, time for in-flight requests to finish")
       ->envname("TIDE_SHUTDOWN_GRACE_MS")->capture_default_str();
-  cmd->add_option("--api-key", flags->api_key,
+  cmd->add_option("--api-key", flags->service.api_key,
                   "Require `Authorization: Bearer <key>` on inference endpoints (empty: no key)")
       ->envname("TIDE_API_KEY");
-  cmd->add_option("--max-concurrent-requests", flags->max_concurrent_requests,
+  cmd->add_option("--max-concurrent-requests", flags->service.max_concurrent_requests,
                   "Inference requests in flight beyond which new ones get 429 at once (0: unlimited)")
       ->envname("TIDE_MAX_CONCURRENT_REQUESTS")->capture_default_str();
-  cmd->add_option("--inference-nice", flags->inference_nice,
+  cmd->add_option("--inference-nice", flags->model.inference_nice,
                   "Nice steps added to the inference threads so the HTTP threads preempt them (0: same priority)")
       ->envname("TIDE_INFERENCE_NICE")->check(CLI::Range(0, 19))->capture_default_str();
-  cmd->add_option("--max-inflight-bytes", flags->max_inflight_bytes,
+  cmd->add_option("--max-inflight-bytes", flags->service.max_inflight_bytes,
                   "Estimated bytes all inference requests being parsed, tokenized and scored may hold together; "
                   "beyond it new ones get 429 at once, one alone over it 413 (0: unlimited)")
       ->envname("TIDE_MAX_INFLIGHT_BYTES")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--request-memory-factor", flags->request_memory_factor,
+  cmd->add_option("--request-memory-factor", flags->service.request_memory_factor,
                   "A request's estimated bytes per body byte (plus 1 MiB), for --max-inflight-bytes")
       ->envname("TIDE_REQUEST_MEMORY_FACTOR")->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
-  cmd->add_option("--tokenization-workers", flags->tokenization_workers,
+  cmd->add_option("--tokenization-workers", flags->service.tokenization_workers,
                   "Threads that parse and tokenize inference requests off the HTTP threads (0: one per core)")
       ->envname("TIDE_TOKENIZATION_WORKERS")->check(CLI::Range(0, 256))->capture_default_str();
-  cmd->add_option("--malloc-trim-above-bytes", flags->malloc_trim_above_bytes,
+  cmd->add_option("--malloc-trim-above-bytes", flags->service.malloc_trim_above_bytes,
                   "After in-flight request bytes reached this, return freed heap to the OS once they fall "
                   "under an eighth of it (malloc_trim; 0: never)")
       ->envname("TIDE_MALLOC_TRIM_ABOVE_BYTES")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--max-connections", flags->max_connections,
+  cmd->add_option("--max-connections", flags->http.max_connections,
                   "Open connections; at the cap a new one evicts an idle one, else 503 (all busy)")
       ->envname("TIDE_MAX_CONNECTIONS")->check(CLI::Range(size_t{1}, size_t{1} << 20))->capture_default_str();
   cmd->add_option("--admin-port", flags->admin_port,

@@ -1,6 +1,10 @@
 #include "serving/model_manager.h"
 
 #include <charconv>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "common/error_echo.h"
@@ -8,6 +12,102 @@
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
+
+// Models retired but not yet destroyed. The deleter of every model the manager owns holds this
+// state, so a release after the manager is gone still finds it.
+struct ModelManager::Retirements {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unordered_set<const ServedModel*> retired;  // replaced or removed, still held somewhere
+  size_t in_progress = 0;                           // retirements being shut down right now
+};
+
+ModelManager::ModelManager() : retirements_(std::make_shared<Retirements>()) {}
+
+std::shared_ptr<ServedModel> ModelManager::Own(std::unique_ptr<ServedModel> model) {
+  return std::shared_ptr<ServedModel>(model.release(), [state = retirements_](ServedModel* m) {
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (state->retired.erase(m) == 0) {
+        delete m;  // the manager's own end: not retired, released by ~ModelManager's map
+        return;
+      }
+      ++state->in_progress;
+    }
+    // The last holder may be an instance thread (its request's callback) or the deadline timer:
+    // the model's destructor joins those, so it runs on a thread of its own.
+    std::thread([state, m] {
+      delete m;  // ~ServedModel: Shutdown (drain within shutdown_grace), then join its threads
+      std::lock_guard<std::mutex> lock(state->mu);
+      --state->in_progress;
+      state->cv.notify_all();
+    }).detach();
+  });
+}
+
+void ModelManager::Retire(std::shared_ptr<ServedModel> model) {
+  if (model == nullptr) return;
+  spdlog::info("model {} version {}: retired; shuts down when its last request finishes", model->name(),
+               model->version());
+  {
+    std::lock_guard<std::mutex> lock(retirements_->mu);
+    retirements_->retired.insert(model.get());
+  }
+  model.reset();  // if nothing else holds it, the deleter retires it now
+}
+
+std::unique_ptr<ModelManager> ModelManager::CreateEmpty(ServingMetrics* metrics) {
+  std::unique_ptr<ModelManager> manager(new ModelManager());
+  manager->metrics_ = metrics;
+  return manager;
+}
+
+absl::Status ModelManager::Add(std::unique_ptr<ServedModel> model) {
+  if (model == nullptr) return absl::InvalidArgumentError("ModelManager::Add: no model");
+  absl::MutexLock lock(&mu_);
+  auto& versions = models_[model->name()];
+  if (versions.contains(model->version())) {
+    return absl::AlreadyExistsError(absl::StrCat("model '", model->name(), "' version ", model->version(),
+                                                 " is already served"));
+  }
+  const int64_t version = model->version();
+  versions[version] = Own(std::move(model));
+  return absl::OkStatus();
+}
+
+absl::Status ModelManager::Replace(std::unique_ptr<ServedModel> model) {
+  if (model == nullptr) return absl::InvalidArgumentError("ModelManager::Replace: no model");
+  std::shared_ptr<ServedModel> old;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = models_.find(model->name());
+    auto vit = it == models_.end() ? decltype(it->second.end()){} : it->second.find(model->version());
+    if (it == models_.end() || vit == it->second.end()) {
+      return absl::NotFoundError(absl::StrCat("model '", EchoForError(model->name()), "' has no version ",
+                                              model->version(), " to replace"));
+    }
+    old = std::exchange(vit->second, Own(std::move(model)));
+  }
+  Retire(std::move(old));
+  return absl::OkStatus();
+}
+
+absl::Status ModelManager::Remove(std::string_view name, int64_t version) {
+  std::shared_ptr<ServedModel> old;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = models_.find(name);
+    auto vit = it == models_.end() ? decltype(it->second.end()){} : it->second.find(version);
+    if (it == models_.end() || vit == it->second.end()) {
+      return absl::NotFoundError(absl::StrCat("model '", EchoForError(name), "' has no version ", version));
+    }
+    old = std::move(vit->second);
+    it->second.erase(vit);
+    if (it->second.empty()) models_.erase(it);
+  }
+  Retire(std::move(old));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelManagerOptions& options) {
   config::RepositoryOptions ro;
@@ -41,16 +141,26 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelMa
   manager->metrics_ = options.model.metrics;
   for (const config::RepositoryModel& model : *models) {
     for (const config::ModelVersion& version : model.versions) {
-      auto served = ServedModel::Create(model, version, options.model);
+      auto served = options.factory ? options.factory(model, version, options.model)
+                                    : ServedModel::Create(model, version, options.model);
       if (!served.ok()) return served.status();
       absl::MutexLock lock(&manager->mu_);
-      manager->models_[model.name][version.version] = std::shared_ptr<ServedModel>(*std::move(served));
+      manager->models_[model.name][version.version] = manager->Own(*std::move(served));
     }
   }
   return manager;
 }
 
-ModelManager::~ModelManager() { Shutdown(); }
+ModelManager::~ModelManager() {
+  Shutdown();
+  {
+    absl::MutexLock lock(&mu_);
+    models_.clear();
+  }
+  // Retired models still held elsewhere are not waited for; those shutting down now are.
+  std::unique_lock<std::mutex> lock(retirements_->mu);
+  retirements_->cv.wait(lock, [this] { return retirements_->in_progress == 0; });
+}
 
 absl::StatusOr<std::shared_ptr<ServedModel>> ModelManager::Find(std::string_view name,
                                                                 std::string_view version) const {

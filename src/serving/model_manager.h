@@ -7,11 +7,18 @@
 //    the first error, which names the file and the field. When Create returns, every model is ready.
 //  - Thread-safe. Find returns a shared_ptr so that a caller keeps its model alive for the whole
 //    request even if a later reload replaces it.
-//  - Errors: NOT_FOUND naming the model (and version) for unknown ones.
+//  - Add / Replace / Remove change the (name, version) -> model map atomically under one mutex:
+//    a Find after the call sees the new state, a request that found the old version before it
+//    finishes on the old one. A replaced or removed version is retired: it shuts down (drains its
+//    queue, ServedModel::Shutdown) when its last holder releases it, on a thread of its own (never
+//    on an instance or I/O thread), and the manager's destructor waits for the retirements.
+//  - Errors: NOT_FOUND naming the model (and version) for unknown ones; ALREADY_EXISTS from Add
+//    for a version already served.
 #pragma once
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,12 +40,27 @@ struct ModelManagerOptions {
   // as one model (config::LoadHuggingFaceFolder); a name the repository also has is an error.
   std::vector<config::HuggingFaceFolderOptions> huggingface_folders;
   ServedModelOptions model;          // applied to every model
+  // Builds one served version (the composition root's loader + backend factory); empty:
+  // ServedModel::Create (LoadModel + OrtBackendFactory). Tests inject fake backends here.
+  std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
+      const config::RepositoryModel&, const config::ModelVersion&, const ServedModelOptions&)>
+      factory;
 };
 
 class ModelManager {
  public:
   static absl::StatusOr<std::unique_ptr<ModelManager>> Create(const ModelManagerOptions& options);
+  // A manager serving nothing yet; models come through Add (tests, and later hot reload).
+  static std::unique_ptr<ModelManager> CreateEmpty(ServingMetrics* metrics = nullptr);
   ~ModelManager();
+
+  // Serves `model` as (model->name(), model->version()); ALREADY_EXISTS if that version is served.
+  absl::Status Add(std::unique_ptr<ServedModel> model);
+  // Atomically swaps the served (model->name(), model->version()) for `model`; NOT_FOUND if that
+  // version is not served. The old one is retired (see the contract above).
+  absl::Status Replace(std::unique_ptr<ServedModel> model);
+  // Stops serving (name, version) and retires it; NOT_FOUND if not served.
+  absl::Status Remove(std::string_view name, int64_t version);
 
   // `version` empty: the newest loaded version.
   absl::StatusOr<std::shared_ptr<ServedModel>> Find(std::string_view name, std::string_view version = {}) const;
@@ -58,7 +80,15 @@ class ModelManager {
   void Shutdown(std::chrono::steady_clock::time_point deadline);
 
  private:
-  ModelManager() = default;
+  ModelManager();
+  // Owns `model` for the map: a shared_ptr whose deleter retires the model if it was replaced or
+  // removed, else shuts it down in place (the manager's own end).
+  std::shared_ptr<ServedModel> Own(std::unique_ptr<ServedModel> model);
+  // Marks `model` retired; its last holder's release then shuts it down on a thread of its own.
+  void Retire(std::shared_ptr<ServedModel> model);
+
+  struct Retirements;
+  std::shared_ptr<Retirements> retirements_;
   ServingMetrics* metrics_ = nullptr;
   mutable absl::Mutex refresh_mu_;  // serializes RefreshMetrics (counter mirroring)
   mutable absl::Mutex mu_;

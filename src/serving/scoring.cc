@@ -18,7 +18,7 @@ absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
   tokenizer::EncodeOptions enc;
   enc.max_length = model.max_sequence_length();
   enc.strategy = tokenizer::TruncationStrategy::kLongestFirst;
-  enc.direction = options.direction;
+  enc.direction = options.direction.value_or(model.parameters().truncation_direction);
   enc.truncate = true;
   if (options.max_tokens_per_doc.has_value()) {
     // Cohere's max_tokens_per_doc cuts only the document, then the pair must still fit the model.

@@ -34,7 +34,8 @@ namespace tide::serving {
 
 struct PairOptions {
   bool truncate = true;
-  tokenizer::TruncationDirection direction = tokenizer::TruncationDirection::kRight;
+  // Unset: the model's truncation_direction parameter (right unless config.pbtxt says left).
+  std::optional<tokenizer::TruncationDirection> direction;
   // Cohere's max_tokens_per_doc: additionally cut each document to this many tokens.
   std::optional<size_t> max_tokens_per_doc;
 };

@@ -5,10 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/ort_options.h"
-#include "runtime/ort_backend.h"
 #include "serving/warmup_shapes.h"
-#include "optimize/fusion_check.h"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -64,88 +61,39 @@ batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, c
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::RepositoryModel& model,
                                                                  const config::ModelVersion& version,
                                                                  const ServedModelOptions& options) {
+  auto loaded = LoadModel(model, version);
+  if (!loaded.ok()) return loaded.status();
+  return Create(*std::move(loaded), OrtBackendFactory(), options);
+}
+
+absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr<const LoadedModel> loaded,
+                                                                 BackendFactory backends,
+                                                                 const ServedModelOptions& options) {
+  if (loaded == nullptr || loaded->tokenizer == nullptr || !backends) {
+    return absl::InvalidArgumentError("ServedModel::Create: no loaded model, tokenizer or backend factory");
+  }
   std::unique_ptr<ServedModel> m(new ServedModel());
-  m->name_ = model.name;
-  m->version_ = version.version;
+  m->loaded_ = loaded;
+  const LoadedModel& lm = *loaded;
   // Every per-model metric is labelled (model, version): two versions served side by side keep
   // their own gauges and counters, and a sum over version is the model's total.
-  const std::string version_label = std::to_string(version.version);
-  m->config_ = model.config;
+  const std::string version_label = std::to_string(lm.version);
   m->metrics_ = options.metrics;
-  const std::string config_file = model.config_file.string();
-  auto params = config::TideParameters::FromConfig(model.config, config_file);
-  if (!params.ok()) return params.status();
-  m->params_ = *params;
+  const std::string& config_file = lm.config_file;
 
-  const std::string tokenizer_path = (model.directory / m->params_.tokenizer).string();
-  auto tok = tokenizer::Tokenizer::FromFile(tokenizer_path);
-  if (!tok.ok()) {
-    return absl::Status(tok.status().code(), absl::StrCat(model.name, ": tokenizer: ", tok.status().message()));
-  }
-  m->tokenizer_ = *std::move(tok);
-  m->max_sequence_length_ =
-      static_cast<size_t>(m->params_.EffectiveMaxSequenceLength(m->tokenizer_->default_max_length()));
-
-  runtime::OrtOptions ort = runtime::MakeOrtOptions(m->params_, version.model_file);
-  auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
-  if (!signature.ok()) return signature.status();
-  m->signature_ = *signature;
-  if (m->signature_.num_labels < 1) {
-    return absl::FailedPreconditionError(absl::StrCat(ort.model_path, ": output ", m->signature_.logits_name,
-                                                      " has a dynamic label dimension; tide needs a fixed one"));
-  }
-  {
-    // From the original file: graph fusion below may replace the embedding Gathers.
-    auto limits = ResolveTokenInputLimits(m->signature_, *m->tokenizer_, ReadEmbeddingRows(ort.model_path, m->signature_),
-                                          m->params_.token_type_vocab_size);
-    if (!limits.ok()) return absl::Status(limits.status().code(), absl::StrCat(config_file, ": ", limits.status().message()));
-    m->token_input_limits_ = limits->limits;
-    if (limits->log_is_warning) {
-      spdlog::warn("model {} version {}: {}", m->name_, m->version_, limits->log);
-    } else {
-      spdlog::info("model {} version {}: {}", m->name_, m->version_, limits->log);
-    }
-  }
-  if (m->params_.graph_fusion == config::GraphFusion::kAuto) {
-    // Fused attention / skip-layernorm, checked on a padded probe batch against the original.
-    const auto fuse_start = std::chrono::steady_clock::now();
-    optimize::FusedModel fused = optimize::PrepareFusedModel(
-        ort, optimize::ProbeBatch(m->signature_, static_cast<int64_t>(m->tokenizer_->vocab_size()),
-                                  static_cast<int64_t>(m->max_sequence_length_)));
-    const double fuse_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fuse_start).count();
-    if (fused.fused) {
-      spdlog::info("model {} version {}: graph fusion: {}; probe max |fused - original| {:.3g} (limit {:.3g}); {:.0f} ms",
-                   m->name_, m->version_, fused.report.Summary(), fused.max_abs_diff, fused.tolerance, fuse_ms);
-      ort.model_path.clear();
-      ort.model_data = std::move(fused.model_data);
-    } else if (fused.check_failed) {
-      spdlog::error("model {} version {}: graph fusion rejected, serving the unfused model: {}", m->name_,
-                    m->version_, fused.reason);
-    } else {
-      spdlog::info("model {} version {}: graph fusion skipped: {}", m->name_, m->version_, fused.reason);
-    }
-  }
-  if (!m->params_.breaker_default_result.empty() &&
-      static_cast<int64_t>(m->params_.breaker_default_result.size()) != m->signature_.num_labels) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        config_file, ": parameters[\"breaker_default_result\"]: has ", m->params_.breaker_default_result.size(),
-        " value(s) but model output ", m->signature_.logits_name, " has ", m->signature_.num_labels, " label(s)"));
-  }
-
-  if (m->params_.breaker_enabled()) {
+  if (lm.parameters.breaker_enabled()) {
     guard::CircuitBreakerOptions bo;
-    bo.p99_threshold = std::chrono::milliseconds(m->params_.breaker_p99_ms);
-    bo.error_rate_threshold = m->params_.breaker_error_rate;
-    bo.queue_fullness_threshold = m->params_.breaker_queue_fullness;
-    bo.latency_window = std::chrono::seconds(m->params_.breaker_window_s);
-    bo.open_duration = std::chrono::seconds(m->params_.breaker_open_s);
-    bo.half_open_probes = static_cast<int>(m->params_.breaker_probes);
-    bo.min_samples = m->params_.breaker_min_samples;
+    bo.p99_threshold = std::chrono::milliseconds(lm.parameters.breaker_p99_ms);
+    bo.error_rate_threshold = lm.parameters.breaker_error_rate;
+    bo.queue_fullness_threshold = lm.parameters.breaker_queue_fullness;
+    bo.latency_window = std::chrono::seconds(lm.parameters.breaker_window_s);
+    bo.open_duration = std::chrono::seconds(lm.parameters.breaker_open_s);
+    bo.half_open_probes = static_cast<int>(lm.parameters.breaker_probes);
+    bo.min_samples = lm.parameters.breaker_min_samples;
     metrics::Gauge* state_gauge =
-        m->metrics_ != nullptr ? m->metrics_->breaker_state->WithLabels({m->name_, version_label}) : nullptr;
+        m->metrics_ != nullptr ? m->metrics_->breaker_state->WithLabels({lm.name, version_label}) : nullptr;
     ServingMetrics* mx = m->metrics_;
-    bo.on_transition = [name = m->name_, version_label, state_gauge, mx](
+    bo.on_transition = [name = lm.name, version_label, state_gauge, mx](
                            guard::BreakerState from, guard::BreakerState to, std::string_view reason) {
       spdlog::warn("model {} version {}: circuit breaker {} -> {} ({})", name, version_label, guard::BreakerStateName(from),
                    guard::BreakerStateName(to), std::string(reason));
@@ -164,7 +112,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   }
 
   const batching::BatcherOptions batcher_options_in =
-      MakeBatcherOptions(m->config_, m->params_, m->max_sequence_length_, options.max_batch_tokens);
+      MakeBatcherOptions(lm.config, lm.parameters, lm.max_sequence_length, options.max_batch_tokens);
   // max_queue_size is enforced per request here (a rerank request's rows are admitted together or
   // not at all), not per row by the batcher, which would split a request.
   batching::BatcherOptions batcher_options = batcher_options_in;
@@ -180,7 +128,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   m->batcher_ = *std::move(batcher);
 
   int instances = 0;
-  for (const ModelInstanceGroup& g : m->config_.instance_group()) instances += std::max(g.count(), 1);
+  for (const ModelInstanceGroup& g : lm.config.instance_group()) instances += std::max(g.count(), 1);
   instances = std::max(instances, 1);
 
   StatisticsCounters* stats = m->statistics_.get();
@@ -205,10 +153,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   };
   if (m->metrics_ != nullptr) {
     ServingMetrics* mx = m->metrics_;
-    metrics::Histogram* size_h = mx->batch_size->WithLabels({m->name_, version_label});
-    metrics::Histogram* tokens_h = mx->batch_tokens->WithLabels({m->name_, version_label});
-    metrics::Counter* real_c = mx->real_tokens->WithLabels({m->name_, version_label});
-    metrics::Counter* padded_c = mx->padded_tokens->WithLabels({m->name_, version_label});
+    metrics::Histogram* size_h = mx->batch_size->WithLabels({lm.name, version_label});
+    metrics::Histogram* tokens_h = mx->batch_tokens->WithLabels({lm.name, version_label});
+    metrics::Counter* real_c = mx->real_tokens->WithLabels({lm.name, version_label});
+    metrics::Counter* padded_c = mx->padded_tokens->WithLabels({lm.name, version_label});
     observer = [size_h, tokens_h, real_c, padded_c, base = std::move(observer)](
                    const batching::Batch<RowTask>& b, Clock::duration took, int instance) {
       base(b, took, instance);
@@ -219,8 +167,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
     };
   }
 
-  const std::vector<BatchShape> warmup = WarmupShapes(m->config_, batcher_options);
-  const int64_t pad_id = m->tokenizer_->pad_id();
+  const std::vector<BatchShape> warmup = WarmupShapes(lm.config, batcher_options);
+  const int64_t pad_id = lm.tokenizer->pad_id();
   const auto warm_start = std::chrono::steady_clock::now();
   batching::InstancePoolOptions po;
   po.instance_count = instances;
@@ -230,10 +178,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
   auto pool = batching::InstancePool<RowTask>::Create(
       po, m->batcher_.get(),
       [&](int instance) -> absl::StatusOr<std::unique_ptr<batching::BatchRunner<RowTask>>> {
-        auto backend = runtime::OrtBackend::Create(ort);
+        auto backend = backends(lm, instance);
         if (!backend.ok()) return backend.status();
-        auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer, m->name_,
-                                                     m->version_);
+        auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer, lm.name,
+                                                     lm.version);
         if (absl::Status s = runner->Warmup(warmup); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(s.message(), " (if the model accepts fewer positions, set the "
                                                                   "max_sequence_length parameter in config.pbtxt)"));
@@ -242,17 +190,17 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::R
       });
   if (!pool.ok()) {
     return absl::Status(pool.status().code(),
-                        absl::StrCat(model.name, " version ", version.version, ": ", pool.status().message()));
+                        absl::StrCat(lm.name, " version ", lm.version, ": ", pool.status().message()));
   }
   m->pool_ = *std::move(pool);
   const double warm_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count();
   spdlog::info("model {} version {}: {} instance(s) loaded and warmed up ({} shapes each) in {:.0f} ms; "
                "max_sequence_length {}, max_batch_size {}, max_batch_tokens {}, max_queue_delay {} us",
-               m->name_, m->version_, instances, warmup.size(), warm_ms, m->max_sequence_length_,
+               lm.name, lm.version, instances, warmup.size(), warm_ms, lm.max_sequence_length,
                batcher_options.max_batch_size, batcher_options.max_batch_tokens,
                batcher_options.max_queue_delay.count());
-  if (m->metrics_ != nullptr) m->metrics_->model_ready->WithLabels({m->name_, std::to_string(m->version_)})->Set(1);
+  if (m->metrics_ != nullptr) m->metrics_->model_ready->WithLabels({lm.name, std::to_string(lm.version)})->Set(1);
   return m;
 }
 
@@ -279,7 +227,7 @@ void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::
   };
   if (rows.empty()) return std::move(finish)(absl::FailedPreconditionError("no inputs to run"));
   if (shut_down_.load()) {
-    return std::move(finish)(absl::UnavailableError(absl::StrCat("model ", name_, " is shutting down")));
+    return std::move(finish)(absl::UnavailableError(absl::StrCat("model ", loaded_->name, " is shutting down")));
   }
   if (max_queue_size_ > 0) {
     const size_t queued = batcher_->Stats().queued_tasks;
@@ -287,10 +235,10 @@ void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::
     // An empty queue takes any request, so one larger than max_queue_size is not refused forever.
     if (queued > 0 && queued + rows.size() > max_queue_size_) {
       return std::move(finish)(absl::UnavailableError(
-          absl::StrCat("queue of model ", name_, " is full (max_queue_size ", max_queue_size_, ")")));
+          absl::StrCat("queue of model ", loaded_->name, " is full (max_queue_size ", max_queue_size_, ")")));
     }
   }
-  auto request = std::make_shared<InferenceRequest>(rows.size(), signature_.num_labels, std::move(finish));
+  auto request = std::make_shared<InferenceRequest>(rows.size(), loaded_->signature.num_labels, std::move(finish));
   if (admission.deadline != Clock::time_point::max()) deadlines_->Schedule(admission.deadline, request);
   for (size_t i = 0; i < rows.size(); ++i) {
     auto task = std::make_unique<RowTask>(request, i, std::move(rows[i]), admission);
@@ -312,8 +260,8 @@ ServedModel::Stats ServedModel::GetStats() const {
 api::ModelStatistics ServedModel::Statistics() const {
   const StatisticsCounters& st = *statistics_;
   api::ModelStatistics out;
-  out.name = name_;
-  out.version = std::to_string(version_);
+  out.name = loaded_->name;
+  out.version = std::to_string(loaded_->version);
   out.last_inference_ms = st.last_inference_ms.load();
   out.inference_count = st.inference_count.load();
   out.execution_count = st.execution_count.load();
@@ -332,7 +280,7 @@ void ServedModel::Shutdown() { Shutdown(std::chrono::steady_clock::now() + shutd
 
 void ServedModel::Shutdown(std::chrono::steady_clock::time_point deadline) {
   if (shut_down_.exchange(true)) return;
-  if (metrics_ != nullptr) metrics_->model_ready->WithLabels({name_, std::to_string(version_)})->Set(0);
+  if (metrics_ != nullptr) metrics_->model_ready->WithLabels({loaded_->name, std::to_string(loaded_->version)})->Set(0);
   if (pool_) pool_->StopWithin(deadline - std::chrono::steady_clock::now());
 }
 

@@ -1,10 +1,13 @@
-// tide::serving::ServedModel — one version of one model, ready to serve: its config, tokenizer,
-// dynamic batcher and pool of instances (one ONNX Runtime session each).
+// tide::serving::ServedModel — one version of one model, ready to serve: the scheduler around an
+// immutable LoadedModel (serving/model_loader.h): dynamic batcher, pool of instances (one backend
+// each, from an injected BackendFactory), deadline timer, per-request queue admission
+// (max_queue_size), circuit breaker, and the Triton statistics counters.
 //
 // Contract:
-//  - Create loads the tokenizer and instance_group.count sessions, warms every instance up
+//  - Create(loaded, backends, options) opens instance_group.count backends, warms every instance up
 //    (serving/warmup_shapes.h: config.model_warmup, else every bucket x batch shape the batcher
-//    can form) and starts the workers; the model is ready when Create returns.
+//    can form) and starts the workers; the model is ready when Create returns. Create(model,
+//    version, options) is LoadModel + OrtBackendFactory.
 //  - Thread-safe: Submit may be called from any thread. It never blocks: rows are queued and the
 //    callback runs later on an instance thread, exactly once. A queue over capacity answers
 //    UNAVAILABLE at once (the edge maps it to 503 + Retry-After).
@@ -31,6 +34,7 @@
 #include "runtime/model_backend.h"
 #include "serving/deadline_timer.h"
 #include "serving/inference_request.h"
+#include "serving/model_loader.h"
 #include "serving/model_runner.h"
 #include "serving/serving_metrics.h"
 #include "serving/token_input_limits.h"
@@ -66,18 +70,24 @@ class ServedModel {
   static absl::StatusOr<std::unique_ptr<ServedModel>> Create(const config::RepositoryModel& model,
                                                              const config::ModelVersion& version,
                                                              const ServedModelOptions& options);
+  // The scheduler over an already loaded model; `backends` opens each instance's backend.
+  static absl::StatusOr<std::unique_ptr<ServedModel>> Create(std::shared_ptr<const LoadedModel> loaded,
+                                                             BackendFactory backends,
+                                                             const ServedModelOptions& options);
   ~ServedModel();
 
-  const std::string& name() const { return name_; }
-  int64_t version() const { return version_; }
-  const config::ModelConfig& config() const { return config_; }
-  const config::TideParameters& parameters() const { return params_; }
-  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-  const ModelSignature& signature() const { return signature_; }
-  int64_t num_labels() const { return signature_.num_labels; }
-  size_t max_sequence_length() const { return max_sequence_length_; }
+  const std::string& name() const { return loaded_->name; }
+  int64_t version() const { return loaded_->version; }
+  const config::ModelConfig& config() const { return loaded_->config; }
+  const config::TideParameters& parameters() const { return loaded_->parameters; }
+  const tokenizer::Tokenizer& tokenizer() const { return *loaded_->tokenizer; }
+  const ModelSignature& signature() const { return loaded_->signature; }
+  int64_t num_labels() const { return loaded_->signature.num_labels; }
+  size_t max_sequence_length() const { return loaded_->max_sequence_length; }
   // What KServe token tensors may carry (serving/token_input_limits.h), decided at load.
-  const TokenInputLimits& token_input_limits() const { return token_input_limits_; }
+  const TokenInputLimits& token_input_limits() const { return loaded_->token_input_limits; }
+  // The immutable loaded model this version schedules.
+  const std::shared_ptr<const LoadedModel>& loaded() const { return loaded_; }
   bool ready() const { return !shut_down_.load(); }
 
   // Circuit breaker admission (issue 5): false while the breaker is open — answer with the
@@ -108,14 +118,7 @@ class ServedModel {
  private:
   ServedModel() = default;
 
-  std::string name_;
-  int64_t version_ = 0;
-  config::ModelConfig config_;
-  config::TideParameters params_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  ModelSignature signature_;
-  size_t max_sequence_length_ = 512;
-  TokenInputLimits token_input_limits_;
+  std::shared_ptr<const LoadedModel> loaded_;  // never null
   size_t max_queue_size_ = 0;
   std::chrono::milliseconds shutdown_grace_{10000};
   ServingMetrics* metrics_ = nullptr;

@@ -1,0 +1,93 @@
+#include "serving/model_loader.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "optimize/fusion_check.h"
+#include "runtime/ort_options.h"
+#include "spdlog/spdlog.h"
+
+namespace tide::serving {
+
+absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::RepositoryModel& model,
+                                                             const config::ModelVersion& version,
+                                                             const LoaderOptions& options) {
+  auto m = std::make_shared<LoadedModel>();
+  m->name = model.name;
+  m->version = version.version;
+  m->config = model.config;
+  m->config_file = model.config_file.string();
+  const std::string& config_file = m->config_file;
+  auto params = config::TideParameters::FromConfig(model.config, config_file);
+  if (!params.ok()) return params.status();
+  m->parameters = *params;
+
+  const std::string tokenizer_path = (model.directory / m->parameters.tokenizer).string();
+  auto tok = tokenizer::Tokenizer::FromFile(tokenizer_path);
+  if (!tok.ok()) {
+    return absl::Status(tok.status().code(), absl::StrCat(model.name, ": tokenizer: ", tok.status().message()));
+  }
+  m->tokenizer = *std::move(tok);
+  m->max_sequence_length =
+      static_cast<size_t>(m->parameters.EffectiveMaxSequenceLength(m->tokenizer->default_max_length()));
+
+  m->ort = runtime::MakeOrtOptions(m->parameters, version.model_file);
+  runtime::OrtOptions& ort = m->ort;
+  auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
+  if (!signature.ok()) return signature.status();
+  m->signature = *signature;
+  if (m->signature.num_labels < 1) {
+    return absl::FailedPreconditionError(absl::StrCat(ort.model_path, ": output ", m->signature.logits_name,
+                                                      " has a dynamic label dimension; tide needs a fixed one"));
+  }
+  {
+    // From the original file: graph fusion below may replace the embedding Gathers.
+    auto limits = ResolveTokenInputLimits(m->signature, *m->tokenizer, ReadEmbeddingRows(ort.model_path, m->signature),
+                                          m->parameters.token_type_vocab_size);
+    if (!limits.ok()) return absl::Status(limits.status().code(), absl::StrCat(config_file, ": ", limits.status().message()));
+    m->token_input_limits = limits->limits;
+    if (limits->log_is_warning) {
+      spdlog::warn("model {} version {}: {}", m->name, m->version, limits->log);
+    } else {
+      spdlog::info("model {} version {}: {}", m->name, m->version, limits->log);
+    }
+  }
+  if (options.allow_graph_fusion && m->parameters.graph_fusion == config::GraphFusion::kAuto) {
+    // Fused attention / skip-layernorm, checked on a padded probe batch against the original.
+    const auto fuse_start = std::chrono::steady_clock::now();
+    optimize::FusedModel fused = optimize::PrepareFusedModel(
+        ort, optimize::ProbeBatch(m->signature, static_cast<int64_t>(m->tokenizer->vocab_size()),
+                                  static_cast<int64_t>(m->max_sequence_length)));
+    const double fuse_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fuse_start).count();
+    if (fused.fused) {
+      spdlog::info("model {} version {}: graph fusion: {}; probe max |fused - original| {:.3g} (limit {:.3g}); {:.0f} ms",
+                   m->name, m->version, fused.report.Summary(), fused.max_abs_diff, fused.tolerance, fuse_ms);
+      ort.model_path.clear();
+      ort.model_data = std::move(fused.model_data);
+    } else if (fused.check_failed) {
+      spdlog::error("model {} version {}: graph fusion rejected, serving the unfused model: {}", m->name,
+                    m->version, fused.reason);
+    } else {
+      spdlog::info("model {} version {}: graph fusion skipped: {}", m->name, m->version, fused.reason);
+    }
+  }
+  if (!m->parameters.breaker_default_result.empty() &&
+      static_cast<int64_t>(m->parameters.breaker_default_result.size()) != m->signature.num_labels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config_file, ": parameters[\"breaker_default_result\"]: has ", m->parameters.breaker_default_result.size(),
+        " value(s) but model output ", m->signature.logits_name, " has ", m->signature.num_labels, " label(s)"));
+  }
+  return std::shared_ptr<const LoadedModel>(std::move(m));
+}
+
+BackendFactory OrtBackendFactory() {
+  return [](const LoadedModel& model, int) -> absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> {
+    auto backend = runtime::OrtBackend::Create(model.ort);
+    if (!backend.ok()) return backend.status();
+    return std::unique_ptr<runtime::ModelBackend>(*std::move(backend));
+  };
+}
+
+}  // namespace tide::serving

@@ -1,0 +1,61 @@
+// tide::serving::LoadModel — the loader: turns one version of a model repository entry into an
+// immutable LoadedModel (parameters, tokenizer, signature, token-input limits, and the graph it
+// will run, after graph fusion), and the backend factory that opens instances of it.
+//
+// Contract:
+//  - LoadModel reads config parameters, tokenizer and the ONNX signature, resolves the token-input
+//    limits, runs graph fusion (parameters graph_fusion = auto) and validates the breaker_*
+//    parameters against the signature. Errors name the file and the field. It starts no thread
+//    and opens no session: a LoadedModel costs its tokenizer and (when fused) the model bytes.
+//  - A LoadedModel is immutable once returned (shared_ptr<const>): any number of threads may read
+//    it, and a scheduler (ServedModel) keeps it alive as long as it serves.
+//  - BackendFactory opens one runtime::ModelBackend per instance; OrtBackendFactory() is the
+//    production one (one ONNX Runtime session over LoadedModel::ort). Tests inject fakes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "config/model_repository.h"
+#include "config/tide_parameters.h"
+#include "runtime/model_backend.h"
+#include "runtime/ort_backend.h"
+#include "serving/token_input_limits.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tide::serving {
+
+struct LoadedModel {
+  std::string name;
+  int64_t version = 0;
+  std::string config_file;  // for error messages ("<file>: parameters[...]")
+  config::ModelConfig config;
+  config::TideParameters parameters;
+  std::unique_ptr<const tokenizer::Tokenizer> tokenizer;  // never null
+  ModelSignature signature;
+  size_t max_sequence_length = 512;
+  TokenInputLimits token_input_limits;
+  // The graph the instances run: the model file, or (graph fusion) the fused bytes in model_data.
+  runtime::OrtOptions ort;
+};
+
+struct LoaderOptions {
+  // Graph fusion as the model's graph_fusion parameter asks; false skips it (tests, tools).
+  bool allow_graph_fusion = true;
+};
+
+absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::RepositoryModel& model,
+                                                             const config::ModelVersion& version,
+                                                             const LoaderOptions& options = {});
+
+// Opens the backend of instance `instance` (0-based) of `model`. Called once per instance while
+// the model's scheduler is built, from the building thread.
+using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<runtime::ModelBackend>>(
+    const LoadedModel& model, int instance)>;
+
+BackendFactory OrtBackendFactory();
+
+}  // namespace tide::serving
