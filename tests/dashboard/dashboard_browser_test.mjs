@@ -97,7 +97,8 @@ async function startServer(repo) {
   children.push(child);
   const lines = createInterface({input: child.stdout});
   const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("tide serve did not start in 120 s")), 120000);
+    // Generous: under `ctest -j2` the two models warm up beside the export round trip on 2 cores.
+    const timer = setTimeout(() => reject(new Error("tide serve did not start in 300 s")), 300000);
     child.on("exit", code => reject(new Error("tide serve exited " + code)));
     lines.on("line", line => {
       const m = /listening on (http:\/\/\S+)/.exec(line);
