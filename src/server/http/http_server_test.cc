@@ -509,11 +509,18 @@ struct HeldRequests {
 TEST_F(HttpServerTest, AtTheCapANewConnectionEvictsTheLongestIdle) {
   HttpServerOptions options = DefaultOptions();
   options.max_connections = 2;
+  // One I/O thread, and WaitIdle after each exchange: a connection becomes idle in its response's
+  // write-completion handler, which the client's read can overtake; with one thread that handler
+  // runs to its end before any handler of the next connection, so "first idle longest" is certain.
+  options.io_threads = 1;
   StartEchoServer(options);
+  const auto settle = [&] { return server_->WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)); };
   HttpClient first = Client();
   ASSERT_EQ(first.Get("/").status, 200);
+  ASSERT_TRUE(settle());
   HttpClient second = Client();
   ASSERT_EQ(second.Get("/").status, 200);
+  ASSERT_TRUE(settle());
   HttpClient third = Client();
   EXPECT_EQ(third.Get("/").status, 200);
   const RawReadResult evicted = first.ReadUntilClosed(std::chrono::milliseconds(5000));
@@ -575,6 +582,7 @@ TEST_F(HttpServerTest, AtTheCapWithEveryConnectionBusyTheNewOneGets503) {
   HeldRequests requests;
   HttpServerOptions options = DefaultOptions();
   options.max_connections = 1;
+  options.io_threads = 1;  // see AtTheCapANewConnectionEvictsTheLongestIdle
   StartServer(requests.Handler(), options);
   HttpClient busy = Client();
   ASSERT_TRUE(busy.SendRaw("GET /busy HTTP/1.1\r\nHost: x\r\n\r\n").ok());
@@ -588,6 +596,8 @@ TEST_F(HttpServerTest, AtTheCapWithEveryConnectionBusyTheNewOneGets503) {
   EXPECT_EQ(server_->refused_connections(), 1u);
   requests.AnswerAll();
   EXPECT_EQ(busy.ReadResponse().status, 200);
+  // Its response written (the client's read can overtake the write's completion handler):
+  ASSERT_TRUE(server_->WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
   // Once the busy connection is idle again, it gives way to a new one.
   HttpClient later = Client();
   ASSERT_TRUE(later.SendRaw("GET /later HTTP/1.1\r\nHost: x\r\n\r\n").ok());
