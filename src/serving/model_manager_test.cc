@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "tokenizer/testing/small_bert_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "serving/model_loader.h"
 #include "serving/model_manager.h"
@@ -24,25 +25,7 @@ using ResultOr = absl::StatusOr<InferenceResult>;
 constexpr absl::Duration kHang = absl::Seconds(30);  // generous bound for hangs only
 
 std::unique_ptr<const tokenizer::Tokenizer> TestTokenizer() {
-  json vocab = {{"[PAD]", 0}, {"[UNK]", 1}, {"[CLS]", 2}, {"[SEP]", 3}, {"a", 4},
-                {"b", 5},     {"c", 6},     {"d", 7},     {"e", 8},     {"f", 9}};
-  json added = json::array();
-  for (auto [tok, id] : std::vector<std::pair<std::string, int>>{{"[PAD]", 0}, {"[UNK]", 1}, {"[CLS]", 2}, {"[SEP]", 3}}) {
-    added.push_back({{"id", id}, {"content", tok}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
-  }
-  json j = {{"version", "1.0"},
-            {"truncation", nullptr},
-            {"padding", nullptr},
-            {"added_tokens", added},
-            {"normalizer", {{"type", "BertNormalizer"}, {"lowercase", true}}},
-            {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
-            {"post_processor", {{"type", "BertProcessing"}, {"sep", {"[SEP]", 3}}, {"cls", {"[CLS]", 2}}}},
-            {"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
-                       {"max_input_chars_per_word", 100}, {"vocab", vocab}}}};
-  auto tok = tokenizer::Tokenizer::FromJson(j.dump(), "test.json");
-  EXPECT_TRUE(tok.ok()) << tok.status();
-  return tok.ok() ? std::unique_ptr<const tokenizer::Tokenizer>(*std::move(tok)) : nullptr;
+  return tokenizer::testing::SmallBertTokenizer({"a", "b", "c", "d", "e", "f"});
 }
 
 // What the loader would produce for a 1-label reranker, without files.

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tokenizer/testing/small_bert_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "serving/token_input_limits.h"
 #include "onnx/onnx_pb.h"
@@ -18,26 +19,7 @@ using ::testing::HasSubstr;
 using json = nlohmann::json;
 
 // A small BERT-like tokenizer (pairs get token types 0 and 1).
-std::unique_ptr<tokenizer::Tokenizer> SmallBert() {
-  json vocab = {{"[PAD]", 0}, {"[UNK]", 1}, {"[CLS]", 2}, {"[SEP]", 3}, {"a", 4}, {"b", 5}};
-  json added = json::array();
-  for (auto [tok, id] : std::vector<std::pair<std::string, int>>{{"[PAD]", 0}, {"[UNK]", 1}, {"[CLS]", 2}, {"[SEP]", 3}}) {
-    added.push_back({{"id", id}, {"content", tok}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
-  }
-  json j = {{"version", "1.0"},
-            {"truncation", nullptr},
-            {"padding", nullptr},
-            {"added_tokens", added},
-            {"normalizer", {{"type", "BertNormalizer"}, {"lowercase", true}}},
-            {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
-            {"post_processor", {{"type", "BertProcessing"}, {"sep", {"[SEP]", 3}}, {"cls", {"[CLS]", 2}}}},
-            {"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
-                       {"max_input_chars_per_word", 100}, {"vocab", vocab}}}};
-  auto tok = tokenizer::Tokenizer::FromJson(j.dump(), "test.json");
-  EXPECT_TRUE(tok.ok()) << tok.status();
-  return tok.ok() ? *std::move(tok) : nullptr;
-}
+std::unique_ptr<tokenizer::Tokenizer> SmallBert() { return tokenizer::testing::SmallBertTokenizer({"a", "b"}); }
 
 api::Tensor Int64Tensor(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> data) {
   api::Tensor t;
