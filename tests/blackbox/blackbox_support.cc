@@ -13,7 +13,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "shared_assets.h"
 
 namespace tide::blackbox {
@@ -200,6 +202,23 @@ nlohmann::json ParseJson(std::string_view text) {
 }
 
 double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+double MetricSum(const std::string& text, std::string_view name, const std::vector<std::string>& label_parts) {
+  double sum = 0;
+  for (const std::string& text_line : std::vector<std::string>(absl::StrSplit(text, '\n'))) {
+    const std::string_view line = text_line;
+    if (line.empty() || line[0] == '#' || line.substr(0, name.size()) != name) continue;
+    const std::string_view rest = line.substr(name.size());
+    if (rest.empty() || (rest[0] != '{' && rest[0] != ' ')) continue;  // a longer metric name
+    const size_t space = rest.rfind(' ');
+    const std::string_view labels = rest.substr(0, space);
+    bool all = true;
+    for (const std::string& part : label_parts) all = all && labels.find(part) != std::string_view::npos;
+    double v = 0;
+    if (all && absl::SimpleAtod(std::string(rest.substr(space + 1)), &v)) sum += v;
+  }
+  return sum;
+}
 
 void SharedServer::Start(const std::function<absl::Status(const fs::path& repository)>& populate,
                          const std::vector<std::string>& flags) {

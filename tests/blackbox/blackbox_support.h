@@ -85,6 +85,10 @@ nlohmann::json ParseJson(std::string_view text);
 
 double Sigmoid(double x);
 
+// Sum of every sample of Prometheus metric `name` (exposition text `text`) whose label block
+// contains every string of `label_parts`, e.g. {R"(model="m")", R"(reason="cancelled")"}.
+double MetricSum(const std::string& text, std::string_view name, const std::vector<std::string>& label_parts);
+
 // One `tide serve` over a model repository made for it, in a scratch directory of its own.
 // Start() never fails: its first error (laying out the repository, starting the server) is kept in
 // error() and the server is then absent. Destruction stops the server (as StartTideServe's object

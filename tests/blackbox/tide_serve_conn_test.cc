@@ -50,24 +50,6 @@ constexpr int kHeaderTimeoutMs = 5000;
 
 double MsSince(Steady::time_point t0) { return std::chrono::duration<double, std::milli>(Steady::now() - t0).count(); }
 
-// Sum of every sample of Prometheus metric `name` whose labels contain all of `label_parts`.
-double MetricSum(const std::string& text, std::string_view name, const std::vector<std::string>& label_parts) {
-  double sum = 0;
-  for (const std::string& text_line : std::vector<std::string>(absl::StrSplit(text, '\n'))) {
-    const std::string_view line = text_line;
-    if (line.empty() || line[0] == '#' || line.substr(0, name.size()) != name) continue;
-    const std::string_view rest = line.substr(name.size());
-    if (rest.empty() || (rest[0] != '{' && rest[0] != ' ')) continue;  // a longer metric name
-    const size_t space = rest.rfind(' ');
-    const std::string_view labels = rest.substr(0, space);
-    bool all = true;
-    for (const std::string& part : label_parts) all = all && labels.find(part) != std::string_view::npos;
-    double v = 0;
-    if (all && absl::SimpleAtod(std::string(rest.substr(space + 1)), &v)) sum += v;
-  }
-  return sum;
-}
-
 std::string RawPost(const std::string& path, const std::string& body) {
   return absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: tide\r\nContent-Type: application/json\r\nContent-Length: ",
                       body.size(), "\r\n\r\n", body);

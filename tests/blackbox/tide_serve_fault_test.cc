@@ -69,24 +69,6 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
 }
 
-// Sum of every sample of Prometheus metric `name` whose labels contain all of `label_parts`.
-double MetricSum(const std::string& text, std::string_view name, const std::vector<std::string>& label_parts) {
-  double sum = 0;
-  for (const std::string& text_line : std::vector<std::string>(absl::StrSplit(text, '\n'))) {
-    const std::string_view line = text_line;
-    if (line.empty() || line[0] == '#' || line.substr(0, name.size()) != name) continue;
-    const std::string_view rest = line.substr(name.size());
-    if (rest.empty() || (rest[0] != '{' && rest[0] != ' ')) continue;  // a longer metric name
-    const size_t space = rest.rfind(' ');
-    const std::string_view labels = rest.substr(0, space);
-    bool all = true;
-    for (const std::string& part : label_parts) all = all && labels.find(part) != std::string_view::npos;
-    double v = 0;
-    if (all && absl::SimpleAtod(std::string(rest.substr(space + 1)), &v)) sum += v;
-  }
-  return sum;
-}
-
 int StatusOf(const std::string& raw) {
   int status = 0;
   if (raw.rfind("HTTP/1.", 0) == 0 && raw.size() >= 12) (void)absl::SimpleAtoi(raw.substr(9, 3), &status);
