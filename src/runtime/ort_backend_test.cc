@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/testing/token_rows.h"
 #include "shared_assets.h"
 
 #include "onnx/onnx_pb.h"
@@ -21,19 +22,7 @@ fs::path DistilBertModel() { return tide::testing::SharedAssetPath(tide::testing
 const std::vector<int64_t> kPandaIds = {101,  2054, 2003, 25462, 1029, 102,  1996, 5016, 25462,
                                         2003, 1037, 4562, 2427,  7320, 2000, 2859, 1012, 102};
 
-TokenBatch Pack(const std::vector<std::vector<int64_t>>& rows, bool with_types = false) {
-  size_t seq = 0;
-  for (const auto& r : rows) seq = std::max(seq, r.size());
-  TokenBatch b;
-  b.Resize(static_cast<int64_t>(rows.size()), static_cast<int64_t>(seq), with_types);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    for (size_t j = 0; j < rows[i].size(); ++j) {
-      b.input_ids[i * seq + j] = rows[i][j];
-      b.attention_mask[i * seq + j] = 1;
-    }
-  }
-  return b;
-}
+using testing::PackRows;
 
 TEST(OrtBackendDistilBertTest, DiscoversSignature) {
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
@@ -59,7 +48,7 @@ TEST(OrtBackendDistilBertTest, PandaLogitsMatchReference) {
                                        .graph_optimization_level = level});
     ASSERT_TRUE(backend.ok()) << backend.status();
     Logits out;
-    ASSERT_TRUE((*backend)->Run(Pack({kPandaIds}), &out).ok());
+    ASSERT_TRUE((*backend)->Run(PackRows({kPandaIds}), &out).ok());
     ASSERT_EQ(out.batch, 1);
     ASSERT_EQ(out.num_labels, 2);
     EXPECT_NEAR(out.at(0, 0), kReference[0], 1e-5);
@@ -78,10 +67,10 @@ TEST(OrtBackendDistilBertTest, BatchedRowsEqualSingleRuns) {
   };
   std::vector<Logits> single(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_TRUE((*backend)->Run(Pack({rows[i]}), &single[i]).ok());
+    ASSERT_TRUE((*backend)->Run(PackRows({rows[i]}), &single[i]).ok());
   }
   Logits batched;
-  ASSERT_TRUE((*backend)->Run(Pack(rows), &batched).ok());  // padded to 18 with mask 0
+  ASSERT_TRUE((*backend)->Run(PackRows(rows), &batched).ok());  // padded to 18 with mask 0
   ASSERT_EQ(batched.batch, 3);
   for (size_t i = 0; i < rows.size(); ++i) {
     for (int l = 0; l < 2; ++l) EXPECT_NEAR(batched.at(i, l), single[i].at(0, l), 1e-5) << i << "," << l;
@@ -90,7 +79,7 @@ TEST(OrtBackendDistilBertTest, BatchedRowsEqualSingleRuns) {
   // three rows give (nearly) the same logits: BatchedRowsEqualSingleRunsSumModel below checks the
   // same property on a model whose rows differ.
   // Reusing the same output buffer for a smaller batch.
-  ASSERT_TRUE((*backend)->Run(Pack({rows[2]}), &batched).ok());
+  ASSERT_TRUE((*backend)->Run(PackRows({rows[2]}), &batched).ok());
   EXPECT_EQ(batched.values.size(), 2u);
   EXPECT_NEAR(batched.at(0, 0), single[2].at(0, 0), 1e-6);
 }
@@ -99,7 +88,7 @@ TEST(OrtBackendDistilBertTest, RejectsInconsistentShapes) {
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   auto backend = OrtBackend::Create({.model_path = DistilBertModel().string()});
   ASSERT_TRUE(backend.ok());
-  TokenBatch b = Pack({kPandaIds});
+  TokenBatch b = PackRows({kPandaIds});
   b.attention_mask.pop_back();
   Logits out;
   absl::Status s = (*backend)->Run(b, &out);
@@ -197,7 +186,7 @@ TEST(OrtBackendTest, Int32IdsAreConverted) {
   EXPECT_TRUE((*backend)->signature().ids_are_int32);
   EXPECT_EQ((*backend)->signature().logits_name, "score");
   EXPECT_EQ((*backend)->signature().num_labels, 1);
-  TokenBatch b = Pack({{101, 7, 9, 102}, {101, 5, 102}});
+  TokenBatch b = PackRows({{101, 7, 9, 102}, {101, 5, 102}});
   Logits out;
   for (int round = 0; round < 2; ++round) {  // the second run reuses the conversion buffers
     ASSERT_TRUE((*backend)->Run(b, &out).ok());
@@ -206,7 +195,7 @@ TEST(OrtBackendTest, Int32IdsAreConverted) {
     EXPECT_THAT(out.values, ::testing::ElementsAreArray(ExpectedSums(b)));
     b.input_ids[1] = 1000;
   }
-  TokenBatch too_big = Pack({{int64_t{1} << 40}});
+  TokenBatch too_big = PackRows({{int64_t{1} << 40}});
   EXPECT_EQ((*backend)->Run(too_big, &out).code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -214,7 +203,7 @@ TEST(OrtBackendTest, TokenTypeIdsFedOrZeroFilled) {
   auto backend = OrtBackend::Create({.model_data = SumModel(onnx::TensorProto::INT64, true, false)});
   ASSERT_TRUE(backend.ok()) << backend.status();
   EXPECT_EQ((*backend)->signature().token_type_ids_name, "token_type_ids");
-  TokenBatch b = Pack({{101, 7, 102, 9, 102}, {101, 3, 102}}, /*with_types=*/true);
+  TokenBatch b = PackRows({{101, 7, 102, 9, 102}, {101, 3, 102}}, /*with_types=*/true);
   b.token_type_ids = {0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
   Logits out;
   ASSERT_TRUE((*backend)->Run(b, &out).ok());
@@ -280,7 +269,7 @@ std::string TypeEmbeddingModel() {
 TEST(OrtBackendTest, EngineRejectionOfABatchIsInternalWithTheEngineTextKept) {
   auto backend = OrtBackend::Create({.model_data = TypeEmbeddingModel()});
   ASSERT_TRUE(backend.ok()) << backend.status();
-  TokenBatch b = Pack({{101, 7, 102}}, /*with_types=*/true);
+  TokenBatch b = PackRows({{101, 7, 102}}, /*with_types=*/true);
   b.token_type_ids = {0, 1, 1};
   Logits out;
   ASSERT_TRUE((*backend)->Run(b, &out).ok());
@@ -297,7 +286,7 @@ TEST(OrtBackendTest, DynamicLabelDimIsAllocatedByOnnxRuntime) {
   auto backend = OrtBackend::Create({.model_data = SumModel(onnx::TensorProto::INT64, false, true)});
   ASSERT_TRUE(backend.ok()) << backend.status();
   EXPECT_EQ((*backend)->signature().num_labels, -1);
-  TokenBatch b = Pack({{101, 7, 102}, {101, 102}});
+  TokenBatch b = PackRows({{101, 7, 102}, {101, 102}});
   Logits out;
   ASSERT_TRUE((*backend)->Run(b, &out).ok());
   EXPECT_EQ(out.batch, 2);
@@ -310,11 +299,11 @@ TEST(OrtBackendTest, BatchedRowsEqualSingleRunsSumModel) {
   ASSERT_TRUE(backend.ok()) << backend.status();
   std::vector<std::vector<int64_t>> rows = {{101, 7, 9, 11, 102}, {101, 5, 102}, {101, 102}};
   Logits batched, single;
-  ASSERT_TRUE((*backend)->Run(Pack(rows), &batched).ok());
+  ASSERT_TRUE((*backend)->Run(PackRows(rows), &batched).ok());
   ASSERT_EQ(batched.batch, 3);
   std::vector<float> seen;
   for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_TRUE((*backend)->Run(Pack({rows[i]}), &single).ok());
+    ASSERT_TRUE((*backend)->Run(PackRows({rows[i]}), &single).ok());
     EXPECT_EQ(batched.at(i, 0), single.at(0, 0)) << i;
     seen.push_back(single.at(0, 0));
   }

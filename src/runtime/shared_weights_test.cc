@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/testing/token_rows.h"
 #include "runtime/ort_backend.h"
 #include "shared_assets.h"
 
@@ -15,19 +16,7 @@
 namespace tide::runtime {
 namespace {
 
-TokenBatch Rows(const std::vector<std::vector<int64_t>>& rows) {
-  size_t seq = 0;
-  for (const auto& r : rows) seq = std::max(seq, r.size());
-  TokenBatch b;
-  b.Resize(static_cast<int64_t>(rows.size()), static_cast<int64_t>(seq), false);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    for (size_t j = 0; j < rows[i].size(); ++j) {
-      b.input_ids[i * seq + j] = rows[i][j];
-      b.attention_mask[i * seq + j] = 1;
-    }
-  }
-  return b;
-}
+using testing::PackRows;
 
 std::vector<float> Scores(OrtBackend& backend, const TokenBatch& batch) {
   Logits out;
@@ -40,7 +29,7 @@ TEST(SharedWeightsTest, DistilBertSharedLogitsAreBitIdentical) {
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   if (!SharedWeights::Available()) GTEST_SKIP() << "built without libonnx-dev";
   const std::string model = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel).string();
-  const TokenBatch batch = Rows({{101, 2054, 2003, 25462, 1029, 102, 1996, 5016, 102}, {101, 7592, 2088, 102}});
+  const TokenBatch batch = PackRows({{101, 2054, 2003, 25462, 1029, 102, 1996, 5016, 102}, {101, 7592, 2088, 102}});
   auto alone = OrtBackend::Create({.model_path = model, .intra_op_threads = 1});
   ASSERT_TRUE(alone.ok()) << alone.status();
   auto shared = std::make_shared<SharedWeights>();
@@ -120,7 +109,7 @@ std::string EmbedMatMulModel() {
 
 TEST(SharedWeightsTest, InstancesShareOneCopyAndGiveBitIdenticalLogits) {
   const std::string model = EmbedMatMulModel();
-  const TokenBatch batch = Rows({{1, 7, 9, 200, 3}, {5, 255, 2}, {17}});
+  const TokenBatch batch = PackRows({{1, 7, 9, 200, 3}, {5, 255, 2}, {17}});
   auto alone = OrtBackend::Create({.model_data = model, .intra_op_threads = 1});
   ASSERT_TRUE(alone.ok()) << alone.status();
   const std::vector<float> reference = Scores(**alone, batch);
