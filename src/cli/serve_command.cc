@@ -16,6 +16,7 @@
 #include "server/routes/service.h"
 #include "serving/model_loader.h"
 #include "serving/model_manager.h"
+#include "serving/service_core.h"
 #include "serving/serving_metrics.h"
 #include "spdlog/spdlog.h"
 
@@ -38,6 +39,7 @@ struct ServeFlags {
   // The option structs of the parts `tide serve` wires: flags bind to their fields, so each
   // default is stated once, in the struct (durations, which CLI11 cannot bind, are taken from it).
   http::HttpServerOptions http;
+  serving::ServiceCoreOptions core;
   server::ServiceOptions service;
   serving::ServedModelOptions model;
   int64_t header_read_timeout_ms = http::HttpServerOptions{}.header_read_timeout.count();
@@ -51,7 +53,7 @@ struct ServeFlags {
   // (which tests and embedders get): a deadline, a concurrency cap, and inference threads niced.
   int64_t default_timeout_ms = 30000;
   ServeFlags() {
-    service.max_concurrent_requests = 512;
+    core.max_concurrent_requests = 512;
     // Measured (bench/overload/shed_latency.sh, 10x overload): shed-answer p99 5.2 -> 2.1 ms and
     // /v2/health/live p50 1.95 -> 0.36 ms at the same throughput.
     model.inference_nice = 10;
@@ -126,10 +128,17 @@ int Serve(const ServeFlags& f) {
                                                                 : "model repository " + f.model_repository,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count());
 
-  server::ServiceOptions so = f.service;
-  so.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
-  if (so.max_concurrent_requests > 0) so.tokenization_queue = static_cast<size_t>(so.max_concurrent_requests);
-  auto service = server::Service::Create(models->get(), metrics->get(), so);
+  // The protocol-neutral service core (admission, tokenization workers, deadlines, breaker
+  // fallback) and the HTTP edge over it.
+  serving::ServiceCoreOptions co = f.core;
+  co.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
+  if (co.max_concurrent_requests > 0) co.tokenization_queue = static_cast<size_t>(co.max_concurrent_requests);
+  auto core = serving::ServiceCore::Create(models->get(), metrics->get(), co);
+  if (!core.ok()) {
+    spdlog::error("service core: {}", core.status().ToString());
+    return 1;
+  }
+  auto service = server::Service::Create(core->get(), f.service);
   if (!service.ok()) {
     spdlog::error("service: {}", service.status().ToString());
     return 1;
@@ -200,7 +209,7 @@ int Serve(const ServeFlags& f) {
   // (readiness 503) until the end.
   const auto signalled = std::chrono::steady_clock::now();
   const auto deadline = signalled + std::chrono::milliseconds(f.shutdown_grace_ms);
-  (*service)->SetDraining(true);
+  (*core)->SetDraining(true);
   (*server)->StopAccepting();
   (*server)->WaitIdle(deadline);
   const size_t unfinished = (*server)->active_requests();
@@ -276,26 +285,26 @@ void RegisterServeCommand(CLI::App* app) {
       ->envname("TIDE_MAX_TEXT_BYTES")->capture_default_str();
   cmd->add_option("--shutdown-grace-ms", flags->shutdown_grace_ms, "On SIGTERM, time for in-flight requests to finish")
       ->envname("TIDE_SHUTDOWN_GRACE_MS")->capture_default_str();
-  cmd->add_option("--api-key", flags->service.api_key,
+  cmd->add_option("--api-key", flags->core.api_key,
                   "Require `Authorization: Bearer <key>` on inference endpoints (empty: no key)")
       ->envname("TIDE_API_KEY");
-  cmd->add_option("--max-concurrent-requests", flags->service.max_concurrent_requests,
+  cmd->add_option("--max-concurrent-requests", flags->core.max_concurrent_requests,
                   "Inference requests in flight beyond which new ones get 429 at once (0: unlimited)")
       ->envname("TIDE_MAX_CONCURRENT_REQUESTS")->capture_default_str();
   cmd->add_option("--inference-nice", flags->model.inference_nice,
                   "Nice steps added to the inference threads so the HTTP threads preempt them (0: same priority)")
       ->envname("TIDE_INFERENCE_NICE")->check(CLI::Range(0, 19))->capture_default_str();
-  cmd->add_option("--max-inflight-bytes", flags->service.max_inflight_bytes,
+  cmd->add_option("--max-inflight-bytes", flags->core.max_inflight_bytes,
                   "Estimated bytes all inference requests being parsed, tokenized and scored may hold together; "
                   "beyond it new ones get 429 at once, one alone over it 413 (0: unlimited)")
       ->envname("TIDE_MAX_INFLIGHT_BYTES")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--request-memory-factor", flags->service.request_memory_factor,
+  cmd->add_option("--request-memory-factor", flags->core.request_memory_factor,
                   "A request's estimated bytes per body byte (plus 1 MiB), for --max-inflight-bytes")
       ->envname("TIDE_REQUEST_MEMORY_FACTOR")->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
-  cmd->add_option("--tokenization-workers", flags->service.tokenization_workers,
+  cmd->add_option("--tokenization-workers", flags->core.tokenization_workers,
                   "Threads that parse and tokenize inference requests off the HTTP threads (0: one per core)")
       ->envname("TIDE_TOKENIZATION_WORKERS")->check(CLI::Range(0, 256))->capture_default_str();
-  cmd->add_option("--malloc-trim-above-bytes", flags->service.malloc_trim_above_bytes,
+  cmd->add_option("--malloc-trim-above-bytes", flags->core.malloc_trim_above_bytes,
                   "After in-flight request bytes reached this, return freed heap to the OS once they fall "
                   "under an eighth of it (malloc_trim; 0: never)")
       ->envname("TIDE_MALLOC_TRIM_ABOVE_BYTES")->check(CLI::NonNegativeNumber)->capture_default_str();

@@ -10,110 +10,24 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "tokenizer/testing/small_bert_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "serving/model_loader.h"
 #include "serving/model_manager.h"
 #include "serving/scoring.h"
 #include "serving/served_model.h"
+#include "serving/testing/fake_backend.h"
 
 namespace tide::serving {
 namespace {
 
 using json = nlohmann::json;
 using ResultOr = absl::StatusOr<InferenceResult>;
-constexpr absl::Duration kHang = absl::Seconds(30);  // generous bound for hangs only
 
-std::unique_ptr<const tokenizer::Tokenizer> TestTokenizer() {
-  return tokenizer::testing::SmallBertTokenizer({"a", "b", "c", "d", "e", "f"});
-}
-
-// What the loader would produce for a 1-label reranker, without files.
-struct ModelSpec {
-  std::string name = "m";
-  int64_t version = 1;
-  int max_queue_size = 0;
-  config::TideParameters parameters;
-  size_t max_sequence_length = 16;
-};
-
-std::shared_ptr<const LoadedModel> Loaded(const ModelSpec& spec) {
-  auto m = std::make_shared<LoadedModel>();
-  m->name = spec.name;
-  m->version = spec.version;
-  m->config_file = "test/config.pbtxt";
-  m->config.set_name(spec.name);
-  if (spec.max_queue_size > 0) {
-    m->config.mutable_dynamic_batching()->mutable_default_queue_policy()->set_max_queue_size(spec.max_queue_size);
-  }
-  m->parameters = spec.parameters;
-  m->tokenizer = TestTokenizer();
-  m->signature.num_labels = 1;
-  m->max_sequence_length = spec.max_sequence_length;
-  m->token_input_limits.vocab_size = 10;
-  return m;
-}
-
-// Shared by a test and the backends it hands out: every logit is `value`; `gate` (when armed)
-// holds every batch until opened; `fail` fails every batch; `destroyed` counts backends gone.
-struct BackendControl {
-  float value = 1.0f;
-  std::atomic<bool> armed{false};
-  std::atomic<bool> fail{false};
-  absl::Notification entered;  // a gated batch is running
-  absl::Notification gate;
-  std::atomic<int> destroyed{0};
-  absl::Notification all_destroyed;
-  int instances = 1;
-};
-
-class FakeBackend : public runtime::ModelBackend {
- public:
-  explicit FakeBackend(std::shared_ptr<BackendControl> c) : c_(std::move(c)) { signature_.num_labels = 1; }
-  ~FakeBackend() override {
-    if (c_->destroyed.fetch_add(1) + 1 == c_->instances) c_->all_destroyed.Notify();
-  }
-  absl::Status Run(const runtime::TokenBatch& b, runtime::Logits* out) override {
-    if (c_->armed.load()) {
-      if (!c_->entered.HasBeenNotified()) c_->entered.Notify();
-      c_->gate.WaitForNotificationWithTimeout(kHang);
-    }
-    if (c_->fail.load()) return absl::InternalError("engine failed");
-    out->batch = b.batch;
-    out->num_labels = 1;
-    out->values.assign(b.batch, c_->value);
-    return absl::OkStatus();
-  }
-  const ModelSignature& signature() const override { return signature_; }
-
- private:
-  std::shared_ptr<BackendControl> c_;
-  ModelSignature signature_;
-};
-
-BackendFactory Fake(std::shared_ptr<BackendControl> c) {
-  return [c](const LoadedModel&, int) -> absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> {
-    return std::unique_ptr<runtime::ModelBackend>(std::make_unique<FakeBackend>(c));
-  };
-}
-
-std::unique_ptr<ServedModel> Served(const ModelSpec& spec, std::shared_ptr<BackendControl> c) {
-  ServedModelOptions o;
-  o.shutdown_grace = std::chrono::milliseconds(5000);
-  auto m = ServedModel::Create(Loaded(spec), Fake(std::move(c)), o);
-  EXPECT_TRUE(m.ok()) << m.status();
-  return m.ok() ? *std::move(m) : nullptr;
-}
-
-std::vector<tokenizer::Encoding> Rows(size_t n) {
-  std::vector<tokenizer::Encoding> rows(n);
-  for (auto& e : rows) {
-    e.ids = {2, 4, 3};
-    e.attention_mask = {1, 1, 1};
-    e.type_ids = {0, 0, 0};
-  }
-  return rows;
-}
+using testing::BackendControl;
+using testing::kHang;
+using testing::ModelSpec;
+using testing::Rows;
+using testing::Served;
 
 // Submits `rows` rows; the answer lands in *out and `done` is notified.
 void SubmitRows(ServedModel& model, size_t rows, ResultOr* out, absl::Notification* done) {

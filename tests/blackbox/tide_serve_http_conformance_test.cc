@@ -131,8 +131,18 @@ TEST_F(ServeHttpConformanceTest, HugeTimeoutsAreClampedNotAnInstant504) {
   EXPECT_EQ(infer.status, 200) << infer.body;
   const ClientResponse negative = client->Post("/v2/models/m/infer", InferBody(R"(, "parameters": {"timeout": -1})"), kAuth);
   ExpectError(negative, 422, "validation");
+  // One rule for the header and the parameter: out of range is 422, not an integer is 400.
   headers.back().second = "-1";
+  ExpectError(client->Post("/rerank", R"({"query": "q", "texts": ["a"]})", headers), 422, "validation");
+  headers.back().second = "0";
+  ExpectError(client->Post("/rerank", R"({"query": "q", "texts": ["a"]})", headers), 422, "validation");
+  headers.back().second = "1.5";
   ExpectError(client->Post("/rerank", R"({"query": "q", "texts": ["a"]})", headers), 400, "validation");
+  const ClientResponse zero = client->Post("/v2/models/m/infer", InferBody(R"(, "parameters": {"timeout": 0})"), kAuth);
+  ExpectError(zero, 422, "validation");
+  // Every answer a model produced names the version that served it.
+  EXPECT_EQ(rerank.header("x-tide-model-version"), "1");
+  EXPECT_EQ(infer.header("x-tide-model-version"), "1");
 }
 
 // ---- Item 8: absolute-form, HEAD, Host -----------------------------------------------------------

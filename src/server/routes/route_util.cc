@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/status_http.h"
+#include "common/error.h"
 #include "common/error_echo.h"
 #include "guard/api_key.h"
 #include "serving/scoring.h"
@@ -22,71 +23,47 @@ std::optional<int64_t> ParseInt(std::string_view text) {
   return v;
 }
 
-// The longest timeout in microseconds whose nanoseconds still fit the steady clock's int64 (about
-// 292 years); longer values saturate to it.
-constexpr int64_t kMaxTimeoutUs = std::numeric_limits<int64_t>::max() / 1000;
-
-int64_t SaturatingMsToUs(int64_t ms) { return ms > kMaxTimeoutUs / 1000 ? kMaxTimeoutUs : ms * 1000; }
-
-// start + us, or time_point::max() (no deadline) when that is past what the clock can represent.
-serving::Clock::time_point DeadlineAfter(serving::Clock::time_point start, int64_t us) {
-  const serving::Clock::duration headroom = serving::Clock::time_point::max() - start;
-  const std::chrono::microseconds timeout(us);  // us <= kMaxTimeoutUs: its nanoseconds fit
-  if (timeout >= headroom) return serving::Clock::time_point::max();
-  return start + timeout;
-}
-
 double Ms(serving::Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 }  // namespace
 
 http::Response ErrorResponse(const absl::Status& status) {
   http::Response r;
-  r.status = api::HttpStatusFor(status.code());
+  r.status = api::HttpStatusFor(status);
   r.body = api::ErrorBody(status);
   if (r.status == 503 || r.status == 429) r.headers.emplace_back("Retry-After", "1");
+  if (r.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   if (serving::IsDegradedUnavailable(status)) r.headers.emplace_back("x-tide-degraded", "unavailable");
   return r;
 }
 
-absl::StatusOr<serving::RowTask::Admission> MakeAdmission(const http::Request& request,
-                                                          std::chrono::milliseconds default_timeout,
-                                                          std::optional<int64_t> timeout_us,
-                                                          std::optional<int64_t> priority) {
-  serving::RowTask::Admission a;
-  a.client_gone = request.client_gone;
-  // Microseconds, saturating (a 64-bit millisecond or microsecond count overflows nanoseconds).
-  int64_t timeout = default_timeout.count() > 0 ? SaturatingMsToUs(default_timeout.count()) : 0;
+absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request) {
+  serving::CallInfo info;
+  info.authorization = request.header("authorization");
+  info.body_bytes = request.body.size();
+  info.received_at = request.received_at;
+  info.client_gone = request.client_gone;
   if (std::string_view h = request.header("x-timeout-ms"); !h.empty()) {
     std::optional<int64_t> ms = ParseInt(h);
-    if (!ms || *ms <= 0) {
-      return absl::InvalidArgumentError(
+    if (!ms.has_value()) {
+      return errors::MalformedRequest(
           absl::StrCat("x-timeout-ms must be a positive integer, got '", EchoForError(h), "'"));
     }
-    timeout_us = SaturatingMsToUs(*ms);
+    info.timeout_us = serving::TimeoutMsToUs(*ms);
   }
-  if (timeout_us.has_value()) {
-    if (*timeout_us <= 0) return absl::FailedPreconditionError("timeout must be positive");
-    const int64_t own = std::min(*timeout_us, kMaxTimeoutUs);
-    if (timeout == 0 || own < timeout) timeout = own;
-  }
-  if (timeout > 0) a.deadline = DeadlineAfter(request.received_at, timeout);
   if (std::string_view h = request.header("x-priority"); !h.empty()) {
-    priority = ParseInt(h);
-    if (!priority || *priority < 0) {
-      return absl::InvalidArgumentError(
+    info.priority = ParseInt(h);
+    if (!info.priority.has_value()) {
+      return errors::MalformedRequest(
           absl::StrCat("x-priority must be a non-negative integer, got '", EchoForError(h), "'"));
     }
   }
-  if (priority.has_value()) a.priority = static_cast<int>(*priority);
-  return a;
+  return info;
 }
 
 bool CheckApiKey(const http::Request& request, std::string_view api_key, ResponseSender* sender) {
   if (api_key.empty() || guard::ApiKeyMatches(request.header("authorization"), api_key)) return true;
-  http::Response r = ErrorResponse(absl::UnauthenticatedError("missing or invalid API key (Authorization: Bearer <key>)"));
-  r.headers.emplace_back("WWW-Authenticate", "Bearer");
-  sender->Send(std::move(r));
+  sender->SendError(errors::Unauthenticated("missing or invalid API key (Authorization: Bearer <key>)"));
   return false;
 }
 
@@ -121,9 +98,11 @@ void ResponseSender::Send(http::Response response, const serving::StageTimings* 
       observe("postprocess", timings->postprocess);
     }
   }
+  if (!version_.empty()) response.headers.emplace_back("x-tide-model-version", version_);
   // The permit goes first: a client that reads this response and sends its next request at once
   // must find its slot free (else a sequential client at --max-concurrent-requests 1 gets 429s).
-  permit_.reset();
+  if (call_ != nullptr) call_->ReleasePermit();
+  call_.reset();
   std::move(respond_)(std::move(response));
 }
 

@@ -10,39 +10,33 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "guard/concurrency_limiter.h"
 #include "server/http/http_server.h"
+#include "serving/call.h"
 #include "serving/inference_request.h"
 #include "serving/serving_metrics.h"
 
 namespace tide::server {
 
-// {"error": ..., "error_type": ...} with the status from api::HttpStatusFor; Retry-After: 1 on
-// 429 and 503 (overload and drain are short-lived); `x-tide-degraded: unavailable` for
+// {"error": ..., "error_type": ...} with the HTTP status of the status's error kind
+// (api::HttpStatusFor); Retry-After: 1 on 429 and 503 (overload and drain are short-lived);
+// WWW-Authenticate: Bearer on 401; `x-tide-degraded: unavailable` for
 // serving::DegradedUnavailableError.
 http::Response ErrorResponse(const absl::Status& status);
 
-// Deadline, priority and cancellation of a request:
-//  - timeout: header `x-timeout-ms` (milliseconds) or `timeout_us` (KServe's "timeout" parameter,
-//    microseconds); it may only shorten `default_timeout` (zero = none): a longer one, however
-//    large (up to INT64_MAX), gets the default. With no default, a timeout whose deadline the
-//    steady clock cannot represent (beyond about 292 years) means no deadline. Arithmetic
-//    saturates, so no value overflows into a deadline in the past;
-//  - priority: header `x-priority` or KServe's "priority" parameter (1 = highest);
-//  - the HTTP server's client_gone flag, so a task whose client left is dropped unrun.
-// INVALID_ARGUMENT for a malformed or non-positive header (400); FAILED_PRECONDITION for a
-// non-positive KServe timeout (422).
-absl::StatusOr<serving::RowTask::Admission> MakeAdmission(const http::Request& request,
-                                                          std::chrono::milliseconds default_timeout,
-                                                          std::optional<int64_t> timeout_us = std::nullopt,
-                                                          std::optional<int64_t> priority = std::nullopt);
+// What the service core needs of a request before its body is read (serving/call.h): the
+// Authorization header, the body size, the receive time, the client_gone flag, and the call's own
+// timeout and priority from `x-timeout-ms` (milliseconds) and `x-priority` (1 = highest).
+// MALFORMED_REQUEST (400) for a header value that is not an integer; the range checks (a timeout
+// <= 0, a negative priority: 422) are the core's, the same for every edge.
+absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request);
 
 // TEI's x-tokenization-time, x-queue-time, x-inference-time, x-total-time (whole milliseconds, as TEI
 // sends them) plus a W3C Server-Timing header with fractional milliseconds.
 void AddTimingHeaders(const serving::StageTimings& timings, http::Response* response);
 
 // Sends a response once and records tide_requests_total / tide_request_duration_seconds (and the
-// stage histograms when timings are given) for (model, endpoint).
+// stage histograms when timings are given) for (model, version, endpoint). Once a model version is
+// chosen (set_model), the response names it in `x-tide-model-version`.
 class ResponseSender {
  public:
   ResponseSender(http::Responder respond, serving::ServingMetrics* metrics, std::string endpoint,
@@ -57,9 +51,9 @@ class ResponseSender {
     model_ = std::move(model);
     version_ = std::to_string(version);
   }
-  // Holds a concurrency permit until the response is sent (released just before it is handed to the
-  // connection) or the sender destroyed.
-  void hold(guard::ConcurrencyLimiter::Permit permit) { permit_.emplace(std::move(permit)); }
+  // Holds the admitted call (its concurrency permit and memory lease) until the response is sent:
+  // the permit is released just before the response is handed to the connection.
+  void hold(serving::CallPtr call) { call_ = std::move(call); }
   const std::chrono::steady_clock::time_point& received_at() const { return received_at_; }
   void Send(http::Response response, const serving::StageTimings* timings = nullptr);
   void SendError(const absl::Status& status) { Send(ErrorResponse(status)); }
@@ -71,7 +65,7 @@ class ResponseSender {
   std::string model_;
   std::string version_;
   std::chrono::steady_clock::time_point received_at_;
-  std::optional<guard::ConcurrencyLimiter::Permit> permit_;
+  serving::CallPtr call_;
 };
 
 // The API key check (--api-key): true when `api_key` is empty or the request's

@@ -7,7 +7,10 @@
 #include "api/status_http.h"
 #include "server/http/router.h"
 #include "server/routes/route_table.h"
+#include "absl/synchronization/notification.h"
+#include "common/error.h"
 #include "serving/scoring.h"
+#include "serving/service_core.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -22,66 +25,48 @@ http::Request RequestWith(std::vector<std::pair<std::string, std::string>> heade
   return r;
 }
 
-TEST(MakeAdmission, NoTimeoutMeansNoDeadline) {
-  auto a = MakeAdmission(RequestWith({}), std::chrono::milliseconds(0));
-  ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->deadline, serving::Clock::time_point::max());
-  EXPECT_EQ(a->priority, 0);
-  EXPECT_NE(a->client_gone, nullptr);
+TEST(CallInfoFor, CarriesTheHeadersTheCoreNeeds) {
+  http::Request r = RequestWith({{"Authorization", "Bearer k"}, {"x-timeout-ms", "50"}, {"X-Priority", "2"}});
+  r.body = "12345";
+  auto info = CallInfoFor(r);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->authorization, "Bearer k");
+  EXPECT_EQ(info->body_bytes, 5u);
+  EXPECT_EQ(info->received_at, r.received_at);
+  EXPECT_EQ(info->client_gone, r.client_gone);
+  EXPECT_EQ(info->timeout_us, 50000);
+  EXPECT_EQ(info->priority, 2);
+  auto none = CallInfoFor(RequestWith({}));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->timeout_us.has_value());
+  EXPECT_FALSE(none->priority.has_value());
 }
 
-TEST(MakeAdmission, RequestTimeoutOnlyShortensTheDefault) {
-  const auto r = RequestWith({{"x-timeout-ms", "50"}});
-  auto shorter = MakeAdmission(r, std::chrono::milliseconds(200));
-  ASSERT_TRUE(shorter.ok());
-  EXPECT_EQ(shorter->deadline, r.received_at + std::chrono::milliseconds(50));
-  auto longer = MakeAdmission(RequestWith({{"x-timeout-ms", "500"}}), std::chrono::milliseconds(200));
-  ASSERT_TRUE(longer.ok());
-  EXPECT_EQ(longer->deadline, r.received_at + std::chrono::milliseconds(200));
-  auto kserve = MakeAdmission(RequestWith({}), std::chrono::milliseconds(0), /*timeout_us=*/3000);
-  ASSERT_TRUE(kserve.ok());
-  EXPECT_EQ(kserve->deadline, r.received_at + std::chrono::microseconds(3000));
-}
-
-// Regression: x-timeout-ms 9223372036854775807 overflowed the microsecond conversion into a
-// deadline in the past (an instant 504). A timeout longer than the default gets the default; with
-// no default, one beyond what the clock can represent means no deadline, never an early one.
-TEST(MakeAdmission, HugeTimeoutsAreClampedNeverOverflowed) {
-  const auto r = RequestWith({});
-  const std::string max = std::to_string(std::numeric_limits<int64_t>::max());
-  const std::chrono::milliseconds default_timeout(30000);
-  for (const std::string ms : {max, std::to_string(std::numeric_limits<int64_t>::max() / 1000 + 1), std::string("9223372036854775")}) {
-    auto header = MakeAdmission(RequestWith({{"x-timeout-ms", ms}}), default_timeout);
-    ASSERT_TRUE(header.ok()) << ms;
-    EXPECT_EQ(header->deadline, r.received_at + default_timeout) << ms;
-    auto no_default = MakeAdmission(RequestWith({{"x-timeout-ms", ms}}), std::chrono::milliseconds(0));
-    ASSERT_TRUE(no_default.ok()) << ms;
-    EXPECT_GT(no_default->deadline, r.received_at + std::chrono::hours(24 * 365 * 100)) << ms;
+// One rule for every edge: a header value that is not an integer is malformed (400); an integer
+// out of range (a timeout <= 0, a negative priority) is invalid input (422), as KServe's timeout
+// and priority parameters are. Huge values saturate (serving/call_test.cc checks the deadlines).
+TEST(CallInfoFor, MalformedHeadersAre400AndOutOfRangeValues422) {
+  for (const char* v : {"abc", "10ms", "9223372036854775808", "1.5"}) {
+    auto info = CallInfoFor(RequestWith({{"x-timeout-ms", v}}));
+    EXPECT_EQ(api::HttpStatusFor(info.status()), 400) << v;
   }
-  for (const int64_t us : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max() / 1000 + 1}) {
-    auto kserve = MakeAdmission(r, default_timeout, us);
-    ASSERT_TRUE(kserve.ok()) << us;
-    EXPECT_EQ(kserve->deadline, r.received_at + default_timeout) << us;
-    auto no_default = MakeAdmission(r, std::chrono::milliseconds(0), us);
-    ASSERT_TRUE(no_default.ok()) << us;
-    EXPECT_GT(no_default->deadline, r.received_at + std::chrono::hours(24 * 365 * 100)) << us;
+  EXPECT_EQ(api::HttpStatusFor(CallInfoFor(RequestWith({{"x-priority", "high"}})).status()), 400);
+  for (const char* v : {"0", "-5", "-9223372036854775808"}) {
+    auto info = CallInfoFor(RequestWith({{"x-timeout-ms", v}}));
+    ASSERT_TRUE(info.ok()) << v;
+    EXPECT_EQ(api::HttpStatusFor(serving::AdmissionFor(*info, {}).status()), 422) << v;
   }
-  // A huge server default is clamped the same way.
-  auto huge_default = MakeAdmission(r, std::chrono::milliseconds(std::numeric_limits<int64_t>::max()));
-  ASSERT_TRUE(huge_default.ok());
-  EXPECT_GT(huge_default->deadline, r.received_at + std::chrono::hours(24 * 365 * 100));
-  // Non-positive stays an error: 400 for the header, 422 for KServe's parameter.
-  EXPECT_EQ(MakeAdmission(r, default_timeout, int64_t{-1}).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(MakeAdmission(r, default_timeout, std::numeric_limits<int64_t>::min()).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(MakeAdmission(RequestWith({{"x-timeout-ms", "-9223372036854775808"}}), default_timeout).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MakeAdmission(RequestWith({{"x-timeout-ms", "9223372036854775808"}}), default_timeout).status().code(),
-            absl::StatusCode::kInvalidArgument);  // not an int64 at all
+  auto negative = CallInfoFor(RequestWith({{"x-priority", "-1"}}));
+  ASSERT_TRUE(negative.ok());
+  EXPECT_EQ(api::HttpStatusFor(serving::AdmissionFor(*negative, {}).status()), 422);
+  // A huge timeout is accepted and saturates.
+  auto huge = CallInfoFor(RequestWith({{"x-timeout-ms", "9223372036854775807"}}));
+  ASSERT_TRUE(huge.ok());
+  EXPECT_TRUE(serving::AdmissionFor(*huge, std::chrono::milliseconds(30000)).ok());
 }
 
-TEST(MakeAdmission, MalformedHeaderValuesAreQuotedBounded) {
-  auto a = MakeAdmission(RequestWith({{"x-timeout-ms", std::string(100 * 1024, 'x')}}), {});
+TEST(CallInfoFor, MalformedHeaderValuesAreQuotedBounded) {
+  auto a = CallInfoFor(RequestWith({{"x-timeout-ms", std::string(100 * 1024, 'x')}}));
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_LT(a.status().message().size(), 300u);
 }
@@ -133,25 +118,6 @@ TEST(CheckApiKey, SendsA401WithoutTheKeyAndNothingWithIt) {
   EXPECT_EQ(nlohmann::json::parse(got->body)["error_type"], "unauthorized");
 }
 
-TEST(MakeAdmission, PriorityFromHeaderOrParameter) {
-  auto header = MakeAdmission(RequestWith({{"X-Priority", "2"}}), {});
-  ASSERT_TRUE(header.ok());
-  EXPECT_EQ(header->priority, 2);
-  auto param = MakeAdmission(RequestWith({}), {}, std::nullopt, 1);
-  ASSERT_TRUE(param.ok());
-  EXPECT_EQ(param->priority, 1);
-}
-
-TEST(MakeAdmission, MalformedHeadersAreBadRequests) {
-  for (const char* v : {"abc", "-5", "0", "10ms", ""}) {
-    if (std::string_view(v).empty()) continue;
-    auto a = MakeAdmission(RequestWith({{"x-timeout-ms", v}}), {});
-    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << v;
-  }
-  EXPECT_EQ(MakeAdmission(RequestWith({{"x-priority", "high"}}), {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
 TEST(ErrorResponse, OverloadCarriesRetryAfter) {
   http::Response busy = ErrorResponse(absl::UnavailableError("queue full"));
   EXPECT_EQ(busy.status, 503);
@@ -180,25 +146,51 @@ TEST(AddTimingHeaders, TeiHeadersAndServerTiming) {
   EXPECT_NE(h["Server-Timing"].find("tokenize;dur=1.500"), std::string::npos);
 }
 
-TEST(ResponseSender, ReleasesItsConcurrencyPermitBeforeTheResponseLeaves) {
-  guard::ConcurrencyLimiter limiter(1);
-  bool slot_free_when_sent = false;
+TEST(ResponseSender, ReleasesTheCallsConcurrencyPermitBeforeTheResponseLeaves) {
+  auto metrics = serving::ServingMetrics::Create();
+  ASSERT_TRUE(metrics.ok());
+  auto models = serving::ModelManager::CreateEmpty(metrics->get());
+  serving::ServiceCoreOptions options;
+  options.max_concurrent_requests = 1;
+  options.tokenization_workers = 1;
+  auto core = serving::ServiceCore::Create(models.get(), metrics->get(), options);
+  ASSERT_TRUE(core.ok()) << core.status();
+  int64_t in_flight_when_sent = -1;
   int sent = 0;
-  ResponseSender sender(
-      http::Responder::FromCallback([&](http::Response) {
-        ++sent;
-        // The client may already be sending its next request: its permit must be available.
-        slot_free_when_sent = limiter.TryAcquire().has_value();
-      }),
-      nullptr, "rerank", std::chrono::steady_clock::now());
-  auto permit = limiter.TryAcquire();
-  ASSERT_TRUE(permit.has_value());
-  sender.hold(*std::move(permit));
-  EXPECT_FALSE(limiter.TryAcquire().has_value());
-  sender.Send(http::Response{});
-  sender.Send(http::Response{});  // a second Send is ignored
+  absl::Notification done;
+  serving::CallInfo info;
+  info.received_at = std::chrono::steady_clock::now();
+  (*core)->Start(info, [&](absl::StatusOr<serving::CallPtr> call) {
+    ASSERT_TRUE(call.ok()) << call.status();
+    ResponseSender sender(http::Responder::FromCallback([&](http::Response r) {
+                            ++sent;
+                            // The client may already be sending its next request: its slot must be free.
+                            in_flight_when_sent = (*core)->CurrentLoad().in_flight;
+                            std::map<std::string, std::string> h(r.headers.begin(), r.headers.end());
+                            EXPECT_EQ(h["x-tide-model-version"], "3");
+                          }),
+                          nullptr, "rerank", std::chrono::steady_clock::now());
+    sender.hold(*call);
+    sender.set_model("m", 3);
+    EXPECT_EQ((*core)->CurrentLoad().in_flight, 1);
+    sender.Send(http::Response{});
+    sender.Send(http::Response{});  // a second Send is ignored
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(sent, 1);
-  EXPECT_TRUE(slot_free_when_sent);
+  EXPECT_EQ(in_flight_when_sent, 0);
+}
+
+TEST(ErrorResponse, KindsDecideTheStatusAnd401AsksForTheKey) {
+  // The kind, not the absl code, decides: a payload-too-large status is 413 although its code is
+  // RESOURCE_EXHAUSTED (which alone means 429).
+  EXPECT_EQ(ErrorResponse(errors::PayloadTooLarge("big")).status, 413);
+  EXPECT_EQ(ErrorResponse(absl::ResourceExhaustedError("busy")).status, 429);
+  const http::Response unauthorized = ErrorResponse(errors::Unauthenticated("no key"));
+  EXPECT_EQ(unauthorized.status, 401);
+  std::map<std::string, std::string> h(unauthorized.headers.begin(), unauthorized.headers.end());
+  EXPECT_EQ(h["WWW-Authenticate"], "Bearer");
 }
 
 TEST(ErrorResponse, DegradedUnavailableIsMarked) {

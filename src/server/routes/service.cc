@@ -1,7 +1,5 @@
 #include "server/routes/service.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <atomic>
 #include <utility>
@@ -15,10 +13,10 @@
 #include "api/rerank.h"
 #include "api/status_http.h"
 #include "api/tokenize.h"
+#include "common/error.h"
 #include "common/error_echo.h"
 #include "config/model_config.h"
 #include "nlohmann/json.hpp"
-#include "guard/api_key.h"
 #include "server/routes/dashboard.h"
 #include "server/routes/load_report.h"
 #include "server/routes/route_table.h"
@@ -51,7 +49,7 @@ absl::StatusOr<std::optional<int64_t>> IntParameter(const api::Parameters& param
   auto it = params.find(name);
   if (it == params.end()) return std::optional<int64_t>();
   if (const int64_t* v = std::get_if<int64_t>(&it->second)) return std::optional<int64_t>(*v);
-  return absl::FailedPreconditionError(absl::StrCat("parameters.", std::string(name), " must be an integer"));
+  return errors::InvalidInput(absl::StrCat("parameters.", std::string(name), " must be an integer"));
 }
 
 api::DataType ToApi(DataType t) {
@@ -93,130 +91,27 @@ absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& mod
 
 }  // namespace
 
-bool Service::AdmitRequest(const http::Request& request, ResponseSender* sender) {
-  if (draining()) {
-    metrics_->shed->WithLabels({"draining"})->Increment();
-    sender->SendError(absl::UnavailableError("server is shutting down"));
-    return false;
-  }
-  if (!options_.api_key.empty() && !guard::ApiKeyMatches(request.header("authorization"), options_.api_key)) {
-    http::Response r = ErrorResponse(absl::UnauthenticatedError("missing or invalid API key (Authorization: Bearer <key>)"));
-    r.headers.emplace_back("WWW-Authenticate", "Bearer");
-    sender->Send(std::move(r));
-    return false;
-  }
-  if (options_.max_concurrent_requests > 0) {
-    std::optional<guard::ConcurrencyLimiter::Permit> permit = limiter_.TryAcquire();
-    if (!permit.has_value()) {
-      metrics_->shed->WithLabels({"max_concurrent_requests"})->Increment();
-      sender->SendError(absl::ResourceExhaustedError(absl::StrCat(
-          "too many requests in flight (max_concurrent_requests=", options_.max_concurrent_requests, ")")));
-      return false;
-    }
-    sender->hold(*std::move(permit));
-  }
-  return true;
-}
-
-std::optional<ResponseSender> Service::OpenInference(const http::Request& request, http::Responder respond,
-                                                     const char* endpoint) {
+void Service::StartInference(http::Request request, http::Responder respond, const char* endpoint,
+                             std::string_view model, std::string_view version, Work work) {
   ResponseSender sender(std::move(respond), metrics_, endpoint, request.received_at);
-  if (!AdmitRequest(request, &sender)) return std::nullopt;
-  return sender;
+  // On the heap, so that the views CallInfoFor takes into its headers stay where they are.
+  auto req = std::make_unique<http::Request>(std::move(request));
+  absl::StatusOr<serving::CallInfo> info = CallInfoFor(*req);
+  if (!info.ok()) return sender.SendError(info.status());
+  info->model = model;
+  info->model_version = version;
+  const serving::CallInfo call_info = *info;
+  core_->Start(call_info, [req = std::move(req), sender = std::move(sender),
+                           work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
+    if (!call.ok()) return sender.SendError(call.status());
+    sender.hold(*call);
+    std::move(work)(*req, std::move(sender), *std::move(call));
+  });
 }
 
-void Service::Offload(http::Request request, ResponseSender sender, Work work) {
-  const int64_t estimate = guard::EstimateRequestBytes(request.body.size(), options_.request_memory_factor,
-                                                       options_.request_memory_fixed_bytes);
-  if (!budget_->Fits(estimate)) {
-    metrics_->shed->WithLabels({"max_inflight_bytes"})->Increment();
-    http::Response r;
-    r.status = 413;
-    r.body = api::ErrorBody(absl::OutOfRangeError(absl::StrCat(
-        "request of ", request.body.size(), " body bytes is estimated to need ", estimate,
-        " bytes while it is parsed and tokenized, more than the whole budget max_inflight_bytes=",
-        budget_->capacity_bytes())));
-    return sender.Send(std::move(r));
-  }
-  std::optional<guard::MemoryBudget::Lease> lease = budget_->TryAcquire(estimate);
-  if (!lease.has_value()) {
-    metrics_->shed->WithLabels({"max_inflight_bytes"})->Increment();
-    return sender.SendError(absl::ResourceExhaustedError(absl::StrCat(
-        "too many request bytes in flight (max_inflight_bytes=", budget_->capacity_bytes(), "); retry later")));
-  }
-  struct Job {
-    http::Request request;
-    ResponseSender sender;
-    Keep keep;
-    Work work;
-  };
-  auto job = std::make_shared<Job>(Job{std::move(request), std::move(sender),
-                                       std::make_shared<guard::MemoryBudget::Lease>(*std::move(lease)),
-                                       std::move(work)});
-  serving::WorkPool::Task task = [this, job]() {
-    // A request that waited for a worker past its deadline, or whose client left, is not parsed.
-    auto admission = MakeAdmission(job->request, options_.default_timeout);
-    if (admission.ok()) {
-      if (absl::Status s = StillWanted(*admission, "waiting for a tokenization worker"); !s.ok()) {
-        return job->sender.SendError(s);
-      }
-    }
-    std::move(job->work)(std::move(job->request), std::move(job->sender), std::move(job->keep));
-  };
-  // A small body is cheap to parse and tokenize: it takes the light lane, which a worker is kept
-  // for, so it never waits behind heavy requests.
-  constexpr size_t kLightBodyBytes = 64 * 1024;
-  const serving::WorkPool::Lane lane =
-      job->request.body.size() <= kLightBodyBytes ? serving::WorkPool::Lane::kLight : serving::WorkPool::Lane::kHeavy;
-  if (absl::Status s = pool_->Submit(task, lane); !s.ok()) {
-    metrics_->shed->WithLabels({"tokenization_queue"})->Increment();
-    job->sender.SendError(s);
-  }
-}
-
-absl::Status Service::StillWanted(const serving::RowTask::Admission& admission, std::string_view stage) {
-  if (admission.client_gone != nullptr && admission.client_gone->IsCancelled()) {
-    return absl::CancelledError("the client disconnected");
-  }
-  if (Steady::now() >= admission.deadline) {
-    return absl::DeadlineExceededError(absl::StrCat("the request's deadline passed while ", std::string(stage)));
-  }
-  return absl::OkStatus();
-}
-
-void Service::TrimHeap() {
-  // glibc keeps freed chunks of its per-thread arenas; after a burst of large requests that is
-  // hundreds of MB of RSS the process no longer uses (bench/results/memory-burst.txt). One trim at
-  // a time, on a tokenization worker's light lane rather than on the inference thread that released
-  // the last bytes; none while the pool is being destroyed (~Service resets pool_ first).
-  if (pool_ == nullptr || trim_pending_.exchange(true)) return;
-  serving::WorkPool::Task task = [this] {
-    malloc_trim(0);
-    trim_pending_.store(false);
-  };
-  if (!pool_->Submit(task, serving::WorkPool::Lane::kLight).ok()) trim_pending_.store(false);
-}
-
-Service::~Service() { pool_.reset(); }
-
-absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ModelManager* models,
-                                                         serving::ServingMetrics* metrics,
-                                                         const ServiceOptions& options) {
-  if (models == nullptr || metrics == nullptr) return absl::InvalidArgumentError("models and metrics are required");
-  std::unique_ptr<Service> service(new Service(models, metrics, options));
-  guard::MemoryBudget::Options budget;
-  budget.capacity_bytes = options.max_inflight_bytes;
-  budget.trim_above_bytes = options.malloc_trim_above_bytes;
-  budget.trim_below_bytes = options.malloc_trim_above_bytes / 8;
-  budget.on_drained = [s = service.get()] { s->TrimHeap(); };
-  service->budget_ = std::make_unique<guard::MemoryBudget>(std::move(budget));
-  serving::WorkPoolOptions pool;
-  pool.threads = options.tokenization_workers;
-  pool.max_queue = std::max<size_t>(options.tokenization_queue, 1);
-  pool.thread_name = "tide-tok";
-  auto workers = serving::WorkPool::Create(pool);
-  if (!workers.ok()) return workers.status();
-  service->pool_ = *std::move(workers);
+absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ServiceCore* core, const ServiceOptions& options) {
+  if (core == nullptr) return absl::InvalidArgumentError("a service core is required");
+  std::unique_ptr<Service> service(new Service(core, options));
   if (absl::Status s = service->AddRoutes(); !s.ok()) return s;
   return service;
 }
@@ -264,121 +159,108 @@ absl::Status Service::AddRoutes() {
 // ---- rerank ------------------------------------------------------------------------------------
 
 void Service::Rerank(http::Request request, http::Responder respond) {
-  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "rerank");
-  if (!sender.has_value()) return;
-  Offload(std::move(request), *std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
-    RerankWork(std::move(r), std::move(s), std::move(k));
-  });
+  StartInference(std::move(request), std::move(respond), "rerank", {}, {},
+                 [this](const http::Request& r, ResponseSender s, serving::CallPtr c) {
+                   RerankWork(r, std::move(s), std::move(c));
+                 });
 }
 
-void Service::RerankWork(http::Request request, ResponseSender sender, Keep keep) {
+void Service::RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
   auto parsed = api::ParseRerankRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  auto model = models_->Default();
+  auto model = core_->FindModel();
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
-  auto admission = MakeAdmission(request, options_.default_timeout);
-  if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
   // A request without truncation_direction gets the model's (its truncation_direction parameter).
   const serving::PairOptions pair_options{
       req->truncate, req->truncation_direction.value_or((*model)->parameters().truncation_direction), std::nullopt};
-  ScorePairs(std::move(sender), std::move(keep), *model, *admission, req->query, req->texts, pair_options,
-             req->raw_scores, [req](const serving::RerankScores& s) {
+  ScorePairs(std::move(sender), std::move(call), *model, req->query, req->texts, pair_options, req->raw_scores,
+             [req](const serving::RerankScores& s) {
                return api::RenderRerankResponse(*req, s.scores, s.fallback != nullptr);
              });
 }
 
 void Service::CohereRerank(http::Request request, http::Responder respond) {
-  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "v1_rerank");
-  if (!sender.has_value()) return;
-  Offload(std::move(request), *std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
-    CohereRerankWork(std::move(r), std::move(s), std::move(k));
-  });
+  StartInference(std::move(request), std::move(respond), "v1_rerank", {}, {},
+                 [this](const http::Request& r, ResponseSender s, serving::CallPtr c) {
+                   CohereRerankWork(r, std::move(s), std::move(c));
+                 });
 }
 
-void Service::CohereRerankWork(http::Request request, ResponseSender sender, Keep keep) {
+void Service::CohereRerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
   auto parsed = api::ParseCohereRerankRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  auto model = parsed->model.has_value() && !parsed->model->empty() ? models_->Find(*parsed->model)
-                                                                    : models_->Default();
+  auto model = core_->FindModel(parsed->model.value_or(""));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
-  auto admission = MakeAdmission(request, options_.default_timeout);
-  if (!admission.ok()) return sender.SendError(admission.status());
   auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
   // Cohere's endpoint always truncates (in the model's truncation_direction); max_tokens_per_doc
   // cuts documents first.
   const serving::PairOptions pair_options{true, (*model)->parameters().truncation_direction, req->max_tokens_per_doc};
-  ScorePairs(std::move(sender), std::move(keep), *model, *admission, req->query, req->documents, pair_options,
+  ScorePairs(std::move(sender), std::move(call), *model, req->query, req->documents, pair_options,
              /*raw_scores=*/false, [req, name = (*model)->name()](const serving::RerankScores& s) {
                return api::RenderCohereRerankResponse(
                    *req, s.scores, api::CohereRerankResponseInfo{NextRequestId(), name, s.real_tokens, s.fallback != nullptr});
              });
 }
 
-void Service::ScorePairs(ResponseSender sender, Keep keep, std::shared_ptr<serving::ServedModel> model,
-                         const serving::RowTask::Admission& admission, std::string_view query,
-                         const std::vector<std::string>& documents, const serving::PairOptions& pair_options,
-                         bool raw_scores, RerankRenderer render) {
+void Service::ScorePairs(ResponseSender sender, serving::CallPtr call, std::shared_ptr<serving::ServedModel> model,
+                         std::string_view query, const std::vector<std::string>& documents,
+                         const serving::PairOptions& pair_options, bool raw_scores, RerankRenderer render) {
   const std::vector<std::string_view> docs(documents.begin(), documents.end());
-  serving::ScoreOrFallback(
-      std::move(model), admission, query, docs, pair_options, raw_scores, metrics_,
-      [&admission] { return StillWanted(admission, "tokenizing"); },
-      [sender = std::move(sender), keep = std::move(keep),
-       render = std::move(render)](absl::StatusOr<serving::RerankScores> scores) mutable {
-        if (!scores.ok()) return sender.SendError(scores.status());
-        const Steady::time_point post = Steady::now();
-        auto body = render(*scores);
-        if (!body.ok()) return sender.SendError(body.status());
-        http::Response response = JsonResponse(*std::move(body));
-        if (scores->fallback != nullptr) {
-          // A fallback's answer: marked, without timing headers (as before the core was split).
-          response.headers.emplace_back("x-tide-degraded", scores->fallback);
-          return sender.Send(std::move(response));
-        }
-        serving::StageTimings t = scores->timings;
-        t.postprocess = Steady::now() - post;
-        t.total = Steady::now() - sender.received_at();
-        AddTimingHeaders(t, &response);
-        sender.Send(std::move(response), &t);
-      });
+  core_->Rerank(call, std::move(model), query, docs, pair_options, raw_scores,
+                [sender = std::move(sender), render = std::move(render)](
+                    absl::StatusOr<serving::RerankScores> scores) mutable {
+                  if (!scores.ok()) return sender.SendError(scores.status());
+                  const Steady::time_point post = Steady::now();
+                  auto body = render(*scores);
+                  if (!body.ok()) return sender.SendError(body.status());
+                  http::Response response = JsonResponse(*std::move(body));
+                  if (scores->fallback != nullptr) {
+                    // A fallback's answer: marked, without timing headers.
+                    response.headers.emplace_back("x-tide-degraded", scores->fallback);
+                    return sender.Send(std::move(response));
+                  }
+                  serving::StageTimings t = scores->timings;
+                  t.postprocess = Steady::now() - post;
+                  t.total = Steady::now() - sender.received_at();
+                  AddTimingHeaders(t, &response);
+                  sender.Send(std::move(response), &t);
+                });
 }
 
 // ---- tokenize ----------------------------------------------------------------------------------
 
 void Service::Tokenize(http::Request request, http::Responder respond) {
-  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "tokenize");
-  if (!sender.has_value()) return;
-  Offload(std::move(request), *std::move(sender), [this](http::Request r, ResponseSender s, Keep k) {
-    TokenizeWork(std::move(r), std::move(s), std::move(k));
-  });
+  StartInference(std::move(request), std::move(respond), "tokenize", {}, {},
+                 [this](const http::Request& r, ResponseSender s, serving::CallPtr c) {
+                   TokenizeWork(r, std::move(s), std::move(c));
+                 });
 }
 
-void Service::TokenizeWork(http::Request request, ResponseSender sender, Keep keep) {
-  auto admission = MakeAdmission(request, options_.default_timeout);
-  if (!admission.ok()) return sender.SendError(admission.status());
+void Service::TokenizeWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
   auto parsed = api::ParseTokenizeRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  auto model = models_->Default();
+  auto model = core_->FindModel();
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
+  std::vector<serving::TextInput> inputs;
+  inputs.reserve(parsed->inputs.size());
+  for (const api::TokenizeInput& in : parsed->inputs) {
+    serving::TextInput t{in.text, std::nullopt};
+    if (in.text_pair.has_value()) t.text_pair = *in.text_pair;
+    inputs.push_back(t);
+  }
+  std::vector<tokenizer::Encoding> encodings;
+  if (absl::Status s = core_->Tokenize(*call, **model, inputs, parsed->add_special_tokens, &encodings); !s.ok()) {
+    return sender.SendError(s);
+  }
   const tokenizer::Tokenizer& tok = (*model)->tokenizer();
-  tokenizer::EncodeOptions opts;
-  opts.max_length = (*model)->max_sequence_length();
-  opts.add_special_tokens = parsed->add_special_tokens;
-  std::vector<std::vector<api::TokenInfo>> out(parsed->inputs.size());
-  tokenizer::Encoding e;
-  for (size_t i = 0; i < parsed->inputs.size(); ++i) {
-    if (i % serving::kTokenizeChunkDocuments == 0) {
-      if (absl::Status s = StillWanted(*admission, "tokenizing"); !s.ok()) return sender.SendError(s);
-    }
-    const api::TokenizeInput& in = parsed->inputs[i];
-    std::optional<std::string_view> pair;
-    if (in.text_pair.has_value()) pair = *in.text_pair;
-    if (absl::Status s = tok.Encode(in.text, pair, opts, &e); !s.ok()) return sender.SendError(s);
-    out[i].reserve(e.ids.size());
-    for (int64_t id : e.ids) {
+  std::vector<std::vector<api::TokenInfo>> out(encodings.size());
+  for (size_t i = 0; i < encodings.size(); ++i) {
+    out[i].reserve(encodings[i].ids.size());
+    for (int64_t id : encodings[i].ids) {
       api::TokenInfo info;
       info.id = id;
       info.text = tok.IdToToken(id).value_or("");
@@ -406,21 +288,20 @@ void Service::Live(http::Request request, http::Responder respond) {
 
 void Service::Ready(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "health_ready", request.received_at);
-  const bool ready = !draining() && models_->AllReady();
+  const bool ready = core_->Ready();
   sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
 }
 
 void Service::Load(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "load", request.received_at);
-  std::vector<batching::BatcherStats> queues;
-  for (const auto& model : models_->All()) queues.push_back(model->GetStats().batcher);
-  const bool ready = !draining() && models_->AllReady();
-  sender.Send(JsonResponse(RenderLoadJson(MakeLoadReport(ready, limiter_.in_flight(), limiter_.max_concurrent_requests(), queues))));
+  const serving::ServiceCore::Load load = core_->CurrentLoad();
+  sender.Send(JsonResponse(
+      RenderLoadJson(MakeLoadReport(load.ready, load.in_flight, load.max_concurrent_requests, load.queues))));
 }
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_metadata", request.received_at);
-  if (!CheckApiKey(request, options_.api_key, &sender)) return;
+  if (!CheckApiKey(request, core_->options().api_key, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   const serving::ServedModel& m = **model;
@@ -450,13 +331,13 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
-  const bool ready = !draining() && (*model)->ready();
+  const bool ready = core_->ModelReady(**model);
   sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
 }
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
-  if (!CheckApiKey(request, options_.api_key, &sender)) return;
+  if (!CheckApiKey(request, core_->options().api_key, &sender)) return;
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
@@ -466,21 +347,17 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
 // ---- KServe v2: inference ---------------------------------------------------------------------------
 
 void Service::Infer(http::Request request, const http::PathParams& params, http::Responder respond) {
-  std::optional<ResponseSender> sender = OpenInference(request, std::move(respond), "infer");
-  if (!sender.has_value()) return;
-  // An unknown model is answered here, without queueing its body.
-  auto found = models_->Find(params.Get("model"), params.Get("version"));
-  if (!found.ok()) return sender->SendError(found.status());
-  Offload(std::move(request), *std::move(sender),
-          [this, model = std::string(params.Get("model")), version = std::string(params.Get("version"))](
-              http::Request r, ResponseSender s, Keep k) {
-            InferWork(std::move(r), model, version, std::move(s), std::move(k));
-          });
+  std::string model(params.Get("model"));
+  std::string version(params.Get("version"));
+  StartInference(std::move(request), std::move(respond), "infer", model, version,
+                 [this, model, version](const http::Request& r, ResponseSender s, serving::CallPtr c) {
+                   InferWork(r, model, version, std::move(s), std::move(c));
+                 });
 }
 
-void Service::InferWork(http::Request request, std::string model_name, std::string version, ResponseSender sender,
-                        Keep keep) {
-  auto model = models_->Find(model_name, version);
+void Service::InferWork(const http::Request& request, std::string_view model_name, std::string_view version,
+                        ResponseSender sender, serving::CallPtr call) {
+  auto model = core_->FindModel(model_name, version);
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   std::optional<std::string_view> header_length;
@@ -496,7 +373,7 @@ void Service::InferWork(http::Request request, std::string model_name, std::stri
   const ModelSignature& sig = (*model)->signature();
   for (const api::InferRequestedOutput& out : parsed->outputs) {
     if (out.name != sig.logits_name) {
-      return sender.SendError(absl::FailedPreconditionError(
+      return sender.SendError(errors::InvalidInput(
           absl::StrCat("unknown output '", EchoForError(out.name), "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
     }
   }
@@ -504,50 +381,39 @@ void Service::InferWork(http::Request request, std::string model_name, std::stri
   if (!timeout.ok()) return sender.SendError(timeout.status());
   auto priority = IntParameter(parsed->parameters, "priority");
   if (!priority.ok()) return sender.SendError(priority.status());
-  auto admission = MakeAdmission(request, options_.default_timeout, *timeout, *priority);
-  if (!admission.ok()) return sender.SendError(admission.status());
+  if (absl::Status s = call->Refine(*timeout, *priority); !s.ok()) return sender.SendError(s);
+  if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return sender.SendError(s);
 
-  if (absl::Status s = StillWanted(*admission, "parsing"); !s.ok()) return sender.SendError(s);
   std::vector<tokenizer::Encoding> rows;
   Clock::duration tokenize{};
   if (absl::Status s = serving::RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
 
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
-  if (!(*model)->AdmitToModel()) {
-    // Breaker open. A classifier with a breaker_default_result answers it for every row, marked
-    // degraded; every other model answers 503 (tensors have no lightweight fallback).
-    const std::vector<float>& row = (*model)->parameters().breaker_default_result;
-    if (row.empty()) return sender.SendError(serving::DegradedUnavailableError((*model)->name()));
-    auto response = InferHttpResponse(**model, *req,
-                                      serving::DefaultResult(row, static_cast<int64_t>(rows.size())), true);
-    if (!response.ok()) return sender.SendError(response.status());
-    response->headers.emplace_back("x-tide-degraded", serving::kFallbackDefault);
-    metrics_->degraded->WithLabels({(*model)->name(), std::to_string((*model)->version()), serving::kFallbackDefault})->Increment();
-    return sender.Send(*std::move(response));
-  }
-  (*model)->Submit(
-      rows, *admission,
-      [sender = std::move(sender), keep = std::move(keep), req, m = *model,
-       tokenize](absl::StatusOr<serving::InferenceResult> result) mutable {
-        if (!result.ok()) return sender.SendError(result.status());
-        const Steady::time_point post = Steady::now();
-        serving::StageTimings t = result->timings;
-        auto response = InferHttpResponse(*m, *req, *std::move(result), /*degraded=*/false);
-        if (!response.ok()) return sender.SendError(response.status());
-        t.tokenize = tokenize;
-        t.postprocess = Steady::now() - post;
-        t.total = Steady::now() - sender.received_at();
-        AddTimingHeaders(t, &*response);
-        sender.Send(*std::move(response), &t);
-      });
+  core_->Infer(call, *model, std::move(rows),
+               [sender = std::move(sender), req, m = *model,
+                tokenize](absl::StatusOr<serving::InferOutcome> outcome) mutable {
+                 if (!outcome.ok()) return sender.SendError(outcome.status());
+                 const Steady::time_point post = Steady::now();
+                 serving::StageTimings t = outcome->result.timings;
+                 const char* fallback = outcome->fallback;
+                 auto response = InferHttpResponse(*m, *req, std::move(outcome->result), fallback != nullptr);
+                 if (!response.ok()) return sender.SendError(response.status());
+                 if (fallback != nullptr) {
+                   response->headers.emplace_back("x-tide-degraded", fallback);
+                   return sender.Send(*std::move(response));
+                 }
+                 t.tokenize = tokenize;
+                 t.postprocess = Steady::now() - post;
+                 t.total = Steady::now() - sender.received_at();
+                 AddTimingHeaders(t, &*response);
+                 sender.Send(*std::move(response), &t);
+               });
 }
 
 // ---- metrics -------------------------------------------------------------------------------------
 
 void Service::Metrics(http::Request request, http::Responder respond) {
-  models_->RefreshMetrics();
-  metrics_->inflight_bytes->WithLabels({})->Set(static_cast<double>(budget_->in_flight_bytes()));
-  metrics_->tokenization_queue->WithLabels({})->Set(static_cast<double>(pool_->queued()));
+  core_->RefreshMetrics();
   http::Response r;
   r.content_type = metrics::kPrometheusTextContentType;
   r.body = metrics_->registry.RenderText();

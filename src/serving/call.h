@@ -1,0 +1,88 @@
+// tide::serving::CallInfo and Call — one inference call as the service core sees it, whichever edge
+// (HTTP, gRPC) it came from.
+//
+// Contract:
+//  - CallInfo is what an edge knows before it reads the body: the credential, the model named in
+//    the path (KServe), the body size, when it arrived, the client-gone flag, and the call's own
+//    timeout and priority (HTTP headers x-timeout-ms / x-priority, gRPC deadline). Views in it need
+//    only live until ServiceCore::Start returns.
+//  - AdmissionFor applies the one deadline rule of every edge: the call's own timeout may only
+//    shorten `default_timeout` (zero = none); a longer one, however large (up to INT64_MAX
+//    microseconds), gets the default; with no default, a deadline beyond what the steady clock can
+//    represent (about 292 years) means none. Arithmetic saturates, so no value overflows into a
+//    deadline in the past. A timeout <= 0 or a negative priority is invalid input (422); priority 1
+//    is the highest, 0 the default level.
+//  - A Call is an admitted call: it holds the call's concurrency permit and memory lease (both
+//    released when the last owner drops it; ReleasePermit frees the permit earlier, just before the
+//    answer is written) and its admission (deadline, priority, client-gone flag) for the batcher.
+//    Refine applies a timeout or priority found in the body (KServe "timeout" / "priority"
+//    parameters) unless the edge already had one; it is called from the one thread working on the
+//    call, before the call's rows are submitted.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/cancellation_flag.h"
+#include "guard/concurrency_limiter.h"
+#include "guard/memory_budget.h"
+#include "serving/inference_request.h"
+
+namespace tide::serving {
+
+struct CallInfo {
+  std::string_view authorization;  // "Bearer <key>" (HTTP Authorization, gRPC metadata); "" when none
+  // A model named before the body is read (KServe path, gRPC field): unknown ones are refused
+  // before the body is queued. Empty: the body names it, or the default model answers.
+  std::string_view model;
+  std::string_view model_version;
+  size_t body_bytes = 0;
+  Clock::time_point received_at{};  // the edge's receive time (steady clock)
+  std::shared_ptr<CancellationFlag> client_gone;  // may be null
+  std::optional<int64_t> timeout_us;              // the call's own timeout; nullopt: none
+  std::optional<int64_t> priority;
+};
+
+absl::StatusOr<RowTask::Admission> AdmissionFor(const CallInfo& info, std::chrono::milliseconds default_timeout);
+
+// Milliseconds to microseconds, saturating at the longest timeout the deadline rule accepts.
+int64_t TimeoutMsToUs(int64_t ms);
+
+class Call {
+ public:
+  Call(const Clock* clock, RowTask::Admission admission, Clock::time_point received_at,
+       std::chrono::milliseconds default_timeout, bool has_own_timeout, bool has_own_priority)
+      : clock_(clock),
+        admission_(std::move(admission)),
+        received_at_(received_at),
+        default_timeout_(default_timeout),
+        has_own_timeout_(has_own_timeout),
+        has_own_priority_(has_own_priority) {}
+
+  const RowTask::Admission& admission() const { return admission_; }
+  Clock::time_point received_at() const { return received_at_; }
+  // CANCELLED when the client left, DEADLINE_EXCEEDED (naming `stage`) when the deadline passed.
+  absl::Status StillWanted(std::string_view stage) const;
+  absl::Status Refine(std::optional<int64_t> timeout_us, std::optional<int64_t> priority);
+  void ReleasePermit() { permit_.reset(); }
+
+ private:
+  friend class ServiceCore;
+  const Clock* clock_;  // StillWanted's time source
+  RowTask::Admission admission_;
+  Clock::time_point received_at_;
+  std::chrono::milliseconds default_timeout_;
+  bool has_own_timeout_;
+  bool has_own_priority_;
+  std::optional<guard::ConcurrencyLimiter::Permit> permit_;
+  std::optional<guard::MemoryBudget::Lease> lease_;
+};
+
+using CallPtr = std::shared_ptr<Call>;
+
+}  // namespace tide::serving

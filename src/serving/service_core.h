@@ -1,0 +1,168 @@
+// tide::serving::ServiceCore — what every edge (the HTTP routes today, gRPC next) calls to serve an
+// inference call: one admission policy, one tokenization pool, one deadline rule, one breaker
+// fallback, one set of shed and degraded counters. An edge only turns its wire format into the
+// calls below and their answers back into its wire format.
+//
+// Contract:
+//  - Start(info, work) admits a call, in this order, answering `work` with the refusal:
+//      draining                                   -> kUnavailable  (shed reason "draining")
+//      credential (options.api_key set)           -> kUnauthenticated
+//      in-flight calls (max_concurrent_requests)  -> kOverloaded   ("max_concurrent_requests")
+//      a model named in `info` that is not served -> kNotFound
+//      estimated bytes (guard::EstimateRequestBytes of body_bytes) over the whole budget
+//                                                 -> kPayloadTooLarge ("max_inflight_bytes")
+//      ... over what is left of it                -> kOverloaded   ("max_inflight_bytes")
+//      a malformed timeout or priority            -> kInvalidInput
+//      the tokenization workers' queue full       -> kOverloaded   ("tokenization_queue")
+//    then runs `work` on a tokenization worker (the light lane when body_bytes <= light_body_bytes,
+//    which one worker is kept for) with the admitted Call, unless by then the client left
+//    (kCancelled) or the deadline passed (kDeadlineExceeded): then `work` gets that status.
+//    `work` runs exactly once: refusals on the calling thread, everything else on a worker. Work
+//    still queued when the core is destroyed is destroyed unrun (what it owns is released).
+//  - The Call holds the concurrency permit and the memory lease; keep it (e.g. in the answer's
+//    callback) until the answer is written.
+//  - Rerank / Infer / Tokenize are the model work of an admitted call, on the worker that runs it.
+//    They check Call::StillWanted before and between chunks of kTokenizeChunkDocuments inputs.
+//    Rerank and Infer call `done` exactly once: on the calling thread for an error or a fallback, on
+//    the instance thread that finished the last row otherwise. While a model's breaker is open,
+//    Rerank answers with its fallback (BM25 or a classifier's default result) and Infer with a
+//    classifier's breaker_default_result, both marked (`fallback` set) and counted in
+//    tide_degraded_responses_total; a model without one answers DegradedUnavailableError.
+//  - Thread-safe. The model manager and the metrics must outlive the core.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "batching/batch_former.h"
+#include "common/clock.h"
+#include "guard/concurrency_limiter.h"
+#include "guard/memory_budget.h"
+#include "serving/call.h"
+#include "serving/model_manager.h"
+#include "serving/scoring.h"
+#include "serving/serving_metrics.h"
+#include "serving/work_pool.h"
+
+namespace tide::serving {
+
+struct ServiceCoreOptions {
+  // Deadline of a call that names none; zero: none. A call's own timeout may only shorten it.
+  std::chrono::milliseconds default_timeout{0};
+  // Bearer key every inference call must carry; empty: none. Compared in constant time.
+  std::string api_key;
+  // Calls in flight beyond which new ones are refused at once (TEI's max_concurrent_requests);
+  // 0: unlimited.
+  int64_t max_concurrent_requests = 0;
+  // Bytes the calls being parsed, tokenized and scored may hold together, each estimated before
+  // parsing as request_memory_factor x body bytes + request_memory_fixed_bytes (the factor covers
+  // the worst case bench/memory/factor.sh measured: 18-26x for KServe token tensors of the largest
+  // shape, 8x for a 7.5 MB rerank). 0: unlimited. With the defaults, at most 4 bodies of 8 MiB are
+  // worked on at once.
+  int64_t max_inflight_bytes = int64_t{1} << 30;
+  int64_t request_memory_factor = 32;
+  int64_t request_memory_fixed_bytes = int64_t{1} << 20;
+  // After the in-flight bytes reached malloc_trim_above_bytes, the release that brings them under
+  // an eighth of it returns freed heap to the OS (malloc_trim on a tokenization worker). 0: never.
+  int64_t malloc_trim_above_bytes = int64_t{128} << 20;
+  // Threads that parse and tokenize calls off the edge's I/O threads (TEI's
+  // --tokenization-workers); 0: one per core.
+  int tokenization_workers = 0;
+  // Calls waiting for a tokenization worker beyond which new ones are refused at once.
+  size_t tokenization_queue = 1024;
+  // Bodies up to this size are cheap to parse and tokenize: they take the light lane.
+  size_t light_body_bytes = 64 * 1024;
+  const Clock* clock = nullptr;  // StillWanted's time source; null: the steady clock
+};
+
+// A text input of Tokenize: a text or a (text, text_pair) pair.
+struct TextInput {
+  std::string_view text;
+  std::optional<std::string_view> text_pair;
+};
+
+// Token rows' answer: the model's result, or (breaker open) a fallback's.
+struct InferOutcome {
+  InferenceResult result;
+  const char* fallback = nullptr;  // set: degraded; the fallback's name (kFallbackDefault)
+};
+using InferDone = absl::AnyInvocable<void(absl::StatusOr<InferOutcome>) &&>;
+
+class ServiceCore {
+ public:
+  static absl::StatusOr<std::unique_ptr<ServiceCore>> Create(ModelManager* models, ServingMetrics* metrics,
+                                                             const ServiceCoreOptions& options);
+  ~ServiceCore();  // stops the tokenization workers first
+
+  using Work = absl::AnyInvocable<void(absl::StatusOr<CallPtr>) &&>;
+  void Start(const CallInfo& info, Work work);
+
+  // `name` empty: the default model (the only one, or the first by name); `version` empty: the
+  // newest loaded version.
+  absl::StatusOr<std::shared_ptr<ServedModel>> FindModel(std::string_view name = {},
+                                                         std::string_view version = {}) const;
+
+  // Scores `query` against every document (see scoring.h's ScoreOrFallback). `documents` need
+  // only live until this call returns.
+  void Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
+              std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+              RerankDone done);
+  // Runs token rows (KServe tensors) through `model`.
+  void Infer(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
+             InferDone done);
+  // Encodes each input with the model's tokenizer, cut to its max_sequence_length.
+  absl::Status Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,
+                        bool add_special_tokens, std::vector<tokenizer::Encoding>* out) const;
+
+  // Draining: readiness turns false and Start refuses new calls.
+  void SetDraining(bool draining) { draining_.store(draining); }
+  bool draining() const { return draining_.load(); }
+  // Not draining and every model ready.
+  bool Ready() const;
+  bool ModelReady(const ServedModel& model) const { return !draining() && model.ready(); }
+
+  // What a load balancer needs (GET /load).
+  struct Load {
+    bool ready = false;
+    int64_t in_flight = 0;
+    int64_t max_concurrent_requests = 0;
+    std::vector<batching::BatcherStats> queues;  // one per served version
+  };
+  Load CurrentLoad() const;
+  // Mirrors the core's and the models' state into the metrics' gauges (call before rendering).
+  void RefreshMetrics() const;
+
+  ModelManager& models() const { return *models_; }
+  ServingMetrics& metrics() const { return *metrics_; }
+  const ServiceCoreOptions& options() const { return options_; }
+
+ private:
+  ServiceCore(ModelManager* models, ServingMetrics* metrics, const ServiceCoreOptions& options);
+  // Every admission step of Start before the worker queue; the admitted call or the refusal.
+  absl::StatusOr<CallPtr> Admit(const CallInfo& info);
+  void Shed(const char* reason) const;
+  // Returns freed heap to the OS after a burst (MemoryBudget's on_drained), on a worker.
+  void TrimHeap();
+
+  ModelManager* const models_;
+  ServingMetrics* const metrics_;
+  const ServiceCoreOptions options_;
+  const Clock* const clock_;
+  std::atomic<bool> draining_{false};
+  guard::ConcurrencyLimiter limiter_{options_.max_concurrent_requests};
+  std::unique_ptr<guard::MemoryBudget> budget_;
+  std::atomic<bool> trim_pending_{false};
+  // Last: destroyed first, so no worker runs while the members above go away.
+  std::unique_ptr<WorkPool> pool_;
+};
+
+}  // namespace tide::serving

@@ -1,0 +1,373 @@
+// In-process tests of the protocol-neutral service core with fake backends: admission in its
+// documented order (draining, credential, concurrency, unknown model, memory), the tokenization
+// queue, deadlines and departed clients while a call waits for a worker (injected clock), rerank
+// and token rows through the model, the breaker's fallbacks, version selection and atomic
+// replacement with a call in flight, and how every refusal maps to HTTP and gRPC. No model file,
+// no ONNX Runtime, no HTTP, no sleeps.
+#include "serving/service_core.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "api/status_http.h"
+#include "gtest/gtest.h"
+#include "serving/fallback.h"
+#include "serving/testing/fake_backend.h"
+
+namespace tide::serving {
+namespace {
+
+using testing::BackendControl;
+using testing::kHang;
+using testing::ModelSpec;
+using testing::Rows;
+using testing::Served;
+
+// A core over its own manager and metrics; one tokenization worker unless a test asks for more.
+struct Harness {
+  explicit Harness(ServiceCoreOptions options = {}) {
+    auto m = ServingMetrics::Create();
+    EXPECT_TRUE(m.ok());
+    metrics = *std::move(m);
+    models = ModelManager::CreateEmpty(metrics.get());
+    if (options.tokenization_workers == 0) options.tokenization_workers = 1;
+    if (options.clock == nullptr) options.clock = &clock;
+    auto c = ServiceCore::Create(models.get(), metrics.get(), options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    core = *std::move(c);
+  }
+  ~Harness() {
+    core.reset();  // workers first, while models and metrics still exist
+    models.reset();
+  }
+
+  CallInfo Info(size_t body_bytes = 100) const {
+    CallInfo info;
+    info.body_bytes = body_bytes;
+    info.received_at = clock.Now();
+    info.client_gone = std::make_shared<CancellationFlag>();
+    return info;
+  }
+  // Starts a call and waits for its refusal or its admitted call (the work then returns at once).
+  absl::StatusOr<CallPtr> StartAndWait(const CallInfo& info) {
+    absl::StatusOr<CallPtr> out = absl::UnknownError("no answer");
+    absl::Notification done;
+    core->Start(info, [&](absl::StatusOr<CallPtr> call) {
+      out = std::move(call);
+      done.Notify();
+    });
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+    return out;
+  }
+  // Occupies the only tokenization worker until the returned notification is notified.
+  std::shared_ptr<absl::Notification> BlockWorker() {
+    auto release = std::make_shared<absl::Notification>();
+    absl::Notification running;
+    core->Start(Info(), [release, &running](absl::StatusOr<CallPtr> call) {
+      EXPECT_TRUE(call.ok()) << call.status();
+      running.Notify();
+      release->WaitForNotificationWithTimeout(kHang);
+    });
+    EXPECT_TRUE(running.WaitForNotificationWithTimeout(kHang));
+    return release;
+  }
+  double Shed(const char* reason) const { return metrics->shed->WithLabels({reason})->Value(); }
+
+  FakeClock clock;
+  std::unique_ptr<ServingMetrics> metrics;
+  std::unique_ptr<ModelManager> models;
+  std::unique_ptr<ServiceCore> core;
+};
+
+absl::StatusOr<RerankScores> RerankNow(ServiceCore& core, const CallPtr& call, std::shared_ptr<ServedModel> model,
+                                       std::vector<std::string_view> docs) {
+  absl::StatusOr<RerankScores> out = absl::UnknownError("no answer");
+  absl::Notification done;
+  core.Rerank(call, std::move(model), "a", docs, PairOptions{}, /*raw_scores=*/false,
+              [&](absl::StatusOr<RerankScores> s) {
+                out = std::move(s);
+                done.Notify();
+              });
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+  return out;
+}
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+TEST(ServiceCore, AdmitsInTheDocumentedOrder) {
+  ServiceCoreOptions o;
+  o.api_key = "k";
+  o.max_concurrent_requests = 1;
+  o.max_inflight_bytes = 10 << 20;
+  o.request_memory_factor = 1;
+  o.request_memory_fixed_bytes = 0;
+  Harness h(o);
+  ASSERT_TRUE(h.models->Add(Served({}, std::make_shared<BackendControl>())).ok());
+
+  // Draining comes first, even before the credential.
+  h.core->SetDraining(true);
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(h.Info()).status()), 503);
+  EXPECT_FALSE(h.core->Ready());
+  h.core->SetDraining(false);
+  EXPECT_TRUE(h.core->Ready());
+  EXPECT_EQ(h.Shed("draining"), 1);
+
+  // The credential.
+  CallInfo info = h.Info();
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(info).status()), 401);
+  info.authorization = "Bearer wrong";
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(info).status()), 401);
+  info.authorization = "Bearer k";
+
+  // Concurrency: while one call is held, the next is refused; the slot frees with the call.
+  absl::StatusOr<CallPtr> held = h.StartAndWait(info);
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(h.core->CurrentLoad().in_flight, 1);
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(info).status()), 429);
+  EXPECT_EQ(h.Shed("max_concurrent_requests"), 1);
+  held->reset();
+  EXPECT_EQ(h.core->CurrentLoad().in_flight, 0);
+
+  // A model the path names must be served.
+  CallInfo named = info;
+  named.model = "nope";
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(named).status()), 404);
+  named.model = "m";
+  named.model_version = "1";
+  EXPECT_TRUE(h.StartAndWait(named).ok());
+
+  // Memory: over the whole budget 413; over what is left 429.
+  CallInfo huge = info;
+  huge.body_bytes = 11 << 20;
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(huge).status()), 413);
+  h.core = nullptr;  // a core without the concurrency limit for the budget's second case
+  o.max_concurrent_requests = 0;
+  auto core = ServiceCore::Create(h.models.get(), h.metrics.get(), o);
+  ASSERT_TRUE(core.ok());
+  h.core = *std::move(core);
+  CallInfo six = info;
+  six.body_bytes = 6 << 20;
+  absl::StatusOr<CallPtr> big = h.StartAndWait(six);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(six).status()), 429);
+  EXPECT_EQ(h.Shed("max_inflight_bytes"), 2);
+  big->reset();  // the lease goes back with the call
+  EXPECT_TRUE(h.StartAndWait(six).ok());
+
+  // A malformed timeout is the core's to refuse, for every edge.
+  CallInfo zero = info;
+  zero.timeout_us = 0;
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(zero).status()), 422);
+}
+
+TEST(ServiceCore, AFullWorkerQueueRefusesAtOnce) {
+  ServiceCoreOptions o;
+  o.tokenization_queue = 1;
+  Harness h(o);
+  auto release = h.BlockWorker();
+  absl::Notification queued_ran;
+  h.core->Start(h.Info(), [&](absl::StatusOr<CallPtr> call) {
+    EXPECT_TRUE(call.ok());
+    queued_ran.Notify();
+  });
+  absl::StatusOr<CallPtr> refused = absl::UnknownError("no answer");
+  h.core->Start(h.Info(), [&](absl::StatusOr<CallPtr> call) { refused = std::move(call); });
+  EXPECT_EQ(api::HttpStatusFor(refused.status()), 429);  // answered on this thread
+  EXPECT_EQ(h.Shed("tokenization_queue"), 1);
+  release->Notify();
+  EXPECT_TRUE(queued_ran.WaitForNotificationWithTimeout(kHang));
+}
+
+TEST(ServiceCore, ACallIsDroppedWhenItsDeadlinePassesOrItsClientLeavesWhileItWaits) {
+  Harness h;
+  auto release = h.BlockWorker();
+  CallInfo timed = h.Info();
+  timed.timeout_us = 1000;
+  CallInfo left = h.Info();
+  absl::StatusOr<CallPtr> late = absl::UnknownError("no answer"), gone = absl::UnknownError("no answer");
+  absl::Notification late_done, gone_done;
+  h.core->Start(timed, [&](absl::StatusOr<CallPtr> c) {
+    late = std::move(c);
+    late_done.Notify();
+  });
+  h.core->Start(left, [&](absl::StatusOr<CallPtr> c) {
+    gone = std::move(c);
+    gone_done.Notify();
+  });
+  h.clock.Advance(std::chrono::milliseconds(2));
+  left.client_gone->Cancel();
+  release->Notify();
+  ASSERT_TRUE(late_done.WaitForNotificationWithTimeout(kHang));
+  ASSERT_TRUE(gone_done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_EQ(api::HttpStatusFor(late.status()), 504);
+  EXPECT_NE(late.status().message().find("waiting for a tokenization worker"), std::string::npos);
+  EXPECT_EQ(api::HttpStatusFor(gone.status()), 499);
+  EXPECT_EQ(h.core->CurrentLoad().in_flight, 0);
+}
+
+TEST(ServiceCore, RerankScoresThroughTheModelAndTheDefaultIsTheFirstByName) {
+  Harness h;
+  auto c = std::make_shared<BackendControl>();
+  c->value = 0.5f;
+  ASSERT_TRUE(h.models->Add(Served({.name = "m"}, c)).ok());
+  auto other = std::make_shared<BackendControl>();
+  other->value = -1.0f;
+  ASSERT_TRUE(h.models->Add(Served({.name = "z"}, other)).ok());
+  auto call = h.StartAndWait(h.Info());
+  ASSERT_TRUE(call.ok());
+  auto model = h.core->FindModel();
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ((*model)->name(), "m");
+  auto scores = RerankNow(*h.core, *call, *model, {"b", "c d"});
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  ASSERT_EQ(scores->scores.size(), 2u);
+  EXPECT_FLOAT_EQ(scores->scores[1], Sigmoid(0.5f));
+  EXPECT_EQ(scores->fallback, nullptr);
+  EXPECT_GT(scores->real_tokens, 0u);
+  auto z = h.core->FindModel("z");
+  ASSERT_TRUE(z.ok());
+  EXPECT_FLOAT_EQ(RerankNow(*h.core, *call, *z, {"b"})->scores[0], Sigmoid(-1.0f));
+  EXPECT_EQ(api::HttpStatusFor(h.core->FindModel("m", "9").status()), 404);
+
+  // Tokenize: each input cut to the model's max_sequence_length.
+  std::vector<tokenizer::Encoding> out;
+  const std::vector<TextInput> inputs = {{"a b", std::nullopt}, {"a", "b c"}};
+  ASSERT_TRUE(h.core->Tokenize(**call, **model, inputs, true, &out).ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].ids.size(), 4u);  // [CLS] a b [SEP]
+  EXPECT_EQ(out[1].ids.size(), 6u);  // [CLS] a [SEP] b c [SEP]
+}
+
+// Opens `model`'s breaker by failing its batches (parameters from the spec).
+void OpenBreaker(ServedModel& model, BackendControl& c) {
+  c.fail = true;
+  for (int i = 0; i < 200 && model.AdmitToModel(); ++i) {
+    absl::Notification done;
+    auto rows = Rows(1);
+    model.Submit(rows, {}, [&done](absl::StatusOr<InferenceResult>) { done.Notify(); });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+  }
+  ASSERT_FALSE(model.AdmitToModel());
+}
+
+ModelSpec BreakerSpec(std::string name) {
+  ModelSpec spec;
+  spec.name = std::move(name);
+  spec.parameters.breaker_error_rate = 0.5;
+  spec.parameters.breaker_min_samples = 1;
+  spec.parameters.breaker_open_s = 600;
+  return spec;
+}
+
+TEST(ServiceCore, AnOpenBreakerAnswersWithTheFallbackMarkedAndCounted) {
+  Harness h;
+  auto c = std::make_shared<BackendControl>();
+  ASSERT_TRUE(h.models->Add(Served(BreakerSpec("r"), c)).ok());
+  ModelSpec classifier = BreakerSpec("k");
+  classifier.parameters.task = config::Task::kClassify;
+  classifier.parameters.breaker_default_result = {0.25f};
+  auto kc = std::make_shared<BackendControl>();
+  ASSERT_TRUE(h.models->Add(Served(classifier, kc)).ok());
+  auto reranker = *h.core->FindModel("r");
+  auto classify = *h.core->FindModel("k");
+  OpenBreaker(*reranker, *c);
+  OpenBreaker(*classify, *kc);
+  auto call = h.StartAndWait(h.Info());
+  ASSERT_TRUE(call.ok());
+
+  // A reranker answers BM25 over the request's documents: the matching one first.
+  auto bm25 = RerankNow(*h.core, *call, reranker, {"b c", "a b"});
+  ASSERT_TRUE(bm25.ok()) << bm25.status();
+  EXPECT_EQ(std::string(bm25->fallback), kFallbackBm25);
+  EXPECT_GT(bm25->scores[1], bm25->scores[0]);
+  EXPECT_EQ(h.metrics->degraded->WithLabels({"r", "1", kFallbackBm25})->Value(), 1);
+
+  // Token rows: a reranker has no fallback (503, marked); a classifier its default result.
+  auto infer = [&](std::shared_ptr<ServedModel> model) {
+    absl::StatusOr<InferOutcome> out = absl::UnknownError("no answer");
+    h.core->Infer(*call, std::move(model), Rows(3), [&](absl::StatusOr<InferOutcome> o) { out = std::move(o); });
+    return out;  // a fallback answers on this thread
+  };
+  auto unavailable = infer(reranker);
+  EXPECT_EQ(api::HttpStatusFor(unavailable.status()), 503);
+  EXPECT_TRUE(IsDegradedUnavailable(unavailable.status()));
+  auto defaulted = infer(classify);
+  ASSERT_TRUE(defaulted.ok()) << defaulted.status();
+  EXPECT_EQ(std::string(defaulted->fallback), kFallbackDefault);
+  EXPECT_EQ(defaulted->result.rows, 3);
+  EXPECT_FLOAT_EQ(defaulted->result.at(2, 0), 0.25f);
+  EXPECT_EQ(h.metrics->degraded->WithLabels({"k", "1", kFallbackDefault})->Value(), 1);
+}
+
+TEST(ServiceCore, AReplacedVersionFinishesTheCallsThatFoundIt) {
+  Harness h;
+  auto old_backends = std::make_shared<BackendControl>();
+  old_backends->value = 1.0f;
+  ASSERT_TRUE(h.models->Add(Served({}, old_backends)).ok());
+  auto call = h.StartAndWait(h.Info());
+  ASSERT_TRUE(call.ok());
+  old_backends->armed = true;
+  absl::StatusOr<InferOutcome> in_flight = absl::UnknownError("no answer");
+  absl::Notification in_flight_done;
+  h.core->Infer(*call, *h.core->FindModel("m"), Rows(2), [&](absl::StatusOr<InferOutcome> o) {
+    in_flight = std::move(o);
+    in_flight_done.Notify();
+  });
+  ASSERT_TRUE(old_backends->entered.WaitForNotificationWithTimeout(kHang));
+
+  auto new_backends = std::make_shared<BackendControl>();
+  new_backends->value = 2.0f;
+  ASSERT_TRUE(h.models->Replace(Served({}, new_backends)).ok());
+  auto fresh_call = h.StartAndWait(h.Info());
+  ASSERT_TRUE(fresh_call.ok());
+  auto fresh = RerankNow(*h.core, *fresh_call, *h.core->FindModel("m"), {"b"});
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FLOAT_EQ(fresh->scores[0], Sigmoid(2.0f));
+
+  old_backends->gate.Notify();
+  ASSERT_TRUE(in_flight_done.WaitForNotificationWithTimeout(kHang));
+  ASSERT_TRUE(in_flight.ok()) << in_flight.status();
+  EXPECT_FLOAT_EQ(in_flight->result.at(1, 0), 1.0f);
+  EXPECT_TRUE(old_backends->all_destroyed.WaitForNotificationWithTimeout(kHang));
+}
+
+// Every refusal the core makes, mapped by the one table to HTTP and gRPC.
+TEST(ServiceCore, RefusalsMapToOneHttpAndGrpcAnswer) {
+  ServiceCoreOptions o;
+  o.api_key = "k";
+  o.max_inflight_bytes = 100;
+  o.request_memory_factor = 1;
+  o.request_memory_fixed_bytes = 0;
+  Harness h(o);
+  CallInfo info = h.Info(10);
+  info.authorization = "Bearer k";
+  struct Case {
+    const char* what;
+    absl::Status status;
+    int http;
+    int grpc;
+  };
+  CallInfo unknown = info;
+  unknown.model = "m";
+  CallInfo huge = info;
+  huge.body_bytes = 1000;
+  CallInfo unauthenticated = info;
+  unauthenticated.authorization = "";
+  std::vector<Case> cases = {
+      {"unauthenticated", h.StartAndWait(unauthenticated).status(), 401, 16},
+      {"unknown model", h.StartAndWait(unknown).status(), 404, 5},
+      {"too large", h.StartAndWait(huge).status(), 413, 8},
+  };
+  h.core->SetDraining(true);
+  cases.push_back({"draining", h.StartAndWait(info).status(), 503, 14});
+  for (const Case& c : cases) {
+    EXPECT_EQ(api::HttpStatusFor(c.status), c.http) << c.what << ": " << c.status;
+    EXPECT_EQ(api::GrpcStatusFor(c.status), c.grpc) << c.what << ": " << c.status;
+  }
+}
+
+}  // namespace
+}  // namespace tide::serving
