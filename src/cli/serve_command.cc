@@ -14,6 +14,7 @@
 #include "config/hf_model_folder.h"
 #include "server/http/http_server.h"
 #include "server/routes/service.h"
+#include "guard/api_keys.h"
 #include "serving/model_loader.h"
 #include "serving/model_manager.h"
 #include "serving/service_core.h"
@@ -35,6 +36,8 @@ struct ServeFlags {
   bool auto_export = true;     // run tools/export_model.py for a folder without ONNX file
   std::string export_script;   // empty: cli::DefaultExportScript()
   bool model_repository_given = false;
+  // --api-keys: several keys with quotas (guard/api_keys.h); reloaded on SIGHUP.
+  std::string api_keys_file;
   std::string log_level = "info";
   // The option structs of the parts `tide serve` wires: flags bind to their fields, so each
   // default is stated once, in the struct (durations, which CLI11 cannot bind, are taken from it).
@@ -75,6 +78,7 @@ int Serve(const ServeFlags& f) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reloads --api-keys
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto metrics = serving::ServingMetrics::Create();
@@ -131,6 +135,15 @@ int Serve(const ServeFlags& f) {
   // The protocol-neutral service core (admission, tokenization workers, deadlines, breaker
   // fallback) and the HTTP edge over it.
   serving::ServiceCoreOptions co = f.core;
+  if (!f.api_keys_file.empty()) {
+    auto keys = guard::ApiKeys::Load(f.api_keys_file, SteadyClock::Get());
+    if (!keys.ok()) {
+      spdlog::error("--api-keys: {}", std::string(keys.status().message()));
+      return 1;
+    }
+    spdlog::info("API keys: {} key(s) from {}", (*keys)->size(), f.api_keys_file);
+    co.api_keys = *std::move(keys);
+  }
   co.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
   if (co.max_concurrent_requests > 0) co.tokenization_queue = static_cast<size_t>(co.max_concurrent_requests);
   auto core = serving::ServiceCore::Create(models->get(), metrics->get(), co);
@@ -199,7 +212,22 @@ int Serve(const ServeFlags& f) {
   spdlog::info("ready: serving on http://{}:{}", ho.host, (*server)->port());
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  for (;;) {
+    sigwait(&signals, &signal_number);
+    if (signal_number != SIGHUP) break;
+    // SIGHUP: reload the --api-keys file; a file that does not parse leaves the current keys.
+    if (f.api_keys_file.empty()) {
+      spdlog::info("received SIGHUP: no --api-keys file to reload");
+      continue;
+    }
+    auto keys = guard::ApiKeys::Load(f.api_keys_file, SteadyClock::Get());
+    absl::Status s = keys.ok() ? (*core)->SetApiKeys(*keys) : keys.status();
+    if (!s.ok()) {
+      spdlog::error("received SIGHUP: keeping the current API keys: {}", std::string(s.message()));
+      continue;
+    }
+    spdlog::info("received SIGHUP: reloaded {} API key(s) from {}", (*keys)->size(), f.api_keys_file);
+  }
   spdlog::info("received {}: draining (grace {} ms)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
                f.shutdown_grace_ms);
   // Readiness turns false first, then no new connections, then in-flight requests finish. One
@@ -288,6 +316,10 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--api-key", flags->core.api_key,
                   "Require `Authorization: Bearer <key>` on inference endpoints (empty: no key)")
       ->envname("TIDE_API_KEY");
+  cmd->add_option("--api-keys", flags->api_keys_file,
+                  "File of API keys with quotas, one a line: KEY name=NAME [requests_per_second=R] "
+                  "[pairs_per_second=P] [max_concurrent=C]; reloaded on SIGHUP")
+      ->envname("TIDE_API_KEYS");
   cmd->add_option("--max-concurrent-requests", flags->core.max_concurrent_requests,
                   "Inference requests in flight beyond which new ones get 429 at once (0: unlimited)")
       ->envname("TIDE_MAX_CONCURRENT_REQUESTS")->capture_default_str();

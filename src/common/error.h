@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -134,6 +135,27 @@ inline absl::Status WithKind(absl::Status status, ErrorKind kind) {
   const ErrorKindInfo& info = Info(kind);
   status.SetPayload(kErrorKindPayloadUrl, absl::Cord(absl::string_view(info.name.data(), info.name.size())));
   return status;
+}
+
+// How long a refused client should wait before retrying (a quota's token bucket), carried on the
+// status as a payload; edges render it (HTTP Retry-After in whole seconds, rounded up).
+inline constexpr absl::string_view kRetryAfterPayloadUrl = "type.tide.dev/RetryAfterMs";
+
+inline absl::Status WithRetryAfter(absl::Status status, int64_t milliseconds) {
+  status.SetPayload(kRetryAfterPayloadUrl, absl::Cord(std::to_string(milliseconds)));
+  return status;
+}
+
+inline std::optional<int64_t> RetryAfterMs(const absl::Status& status) {
+  auto payload = status.GetPayload(kRetryAfterPayloadUrl);
+  if (!payload.has_value()) return std::nullopt;
+  const std::string text(*payload);
+  int64_t ms = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    ms = ms * 10 + (c - '0');
+  }
+  return ms;
 }
 
 namespace errors {

@@ -42,15 +42,19 @@ bool ConstantTimeEquals(std::string_view presented, std::string_view expected) {
   return difference == 0;
 }
 
-bool ApiKeyMatches(std::string_view authorization_header, std::string_view expected_key) {
-  if (expected_key.empty()) return false;
+std::string_view BearerToken(std::string_view authorization_header) {
   std::string_view value = TrimSpaces(authorization_header);
   constexpr std::string_view kScheme = "bearer";
   if (value.size() <= kScheme.size() || !StartsWithIgnoreCase(value, kScheme) ||
       !IsSpace(value[kScheme.size()])) {
-    return false;
+    return {};
   }
-  const std::string_view token = TrimSpaces(value.substr(kScheme.size()));
+  return TrimSpaces(value.substr(kScheme.size()));
+}
+
+bool ApiKeyMatches(std::string_view authorization_header, std::string_view expected_key) {
+  if (expected_key.empty()) return false;
+  const std::string_view token = BearerToken(authorization_header);
   if (token.empty()) return false;
   return ConstantTimeEquals(token, expected_key);
 }

@@ -18,6 +18,9 @@ namespace tide::guard {
 
 bool ApiKeyMatches(std::string_view authorization_header, std::string_view expected_key);
 
+// The token of `Bearer <token>` credentials (parsed as above); empty when there is none.
+std::string_view BearerToken(std::string_view authorization_header);
+
 // Constant-time equality: the time depends on expected.size() only, never on where
 // `presented` and `expected` differ.
 bool ConstantTimeEquals(std::string_view presented, std::string_view expected);

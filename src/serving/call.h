@@ -12,9 +12,9 @@
 //    represent (about 292 years) means none. Arithmetic saturates, so no value overflows into a
 //    deadline in the past. A timeout <= 0 or a negative priority is invalid input (422); priority 1
 //    is the highest, 0 the default level.
-//  - A Call is an admitted call: it holds the call's concurrency permit and memory lease (both
-//    released when the last owner drops it; ReleasePermit frees the permit earlier, just before the
-//    answer is written) and its admission (deadline, priority, client-gone flag) for the batcher.
+//  - A Call is an admitted call: it holds the call's concurrency permits (the server's and its API
+//    key's) and memory lease (released when the last owner drops it; ReleasePermit frees the
+//    permits earlier, just before the answer is written), its key's tenant and its admission (deadline, priority, client-gone flag) for the batcher.
 //    Refine applies a timeout or priority found in the body (KServe "timeout" / "priority"
 //    parameters) unless the edge already had one; it is called from the one thread working on the
 //    call, before the call's rows are submitted.
@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/cancellation_flag.h"
+#include "guard/api_keys.h"
 #include "guard/concurrency_limiter.h"
 #include "guard/memory_budget.h"
 #include "serving/inference_request.h"
@@ -69,7 +70,12 @@ class Call {
   // CANCELLED when the client left, DEADLINE_EXCEEDED (naming `stage`) when the deadline passed.
   absl::Status StillWanted(std::string_view stage) const;
   absl::Status Refine(std::optional<int64_t> timeout_us, std::optional<int64_t> priority);
-  void ReleasePermit() { permit_.reset(); }
+  void ReleasePermit() {
+    permit_.reset();
+    tenant_permit_.reset();
+  }
+  // The API key's tenant (guard/api_keys.h); null when no keys are configured.
+  const std::shared_ptr<guard::Tenant>& tenant() const { return tenant_; }
 
  private:
   friend class ServiceCore;
@@ -79,6 +85,8 @@ class Call {
   std::chrono::milliseconds default_timeout_;
   bool has_own_timeout_;
   bool has_own_priority_;
+  std::shared_ptr<guard::Tenant> tenant_;  // declared first: outlives its permit below
+  std::optional<guard::ConcurrencyLimiter::Permit> tenant_permit_;
   std::optional<guard::ConcurrencyLimiter::Permit> permit_;
   std::optional<guard::MemoryBudget::Lease> lease_;
 };

@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
-#include "guard/api_key.h"
 #include "serving/fallback.h"
 
 namespace tide::serving {
@@ -37,18 +36,91 @@ absl::StatusOr<std::unique_ptr<ServiceCore>> ServiceCore::Create(ModelManager* m
   auto workers = WorkPool::Create(pool);
   if (!workers.ok()) return workers.status();
   core->pool_ = *std::move(workers);
+  if (absl::Status s = core->SetApiKeys(options.api_keys); !s.ok()) return s;
   return core;
 }
 
 void ServiceCore::Shed(const char* reason) const { metrics_->shed->WithLabels({reason})->Increment(); }
+
+void ServiceCore::CountKey(const guard::Tenant& tenant, const char* outcome) const {
+  metrics_->key_requests->WithLabels({tenant.name(), outcome})->Increment();
+}
+
+std::shared_ptr<guard::ApiKeys> ServiceCore::Keys() const {
+  absl::ReaderMutexLock lock(&keys_mu_);
+  return keys_;
+}
+
+absl::Status ServiceCore::SetApiKeys(std::shared_ptr<guard::ApiKeys> file_keys) {
+  std::shared_ptr<guard::ApiKeys> keys = std::move(file_keys);
+  if (!options_.api_key.empty()) {
+    auto with_single = guard::ApiKeys::WithSingleKey(keys, options_.api_key, clock_);
+    if (!with_single.ok()) return with_single.status();
+    keys = *std::move(with_single);
+  }
+  absl::MutexLock lock(&keys_mu_);
+  keys_ = std::move(keys);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<guard::Tenant>> ServiceCore::Authenticate(std::string_view authorization) const {
+  std::shared_ptr<guard::ApiKeys> keys = Keys();
+  if (keys == nullptr) return std::shared_ptr<guard::Tenant>();
+  std::shared_ptr<guard::Tenant> tenant = keys->Find(authorization);
+  if (tenant == nullptr) return errors::Unauthenticated("missing or invalid API key (Authorization: Bearer <key>)");
+  return tenant;
+}
+
+namespace {
+
+int64_t CeilMs(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d + std::chrono::milliseconds(1) -
+                                                               Clock::duration(1)).count();
+}
+
+}  // namespace
+
+absl::Status ServiceCore::ChargePairs(const Call& call, size_t pairs) const {
+  const std::shared_ptr<guard::Tenant>& tenant = call.tenant();
+  if (tenant == nullptr) return absl::OkStatus();
+  if (const Clock::duration wait = tenant->pairs().TryTake(static_cast<double>(pairs)); wait > Clock::duration::zero()) {
+    CountKey(*tenant, "over_pairs");
+    Shed("key_quota");
+    return WithRetryAfter(errors::Overloaded(absl::StrCat("API key '", tenant->name(), "' is over its quota of ",
+                                                          tenant->quota().pairs_per_second,
+                                                          " pairs per second; retry later")),
+                          CeilMs(wait));
+  }
+  metrics_->key_pairs->WithLabels({tenant->name()})->Increment(static_cast<double>(pairs));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
   if (draining()) {
     Shed("draining");
     return errors::Unavailable("server is shutting down");
   }
-  if (!options_.api_key.empty() && !guard::ApiKeyMatches(info.authorization, options_.api_key)) {
-    return errors::Unauthenticated("missing or invalid API key (Authorization: Bearer <key>)");
+  auto tenant = Authenticate(info.authorization);
+  if (!tenant.ok()) return tenant.status();
+  std::optional<guard::ConcurrencyLimiter::Permit> tenant_permit;
+  if (*tenant != nullptr) {
+    guard::Tenant& t = **tenant;
+    // In flight first, so that a call refused for it spends none of the key's rate.
+    tenant_permit = t.concurrency().TryAcquire();
+    if (!tenant_permit.has_value()) {
+      CountKey(t, "over_concurrency");
+      Shed("key_quota");
+      return errors::Overloaded(absl::StrCat("API key '", t.name(), "' has ", t.quota().max_concurrent,
+                                             " requests in flight (its max_concurrent)"));
+    }
+    if (const Clock::duration wait = t.requests().TryTake(1); wait > Clock::duration::zero()) {
+      CountKey(t, "over_requests");
+      Shed("key_quota");
+      return WithRetryAfter(errors::Overloaded(absl::StrCat("API key '", t.name(), "' is over its quota of ",
+                                                            t.quota().requests_per_second,
+                                                            " requests per second; retry later")),
+                            CeilMs(wait));
+    }
   }
   std::optional<guard::ConcurrencyLimiter::Permit> permit;
   if (options_.max_concurrent_requests > 0) {
@@ -82,8 +154,11 @@ absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
   if (!admission.ok()) return admission.status();
   auto call = std::make_shared<Call>(clock_, *std::move(admission), info.received_at, options_.default_timeout,
                                      info.timeout_us.has_value(), info.priority.has_value());
+  call->tenant_ = *std::move(tenant);
+  call->tenant_permit_ = std::move(tenant_permit);
   call->permit_ = std::move(permit);
   call->lease_ = std::move(lease);
+  if (call->tenant_ != nullptr) CountKey(*call->tenant_, "admitted");
   return call;
 }
 
@@ -123,6 +198,7 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServiceCore::FindModel(std::string_
 void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                          std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                          RerankDone done) {
+  if (absl::Status s = ChargePairs(*call, documents.size()); !s.ok()) return std::move(done)(s);
   ScoreOrFallback(
       std::move(model), call->admission(), query, documents, options, raw_scores, metrics_,
       [&call] { return call->StillWanted("tokenizing"); },
@@ -134,6 +210,7 @@ void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model
 void ServiceCore::Infer(const CallPtr& call, std::shared_ptr<ServedModel> model,
                         std::vector<tokenizer::Encoding> rows, InferDone done) {
   if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return std::move(done)(s);
+  if (absl::Status s = ChargePairs(*call, rows.size()); !s.ok()) return std::move(done)(s);
   if (!model->AdmitToModel()) {
     // Breaker open. A classifier with a breaker_default_result answers it for every row, marked
     // degraded; every other model answers 503 (tensors have no lightweight fallback).

@@ -6,7 +6,9 @@
 // Contract:
 //  - Start(info, work) admits a call, in this order, answering `work` with the refusal:
 //      draining                                   -> kUnavailable  (shed reason "draining")
-//      credential (options.api_key set)           -> kUnauthenticated
+//      credential (API keys configured)           -> kUnauthenticated
+//      the key's requests_per_second quota        -> kOverloaded + RetryAfterMs from its bucket
+//      the key's max_concurrent                   -> kOverloaded
 //      in-flight calls (max_concurrent_requests)  -> kOverloaded   ("max_concurrent_requests")
 //      a model named in `info` that is not served -> kNotFound
 //      estimated bytes (guard::EstimateRequestBytes of body_bytes) over the whole budget
@@ -19,8 +21,13 @@
 //    (kCancelled) or the deadline passed (kDeadlineExceeded): then `work` gets that status.
 //    `work` runs exactly once: refusals on the calling thread, everything else on a worker. Work
 //    still queued when the core is destroyed is destroyed unrun (what it owns is released).
-//  - The Call holds the concurrency permit and the memory lease; keep it (e.g. in the answer's
-//    callback) until the answer is written.
+//  - The Call holds the concurrency permits (the server's and its key's) and the memory lease; keep
+//    it (e.g. in the answer's callback) until the answer is written.
+//  - API keys: options.api_key (tenant "default", no quotas) and options.api_keys (--api-keys,
+//    guard/api_keys.h) together; none: no credential is asked. SetApiKeys swaps the file's table
+//    atomically (SIGHUP); calls admitted before keep their tenant. Rerank and Infer charge the
+//    key's pairs_per_second quota with the call's pairs before any tokenization (kOverloaded +
+//    RetryAfterMs when over). Outcomes are counted per key name in tide_key_requests_total.
 //  - Rerank / Infer / Tokenize are the model work of an admitted call, on the worker that runs it.
 //    They check Call::StillWanted before and between chunks of kTokenizeChunkDocuments inputs.
 //    Rerank and Infer call `done` exactly once: on the calling thread for an error or a fallback, on
@@ -45,6 +52,8 @@
 #include "absl/status/statusor.h"
 #include "batching/batch_former.h"
 #include "common/clock.h"
+#include "absl/synchronization/mutex.h"
+#include "guard/api_keys.h"
 #include "guard/concurrency_limiter.h"
 #include "guard/memory_budget.h"
 #include "serving/call.h"
@@ -58,8 +67,11 @@ namespace tide::serving {
 struct ServiceCoreOptions {
   // Deadline of a call that names none; zero: none. A call's own timeout may only shorten it.
   std::chrono::milliseconds default_timeout{0};
-  // Bearer key every inference call must carry; empty: none. Compared in constant time.
+  // Bearer key every inference call must carry (tenant "default", no quotas); empty: none.
   std::string api_key;
+  // Several keys with quotas (guard::ApiKeys::Load of --api-keys); null: none. With api_key too,
+  // either is accepted. Keys are compared in constant time.
+  std::shared_ptr<guard::ApiKeys> api_keys;
   // Calls in flight beyond which new ones are refused at once (TEI's max_concurrent_requests);
   // 0: unlimited.
   int64_t max_concurrent_requests = 0;
@@ -123,6 +135,14 @@ class ServiceCore {
   absl::Status Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,
                         bool add_special_tokens, std::vector<tokenizer::Encoding>* out) const;
 
+  // Who `authorization` is: the key's tenant; a null tenant when no keys are configured;
+  // kUnauthenticated otherwise. (For endpoints that check the key without admitting a call.)
+  absl::StatusOr<std::shared_ptr<guard::Tenant>> Authenticate(std::string_view authorization) const;
+  // Replaces the --api-keys table (options.api_key stays); a null table removes the file's keys.
+  absl::Status SetApiKeys(std::shared_ptr<guard::ApiKeys> file_keys);
+  // Charges `pairs` to the call's key's pairs_per_second quota (a no-op without one).
+  absl::Status ChargePairs(const Call& call, size_t pairs) const;
+
   // Draining: readiness turns false and Start refuses new calls.
   void SetDraining(bool draining) { draining_.store(draining); }
   bool draining() const { return draining_.load(); }
@@ -150,6 +170,8 @@ class ServiceCore {
   // Every admission step of Start before the worker queue; the admitted call or the refusal.
   absl::StatusOr<CallPtr> Admit(const CallInfo& info);
   void Shed(const char* reason) const;
+  void CountKey(const guard::Tenant& tenant, const char* outcome) const;
+  std::shared_ptr<guard::ApiKeys> Keys() const;
   // Returns freed heap to the OS after a burst (MemoryBudget's on_drained), on a worker.
   void TrimHeap();
 
@@ -158,6 +180,8 @@ class ServiceCore {
   const ServiceCoreOptions options_;
   const Clock* const clock_;
   std::atomic<bool> draining_{false};
+  mutable absl::Mutex keys_mu_;
+  std::shared_ptr<guard::ApiKeys> keys_ ABSL_GUARDED_BY(keys_mu_);  // null: no credential asked
   guard::ConcurrencyLimiter limiter_{options_.max_concurrent_requests};
   std::unique_ptr<guard::MemoryBudget> budget_;
   std::atomic<bool> trim_pending_{false};

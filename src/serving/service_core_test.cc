@@ -13,6 +13,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "api/status_http.h"
+#include "common/error.h"
+#include "guard/api_keys.h"
 #include "gtest/gtest.h"
 #include "serving/fallback.h"
 #include "serving/testing/fake_backend.h"
@@ -332,6 +334,79 @@ TEST(ServiceCore, AReplacedVersionFinishesTheCallsThatFoundIt) {
   ASSERT_TRUE(in_flight.ok()) << in_flight.status();
   EXPECT_FLOAT_EQ(in_flight->result.at(1, 0), 1.0f);
   EXPECT_TRUE(old_backends->all_destroyed.WaitForNotificationWithTimeout(kHang));
+}
+
+// Several API keys: each tenant's requests_per_second, max_concurrent and pairs_per_second quotas
+// hold for it alone; over quota is 429 with the time until its bucket allows the call.
+TEST(ServiceCore, PerKeyQuotasLimitOnlyTheirOwnTenant) {
+  FakeClock clock;
+  auto keys = guard::ApiKeys::Parse(
+      "flood-key name=flood requests_per_second=2 max_concurrent=1 pairs_per_second=4\n"
+      "calm-key name=calm\n",
+      "keys", &clock);
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ServiceCoreOptions o;
+  o.api_keys = *keys;
+  o.clock = &clock;
+  Harness h(o);
+  ASSERT_TRUE(h.models->Add(Served({}, std::make_shared<BackendControl>())).ok());
+  auto as = [&](const char* key) {
+    CallInfo info = h.Info();
+    info.authorization = key;
+    return info;
+  };
+  // max_concurrent=1: a second call of the same key waits for the first.
+  absl::StatusOr<CallPtr> first = h.StartAndWait(as("Bearer flood-key"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ((*first)->tenant()->name(), "flood");
+  absl::StatusOr<CallPtr> second = h.StartAndWait(as("Bearer flood-key"));
+  EXPECT_EQ(api::HttpStatusFor(second.status()), 429);
+  EXPECT_NE(second.status().message().find("max_concurrent"), std::string::npos);
+  // The other tenant is not affected.
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(h.StartAndWait(as("Bearer calm-key")).ok()) << i;
+
+  // pairs_per_second=4 (burst 4): 3 documents pass, then 3 more must wait 0.5 s.
+  auto model = *h.core->FindModel();
+  EXPECT_TRUE(RerankNow(*h.core, *first, model, {"b", "c", "d"}).ok());
+  auto over = RerankNow(*h.core, *first, model, {"b", "c", "d"});
+  EXPECT_EQ(api::HttpStatusFor(over.status()), 429);
+  EXPECT_EQ(RetryAfterMs(over.status()), 500);  // 2 tokens missing at 4/s
+  EXPECT_EQ(h.metrics->key_pairs->WithLabels({"flood"})->Value(), 3);
+  // The edge releases the call's permits as it answers (the model's callback may hold the call a
+  // little longer).
+  (*first)->ReleasePermit();
+  first->reset();
+
+  // requests_per_second=2 (burst 2): the first call took one token, this one takes the other.
+  EXPECT_TRUE(h.StartAndWait(as("Bearer flood-key")).ok());
+  absl::StatusOr<CallPtr> third = h.StartAndWait(as("Bearer flood-key"));
+  EXPECT_EQ(api::HttpStatusFor(third.status()), 429);
+  EXPECT_EQ(RetryAfterMs(third.status()), 500);
+  EXPECT_EQ(h.metrics->key_requests->WithLabels({"flood", "over_requests"})->Value(), 1);
+  EXPECT_EQ(h.metrics->key_requests->WithLabels({"flood", "over_concurrency"})->Value(), 1);
+  EXPECT_EQ(h.metrics->key_requests->WithLabels({"calm", "admitted"})->Value(), 5);
+  clock.Advance(std::chrono::milliseconds(500));
+  EXPECT_TRUE(h.StartAndWait(as("Bearer flood-key")).ok());
+
+  // Unknown keys are 401; a reload swaps the table at once.
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(as("Bearer other")).status()), 401);
+  auto reloaded = guard::ApiKeys::Parse("other name=other\n", "keys", &clock);
+  ASSERT_TRUE(reloaded.ok());
+  ASSERT_TRUE(h.core->SetApiKeys(*reloaded).ok());
+  EXPECT_TRUE(h.StartAndWait(as("Bearer other")).ok());
+  EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(as("Bearer calm-key")).status()), 401);
+  EXPECT_EQ(api::HttpStatusFor(h.core->Authenticate("Bearer calm-key").status()), 401);
+}
+
+TEST(ServiceCore, WithoutKeysNoCredentialIsAsked) {
+  Harness h;
+  auto who = h.core->Authenticate("");
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(*who, nullptr);
+  auto call = h.StartAndWait(h.Info());
+  ASSERT_TRUE(call.ok());
+  EXPECT_EQ((*call)->tenant(), nullptr);
+  EXPECT_TRUE(h.core->ChargePairs(**call, 1000000).ok());
 }
 
 // Every refusal the core makes, mapped by the one table to HTTP and gRPC.

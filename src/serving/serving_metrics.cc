@@ -60,6 +60,12 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                &m->inflight_bytes));
   check(Assign(r.AddGauge("tide_tokenization_queue", "Requests waiting for a tokenization worker.", {}),
                &m->tokenization_queue));
+  check(Assign(r.AddCounter("tide_key_requests_total",
+                            "Inference requests by API key name (--api-keys) and admission outcome.", {"key", "outcome"}),
+               &m->key_requests));
+  check(Assign(r.AddCounter("tide_key_pairs_total", "Pairs (documents or tensor rows) admitted, by API key name.",
+                            {"key"}),
+               &m->key_pairs));
   if (!s.ok()) return s;
   return m;
 }

@@ -47,6 +47,10 @@ struct ServingMetrics {
   // Request cost bounds, refreshed at scrape time.
   metrics::Family<metrics::Gauge>* inflight_bytes = nullptr;        // tide_inflight_request_bytes
   metrics::Family<metrics::Gauge>* tokenization_queue = nullptr;    // tide_tokenization_queue
+  // Per API key (--api-keys), by the key's name, never the key: admission outcomes
+  // (admitted | over_requests | over_pairs | over_concurrency) and pairs admitted.
+  metrics::Family<metrics::Counter>* key_requests = nullptr;        // tide_key_requests_total
+  metrics::Family<metrics::Counter>* key_pairs = nullptr;           // tide_key_pairs_total
 };
 
 }  // namespace tide::serving

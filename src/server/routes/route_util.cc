@@ -9,7 +9,6 @@
 #include "api/status_http.h"
 #include "common/error.h"
 #include "common/error_echo.h"
-#include "guard/api_key.h"
 #include "serving/scoring.h"
 
 namespace tide::server {
@@ -31,7 +30,11 @@ http::Response ErrorResponse(const absl::Status& status) {
   http::Response r;
   r.status = api::HttpStatusFor(status);
   r.body = api::ErrorBody(status);
-  if (r.status == 503 || r.status == 429) r.headers.emplace_back("Retry-After", "1");
+  if (std::optional<int64_t> ms = RetryAfterMs(status); ms.has_value()) {
+    r.headers.emplace_back("Retry-After", std::to_string(std::max<int64_t>(1, (*ms + 999) / 1000)));
+  } else if (r.status == 503 || r.status == 429) {
+    r.headers.emplace_back("Retry-After", "1");
+  }
   if (r.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   if (serving::IsDegradedUnavailable(status)) r.headers.emplace_back("x-tide-degraded", "unavailable");
   return r;
@@ -59,12 +62,6 @@ absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request) {
     }
   }
   return info;
-}
-
-bool CheckApiKey(const http::Request& request, std::string_view api_key, ResponseSender* sender) {
-  if (api_key.empty() || guard::ApiKeyMatches(request.header("authorization"), api_key)) return true;
-  sender->SendError(errors::Unauthenticated("missing or invalid API key (Authorization: Bearer <key>)"));
-  return false;
 }
 
 void AddTimingHeaders(const serving::StageTimings& t, http::Response* response) {

@@ -18,7 +18,8 @@
 namespace tide::server {
 
 // {"error": ..., "error_type": ...} with the HTTP status of the status's error kind
-// (api::HttpStatusFor); Retry-After: 1 on 429 and 503 (overload and drain are short-lived);
+// (api::HttpStatusFor); Retry-After: the status's RetryAfterMs in whole seconds rounded up (a
+// quota's bucket), else 1 on 429 and 503 (overload and drain are short-lived);
 // WWW-Authenticate: Bearer on 401; `x-tide-degraded: unavailable` for
 // serving::DegradedUnavailableError.
 http::Response ErrorResponse(const absl::Status& status);
@@ -67,10 +68,5 @@ class ResponseSender {
   std::chrono::steady_clock::time_point received_at_;
   serving::CallPtr call_;
 };
-
-// The API key check (--api-key): true when `api_key` is empty or the request's
-// `Authorization: Bearer <key>` carries it; otherwise sends 401 {"error_type":"unauthorized"} with
-// `WWW-Authenticate: Bearer` through `sender` and returns false.
-bool CheckApiKey(const http::Request& request, std::string_view api_key, ResponseSender* sender);
 
 }  // namespace tide::server

@@ -97,27 +97,6 @@ TEST(ErrorTypes, HttpLayerStatusesMatchTheApiTable) {
   }
 }
 
-TEST(CheckApiKey, SendsA401WithoutTheKeyAndNothingWithIt) {
-  std::optional<http::Response> got;
-  auto sender = [&got] {
-    return ResponseSender(http::Responder::FromCallback([&got](http::Response r) { got = std::move(r); }), nullptr,
-                          "model_stats", std::chrono::steady_clock::now());
-  };
-  {
-    ResponseSender s = sender();
-    EXPECT_TRUE(CheckApiKey(RequestWith({}), "", &s));  // no key configured
-    EXPECT_TRUE(CheckApiKey(RequestWith({{"Authorization", "Bearer k"}}), "k", &s));
-    s.Send(http::Response{});
-  }
-  EXPECT_EQ(got->status, 200);
-  got.reset();
-  ResponseSender s = sender();
-  EXPECT_FALSE(CheckApiKey(RequestWith({{"Authorization", "Bearer wrong"}}), "k", &s));
-  ASSERT_TRUE(got.has_value());
-  EXPECT_EQ(got->status, 401);
-  EXPECT_EQ(nlohmann::json::parse(got->body)["error_type"], "unauthorized");
-}
-
 TEST(ErrorResponse, OverloadCarriesRetryAfter) {
   http::Response busy = ErrorResponse(absl::UnavailableError("queue full"));
   EXPECT_EQ(busy.status, 503);
@@ -180,6 +159,16 @@ TEST(ResponseSender, ReleasesTheCallsConcurrencyPermitBeforeTheResponseLeaves) {
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(sent, 1);
   EXPECT_EQ(in_flight_when_sent, 0);
+}
+
+TEST(ErrorResponse, AQuotasRetryAfterIsRoundedUpToWholeSeconds) {
+  const http::Response r = ErrorResponse(WithRetryAfter(errors::Overloaded("over quota"), 1500));
+  EXPECT_EQ(r.status, 429);
+  std::map<std::string, std::string> h(r.headers.begin(), r.headers.end());
+  EXPECT_EQ(h["Retry-After"], "2");
+  const http::Response soon = ErrorResponse(WithRetryAfter(errors::Overloaded("over quota"), 1));
+  std::map<std::string, std::string> soon_headers(soon.headers.begin(), soon.headers.end());
+  EXPECT_EQ(soon_headers["Retry-After"], "1");
 }
 
 TEST(ErrorResponse, KindsDecideTheStatusAnd401AsksForTheKey) {

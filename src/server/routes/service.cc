@@ -301,7 +301,7 @@ void Service::Load(http::Request request, http::Responder respond) {
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_metadata", request.received_at);
-  if (!CheckApiKey(request, core_->options().api_key, &sender)) return;
+  if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   const serving::ServedModel& m = **model;
@@ -337,7 +337,7 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
-  if (!CheckApiKey(request, core_->options().api_key, &sender)) return;
+  if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
