@@ -320,6 +320,10 @@ void RegisterServeCommand(CLI::App* app) {
                   "File of API keys with quotas, one a line: KEY name=NAME [requests_per_second=R] "
                   "[pairs_per_second=P] [max_concurrent=C]; reloaded on SIGHUP")
       ->envname("TIDE_API_KEYS");
+  cmd->add_option("--score-cache-bytes", flags->core.score_cache_bytes,
+                  "Bytes of the per-pair score cache (an LRU of the model's logits per (model version, query, "
+                  "document, options)); 0: off")
+      ->envname("TIDE_SCORE_CACHE_BYTES")->capture_default_str();
   cmd->add_option("--max-concurrent-requests", flags->core.max_concurrent_requests,
                   "Inference requests in flight beyond which new ones get 429 at once (0: unlimited)")
       ->envname("TIDE_MAX_CONCURRENT_REQUESTS")->capture_default_str();

@@ -47,6 +47,7 @@ struct CallInfo {
   std::shared_ptr<CancellationFlag> client_gone;  // may be null
   std::optional<int64_t> timeout_us;              // the call's own timeout; nullopt: none
   std::optional<int64_t> priority;
+  bool no_cache = false;  // the score cache is not read for this call (Cache-Control: no-cache)
 };
 
 absl::StatusOr<RowTask::Admission> AdmissionFor(const CallInfo& info, std::chrono::milliseconds default_timeout);
@@ -70,6 +71,7 @@ class Call {
   // CANCELLED when the client left, DEADLINE_EXCEEDED (naming `stage`) when the deadline passed.
   absl::Status StillWanted(std::string_view stage) const;
   absl::Status Refine(std::optional<int64_t> timeout_us, std::optional<int64_t> priority);
+  bool no_cache() const { return no_cache_; }
   void ReleasePermit() {
     permit_.reset();
     tenant_permit_.reset();
@@ -85,6 +87,7 @@ class Call {
   std::chrono::milliseconds default_timeout_;
   bool has_own_timeout_;
   bool has_own_priority_;
+  bool no_cache_ = false;
   std::shared_ptr<guard::Tenant> tenant_;  // declared first: outlives its permit below
   std::optional<guard::ConcurrencyLimiter::Permit> tenant_permit_;
   std::optional<guard::ConcurrencyLimiter::Permit> permit_;

@@ -61,9 +61,8 @@ absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
   return absl::OkStatus();
 }
 
-float RerankScore(const InferenceResult& result, int64_t row, config::ScoreActivation activation, bool raw) {
-  const int64_t last = result.num_labels - 1;
-  const float logit = result.at(row, last);
+float RerankScore(std::span<const float> row, config::ScoreActivation activation, bool raw) {
+  const float logit = row.back();
   if (raw) return logit;
   switch (activation) {
     case config::ScoreActivation::kNone:
@@ -71,14 +70,20 @@ float RerankScore(const InferenceResult& result, int64_t row, config::ScoreActiv
     case config::ScoreActivation::kSigmoid:
       return 1.0f / (1.0f + std::exp(-logit));
     case config::ScoreActivation::kSoftmax: {
-      float max_logit = result.at(row, 0);
-      for (int64_t l = 1; l < result.num_labels; ++l) max_logit = std::max(max_logit, result.at(row, l));
+      float max_logit = row[0];
+      for (float l : row) max_logit = std::max(max_logit, l);
       double sum = 0;
-      for (int64_t l = 0; l < result.num_labels; ++l) sum += std::exp(result.at(row, l) - max_logit);
+      for (float l : row) sum += std::exp(l - max_logit);
       return static_cast<float>(std::exp(logit - max_logit) / sum);
     }
   }
   return logit;
+}
+
+float RerankScore(const InferenceResult& result, int64_t row, config::ScoreActivation activation, bool raw) {
+  const std::span<const float> logits(result.logits.data() + row * result.num_labels,
+                                      static_cast<size_t>(result.num_labels));
+  return RerankScore(logits, activation, raw);
 }
 
 namespace {
@@ -96,6 +101,24 @@ bool IsDegradedUnavailable(const absl::Status& status) {
   return status.GetPayload(kDegradedPayload).has_value();
 }
 
+absl::StatusOr<RerankScores> FallbackScores(const ServedModel& model, std::string_view query,
+                                            std::span<const std::string_view> documents, bool raw_scores) {
+  // A reranker answers BM25 over the request's documents; a classifier its configured default
+  // result for every pair, or UNAVAILABLE when it has none.
+  RerankScores out;
+  if (model.parameters().task == config::Task::kClassify) {
+    const std::vector<float>& row = model.parameters().breaker_default_result;
+    if (row.empty()) return DegradedUnavailableError(model.name());
+    const config::ScoreActivation activation = model.parameters().score_activation;
+    out.scores.assign(documents.size(), RerankScore(row, activation, raw_scores));
+    out.fallback = kFallbackDefault;
+    return out;
+  }
+  if (absl::Status s = Bm25Scores(model.tokenizer(), query, documents, &out.scores); !s.ok()) return s;
+  out.fallback = kFallbackBm25;
+  return out;
+}
+
 void ScoreOrFallback(std::shared_ptr<ServedModel> model, const RowTask::Admission& admission, std::string_view query,
                      std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                      ServingMetrics* metrics, const std::function<absl::Status()>& between_chunks, RerankDone done) {
@@ -109,27 +132,14 @@ void ScoreOrFallback(std::shared_ptr<ServedModel> model, const RowTask::Admissio
   const config::ScoreActivation activation = model->parameters().score_activation;
 
   if (!model->AdmitToModel()) {
-    // Breaker open. A reranker answers BM25 over the request's documents; a classifier its
-    // configured default result for every pair, or UNAVAILABLE when it has none.
-    RerankScores out;
-    out.timings.tokenize = tokenize;
-    if (model->parameters().task == config::Task::kClassify) {
-      const std::vector<float>& row = model->parameters().breaker_default_result;
-      if (row.empty()) return std::move(done)(DegradedUnavailableError(model->name()));
-      const InferenceResult result = DefaultResult(row, static_cast<int64_t>(documents.size()));
-      out.scores.reserve(static_cast<size_t>(result.rows));
-      for (int64_t i = 0; i < result.rows; ++i) out.scores.push_back(RerankScore(result, i, activation, raw_scores));
-      out.fallback = kFallbackDefault;
-    } else {
-      if (absl::Status s = Bm25Scores(model->tokenizer(), query, documents, &out.scores); !s.ok()) {
-        return std::move(done)(s);
-      }
-      out.fallback = kFallbackBm25;
-    }
+    // Breaker open: the fallback's scores, marked.
+    auto out = FallbackScores(*model, query, documents, raw_scores);
+    if (!out.ok()) return std::move(done)(out.status());
+    out->timings.tokenize = tokenize;
     if (metrics != nullptr) {
-      metrics->degraded->WithLabels({model->name(), std::to_string(model->version()), out.fallback})->Increment();
+      metrics->degraded->WithLabels({model->name(), std::to_string(model->version()), out->fallback})->Increment();
     }
-    return std::move(done)(std::move(out));
+    return std::move(done)(*std::move(out));
   }
   ServedModel* m = model.get();
   m->Submit(rows, admission,
@@ -140,6 +150,8 @@ void ScoreOrFallback(std::shared_ptr<ServedModel> model, const RowTask::Admissio
               out.scores.resize(static_cast<size_t>(result->rows));
               for (int64_t i = 0; i < result->rows; ++i) out.scores[i] = RerankScore(*result, i, activation, raw_scores);
               out.real_tokens = result->real_tokens;
+              out.num_labels = result->num_labels;
+              out.logits = std::move(result->logits);
               out.timings = result->timings;
               out.timings.tokenize = tokenize;
               std::move(done)(std::move(out));

@@ -49,10 +49,16 @@ absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
                            const std::function<absl::Status()>& between_chunks = nullptr);
 
 float RerankScore(const InferenceResult& result, int64_t row, config::ScoreActivation activation, bool raw);
+// The same for one row of `num_labels` logits.
+float RerankScore(std::span<const float> logits_row, config::ScoreActivation activation, bool raw);
 
 // The scores of a rerank request, ready for a renderer.
 struct RerankScores {
   std::vector<float> scores;       // scores[i] belongs to documents[i]
+  // The model's raw logits, [documents x num_labels] (empty for a fallback): what a score cache keeps.
+  std::vector<float> logits;
+  int64_t num_labels = 0;
+  size_t cache_hits = 0;           // documents whose score came from the score cache
   size_t real_tokens = 0;          // tokens the model ran (0 for a fallback)
   StageTimings timings;            // tokenize, queue, inference (a fallback: tokenize only)
   const char* fallback = nullptr;  // set: degraded; the fallback's name (kFallbackBm25, kFallbackDefault)
@@ -68,6 +74,10 @@ using RerankDone = absl::AnyInvocable<void(absl::StatusOr<RerankScores>) &&>;
 void ScoreOrFallback(std::shared_ptr<ServedModel> model, const RowTask::Admission& admission, std::string_view query,
                      std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                      ServingMetrics* metrics, const std::function<absl::Status()>& between_chunks, RerankDone done);
+
+// What `model` answers while its breaker is open (fallback set; not counted in metrics).
+absl::StatusOr<RerankScores> FallbackScores(const ServedModel& model, std::string_view query,
+                                            std::span<const std::string_view> documents, bool raw_scores);
 
 // UNAVAILABLE (503) for a model whose breaker is open and that has no fallback; an HTTP edge adds
 // `x-tide-degraded: unavailable` when IsDegradedUnavailable.

@@ -74,6 +74,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
   }
   std::unique_ptr<ServedModel> m(new ServedModel());
   m->loaded_ = loaded;
+  static std::atomic<uint64_t> generations{0};
+  m->generation_ = generations.fetch_add(1, std::memory_order_relaxed) + 1;
   const LoadedModel& lm = *loaded;
   // Every per-model metric is labelled (model, version): two versions served side by side keep
   // their own gauges and counters, and a sum over version is the model's total.

@@ -89,6 +89,9 @@ class ServedModel {
   // The immutable loaded model this version schedules.
   const std::shared_ptr<const LoadedModel>& loaded() const { return loaded_; }
   bool ready() const { return !shut_down_.load(); }
+  // Unique per ServedModel object in this process (a reloaded version gets a new one): what caches
+  // of this version's results are keyed by.
+  uint64_t generation() const { return generation_; }
 
   // Circuit breaker admission (issue 5): false while the breaker is open — answer with the
   // fallback instead of calling Submit. Every true must be followed by exactly one Submit, whose
@@ -119,6 +122,7 @@ class ServedModel {
   ServedModel() = default;
 
   std::shared_ptr<const LoadedModel> loaded_;  // never null
+  uint64_t generation_ = 0;
   size_t max_queue_size_ = 0;
   std::chrono::milliseconds shutdown_grace_{10000};
   ServingMetrics* metrics_ = nullptr;

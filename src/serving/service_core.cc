@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<ServiceCore>> ServiceCore::Create(ModelManager* m
   auto workers = WorkPool::Create(pool);
   if (!workers.ok()) return workers.status();
   core->pool_ = *std::move(workers);
+  if (options.score_cache_bytes > 0) core->cache_ = std::make_unique<ScoreCache>(options.score_cache_bytes);
   if (absl::Status s = core->SetApiKeys(options.api_keys); !s.ok()) return s;
   return core;
 }
@@ -154,6 +155,7 @@ absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
   if (!admission.ok()) return admission.status();
   auto call = std::make_shared<Call>(clock_, *std::move(admission), info.received_at, options_.default_timeout,
                                      info.timeout_us.has_value(), info.priority.has_value());
+  call->no_cache_ = info.no_cache;
   call->tenant_ = *std::move(tenant);
   call->tenant_permit_ = std::move(tenant_permit);
   call->permit_ = std::move(permit);
@@ -195,16 +197,97 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServiceCore::FindModel(std::string_
   return models_->Find(name, version);
 }
 
+namespace {
+
+// The tokenization options that change a pair's model input, as part of a score cache key.
+std::string PairOptionsKey(const PairOptions& o) {
+  std::string key;
+  key.push_back(o.truncate ? 't' : 'f');
+  key.push_back(!o.direction.has_value() ? 'u' : (*o.direction == tokenizer::TruncationDirection::kLeft ? 'l' : 'r'));
+  if (o.max_tokens_per_doc.has_value()) key.append(std::to_string(*o.max_tokens_per_doc));
+  return key;
+}
+
+}  // namespace
+
 void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                          std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                          RerankDone done) {
   if (absl::Status s = ChargePairs(*call, documents.size()); !s.ok()) return std::move(done)(s);
+  auto between_chunks = [&call] { return call->StillWanted("tokenizing"); };
+  if (cache_ == nullptr) {
+    return ScoreOrFallback(std::move(model), call->admission(), query, documents, options, raw_scores, metrics_,
+                           between_chunks, [call, done = std::move(done)](absl::StatusOr<RerankScores> s) mutable {
+                             std::move(done)(std::move(s));
+                           });
+  }
+  // Split the pairs into those the cache has and those the model must score.
+  const size_t n = documents.size();
+  const std::string options_key = PairOptionsKey(options);
+  std::vector<std::string> keys(n);
+  std::vector<std::optional<std::vector<float>>> cached(n);
+  std::vector<size_t> missing;
+  std::vector<std::string_view> missing_docs;
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = ScoreCache::Key(model->generation(), options_key, query, documents[i]);
+    if (!call->no_cache()) cached[i] = cache_->Lookup(keys[i]);
+    if (!cached[i].has_value()) {
+      missing.push_back(i);
+      missing_docs.push_back(documents[i]);
+    }
+  }
+  const size_t hits = n - missing.size();
+  if (!call->no_cache()) {
+    metrics_->score_cache_hits->WithLabels({})->Increment(static_cast<double>(hits));
+    metrics_->score_cache_misses->WithLabels({})->Increment(static_cast<double>(missing.size()));
+  }
+  const config::ScoreActivation activation = model->parameters().score_activation;
+  // Fills `out` with the cached rows (and the model's, already in out) for every document.
+  auto merge = [hits, activation, raw_scores](std::vector<std::optional<std::vector<float>>>& rows,
+                                               RerankScores& out) {
+    out.scores.resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (!rows[i].has_value()) continue;
+      out.scores[i] = RerankScore(*rows[i], activation, raw_scores);
+    }
+    out.cache_hits = hits;
+  };
+  if (missing.empty()) {
+    RerankScores out;
+    merge(cached, out);
+    return std::move(done)(std::move(out));
+  }
+  // The fallback answers synchronously, while `query` and `documents` are still valid.
+  auto in_call = std::make_shared<std::atomic<bool>>(true);
   ScoreOrFallback(
-      std::move(model), call->admission(), query, documents, options, raw_scores, metrics_,
-      [&call] { return call->StillWanted("tokenizing"); },
-      [call, done = std::move(done)](absl::StatusOr<RerankScores> scores) mutable {
-        std::move(done)(std::move(scores));
+      model, call->admission(), query, missing_docs, options, raw_scores, metrics_, between_chunks,
+      [call, done = std::move(done), cache = cache_.get(), model, keys = std::move(keys), cached = std::move(cached),
+       missing = std::move(missing), merge, in_call, query, documents,
+       raw_scores](absl::StatusOr<RerankScores> sub) mutable {
+        if (!sub.ok()) return std::move(done)(sub.status());
+        if (sub->fallback != nullptr) {
+          if (missing.size() == cached.size()) return std::move(done)(std::move(sub));
+          // Degraded answers are degraded for every document: never cached model scores beside BM25.
+          if (!in_call->load()) return std::move(done)(errors::Internal("fallback answered after the call"));
+          auto all = FallbackScores(*model, query, documents, raw_scores);
+          if (!all.ok()) return std::move(done)(all.status());
+          all->timings = sub->timings;
+          return std::move(done)(*std::move(all));
+        }
+        const size_t labels = static_cast<size_t>(sub->num_labels);
+        for (size_t j = 0; j < missing.size(); ++j) {
+          std::vector<float> row(sub->logits.begin() + j * labels, sub->logits.begin() + (j + 1) * labels);
+          cache->Insert(std::move(keys[missing[j]]), row);
+          cached[missing[j]] = std::move(row);
+        }
+        RerankScores out;
+        out.real_tokens = sub->real_tokens;
+        out.timings = sub->timings;
+        out.num_labels = sub->num_labels;
+        merge(cached, out);
+        std::move(done)(std::move(out));
       });
+  in_call->store(false);
 }
 
 void ServiceCore::Infer(const CallPtr& call, std::shared_ptr<ServedModel> model,
@@ -257,6 +340,13 @@ ServiceCore::Load ServiceCore::CurrentLoad() const {
 
 void ServiceCore::RefreshMetrics() const {
   models_->RefreshMetrics();
+  if (cache_ != nullptr) {
+    absl::MutexLock lock(&refresh_mu_);
+    const uint64_t evictions = cache_->evictions();
+    metrics_->score_cache_evictions->WithLabels({})->Increment(static_cast<double>(evictions - mirrored_evictions_));
+    mirrored_evictions_ = evictions;
+    metrics_->score_cache_bytes->WithLabels({})->Set(static_cast<double>(cache_->bytes()));
+  }
   metrics_->inflight_bytes->WithLabels({})->Set(static_cast<double>(budget_->in_flight_bytes()));
   metrics_->tokenization_queue->WithLabels({})->Set(static_cast<double>(pool_->queued()));
 }

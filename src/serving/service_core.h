@@ -35,6 +35,11 @@
 //    Rerank answers with its fallback (BM25 or a classifier's default result) and Infer with a
 //    classifier's breaker_default_result, both marked (`fallback` set) and counted in
 //    tide_degraded_responses_total; a model without one answers DegradedUnavailableError.
+//  - Score cache (options.score_cache_bytes > 0): Rerank looks every pair up (unless the call is
+//    no_cache), queues only the pairs not found, stores the model's logits of those, and answers
+//    with RerankScores::cache_hits set; a request whose every pair was found is answered on the
+//    calling thread without touching the model. Fallback answers are never stored, and a degraded
+//    answer is degraded for every document (never cached model scores mixed with BM25).
 //  - Thread-safe. The model manager and the metrics must outlive the core.
 #pragma once
 
@@ -58,6 +63,7 @@
 #include "guard/memory_budget.h"
 #include "serving/call.h"
 #include "serving/model_manager.h"
+#include "serving/score_cache.h"
 #include "serving/scoring.h"
 #include "serving/serving_metrics.h"
 #include "serving/work_pool.h"
@@ -91,6 +97,8 @@ struct ServiceCoreOptions {
   int tokenization_workers = 0;
   // Calls waiting for a tokenization worker beyond which new ones are refused at once.
   size_t tokenization_queue = 1024;
+  // Bytes of the per-pair score cache (score_cache.h); 0: no cache.
+  size_t score_cache_bytes = 0;
   // Bodies up to this size are cheap to parse and tokenize: they take the light lane.
   size_t light_body_bytes = 64 * 1024;
   const Clock* clock = nullptr;  // StillWanted's time source; null: the steady clock
@@ -161,6 +169,7 @@ class ServiceCore {
   // Mirrors the core's and the models' state into the metrics' gauges (call before rendering).
   void RefreshMetrics() const;
 
+  const ScoreCache* score_cache() const { return cache_.get(); }
   ModelManager& models() const { return *models_; }
   ServingMetrics& metrics() const { return *metrics_; }
   const ServiceCoreOptions& options() const { return options_; }
@@ -185,6 +194,9 @@ class ServiceCore {
   guard::ConcurrencyLimiter limiter_{options_.max_concurrent_requests};
   std::unique_ptr<guard::MemoryBudget> budget_;
   std::atomic<bool> trim_pending_{false};
+  std::unique_ptr<ScoreCache> cache_;  // null: no score cache
+  mutable absl::Mutex refresh_mu_;
+  mutable uint64_t mirrored_evictions_ ABSL_GUARDED_BY(refresh_mu_) = 0;
   // Last: destroyed first, so no worker runs while the members above go away.
   std::unique_ptr<WorkPool> pool_;
 };

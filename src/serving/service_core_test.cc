@@ -409,6 +409,84 @@ TEST(ServiceCore, WithoutKeysNoCredentialIsAsked) {
   EXPECT_TRUE(h.core->ChargePairs(**call, 1000000).ok());
 }
 
+// The score cache: a pair seen again is not queued again; only the pairs not found are; a
+// replaced version answers from its own entries only; no_cache reads nothing; a degraded answer
+// is degraded for every document.
+TEST(ServiceCore, TheScoreCacheQueuesOnlyPairsItHasNotSeen) {
+  ServiceCoreOptions o;
+  o.score_cache_bytes = 1 << 20;
+  Harness h(o);
+  auto c = std::make_shared<BackendControl>();
+  c->value = 0.5f;
+  ASSERT_TRUE(h.models->Add(Served({}, c)).ok());
+  auto call = h.StartAndWait(h.Info());
+  ASSERT_TRUE(call.ok());
+  auto model = *h.core->FindModel();
+  const int warmup = c->rows_run.load();  // rows the warm-up ran
+  auto rows_run = [&] { return c->rows_run.load() - warmup; };
+
+  auto first = RerankNow(*h.core, *call, model, {"b", "c"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->cache_hits, 0u);
+  EXPECT_EQ(rows_run(), 2);
+  auto again = RerankNow(*h.core, *call, model, {"b", "c"});  // all found: the model is not asked
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->cache_hits, 2u);
+  EXPECT_EQ(again->scores, first->scores);
+  EXPECT_EQ(rows_run(), 2);
+  auto mixed = RerankNow(*h.core, *call, model, {"d", "b"});  // one found, one queued
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(mixed->cache_hits, 1u);
+  EXPECT_EQ(rows_run(), 3);
+  EXPECT_FLOAT_EQ(mixed->scores[0], Sigmoid(0.5f));
+  EXPECT_FLOAT_EQ(mixed->scores[1], first->scores[0]);
+  // Another query is another pair; raw scores come from the same cached logit.
+  absl::StatusOr<RerankScores> raw = absl::UnknownError("no answer");
+  h.core->Rerank(*call, model, "a", std::vector<std::string_view>{"b"}, PairOptions{}, /*raw_scores=*/true,
+                 [&](absl::StatusOr<RerankScores> s) { raw = std::move(s); });
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(raw->cache_hits, 1u);
+  EXPECT_FLOAT_EQ(raw->scores[0], 0.5f);
+  EXPECT_EQ(h.metrics->score_cache_hits->WithLabels({})->Value(), 4);
+
+  // no_cache: nothing read (the answer is stored again).
+  CallInfo fresh_info = h.Info();
+  fresh_info.no_cache = true;
+  auto fresh_call = h.StartAndWait(fresh_info);
+  ASSERT_TRUE(fresh_call.ok());
+  auto fresh = RerankNow(*h.core, *fresh_call, model, {"b", "c"});
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->cache_hits, 0u);
+  EXPECT_EQ(rows_run(), 5);
+
+  // A replaced version (same number, new weights) never answers from its predecessor's entries.
+  auto replacement = std::make_shared<BackendControl>();
+  replacement->value = -2.0f;
+  ASSERT_TRUE(h.models->Replace(Served({}, replacement)).ok());
+  auto replaced = RerankNow(*h.core, *call, *h.core->FindModel(), {"b", "c"});
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(replaced->cache_hits, 0u);
+  EXPECT_FLOAT_EQ(replaced->scores[0], Sigmoid(-2.0f));
+}
+
+TEST(ServiceCore, ADegradedAnswerWithACacheIsDegradedForEveryDocument) {
+  ServiceCoreOptions o;
+  o.score_cache_bytes = 1 << 20;
+  Harness h(o);
+  auto c = std::make_shared<BackendControl>();
+  ASSERT_TRUE(h.models->Add(Served(BreakerSpec("r"), c)).ok());
+  auto model = *h.core->FindModel("r");
+  auto call = h.StartAndWait(h.Info());
+  ASSERT_TRUE(call.ok());
+  ASSERT_TRUE(RerankNow(*h.core, *call, model, {"b"}).ok());  // cached while the model answers
+  OpenBreaker(*model, *c);
+  auto degraded = RerankNow(*h.core, *call, model, {"a b", "b"});  // "b" is cached, "a b" is not
+  ASSERT_TRUE(degraded.ok()) << degraded.status();
+  EXPECT_EQ(std::string(degraded->fallback), kFallbackBm25);
+  EXPECT_EQ(degraded->scores.size(), 2u);
+  EXPECT_GT(degraded->scores[0], degraded->scores[1]);  // BM25 for both: the query word matches "a b"
+}
+
 // Every refusal the core makes, mapped by the one table to HTTP and gRPC.
 TEST(ServiceCore, RefusalsMapToOneHttpAndGrpcAnswer) {
   ServiceCoreOptions o;

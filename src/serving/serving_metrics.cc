@@ -66,6 +66,14 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
   check(Assign(r.AddCounter("tide_key_pairs_total", "Pairs (documents or tensor rows) admitted, by API key name.",
                             {"key"}),
                &m->key_pairs));
+  check(Assign(r.AddCounter("tide_score_cache_hits_total", "Pairs answered from the score cache.", {}),
+               &m->score_cache_hits));
+  check(Assign(r.AddCounter("tide_score_cache_misses_total", "Pairs looked up in the score cache and not found.", {}),
+               &m->score_cache_misses));
+  check(Assign(r.AddCounter("tide_score_cache_evictions_total", "Score cache entries evicted to stay in its bytes.", {}),
+               &m->score_cache_evictions));
+  check(Assign(r.AddGauge("tide_score_cache_bytes", "Bytes held by the score cache (--score-cache-bytes).", {}),
+               &m->score_cache_bytes));
   if (!s.ok()) return s;
   return m;
 }

@@ -51,6 +51,12 @@ struct ServingMetrics {
   // (admitted | over_requests | over_pairs | over_concurrency) and pairs admitted.
   metrics::Family<metrics::Counter>* key_requests = nullptr;        // tide_key_requests_total
   metrics::Family<metrics::Counter>* key_pairs = nullptr;           // tide_key_pairs_total
+  // The per-pair score cache (--score-cache-bytes): pairs found and not found, entries evicted
+  // (mirrored at scrape time), bytes in use.
+  metrics::Family<metrics::Counter>* score_cache_hits = nullptr;    // tide_score_cache_hits_total
+  metrics::Family<metrics::Counter>* score_cache_misses = nullptr;  // tide_score_cache_misses_total
+  metrics::Family<metrics::Counter>* score_cache_evictions = nullptr;  // tide_score_cache_evictions_total
+  metrics::Family<metrics::Gauge>* score_cache_bytes = nullptr;     // tide_score_cache_bytes
 };
 
 }  // namespace tide::serving

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/status_http.h"
+#include "common/ascii.h"
 #include "common/error.h"
 #include "common/error_echo.h"
 #include "serving/scoring.h"
@@ -46,6 +47,12 @@ absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request) {
   info.body_bytes = request.body.size();
   info.received_at = request.received_at;
   info.client_gone = request.client_gone;
+  // Cache-Control: no-cache (or no-store) bypasses the score cache for this request.
+  if (std::string_view h = request.header("cache-control"); !h.empty()) {
+    std::string lower(h);
+    for (char& c : lower) c = AsciiToLower(c);
+    info.no_cache = lower.find("no-cache") != std::string::npos || lower.find("no-store") != std::string::npos;
+  }
   if (std::string_view h = request.header("x-timeout-ms"); !h.empty()) {
     std::optional<int64_t> ms = ParseInt(h);
     if (!ms.has_value()) {

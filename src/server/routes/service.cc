@@ -210,13 +210,14 @@ void Service::ScorePairs(ResponseSender sender, serving::CallPtr call, std::shar
                          const serving::PairOptions& pair_options, bool raw_scores, RerankRenderer render) {
   const std::vector<std::string_view> docs(documents.begin(), documents.end());
   core_->Rerank(call, std::move(model), query, docs, pair_options, raw_scores,
-                [sender = std::move(sender), render = std::move(render)](
+                [sender = std::move(sender), render = std::move(render), cached = core_->score_cache() != nullptr](
                     absl::StatusOr<serving::RerankScores> scores) mutable {
                   if (!scores.ok()) return sender.SendError(scores.status());
                   const Steady::time_point post = Steady::now();
                   auto body = render(*scores);
                   if (!body.ok()) return sender.SendError(body.status());
                   http::Response response = JsonResponse(*std::move(body));
+                  if (cached) response.headers.emplace_back("x-tide-cache-hits", std::to_string(scores->cache_hits));
                   if (scores->fallback != nullptr) {
                     // A fallback's answer: marked, without timing headers.
                     response.headers.emplace_back("x-tide-degraded", scores->fallback);

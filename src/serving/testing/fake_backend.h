@@ -62,6 +62,7 @@ struct BackendControl {
   absl::Notification entered;  // a gated batch is running
   absl::Notification gate;
   std::atomic<int> destroyed{0};
+  std::atomic<int> rows_run{0};  // rows of every batch run
   absl::Notification all_destroyed;
   int instances = 1;
 };
@@ -77,6 +78,7 @@ class FakeBackend : public runtime::ModelBackend {
       if (!c_->entered.HasBeenNotified()) c_->entered.Notify();
       c_->gate.WaitForNotificationWithTimeout(kHang);
     }
+    c_->rows_run += static_cast<int>(b.batch);
     if (c_->fail.load()) return absl::InternalError("engine failed");
     out->batch = b.batch;
     out->num_labels = 1;

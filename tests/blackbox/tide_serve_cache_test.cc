@@ -1,0 +1,72 @@
+// Black-box test of the per-pair score cache (`--score-cache-bytes`, issue 17 item 2) against the
+// real binary over HTTP: a request seen again is answered from the cache with the same scores and
+// `x-tide-cache-hits`; a partly new one queues only its new pairs (the batch metrics show it);
+// `Cache-Control: no-cache` bypasses it; the cache's metrics add up.
+#include <string>
+
+#include "blackbox_support.h"
+#include "gtest/gtest.h"
+#include "http_client.h"
+
+namespace tide::blackbox {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using tide::testing::ClientResponse;
+
+class ServeCacheTest : public SharedServerSuite<ServeCacheTest> {
+ protected:
+  static void SetUpTestSuite() {
+    StartSharedServer(
+        [](const fs::path& repository) {
+          return AddTinyBert(repository, "m",
+                             "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
+                             "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n");
+        },
+        {"--score-cache-bytes", "1048576", "--log-level", "warn"});
+  }
+  static double Rows(const std::string& metrics) {
+    return MetricSum(metrics, "tide_batch_size_sum", {R"(model="m")"});
+  }
+};
+
+TEST_F(ServeCacheTest, RepeatedPairsComeFromTheCache) {
+  auto client = NewClient();
+  const std::string body = R"({"query": "what is a panda?", "texts": ["a bear", "a city", "a river"]})";
+  const ClientResponse first = client->Post("/rerank", body);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.header("x-tide-cache-hits"), "0");
+  const double rows_after_first = Rows(client->Get("/metrics").body);
+
+  const ClientResponse again = client->Post("/rerank", body);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.header("x-tide-cache-hits"), "3");
+  EXPECT_EQ(ParseJson(again.body), ParseJson(first.body));  // same scores, same order
+  EXPECT_EQ(Rows(client->Get("/metrics").body), rows_after_first);  // the model ran nothing
+
+  const ClientResponse partly = client->Post(
+      "/rerank", R"({"query": "what is a panda?", "texts": ["a bear", "a mountain"]})");
+  ASSERT_EQ(partly.status, 200) << partly.body;
+  EXPECT_EQ(partly.header("x-tide-cache-hits"), "1");
+  EXPECT_EQ(Rows(client->Get("/metrics").body), rows_after_first + 1);  // only the new pair ran
+
+  const ClientResponse bypass = client->Post("/rerank", body, {{"Cache-Control", "no-cache"}});
+  ASSERT_EQ(bypass.status, 200) << bypass.body;
+  EXPECT_EQ(bypass.header("x-tide-cache-hits"), "0");
+  EXPECT_EQ(ParseJson(bypass.body), ParseJson(first.body));
+
+  // Cohere's endpoint shares the cache (same pairs, same options: truncation on).
+  const ClientResponse cohere = client->Post(
+      "/v1/rerank", R"({"query": "what is a panda?", "documents": ["a bear", "a city"]})");
+  ASSERT_EQ(cohere.status, 200) << cohere.body;
+  EXPECT_EQ(cohere.header("x-tide-cache-hits"), "2");
+
+  const std::string metrics = client->Get("/metrics").body;
+  EXPECT_EQ(MetricSum(metrics, "tide_score_cache_hits_total", {}), 3 + 1 + 2);
+  EXPECT_EQ(MetricSum(metrics, "tide_score_cache_misses_total", {}), 3 + 1);
+  EXPECT_GT(MetricSum(metrics, "tide_score_cache_bytes", {}), 0);
+}
+
+}  // namespace
+}  // namespace tide::blackbox
