@@ -60,6 +60,13 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                &m->inflight_bytes));
   check(Assign(r.AddGauge("tide_tokenization_queue", "Requests waiting for a tokenization worker.", {}),
                &m->tokenization_queue));
+  check(Assign(r.AddCounter("tide_model_loads_total",
+                            "Model version loads (start-up, poll, repository API) by result: success or failure.",
+                            {"model", "version", "result"}), &m->model_loads));
+  check(Assign(r.AddGauge("tide_model_load_rss_bytes",
+                          "Process resident memory around the last model load: phase=before, and phase=loaded "
+                          "(the new version beside the one it replaces, before that one is released).",
+                          {"phase"}), &m->model_load_rss));
   if (!s.ok()) return s;
   return m;
 }

@@ -47,6 +47,11 @@ struct ServingMetrics {
   // Request cost bounds, refreshed at scrape time.
   metrics::Family<metrics::Gauge>* inflight_bytes = nullptr;        // tide_inflight_request_bytes
   metrics::Family<metrics::Gauge>* tokenization_queue = nullptr;    // tide_tokenization_queue
+  // Model control (serving/model_repository_controller.h): loads by outcome, and the process's
+  // resident memory around the last load: before it, and with the new version loaded beside the
+  // one it replaces (the peak of a swap, before the old one is released).
+  metrics::Family<metrics::Counter>* model_loads = nullptr;         // tide_model_loads_total
+  metrics::Family<metrics::Gauge>* model_load_rss = nullptr;        // tide_model_load_rss_bytes
 };
 
 }  // namespace tide::serving
