@@ -492,11 +492,11 @@ absl::Status ModelRepositoryController::LoadVersion(const config::RepositoryMode
 
 void ModelRepositoryController::UnloadVersion(const std::string& name, int64_t version, const std::string& reason) {
   table_->Set(name, version, ModelState::kUnloading, reason);
+  spdlog::info("model {} version {}: unloading ({}); it finishes its in-flight requests first", name, version,
+               reason);
   if (absl::Status s = manager_->Remove(name, version); !s.ok()) {
     table_->Set(name, version, ModelState::kUnavailable, "unloaded");
   }
-  spdlog::info("model {} version {}: unloading ({}); it finishes its in-flight requests first", name, version,
-               reason);
 }
 
 std::vector<ModelStateEntry> ModelRepositoryController::Index(bool ready_only) const {

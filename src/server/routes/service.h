@@ -47,6 +47,7 @@
 #include "guard/memory_budget.h"
 #include "server/http/router.h"
 #include "serving/model_manager.h"
+#include "server/routes/repository_routes.h"
 #include "server/routes/route_util.h"
 #include "serving/scoring.h"
 #include "serving/serving_metrics.h"
@@ -84,6 +85,9 @@ struct ServiceOptions {
   int tokenization_workers = 0;
   // Requests waiting for a tokenization worker beyond which new ones get 429 at once.
   size_t tokenization_queue = 1024;
+  // Triton's repository extension (/v2/repository/...); not owned, must outlive the Service.
+  // Null: those paths answer 404.
+  const RepositoryRoutes* repository = nullptr;
 };
 
 class Service {
