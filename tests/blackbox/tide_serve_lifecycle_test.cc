@@ -2,8 +2,8 @@
 // model, closed-loop clients running throughout and every answer checked.
 //
 //  - poll mode (--repository-poll-secs 1): a new version is picked up, then removed, then the
-//    config.pbtxt is edited, with zero non-200 answers; a corrupt version leaves the previous one
-//    serving and the index shows why;
+//    config.pbtxt is edited, with zero non-200 answers; a corrupt version, and a config.pbtxt that
+//    does not parse, leave what serves untouched and the index shows why;
 //  - explicit mode (--load-model a, --admin-api-key): load and unload with and without the admin
 //    key, a load with a JSON config override, and an unload with requests in flight (they finish
 //    200 on the version they started on; new ones get 404).
@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -246,6 +247,25 @@ TEST_F(ServeLifecyclePollTest, CorruptVersionLeavesThePreviousOneServingAndShows
   auto load = client->Post("/v2/repository/models/m/load", "");
   EXPECT_EQ(load.status, 403) << load.body;
   EXPECT_THAT(load.body, HasSubstr("explicit"));
+}
+
+TEST_F(ServeLifecyclePollTest, BadConfigKeepsTheModelServingAndNamesTheField) {
+  const fs::path config = shared_repository() / "m" / "config.pbtxt";
+  std::string original;
+  {
+    std::ifstream in(config);
+    original.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::ofstream(config, std::ios::app) << "max_queue_size: 3\n";  // a misplaced field
+  ASSERT_TRUE(WaitFor([&] { return StateOf(Index(), "m", "") == "UNAVAILABLE"; })) << Index().dump();
+  EXPECT_THAT(IndexEntry(Index(), "m", "").value("reason", ""), HasSubstr("config.pbtxt:"));
+  EXPECT_THAT(IndexEntry(Index(), "m", "").value("reason", ""), HasSubstr("max_queue_size"));
+  EXPECT_EQ(StateOf(Index(), "m", "1"), "READY");
+  auto client = NewClient();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(client->Post("/v2/models/m/infer", kInferBody).status, 200);
+  std::ofstream(config, std::ios::trunc) << original;
+  ASSERT_TRUE(WaitFor([&] { return IndexEntry(Index(), "m", "").is_null(); })) << Index().dump();
+  EXPECT_EQ(StateOf(Index(), "m", "1"), "READY");
 }
 
 // ---- explicit mode ------------------------------------------------------------------------------
