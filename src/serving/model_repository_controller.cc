@@ -42,12 +42,13 @@ std::string FileStamp(const fs::directory_entry& entry) {
   return stamp;
 }
 
-// Resident set size (VmRSS) of this process in bytes; 0 when /proc cannot tell.
-int64_t ResidentBytes() {
+// A "Vm...:  N kB" field of /proc/self/status in bytes (VmRSS: resident now; VmHWM: the process's
+// peak resident size so far); 0 when /proc cannot tell.
+int64_t ProcStatusBytes(std::string_view field) {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) != 0) continue;
+    if (line.rfind(field, 0) != 0 || line.size() <= field.size() || line[field.size()] != ':') continue;
     int64_t kib = 0;
     std::string digits;
     for (char c : line) {
@@ -57,6 +58,8 @@ int64_t ResidentBytes() {
   }
   return 0;
 }
+int64_t ResidentBytes() { return ProcStatusBytes("VmRSS"); }
+int64_t PeakResidentBytes() { return ProcStatusBytes("VmHWM"); }
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
@@ -478,15 +481,17 @@ absl::Status ModelRepositoryController::LoadVersion(const config::RepositoryMode
     }
     return errors::InvalidInput(absl::StrCat("failed to load model '", name, "' version ", v, ": ", message));
   }
+  const int64_t rss_peak = PeakResidentBytes();
   if (metrics != nullptr) {
     metrics->model_load_rss->WithLabels({"before"})->Set(static_cast<double>(rss_before));
     metrics->model_load_rss->WithLabels({"loaded"})->Set(static_cast<double>(rss_loaded));
+    metrics->model_load_rss->WithLabels({"process_peak"})->Set(static_cast<double>(rss_peak));
   }
   table_->Set(name, v, ModelState::kReady);
   spdlog::info("model {} version {}: {} in {:.0f} ms (warm-up included); RSS {:.0f} MiB before, {:.0f} MiB "
-               "loaded{}",
+               "loaded{}; process peak so far {:.0f} MiB",
                name, v, replace ? "reloaded" : "loaded", ms, MiB(rss_before), MiB(rss_loaded),
-               replace ? " beside the previous load, which now finishes its requests" : "");
+               replace ? " beside the previous load, which now finishes its requests" : "", MiB(rss_peak));
   return absl::OkStatus();
 }
 

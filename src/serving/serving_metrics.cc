@@ -64,8 +64,10 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                             "Model version loads (start-up, poll, repository API) by result: success or failure.",
                             {"model", "version", "result"}), &m->model_loads));
   check(Assign(r.AddGauge("tide_model_load_rss_bytes",
-                          "Process resident memory around the last model load: phase=before, and phase=loaded "
-                          "(the new version beside the one it replaces, before that one is released).",
+                          "Process resident memory around the last model load: phase=before, phase=loaded (the new "
+                          "version beside the one it replaces, before that one is released) and phase=process_peak "
+                          "(the process's peak resident size so far, VmHWM, which covers the load's graph fusion "
+                          "and warm-up).",
                           {"phase"}), &m->model_load_rss));
   if (!s.ok()) return s;
   return m;

@@ -48,8 +48,8 @@ struct ServingMetrics {
   metrics::Family<metrics::Gauge>* inflight_bytes = nullptr;        // tide_inflight_request_bytes
   metrics::Family<metrics::Gauge>* tokenization_queue = nullptr;    // tide_tokenization_queue
   // Model control (serving/model_repository_controller.h): loads by outcome, and the process's
-  // resident memory around the last load: before it, and with the new version loaded beside the
-  // one it replaces (the peak of a swap, before the old one is released).
+  // resident memory around the last load: before it, with the new version loaded beside the one
+  // it replaces (before the old one is released), and the process's peak so far (VmHWM).
   metrics::Family<metrics::Counter>* model_loads = nullptr;         // tide_model_loads_total
   metrics::Family<metrics::Gauge>* model_load_rss = nullptr;        // tide_model_load_rss_bytes
 };
