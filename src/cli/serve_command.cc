@@ -248,7 +248,7 @@ int Serve(const ServeFlags& f) {
   const auto signalled = std::chrono::steady_clock::now();
   const auto deadline = signalled + std::chrono::milliseconds(f.shutdown_grace_ms);
   (*service)->SetDraining(true);
-  controller->Stop();  // no load starts after this (one running now finishes first)
+  controller->RequestStop();  // no load starts after this; one in progress finishes beside the drain
   (*server)->StopAccepting();
   (*server)->WaitIdle(deadline);
   const size_t unfinished = (*server)->active_requests();

@@ -169,12 +169,19 @@ absl::Status ModelRepositoryController::Start() {
   return absl::OkStatus();
 }
 
+void ModelRepositoryController::RequestStop() {
+  absl::MutexLock lock(&queue_mu_);
+  stop_ = true;
+}
+
 void ModelRepositoryController::Stop() {
-  {
-    absl::MutexLock lock(&queue_mu_);
-    stop_ = true;
-  }
+  RequestStop();
   if (thread_.joinable()) thread_.join();
+}
+
+bool ModelRepositoryController::stopping() const {
+  absl::MutexLock lock(&queue_mu_);
+  return stop_;
 }
 
 void ModelRepositoryController::Enqueue(absl::AnyInvocable<void(bool) &&> op) {
@@ -315,6 +322,7 @@ absl::Status ModelRepositoryController::Poll() {
   }
   absl::Status first;
   for (const std::string& name : *names) {
+    if (stopping()) break;
     absl::Status s = ReconcileModel(name, std::nullopt, /*explicit_request=*/false);
     if (first.ok()) first = s;
   }
@@ -411,6 +419,10 @@ absl::Status ModelRepositoryController::ReconcileModel(const std::string& name,
   for (const config::ModelVersion& version : model->versions) {
     const int64_t v = version.version;
     chosen.insert(v);
+    if (stopping() && !explicit_request) {  // shutting down (SIGTERM): start no further load
+      chosen_served = chosen_served || is_served(v);
+      continue;
+    }
     auto vfp = fp.versions.find(v);
     const std::string stamp = absl::StrCat(model_fp, "#", vfp == fp.versions.end() ? "" : vfp->second);
     auto attempted = record.attempted.find(v);
@@ -449,6 +461,8 @@ absl::Status ModelRepositoryController::LoadVersion(const config::RepositoryMode
   table_->Set(name, v, replace ? ModelState::kReady : ModelState::kLoading,
               replace ? "reloading (its files changed); serving the previous load meanwhile" : "");
   ServingMetrics* metrics = options_.model.metrics;
+  spdlog::info("model {} version {}: {} (on the controller's thread; requests are served meanwhile)", name, v,
+               replace ? "reloading, its files changed" : "loading");
   const int64_t rss_before = ResidentBytes();
   const auto start = std::chrono::steady_clock::now();
   config::RepositoryModel for_version = model;

@@ -94,8 +94,11 @@ class ModelRepositoryController {
 
   // Start-up loading (see the modes above), then the controller's thread starts.
   absl::Status Start();
-  // Stops the controller's thread after the operation it is running; queued *Async operations are
-  // answered UNAVAILABLE. Idempotent.
+  // Stops the controller's thread after the operation it is running (a poll stops before its next
+  // version load); queued *Async operations are answered UNAVAILABLE. Idempotent. RequestStop does
+  // the same without waiting (on SIGTERM the drain then runs beside a load in progress); Stop and
+  // the destructor wait for the thread.
+  void RequestStop();
   void Stop();
 
   // One rescan of the repository (poll mode; FAILED_PRECONDITION in the others). A model's errors
@@ -157,6 +160,7 @@ class ModelRepositoryController {
   void Enqueue(absl::AnyInvocable<void(bool run) &&> op);
   void ThreadMain();
   bool Wakeable() const ABSL_SHARED_LOCKS_REQUIRED(queue_mu_) { return stop_ || !queue_.empty(); }
+  bool stopping() const;
 
   ModelManager* const manager_;
   const ModelRepositoryControllerOptions options_;
@@ -168,7 +172,7 @@ class ModelRepositoryController {
   // Names the manager served before Start: not the controller's to change.
   std::set<std::string, std::less<>> external_ ABSL_GUARDED_BY(op_mu_);
 
-  absl::Mutex queue_mu_;
+  mutable absl::Mutex queue_mu_;
   std::deque<absl::AnyInvocable<void(bool) &&>> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool thread_started_ ABSL_GUARDED_BY(queue_mu_) = false;
