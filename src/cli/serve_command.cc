@@ -9,15 +9,19 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
+#include <filesystem>
 
 #include "cli/hf_export.h"
 #include "config/hf_model_folder.h"
 #include "server/http/http_server.h"
+#include "server/routes/repository_routes.h"
 #include "server/routes/service.h"
 #include "guard/api_keys.h"
 #include "serving/model_loader.h"
 #include "serving/model_manager.h"
 #include "serving/service_core.h"
+#include "serving/model_repository_controller.h"
 #include "serving/serving_metrics.h"
 #include "spdlog/spdlog.h"
 
@@ -39,6 +43,12 @@ struct ServeFlags {
   // --api-keys: several keys with quotas (guard/api_keys.h); reloaded on SIGHUP.
   std::string api_keys_file;
   std::string log_level = "info";
+  // Model control (Triton's names): none | poll | explicit; poll interval; models loaded at start in
+  // explicit mode ("*": all); the key of the repository API (empty: --api-key).
+  std::string model_control_mode = "none";
+  int64_t repository_poll_secs = 15;
+  std::vector<std::string> load_models;
+  std::string admin_api_key;
   // The option structs of the parts `tide serve` wires: flags bind to their fields, so each
   // default is stated once, in the struct (durations, which CLI11 cannot bind, are taken from it).
   http::HttpServerOptions http;
@@ -119,8 +129,42 @@ int Serve(const ServeFlags& f) {
     if (!loaded.ok()) return loaded.status();
     return serving::ServedModel::Create(*std::move(loaded), backends, options);
   };
+  auto mode = serving::ParseModelControlMode(f.model_control_mode);
+  if (!mode.ok()) {
+    spdlog::error("{}", std::string(mode.status().message()));
+    return 1;
+  }
   const auto load_start = std::chrono::steady_clock::now();
-  auto models = serving::ModelManager::Create(mo);
+  // Mode none: the manager loads the repository once (and refuses a bad model at start). Modes poll
+  // and explicit: the manager starts with the HuggingFace folders only and the repository
+  // controller loads (and later reloads) the repository's models.
+  absl::StatusOr<std::unique_ptr<serving::ModelManager>> models = absl::UnknownError("not created");
+  if (*mode == serving::ModelControlMode::kNone) {
+    models = serving::ModelManager::Create(mo);
+  } else if (!mo.huggingface_folders.empty()) {
+    serving::ModelManagerOptions folders_only = mo;
+    folders_only.repository.clear();
+    models = serving::ModelManager::Create(folders_only);
+  } else {
+    models = serving::ModelManager::CreateEmpty(metrics->get());
+  }
+  std::unique_ptr<serving::ModelRepositoryController> controller;
+  if (models.ok()) {
+    serving::ModelRepositoryControllerOptions co;
+    co.mode = *mode;
+    co.repository = *mode == serving::ModelControlMode::kNone ? std::filesystem::path() : mo.repository;
+    co.poll_interval = std::chrono::seconds(f.repository_poll_secs);
+    co.startup_models = f.load_models;
+    co.factory = mo.factory;
+    co.model = mo.model;
+    auto created = serving::ModelRepositoryController::Create(models->get(), co);
+    absl::Status s = created.ok() ? (*created)->Start() : created.status();
+    if (s.ok()) {
+      controller = *std::move(created);
+    } else {
+      models = s;
+    }
+  }
   if (!models.ok()) {
     spdlog::error("loading {}: {}", f.hf_model.empty() ? "model repository " + f.model_repository
                                                         : (mo.repository.empty() ? "model folder " + f.hf_model
@@ -151,7 +195,13 @@ int Serve(const ServeFlags& f) {
     spdlog::error("service core: {}", core.status().ToString());
     return 1;
   }
-  auto service = server::Service::Create(core->get(), f.service);
+  // Triton's repository extension: admin endpoints, guarded by --admin-api-key (else --api-key;
+  // the tenants of --api-keys are not admins).
+  server::RepositoryRoutes repository_routes(
+      controller.get(), server::RepositoryRoutesOptions{f.admin_api_key.empty() ? f.core.api_key : f.admin_api_key});
+  server::ServiceOptions so = f.service;
+  so.repository = &repository_routes;
+  auto service = server::Service::Create(core->get(), so);
   if (!service.ok()) {
     spdlog::error("service: {}", service.status().ToString());
     return 1;
@@ -238,6 +288,7 @@ int Serve(const ServeFlags& f) {
   const auto signalled = std::chrono::steady_clock::now();
   const auto deadline = signalled + std::chrono::milliseconds(f.shutdown_grace_ms);
   (*core)->SetDraining(true);
+  controller->RequestStop();  // no load starts after this; one in progress finishes beside the drain
   (*server)->StopAccepting();
   (*server)->WaitIdle(deadline);
   const size_t unfinished = (*server)->active_requests();
@@ -350,6 +401,21 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--admin-port", flags->admin_port,
                   "Port of a separate listener serving only health, /metrics and /v2 (0: none)")
       ->envname("TIDE_ADMIN_PORT")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--model-control-mode", flags->model_control_mode,
+                  "none: load the repository once; poll: rescan it every --repository-poll-secs and apply added, "
+                  "removed and changed models and versions; explicit: load only --load-model at start, then what "
+                  "the repository API loads and unloads")
+      ->envname("TIDE_MODEL_CONTROL_MODE")->check(CLI::IsMember({"none", "poll", "explicit"}))->capture_default_str();
+  cmd->add_option("--repository-poll-secs", flags->repository_poll_secs,
+                  "With --model-control-mode poll: seconds between rescans of the model repository")
+      ->envname("TIDE_REPOSITORY_POLL_SECS")->check(CLI::Range(int64_t{1}, int64_t{86400}))->capture_default_str();
+  cmd->add_option("--load-model", flags->load_models,
+                  "With --model-control-mode explicit: a model to load at start (repeatable; * = every model)")
+      ->envname("TIDE_LOAD_MODEL")->delimiter(',');
+  cmd->add_option("--admin-api-key", flags->admin_api_key,
+                  "Require `Authorization: Bearer <key>` on the repository API (/v2/repository/...); "
+                  "default: --api-key")
+      ->envname("TIDE_ADMIN_API_KEY");
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->envname("TIDE_LOG_LEVEL")->capture_default_str();
   cmd->callback([flags, cmd]() {

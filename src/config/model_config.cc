@@ -17,6 +17,7 @@
 #include "config/tide_parameters.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace tide::config {
 namespace {
@@ -162,6 +163,33 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text_in, std::stri
   std::string field = FieldAt(text, errors.line_, errors.column_);
   return absl::InvalidArgumentError(
       absl::StrCat(where, ": ", field.empty() ? "" : absl::StrCat(field, ": "), errors.message_));
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json_in, std::string_view file_in) {
+  const absl::string_view json = Av(json_in), file = Av(file_in);
+  constexpr size_t kMaxConfigBytes = 16 << 20;
+  if (json.size() > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", json.size(), " bytes; a config may have at most ", kMaxConfigBytes));
+  }
+  ModelConfig config;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;  // a misspelt field must fail, not be ignored
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), &config, options);
+  if (status.ok()) return config;
+  const std::string message(status.message());
+  // protobuf 3.21: "<path>: Cannot find field." (the path as written, e.g. "dynamic_batching.x").
+  static constexpr std::string_view kMarker = ": Cannot find field";
+  if (size_t pos = message.find(kMarker); pos != std::string::npos) {
+    const std::string path = message.substr(0, pos);
+    const size_t dot = path.rfind('.');
+    const std::string unknown = dot == std::string::npos ? path : path.substr(dot + 1);
+    for (const Unsupported& u : kUnsupported) {
+      if (unknown == u.field) return FieldError(file, path, absl::StrCat("unsupported: ", u.why));
+    }
+    return FieldError(file, path, "unknown field");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(file, ": ", message));
 }
 
 absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::filesystem::path& path) {

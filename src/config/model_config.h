@@ -38,6 +38,12 @@ inline constexpr std::string_view kDefaultModelFilename = "model.onnx";
 // Parses config.pbtxt text. `file` is only used in error messages.
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text, std::string_view file);
 
+// Parses Triton's JSON form of ModelConfig (protobuf's JSON mapping: field names as in the proto or
+// in lowerCamelCase, enums by name, 64-bit integers as numbers or strings), as the repository API's
+// load request carries it in parameters.config. The same checks as ParseModelConfig: unknown fields
+// fail (Triton fields tide leaves out say why). `file` is only used in error messages.
+absl::StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json, std::string_view file);
+
 // Reads and parses a config file (NOT_FOUND if it does not exist).
 absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::filesystem::path& path);
 

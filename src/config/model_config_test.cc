@@ -333,5 +333,36 @@ TEST_F(ValidateTest, RejectsDynamicBatchingWithoutBatchDim) {
   EXPECT_NO_FATAL_FAILURE(ExpectError("dynamic_batching", "max_batch_size"));
 }
 
+// The repository API's load carries Triton's JSON form of ModelConfig (parameters.config).
+TEST(ParseModelConfigJsonTest, ParsesTritonJsonWithProtoOrCamelCaseNames) {
+  auto c = ParseModelConfigJson(R"({"name": "m", "backend": "onnxruntime", "max_batch_size": 8,
+      "dynamicBatching": {"max_queue_delay_microseconds": "500"},
+      "instance_group": [{"count": 2, "kind": "KIND_CPU"}],
+      "parameters": {"max_sequence_length": {"string_value": "64"}}})",
+                                "load request");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name(), "m");
+  EXPECT_EQ(c->max_batch_size(), 8);
+  EXPECT_EQ(c->dynamic_batching().max_queue_delay_microseconds(), 500u);
+  ASSERT_EQ(c->instance_group_size(), 1);
+  EXPECT_EQ(c->instance_group(0).count(), 2);
+  EXPECT_EQ(c->parameters().at("max_sequence_length").string_value(), "64");
+}
+
+TEST(ParseModelConfigJsonTest, ErrorsNameTheSourceAndTheField) {
+  auto unsupported = ParseModelConfigJson(R"({"name": "m", "sequence_batching": {}})", "load request");
+  ASSERT_FALSE(unsupported.ok());
+  EXPECT_EQ(unsupported.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unsupported.status().message(), HasSubstr("load request: sequence_batching: unsupported"));
+  auto unknown = ParseModelConfigJson(R"({"max_bach_size": 8})", "load request");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("max_bach_size: unknown field"));
+  auto syntax = ParseModelConfigJson("{not json", "load request");
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_THAT(syntax.status().message(), HasSubstr("load request: "));
+  auto type = ParseModelConfigJson(R"({"max_batch_size": "many"})", "load request");
+  ASSERT_FALSE(type.ok());
+}
+
 }  // namespace
 }  // namespace tide::config

@@ -58,9 +58,11 @@ absl::StatusOr<RepositoryModel> LoadRepositoryModel(const fs::path& model_dir,
   m.name = model_dir.filename().string();
   if (m.name.empty()) m.name = model_dir.parent_path().filename().string();  // "dir/" form
   m.config_file = model_dir / kConfigFilename;
-  const std::string file = m.config_file.string();
+  const std::string file = ConfigSource(m, options);
 
-  if (fs::exists(m.config_file, ec)) {
+  if (options.config_override.has_value()) {
+    m.config = *options.config_override;
+  } else if (fs::exists(m.config_file, ec)) {
     auto parsed = ReadModelConfigFile(m.config_file);
     if (!parsed.ok()) return parsed.status();
     m.config = *std::move(parsed);
@@ -114,12 +116,26 @@ absl::StatusOr<RepositoryModel> LoadRepositoryModel(const fs::path& model_dir,
   }
 
   if (options.read_signature) {
-    auto signature = options.read_signature(m.versions.back().model_file);
-    if (!signature.ok()) return signature.status();
-    if (auto s = NormalizeModelConfig(file, *signature, &m.config, options.normalize); !s.ok()) return s;
-    if (auto s = ValidateModelConfig(file, m.config, &*signature); !s.ok()) return s;
+    if (auto s = NormalizeModelForVersion(m.versions.back(), options, &m); !s.ok()) return s;
   }
   return m;
+}
+
+std::string ConfigSource(const RepositoryModel& model, const RepositoryOptions& options) {
+  if (options.config_override.has_value()) {
+    return absl::StrCat(model.directory.string(), " (parameters.config of the load request)");
+  }
+  return model.config_file.string();
+}
+
+absl::Status NormalizeModelForVersion(const ModelVersion& version, const RepositoryOptions& options,
+                                      RepositoryModel* model) {
+  if (!options.read_signature) return absl::InvalidArgumentError("NormalizeModelForVersion: no signature reader");
+  const std::string file = ConfigSource(*model, options);
+  auto signature = options.read_signature(version.model_file);
+  if (!signature.ok()) return signature.status();
+  if (auto s = NormalizeModelConfig(file, *signature, &model->config, options.normalize); !s.ok()) return s;
+  return ValidateModelConfig(file, model->config, &*signature);
 }
 
 absl::StatusOr<std::vector<RepositoryModel>> ScanModelRepository(const fs::path& repository,

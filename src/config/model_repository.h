@@ -14,7 +14,11 @@
 //    its model file (default_model_filename, default "model.onnx").
 //  - When Options::read_signature is set, the config is normalized and validated against the
 //    model file of the newest chosen version (Parse -> Normalize -> Validate); otherwise only
-//    parsed, with names and versions resolved.
+//    parsed, with names and versions resolved. NormalizeModelForVersion does the same against
+//    the model file of any one version (the repository controller loads version by version, so a
+//    corrupt new version fails alone).
+//  - Options::config_override replaces config.pbtxt (the repository API's load with
+//    parameters.config); the file is then not read, and errors name the override.
 //  - Errors name the file (and the field where one is at fault): INVALID_ARGUMENT for bad configs,
 //    NOT_FOUND for missing directories, versions or model files. Blocking file I/O; thread-safe
 //    when read_signature is.
@@ -23,6 +27,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +59,8 @@ struct RepositoryOptions {
   std::function<absl::StatusOr<ModelSignature>(const std::filesystem::path& model_file)>
       read_signature;
   NormalizeOptions normalize;
+  // Used in place of <model dir>/config.pbtxt when set (then config_generated stays false).
+  std::optional<ModelConfig> config_override;
 };
 
 inline constexpr std::string_view kConfigFilename = "config.pbtxt";
@@ -63,5 +70,14 @@ absl::StatusOr<std::vector<RepositoryModel>> ScanModelRepository(
 
 absl::StatusOr<RepositoryModel> LoadRepositoryModel(const std::filesystem::path& model_dir,
                                                     const RepositoryOptions& options = {});
+
+// Normalizes and validates `model->config` in place against the model file of `version`, read with
+// options.read_signature (INVALID_ARGUMENT without one). Call it on a model loaded without
+// read_signature, once per version (on a copy of the model for each).
+absl::Status NormalizeModelForVersion(const ModelVersion& version, const RepositoryOptions& options,
+                                      RepositoryModel* model);
+
+// Where errors about `model`'s configuration point: its config.pbtxt, or the override.
+std::string ConfigSource(const RepositoryModel& model, const RepositoryOptions& options);
 
 }  // namespace tide::config

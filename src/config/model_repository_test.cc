@@ -160,5 +160,47 @@ TEST_F(ModelRepositoryTest, SignatureReaderErrorsPropagate) {
   EXPECT_THAT(m.status().message(), HasSubstr("model.onnx"));
 }
 
+TEST_F(ModelRepositoryTest, ConfigOverrideReplacesTheFile) {
+  Write("m/config.pbtxt", "max_batch_size: 4\n");
+  Write("m/1/model.onnx", "x");
+  RepositoryOptions o = FakeReader();
+  ModelConfig override_config;
+  override_config.set_max_batch_size(16);
+  o.config_override = override_config;
+  auto m = LoadRepositoryModel(root_ / "m", o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->config.max_batch_size(), 16);
+  EXPECT_FALSE(m->config_generated);
+  // Errors name the override, not the file that was not read.
+  override_config.set_name("other");
+  o.config_override = override_config;
+  auto bad = LoadRepositoryModel(root_ / "m", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("parameters.config of the load request"));
+}
+
+// The repository controller normalizes each version against its own model file, so one corrupt
+// version fails alone.
+TEST_F(ModelRepositoryTest, NormalizeModelForVersionReadsThatVersionsFile) {
+  Write("m/config.pbtxt", "version_policy { all { } }\n");
+  Write("m/1/model.onnx", "x");
+  Write("m/2/model.onnx", "x");
+  auto m = LoadRepositoryModel(root_ / "m", RepositoryOptions{});  // parse only: no signature read
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->versions.size(), 2u);
+  RepositoryModel v1 = *m;
+  ASSERT_TRUE(NormalizeModelForVersion(m->versions[0], FakeReader(), &v1).ok());
+  ASSERT_EQ(read_paths_.size(), 1u);
+  EXPECT_EQ(read_paths_[0], root_ / "m" / "1" / "model.onnx");
+  RepositoryOptions corrupt;
+  corrupt.read_signature = [](const fs::path& p) -> absl::StatusOr<ModelSignature> {
+    return absl::InvalidArgumentError(p.string() + ": protobuf parsing failed");
+  };
+  RepositoryModel v2 = *m;
+  absl::Status s = NormalizeModelForVersion(m->versions[1], corrupt, &v2);
+  EXPECT_THAT(s.message(), HasSubstr("2/model.onnx: protobuf parsing failed"));
+  EXPECT_FALSE(NormalizeModelForVersion(m->versions[1], RepositoryOptions{}, &v2).ok());  // no reader
+}
+
 }  // namespace
 }  // namespace tide::config

@@ -20,6 +20,7 @@ struct ModelManager::Retirements {
   std::condition_variable cv;
   std::unordered_set<const ServedModel*> retired;  // replaced or removed, still held somewhere
   size_t in_progress = 0;                           // retirements being shut down right now
+  std::function<void(const std::string&, int64_t)> on_retired;  // SetRetiredCallback
 };
 
 ModelManager::ModelManager() : retirements_(std::make_shared<Retirements>()) {}
@@ -36,8 +37,14 @@ std::shared_ptr<ServedModel> ModelManager::Own(std::unique_ptr<ServedModel> mode
     }
     // The last holder may be an instance thread (its request's callback) or the deadline timer:
     // the model's destructor joins those, so it runs on a thread of its own.
-    std::thread([state, m] {
+    std::thread([state, m, name = m->name(), version = m->version()] {
       delete m;  // ~ServedModel: Shutdown (drain within shutdown_grace), then join its threads
+      std::function<void(const std::string&, int64_t)> on_retired;
+      {
+        std::lock_guard<std::mutex> lock(state->mu);
+        on_retired = state->on_retired;
+      }
+      if (on_retired) on_retired(name, version);
       std::lock_guard<std::mutex> lock(state->mu);
       --state->in_progress;
       state->cv.notify_all();
@@ -54,6 +61,11 @@ void ModelManager::Retire(std::shared_ptr<ServedModel> model) {
     retirements_->retired.insert(model.get());
   }
   model.reset();  // if nothing else holds it, the deleter retires it now
+}
+
+void ModelManager::SetRetiredCallback(std::function<void(const std::string& name, int64_t version)> callback) {
+  std::lock_guard<std::mutex> lock(retirements_->mu);
+  retirements_->on_retired = std::move(callback);
 }
 
 std::unique_ptr<ModelManager> ModelManager::CreateEmpty(ServingMetrics* metrics) {
@@ -219,6 +231,9 @@ void ModelManager::RefreshMetrics() const {
     const ServedModel::Stats s = model->GetStats();
     const std::string& n = model->name();
     const std::string v = std::to_string(model->version());
+    // A version replaced in place (hot reload) shares its labels with its successor, and the old
+    // one's Shutdown sets the gauge to 0 after the new one set 1: the served one says last.
+    metrics_->model_ready->WithLabels({n, v})->Set(model->ready() ? 1 : 0);
     metrics_->queue_tasks->WithLabels({n, v})->Set(static_cast<double>(s.batcher.queued_tasks));
     metrics_->queue_tokens->WithLabels({n, v})->Set(static_cast<double>(s.batcher.queued_tokens));
     metrics_->padding_ratio->WithLabels({n, v})->Set(

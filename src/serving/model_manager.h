@@ -12,6 +12,9 @@
 //    finishes on the old one. A replaced or removed version is retired: it shuts down (drains its
 //    queue, ServedModel::Shutdown) when its last holder releases it, on a thread of its own (never
 //    on an instance or I/O thread), and the manager's destructor waits for the retirements.
+//  - SetRetiredCallback: told (name, version) after a retired version has shut down and been
+//    destroyed, on the thread that destroyed it, outside the manager's locks (the repository
+//    controller turns UNLOADING into UNAVAILABLE with it).
 //  - Errors: NOT_FOUND naming the model (and version) for unknown ones; ALREADY_EXISTS from Add
 //    for a version already served.
 #pragma once
@@ -34,6 +37,10 @@
 
 namespace tide::serving {
 
+// Builds one served version (the composition root's loader + backend factory).
+using ServedModelFactory = std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
+    const config::RepositoryModel&, const config::ModelVersion&, const ServedModelOptions&)>;
+
 struct ModelManagerOptions {
   std::filesystem::path repository;  // Triton-style model repository; empty: none
   // HuggingFace model folders served besides the repository's models (`tide serve --model`), each
@@ -42,9 +49,7 @@ struct ModelManagerOptions {
   ServedModelOptions model;          // applied to every model
   // Builds one served version (the composition root's loader + backend factory); empty:
   // ServedModel::Create (LoadModel + OrtBackendFactory). Tests inject fake backends here.
-  std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
-      const config::RepositoryModel&, const config::ModelVersion&, const ServedModelOptions&)>
-      factory;
+  ServedModelFactory factory;
 };
 
 class ModelManager {
@@ -69,6 +74,10 @@ class ModelManager {
   std::vector<std::shared_ptr<ServedModel>> All() const;
   // Every loaded version number of `name`, ascending (empty when unknown).
   std::vector<int64_t> Versions(std::string_view name) const;
+
+  // Called with (name, version) once a replaced or removed version has shut down and been
+  // destroyed (see the contract). Replaces any earlier callback; null: none.
+  void SetRetiredCallback(std::function<void(const std::string& name, int64_t version)> callback);
 
   bool AllReady() const;
   // Mirrors batcher and instance state into the metrics' gauges (call before rendering).

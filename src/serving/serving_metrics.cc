@@ -74,6 +74,15 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                &m->score_cache_evictions));
   check(Assign(r.AddGauge("tide_score_cache_bytes", "Bytes held by the score cache (--score-cache-bytes).", {}),
                &m->score_cache_bytes));
+  check(Assign(r.AddCounter("tide_model_loads_total",
+                            "Model version loads (start-up, poll, repository API) by result: success or failure.",
+                            {"model", "version", "result"}), &m->model_loads));
+  check(Assign(r.AddGauge("tide_model_load_rss_bytes",
+                          "Process resident memory around the last model load: phase=before, phase=loaded (the new "
+                          "version beside the one it replaces, before that one is released) and phase=process_peak "
+                          "(the process's peak resident size so far, VmHWM, which covers the load's graph fusion "
+                          "and warm-up).",
+                          {"phase"}), &m->model_load_rss));
   if (!s.ok()) return s;
   return m;
 }

@@ -57,6 +57,11 @@ struct ServingMetrics {
   metrics::Family<metrics::Counter>* score_cache_misses = nullptr;  // tide_score_cache_misses_total
   metrics::Family<metrics::Counter>* score_cache_evictions = nullptr;  // tide_score_cache_evictions_total
   metrics::Family<metrics::Gauge>* score_cache_bytes = nullptr;     // tide_score_cache_bytes
+  // Model control (serving/model_repository_controller.h): loads by outcome, and the process's
+  // resident memory around the last load: before it, with the new version loaded beside the one
+  // it replaces (before the old one is released), and the process's peak so far (VmHWM).
+  metrics::Family<metrics::Counter>* model_loads = nullptr;         // tide_model_loads_total
+  metrics::Family<metrics::Gauge>* model_load_rss = nullptr;        // tide_model_load_rss_bytes
 };
 
 }  // namespace tide::serving

@@ -22,6 +22,9 @@ std::span<const RouteEntry> RouteTable() {
       {"GET", "/v2/models/{model}/versions/{version}/stats", Endpoint::kModelStats, false},
       {"POST", "/v2/models/{model}/infer", Endpoint::kInfer, false},
       {"POST", "/v2/models/{model}/versions/{version}/infer", Endpoint::kInfer, false},
+      {"POST", "/v2/repository/index", Endpoint::kRepositoryIndex, false},
+      {"POST", "/v2/repository/models/{model}/load", Endpoint::kRepositoryLoad, false},
+      {"POST", "/v2/repository/models/{model}/unload", Endpoint::kRepositoryUnload, false},
   };
   return kRoutes;
 }

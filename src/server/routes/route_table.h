@@ -24,6 +24,10 @@ enum class Endpoint {
   kInfer,           // POST /v2/models/{model}[/versions/{version}]/infer
   kLoad,            // GET /load (load report for balancers)
   kDashboard,       // GET /dashboard (live dashboard page)
+  // Triton's model repository extension (guarded by --admin-api-key, else --api-key; main port).
+  kRepositoryIndex,   // POST /v2/repository/index
+  kRepositoryLoad,    // POST /v2/repository/models/{model}/load
+  kRepositoryUnload,  // POST /v2/repository/models/{model}/unload
 };
 
 struct RouteEntry {

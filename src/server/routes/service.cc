@@ -141,6 +141,9 @@ absl::Status Service::AddRoutes() {
       case Endpoint::kModelStats: return with_params(&Service::ModelStats);
       case Endpoint::kInfer: return with_params(&Service::Infer);
       case Endpoint::kLoad: return plain(&Service::Load);
+      case Endpoint::kRepositoryIndex:
+      case Endpoint::kRepositoryLoad:
+      case Endpoint::kRepositoryUnload: return RepositoryRouteHandler(options_.repository, endpoint);
       case Endpoint::kDashboard:
         return [](http::Request, http::PathParams, http::Responder respond) {
           std::move(respond)(DashboardResponse());

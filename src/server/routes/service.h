@@ -45,6 +45,7 @@
 #include "common/version.h"
 #include "server/http/router.h"
 #include "serving/model_manager.h"
+#include "server/routes/repository_routes.h"
 #include "server/routes/route_util.h"
 #include "serving/scoring.h"
 #include "serving/serving_metrics.h"
@@ -55,6 +56,9 @@ namespace tide::server {
 struct ServiceOptions {
   api::RequestLimits limits;
   std::string version{Version()};
+  // Triton's repository extension (/v2/repository/...); not owned, must outlive the Service.
+  // Null: those paths answer 404.
+  const RepositoryRoutes* repository = nullptr;
 };
 
 class Service {

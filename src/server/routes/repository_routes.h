@@ -1,0 +1,56 @@
+// tide::server::RepositoryRoutes — Triton's model repository extension over HTTP:
+//
+//   POST /v2/repository/index                  [{"name", "version", "state", "reason"}]
+//                                              body optional: {"ready": true} lists READY only
+//   POST /v2/repository/models/{m}/load        body optional: {"parameters": {"config": "<JSON ModelConfig>"}}
+//   POST /v2/repository/models/{m}/unload      body optional: {} (Triton's unload_dependents is refused)
+//
+// Contract:
+//  - Admin endpoints: with an admin key (--admin-api-key, else --api-key) a request without
+//    `Authorization: Bearer <key>` gets 401 (`WWW-Authenticate: Bearer`) before anything else;
+//    without any key they are open, like every other endpoint.
+//  - Load and unload answer once the controller has done the work, from the controller's thread
+//    (loads are serialised there), never blocking an HTTP thread: 200 `{}` on success, else the
+//    controller's error rendered from the one status table (403 outside explicit mode, 404 for a
+//    model not in the repository, 422 for a failed load with the loader's message).
+//  - The index answers on the calling thread and never waits for a load.
+//  - Thread-safe; the controller must outlive the routes.
+#pragma once
+
+#include <string>
+
+#include "server/http/http_server.h"
+#include "server/http/router.h"
+#include "server/routes/route_table.h"
+#include "serving/model_repository_controller.h"
+
+namespace tide::server {
+
+struct RepositoryRoutesOptions {
+  // Bearer key the repository endpoints require; empty: open. tide serve passes --admin-api-key,
+  // else --api-key.
+  std::string admin_api_key;
+};
+
+class RepositoryRoutes {
+ public:
+  RepositoryRoutes(serving::ModelRepositoryController* controller, RepositoryRoutesOptions options);
+
+  http::Response Index(const http::Request& request) const;
+  void Load(const http::Request& request, std::string model, http::Responder respond) const;
+  void Unload(const http::Request& request, std::string model, http::Responder respond) const;
+
+ private:
+  // nullopt: authorized; else the 401 to send.
+  std::optional<http::Response> Unauthorized(const http::Request& request) const;
+
+  serving::ModelRepositoryController* const controller_;
+  const RepositoryRoutesOptions options_;
+};
+
+// The route handler of one repository endpoint (kRepositoryIndex, kRepositoryLoad,
+// kRepositoryUnload) for the Service's router. `routes` null: the extension is off and every
+// repository path answers 404.
+http::RouteHandler RepositoryRouteHandler(const RepositoryRoutes* routes, Endpoint endpoint);
+
+}  // namespace tide::server

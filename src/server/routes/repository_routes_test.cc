@@ -1,0 +1,103 @@
+// The repository API's HTTP edge without a model: the admin key, body parsing, the index's JSON
+// shape, and errors from the one status table (the controller's own behaviour is tested in
+// src/serving/model_repository_controller_test.cc).
+#include "server/routes/repository_routes.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "serving/model_manager.h"
+
+namespace tide::server {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+class RepositoryRoutesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    manager_ = serving::ModelManager::CreateEmpty();
+    serving::ModelRepositoryControllerOptions o;  // mode none: index only
+    o.run_thread = false;
+    auto c = serving::ModelRepositoryController::Create(manager_.get(), o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    controller_ = *std::move(c);
+    ASSERT_TRUE(controller_->Start().ok());
+    routes_ = std::make_unique<RepositoryRoutes>(controller_.get(), RepositoryRoutesOptions{"k3y"});
+  }
+
+  static http::Request Post(std::string body, std::string key = "k3y") {
+    http::Request r;
+    r.method = "POST";
+    r.body = std::move(body);
+    if (!key.empty()) r.headers.emplace_back("Authorization", "Bearer " + key);
+    return r;
+  }
+
+  // Load's answer (synchronous here: the controller runs without a thread).
+  http::Response Load(const http::Request& r, const std::string& model = "m") {
+    std::optional<http::Response> out;
+    routes_->Load(r, model, http::Responder::FromCallback([&out](http::Response resp) { out = std::move(resp); }));
+    EXPECT_TRUE(out.has_value());
+    return out.value_or(http::Response{});
+  }
+
+  std::unique_ptr<serving::ModelManager> manager_;
+  std::unique_ptr<serving::ModelRepositoryController> controller_;
+  std::unique_ptr<RepositoryRoutes> routes_;
+};
+
+TEST_F(RepositoryRoutesTest, TheAdminKeyIsRequired) {
+  for (const std::string& key : {std::string(), std::string("wrong")}) {
+    http::Response r = routes_->Index(Post("", key));
+    EXPECT_EQ(r.status, 401);
+    EXPECT_EQ(json::parse(r.body)["error_type"], "unauthorized");
+    bool challenge = false;
+    for (const auto& [name, value] : r.headers) challenge = challenge || (name == "WWW-Authenticate" && value == "Bearer");
+    EXPECT_TRUE(challenge);
+    EXPECT_EQ(Load(Post("", key)).status, 401);
+  }
+  EXPECT_EQ(routes_->Index(Post("")).status, 200);
+  RepositoryRoutes open(controller_.get(), RepositoryRoutesOptions{});
+  EXPECT_EQ(open.Index(Post("", "")).status, 200);
+}
+
+TEST_F(RepositoryRoutesTest, IndexIsAnArrayAndTakesReady) {
+  http::Response r = routes_->Index(Post(R"({"ready": true})"));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body), json::array());
+  EXPECT_EQ(routes_->Index(Post("{not json")).status, 400);
+  EXPECT_EQ(routes_->Index(Post(R"({"ready": "yes"})")).status, 422);
+  EXPECT_EQ(routes_->Index(Post("[]")).status, 422);
+}
+
+TEST_F(RepositoryRoutesTest, LoadChecksItsBodyThenAnswersTheControllersError) {
+  http::Response file = Load(Post(R"({"parameters": {"file:1/model.onnx": "AAAA"}})"));
+  EXPECT_EQ(file.status, 422);
+  EXPECT_THAT(file.body, HasSubstr("unsupported"));
+  EXPECT_EQ(Load(Post(R"({"parameters": {"config": {"max_batch_size": 4}}})")).status, 422);
+  // Mode none: load is refused with 403 naming the mode.
+  http::Response none = Load(Post(R"({"parameters": {"config": "{}"}})"));
+  EXPECT_EQ(none.status, 403);
+  EXPECT_THAT(none.body, HasSubstr("explicit"));
+  std::optional<http::Response> unload;
+  routes_->Unload(Post(""), "m", http::Responder::FromCallback([&](http::Response r) { unload = std::move(r); }));
+  ASSERT_TRUE(unload.has_value());
+  EXPECT_EQ(unload->status, 403);
+}
+
+TEST(RepositoryRouteHandler, WithoutRoutesEveryPathIs404) {
+  http::RouteHandler h = RepositoryRouteHandler(nullptr, Endpoint::kRepositoryIndex);
+  std::optional<http::Response> out;
+  h(http::Request{}, http::PathParams{}, http::Responder::FromCallback([&](http::Response r) { out = std::move(r); }));
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->status, 404);
+}
+
+}  // namespace
+}  // namespace tide::server
