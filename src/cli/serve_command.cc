@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -73,6 +74,41 @@ struct ServeFlags {
   }
 };
 
+// Watches the shutdown signals while `tide serve` starts (the main thread is busy loading models):
+// SIGTERM or SIGINT exits the process at once (status 0; nothing is served yet, so there is
+// nothing to drain); SIGHUP is ignored (the keys file is read after the models). Stop() hands the
+// signals back to the main thread's sigwait; signals arriving meanwhile stay pending for it.
+class StartupSignalWatcher {
+ public:
+  explicit StartupSignalWatcher(const sigset_t& signals) : signals_(signals), thread_([this] { Run(); }) {}
+  ~StartupSignalWatcher() { Stop(); }
+  void Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Run() {
+    const timespec slice{0, 50 * 1000 * 1000};
+    while (!stop_.load()) {
+      siginfo_t info;
+      const int signal_number = sigtimedwait(&signals_, &info, &slice);
+      if (signal_number == SIGTERM || signal_number == SIGINT) {
+        spdlog::info("received {} while starting (models still loading): exiting without serving",
+                     signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+        spdlog::default_logger()->flush();
+        std::fflush(stdout);
+        std::_Exit(0);
+      }
+      if (signal_number == SIGHUP) spdlog::info("received SIGHUP while starting: ignored");
+    }
+  }
+
+  sigset_t signals_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 // The admin listener's own connection cap (probes and scrapers; eviction applies there too).
 constexpr size_t kAdminMaxConnections = 64;
 // After the grace period's deadline: time for the answers of dropped work (503) to be written.
@@ -90,6 +126,10 @@ int Serve(const ServeFlags& f) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);  // reloads --api-keys
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Until the server listens, SIGTERM / SIGINT end the process at once: nothing is served yet, and
+  // loading and warming up models takes seconds to minutes that a rolling update or Ctrl-C should
+  // not wait for.
+  StartupSignalWatcher startup_signals(signals);
 
   auto metrics = serving::ServingMetrics::Create();
   if (!metrics.ok()) {
@@ -256,6 +296,7 @@ int Serve(const ServeFlags& f) {
     }
     admin = *std::move(created);
   }
+  startup_signals.Stop();  // from here on this thread waits for the signals (below)
   std::printf("tide: listening on http://%s:%u\n", ho.host.c_str(), (*server)->port());
   if (admin) std::printf("tide: admin (health, metrics) on http://%s:%u\n", ho.host.c_str(), admin->port());
   std::fflush(stdout);
