@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <random>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -118,6 +120,25 @@ absl::StatusOr<double> ParseFraction(std::string_view text_view) {
   return v * scale;
 }
 
+absl::StatusOr<std::vector<size_t>> RequestOrder(std::string_view spec, size_t pool, size_t draws, uint64_t seed) {
+  std::vector<size_t> order;
+  if (spec == "round-robin") {
+    for (size_t i = 0; i < pool; ++i) order.push_back(i);
+    return order;
+  }
+  double s = 0;
+  if (spec.substr(0, 5) != "zipf:" || !absl::SimpleAtod(std::string(spec.substr(5)), &s) || !(s > 0) || s > 10) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--request-popularity must be round-robin or zipf:S with 0 < S <= 10, got '", std::string(spec), "'"));
+  }
+  std::vector<double> weights(pool);
+  for (size_t k = 0; k < pool; ++k) weights[k] = 1.0 / std::pow(static_cast<double>(k + 1), s);
+  std::discrete_distribution<size_t> popularity(weights.begin(), weights.end());
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < draws; ++i) order.push_back(popularity(rng));
+  return order;
+}
+
 int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::ostream& err) {
   auto fail = [&](const absl::Status& s, int code) {
     err << "tide bench: " << s.message() << "\n";
@@ -210,6 +231,8 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
     bodies.push_back((*builder)->Body(w));
   }
   report.mean_query_tokens = query_sum / static_cast<double>(flags.request_pool);
+  auto order = RequestOrder(flags.request_popularity, flags.request_pool, 1024, flags.seed);
+  if (!order.ok()) return fail(order.status(), 2);
   report.mean_document_tokens = docs > 0 ? doc_sum / docs : 0;
   if (!flags.dump_requests.empty()) {
     std::string lines;
@@ -262,7 +285,8 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
     to.host = url->host;
     to.port = url->port;
     to.path = (*builder)->path();
-    to.bodies = bodies;
+    to.bodies.clear();
+    for (size_t i : *order) to.bodies.push_back(bodies[i]);
     to.max_connections = open_loop ? flags.max_connections : static_cast<size_t>(run.concurrency);
     to.timeout_ms = flags.timeout_ms;
 
@@ -343,6 +367,8 @@ void RegisterBenchCommand(CLI::App* app) {
   opt("--duration", flags->duration, "TIDE_BENCH_DURATION", "Fixed-duration window instead of stability");
   opt("--seed", flags->seed, "TIDE_BENCH_SEED", "Workload and arrival seed");
   opt("--request-pool", flags->request_pool, "TIDE_BENCH_REQUEST_POOL", "Distinct requests, sent round-robin");
+  opt("--request-popularity", flags->request_popularity, "TIDE_BENCH_REQUEST_POPULARITY",
+      "round-robin | zipf:S (pool entry of rank k sent with probability ~ 1/k^S)");
   opt("--csv", flags->csv, "TIDE_BENCH_CSV", "Write a CSV report");
   opt("--json", flags->json, "TIDE_BENCH_JSON", "Write a JSON report");
   opt("--html", flags->html, "TIDE_BENCH_HTML", "Write a self-contained HTML report");

@@ -53,6 +53,10 @@ struct BenchCommandOptions {
   std::string duration;                         // fixed-duration mode when set (e.g. "30s")
   uint64_t seed = 42;
   size_t request_pool = 64;                     // distinct generated requests, sent round-robin
+  // How often each request of the pool is sent: "round-robin" (each in turn) or "zipf:S" (request
+  // of popularity rank k with probability ~ 1/k^S, as popular queries recur in RAG pipelines;
+  // a sequence of 1024 draws, seeded by --seed, is sent round-robin).
+  std::string request_popularity = "round-robin";
   std::string csv, json, html;                  // report files ("" = not written)
   int64_t timeout_ms = 30000;                   // per request
   bool scrape_metrics = true;                   // GET /metrics before and after each run
@@ -68,5 +72,9 @@ absl::StatusOr<std::vector<double>> ParseSweep(std::string_view text);
 absl::StatusOr<int64_t> ParseDurationNs(std::string_view text);
 // "10%" or "0.1" -> 0.1.
 absl::StatusOr<double> ParseFraction(std::string_view text);
+// The order in which pool entries 0..pool-1 are sent for --request-popularity `spec`:
+// "round-robin" -> 0, 1, ..., pool-1; "zipf:S" (S > 0) -> `draws` indices drawn with probability
+// proportional to 1/(k+1)^S, deterministic for a seed.
+absl::StatusOr<std::vector<size_t>> RequestOrder(std::string_view spec, size_t pool, size_t draws, uint64_t seed);
 
 }  // namespace tide::cli

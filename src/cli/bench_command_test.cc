@@ -189,5 +189,24 @@ TEST(TideBenchBlackBox, ShortRunAgainstARealServer) {
   fs::remove_all(tmp);
 }
 
+TEST(RequestOrder, RoundRobinOrZipfPopularity) {
+  auto rr = RequestOrder("round-robin", 4, 1024, 1);
+  ASSERT_TRUE(rr.ok());
+  EXPECT_EQ(*rr, (std::vector<size_t>{0, 1, 2, 3}));
+  auto zipf = RequestOrder("zipf:1.1", 64, 1024, 7);
+  ASSERT_TRUE(zipf.ok()) << zipf.status();
+  ASSERT_EQ(zipf->size(), 1024u);
+  std::vector<int> counts(64, 0);
+  for (size_t i : *zipf) ++counts.at(i);
+  // Rank 1 ~ 1/H(64, 1.1) ~ 22% of the draws; rank 1 beats rank 2 beats rank 10.
+  EXPECT_GT(counts[0], 150);
+  EXPECT_GT(counts[0], counts[1]);
+  EXPECT_GT(counts[1], counts[9]);
+  EXPECT_EQ(*RequestOrder("zipf:1.1", 64, 1024, 7), *zipf);  // deterministic for a seed
+  for (const char* bad : {"zipf", "zipf:0", "zipf:-1", "zipf:x", "uniform"}) {
+    EXPECT_EQ(RequestOrder(bad, 8, 16, 1).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace tide::cli
