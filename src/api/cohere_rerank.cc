@@ -84,6 +84,7 @@ absl::StatusOr<CohereRerankRequest> ParseCohereRerankRequest(std::string_view bo
       !s.ok()) {
     return s;
   }
+  TIDE_RETURN_IF_ERROR(ReadLongDocuments(reader, &request.long_documents));
   return request;
 }
 

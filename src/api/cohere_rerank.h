@@ -20,6 +20,8 @@
 //    differ or a score is not finite. Ties keep the request order.
 #pragma once
 
+#include "common/long_documents.h"
+
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +40,8 @@ struct CohereRerankRequest {
   std::optional<size_t> top_n;         // unset: return every document
   bool return_documents = false;       // echo {"text": ...} in each result
   std::optional<size_t> max_tokens_per_doc;
+  // tide's extension: "truncate" | "chunk_max" | "chunk_mean"; unset: the model's parameter.
+  std::optional<LongDocuments> long_documents;
 };
 
 // What the serving layer knows after scoring.

@@ -60,7 +60,22 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
           value.substr(0, 32), "\""));
     }
   }
+  TIDE_RETURN_IF_ERROR(ReadLongDocuments(reader, &request.long_documents));
   return request;
+}
+
+absl::Status ReadLongDocuments(const ObjectReader& reader, std::optional<LongDocuments>* out) {
+  const nlohmann::json* field = reader.Find("long_documents");
+  if (field == nullptr) return absl::OkStatus();
+  constexpr char kExpected[] = "\"truncate\", \"chunk_max\" or \"chunk_mean\"";
+  if (!field->is_string()) return WrongType("long_documents", kExpected, *field);
+  const std::string value = field->get<std::string>();
+  *out = ParseLongDocuments(value);
+  if (!out->has_value()) {
+    return errors::InvalidInput(
+        absl::StrCat("field 'long_documents' must be ", kExpected, "; got \"", value.substr(0, 32), "\""));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<size_t>> RankByScore(std::span<const float> scores) {

@@ -26,6 +26,8 @@
 
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
+#include "api/json_reader.h"
+#include "common/long_documents.h"
 #include "tokenizer/truncation_direction.h"
 
 namespace tide::api {
@@ -38,7 +40,13 @@ struct RerankRequest {
   bool truncate = true;      // false: over-long inputs are rejected (422), not cut
   // Unset: the model's `truncation_direction` parameter (default right).
   std::optional<tokenizer::TruncationDirection> truncation_direction;
+  // Unset: the model's `long_documents` parameter (default truncate).
+  std::optional<LongDocuments> long_documents;
 };
+
+// The optional "long_documents" field ("truncate" | "chunk_max" | "chunk_mean") of a rerank body
+// (TEI and Cohere): 422 for another string or another type.
+absl::Status ReadLongDocuments(const ObjectReader& reader, std::optional<LongDocuments>* out);
 
 absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
                                                  const RequestLimits& limits = {});

@@ -67,6 +67,10 @@ constexpr std::pair<std::string_view, GraphOptimizationLevel> kLevels[] = {
     {"extended", GraphOptimizationLevel::kExtended},
     {"basic", GraphOptimizationLevel::kBasic},
     {"disable", GraphOptimizationLevel::kDisable}};
+constexpr std::pair<std::string_view, LongDocuments> kLongDocuments[] = {
+    {"truncate", LongDocuments::kTruncate},
+    {"chunk_max", LongDocuments::kChunkMax},
+    {"chunk_mean", LongDocuments::kChunkMean}};
 constexpr std::pair<std::string_view, BatchGrouping> kGroupings[] = {
     {"length", BatchGrouping::kLength}, {"fifo", BatchGrouping::kFifo}};
 constexpr std::pair<std::string_view, GraphFusion> kFusions[] = {{"auto", GraphFusion::kAuto},
@@ -241,6 +245,10 @@ const ParameterKey kKeys[] = {
     {"graph_fusion", TIDE_CHOICE(graph_fusion, kFusions)},
     {"max_padding_ratio", SetMaxPaddingRatio},
     {"token_type_vocab_size", TIDE_INT(token_type_vocab_size, int64_t, 1, int64_t{1} << 20)},
+    {"long_documents", TIDE_CHOICE(long_documents, kLongDocuments)},
+    {"chunk_tokens", TIDE_INT(chunk_tokens, int64_t, 0, kMaxSequenceLengthLimit)},
+    {"chunk_stride", TIDE_INT(chunk_stride, int64_t, 0, kMaxSequenceLengthLimit)},
+    {"max_chunks_per_document", TIDE_INT(max_chunks_per_document, int64_t, 1, 4096)},
     {"breaker_p99_ms", TIDE_INT(breaker_p99_ms, int64_t, 0, int64_t{1} << 32)},
     {"breaker_error_rate", SetBreakerErrorRate},
     {"breaker_queue_fullness", SetBreakerQueueFullness},

@@ -46,6 +46,14 @@
 //   graph_fusion              "auto" | "off": fuse attention and skip-layernorm into ONNX Runtime
 //                             contrib operators at load (src/optimize); auto keeps the original model
 //                             when nothing matches or a probe batch disagrees
+//   long_documents            "truncate" | "chunk_max" | "chunk_mean": a document longer than what
+//                             fits beside the query is cut (truncate) or scored as overlapping
+//                             windows, the best (chunk_max) or the mean (chunk_mean) of their scores
+//                             (serving/long_documents.h); a request's long_documents overrides it
+//   chunk_tokens              integer >= 0: document tokens per window (0: as many as fit)
+//   chunk_stride              integer >= 0: tokens a window advances over the previous one (0: half
+//                             a window)
+//   max_chunks_per_document   integer >= 1: most windows one document may make (422 beyond)
 //   token_type_vocab_size     integer >= 1: token_type_ids a KServe token tensor may carry are
 //                             0..N-1; unset: from the model graph's token-type embedding, else the
 //                             ids the tokenizer produces (serving/token_input_limits.h)
@@ -59,6 +67,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/long_documents.h"
 #include "model_config.pb.h"
 #include "tokenizer/truncation_direction.h"
 
@@ -104,6 +113,10 @@ struct TideParameters {
   BatchGrouping batch_grouping = BatchGrouping::kLength;  // BatcherOptions::group_by_length
   GraphFusion graph_fusion = GraphFusion::kAuto;          // optimize::PrepareFusedModel at load
   std::optional<int64_t> token_type_vocab_size;           // unset: derived at load (see above)
+  LongDocuments long_documents = LongDocuments::kTruncate;
+  int64_t chunk_tokens = 0;                // 0: as many as fit beside the query
+  int64_t chunk_stride = 0;                // 0: half a window
+  int64_t max_chunks_per_document = 16;
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
 

@@ -25,6 +25,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/long_documents.h"
 #include "serving/inference_request.h"
 #include "serving/served_model.h"
 #include "serving/serving_metrics.h"
@@ -38,6 +39,9 @@ struct PairOptions {
   std::optional<tokenizer::TruncationDirection> direction;
   // Cohere's max_tokens_per_doc: additionally cut each document to this many tokens.
   std::optional<size_t> max_tokens_per_doc;
+  // A document longer than what fits beside the query: cut (truncate) or scored as windows
+  // (ServiceCore::Rerank; serving/long_documents.h).
+  LongDocuments long_documents = LongDocuments::kTruncate;
 };
 
 // `between_chunks`, when set, is called before each chunk of kTokenizeChunkDocuments documents;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
 #include "serving/fallback.h"
+#include "serving/long_documents.h"
 
 namespace tide::serving {
 
@@ -204,6 +205,7 @@ std::string PairOptionsKey(const PairOptions& o) {
   std::string key;
   key.push_back(o.truncate ? 't' : 'f');
   key.push_back(!o.direction.has_value() ? 'u' : (*o.direction == tokenizer::TruncationDirection::kLeft ? 'l' : 'r'));
+  // (Windows of long documents are keyed by their own text, so the chunking mode needs no place.)
   if (o.max_tokens_per_doc.has_value()) key.append(std::to_string(*o.max_tokens_per_doc));
   return key;
 }
@@ -213,7 +215,33 @@ std::string PairOptionsKey(const PairOptions& o) {
 void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                          std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                          RerankDone done) {
-  if (absl::Status s = ChargePairs(*call, documents.size()); !s.ok()) return std::move(done)(s);
+  if (options.long_documents == LongDocuments::kTruncate) {
+    if (absl::Status s = ChargePairs(*call, documents.size()); !s.ok()) return std::move(done)(s);
+    return RerankRows(call, std::move(model), query, documents, options, raw_scores, std::move(done));
+  }
+  // Long documents scored whole: every window is a row; its scores fold back into the document's.
+  if (absl::Status s = call->StillWanted("tokenizing"); !s.ok()) return std::move(done)(s);
+  DocumentWindows split;
+  if (absl::Status s = SplitLongDocuments(*model, query, documents, ChunkOptionsFor(*model, options.long_documents), &split);
+      !s.ok()) {
+    return std::move(done)(s);
+  }
+  // Windows count toward the key's pairs quota (and, as rows, toward every queue bound).
+  if (absl::Status s = ChargePairs(*call, split.windows.size()); !s.ok()) return std::move(done)(s);
+  if (!split.split) return RerankRows(call, std::move(model), query, documents, options, raw_scores, std::move(done));
+  RerankRows(call, std::move(model), query, split.windows, options, raw_scores,
+             [done = std::move(done), owner = std::move(split.owner), mode = options.long_documents,
+              n = documents.size()](absl::StatusOr<RerankScores> rows) mutable {
+               if (!rows.ok()) return std::move(done)(rows.status());
+               rows->scores = FoldWindowScores(mode, owner, rows->scores, n);
+               rows->logits.clear();  // per window; the document scores are folded
+               std::move(done)(std::move(rows));
+             });
+}
+
+void ServiceCore::RerankRows(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
+                             std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+                             RerankDone done) {
   auto between_chunks = [&call] { return call->StillWanted("tokenizing"); };
   if (cache_ == nullptr) {
     return ScoreOrFallback(std::move(model), call->admission(), query, documents, options, raw_scores, metrics_,

@@ -40,6 +40,10 @@
 //    with RerankScores::cache_hits set; a request whose every pair was found is answered on the
 //    calling thread without touching the model. Fallback answers are never stored, and a degraded
 //    answer is degraded for every document (never cached model scores mixed with BM25).
+//  - Long documents (options.long_documents chunk_max / chunk_mean; serving/long_documents.h): a
+//    document longer than what fits beside the query is split into windows, every window is a
+//    row (queued, cached, charged to the key's pairs quota like a document), and the document's
+//    score is the best or the mean of its windows'. real_tokens counts every window's tokens.
 //  - Thread-safe. The model manager and the metrics must outlive the core.
 #pragma once
 
@@ -178,6 +182,10 @@ class ServiceCore {
   ServiceCore(ModelManager* models, ServingMetrics* metrics, const ServiceCoreOptions& options);
   // Every admission step of Start before the worker queue; the admitted call or the refusal.
   absl::StatusOr<CallPtr> Admit(const CallInfo& info);
+  // Rerank of rows already split (the cache, the model or its fallback), without the quota charge.
+  void RerankRows(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
+                  std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+                  RerankDone done);
   void Shed(const char* reason) const;
   void CountKey(const guard::Tenant& tenant, const char* outcome) const;
   std::shared_ptr<guard::ApiKeys> Keys() const;

@@ -176,8 +176,9 @@ void Service::RerankWork(const http::Request& request, ResponseSender sender, se
   sender.set_model((*model)->name(), (*model)->version());
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
   // A request without truncation_direction gets the model's (its truncation_direction parameter).
-  const serving::PairOptions pair_options{
+  serving::PairOptions pair_options{
       req->truncate, req->truncation_direction.value_or((*model)->parameters().truncation_direction), std::nullopt};
+  pair_options.long_documents = req->long_documents.value_or((*model)->parameters().long_documents);
   ScorePairs(std::move(sender), std::move(call), *model, req->query, req->texts, pair_options, req->raw_scores,
              [req](const serving::RerankScores& s) {
                return api::RenderRerankResponse(*req, s.scores, s.fallback != nullptr);
@@ -200,7 +201,8 @@ void Service::CohereRerankWork(const http::Request& request, ResponseSender send
   auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
   // Cohere's endpoint always truncates (in the model's truncation_direction); max_tokens_per_doc
   // cuts documents first.
-  const serving::PairOptions pair_options{true, (*model)->parameters().truncation_direction, req->max_tokens_per_doc};
+  serving::PairOptions pair_options{true, (*model)->parameters().truncation_direction, req->max_tokens_per_doc};
+  pair_options.long_documents = req->long_documents.value_or((*model)->parameters().long_documents);
   ScorePairs(std::move(sender), std::move(call), *model, req->query, req->documents, pair_options,
              /*raw_scores=*/false, [req, name = (*model)->name()](const serving::RerankScores& s) {
                return api::RenderCohereRerankResponse(
@@ -380,6 +382,11 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
       return sender.SendError(errors::InvalidInput(
           absl::StrCat("unknown output '", EchoForError(out.name), "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
     }
+  }
+  if (parsed->parameters.contains("long_documents")) {
+    // Not silently ignored: tensors answer one row per input row, which windows would change.
+    return sender.SendError(errors::InvalidInput(
+        "parameters.long_documents is not supported on KServe tensors; use /rerank or /v1/rerank"));
   }
   auto timeout = IntParameter(parsed->parameters, "timeout");
   if (!timeout.ok()) return sender.SendError(timeout.status());

@@ -6,6 +6,7 @@
 // Contract: test-only; header-only; the fakes are thread-safe as the instance pool uses them.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -23,8 +24,9 @@ namespace tide::serving::testing {
 
 inline constexpr absl::Duration kHang = absl::Seconds(30);  // generous bound for hangs only
 
-inline std::unique_ptr<const tokenizer::Tokenizer> TestTokenizer() {
-  return tokenizer::testing::SmallBertTokenizer({"a", "b", "c", "d", "e", "f"});
+inline std::unique_ptr<const tokenizer::Tokenizer> TestTokenizer(
+    const std::vector<std::string>& words = {"a", "b", "c", "d", "e", "f"}) {
+  return tokenizer::testing::SmallBertTokenizer(words);
 }
 
 // What the loader would produce for a 1-label reranker, without files.
@@ -34,6 +36,8 @@ struct ModelSpec {
   int max_queue_size = 0;
   config::TideParameters parameters;
   size_t max_sequence_length = 16;
+  // The tokenizer's words (ids 4, 5, ... in this order; "##x" entries are word-piece continuations).
+  std::vector<std::string> vocabulary = {"a", "b", "c", "d", "e", "f"};
 };
 
 inline std::shared_ptr<const LoadedModel> Loaded(const ModelSpec& spec) {
@@ -46,7 +50,7 @@ inline std::shared_ptr<const LoadedModel> Loaded(const ModelSpec& spec) {
     m->config.mutable_dynamic_batching()->mutable_default_queue_policy()->set_max_queue_size(spec.max_queue_size);
   }
   m->parameters = spec.parameters;
-  m->tokenizer = TestTokenizer();
+  m->tokenizer = TestTokenizer(spec.vocabulary);
   m->signature.num_labels = 1;
   m->max_sequence_length = spec.max_sequence_length;
   m->token_input_limits.vocab_size = 10;
@@ -63,6 +67,8 @@ struct BackendControl {
   absl::Notification gate;
   std::atomic<int> destroyed{0};
   std::atomic<int> rows_run{0};  // rows of every batch run
+  // >= 0: a row holding this token id gets logit +5, any other -5 (instead of `value`).
+  std::atomic<int64_t> decisive_token{-1};
   absl::Notification all_destroyed;
   int instances = 1;
 };
@@ -83,6 +89,12 @@ class FakeBackend : public runtime::ModelBackend {
     out->batch = b.batch;
     out->num_labels = 1;
     out->values.assign(b.batch, c_->value);
+    if (const int64_t token = c_->decisive_token.load(); token >= 0) {
+      for (int64_t r = 0; r < b.batch; ++r) {
+        const auto row = b.input_ids.begin() + r * b.seq_len;
+        out->values[r] = std::find(row, row + b.seq_len, token) != row + b.seq_len ? 5.0f : -5.0f;
+      }
+    }
     return absl::OkStatus();
   }
   const ModelSignature& signature() const override { return signature_; }
