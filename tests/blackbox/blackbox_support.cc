@@ -142,6 +142,12 @@ absl::Status AddTinyBert(const fs::path& repository, const std::string& name,
   return AddModel(repository, name, *tiny / "1" / "model.onnx", *tiny / "tokenizer.json", std::move(config_pbtxt));
 }
 
+std::string TinyBertConfig(const std::string& extra) {
+  return "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
+         "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n" +
+         extra;
+}
+
 absl::StatusOr<std::unique_ptr<tide::testing::ServerProcess>> StartTideServe(const fs::path& repository,
                                                                               const std::vector<std::string>& args,
                                                                               std::chrono::milliseconds startup_timeout) {

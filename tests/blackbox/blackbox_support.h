@@ -65,6 +65,10 @@ absl::Status AddModel(const std::filesystem::path& repository, const std::string
 absl::Status AddTinyBert(const std::filesystem::path& repository, const std::string& name,
                          std::optional<std::string> config_pbtxt);
 
+// A config.pbtxt for the exported tiny-bert: onnxruntime, max_batch_size 16, max_sequence_length 64
+// (its position embeddings), then `extra` (more parameters or blocks).
+std::string TinyBertConfig(const std::string& extra = "");
+
 // Starts `tide serve --model-repository <repository> <args...> --port 0` and returns once it
 // printed its "listening" line (every model loaded and warmed up; up to `startup_timeout`, generous
 // because the machine running the tests may be loaded). The process is stopped (SIGTERM, then

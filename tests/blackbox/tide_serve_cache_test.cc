@@ -21,8 +21,7 @@ class ServeCacheTest : public SharedServerSuite<ServeCacheTest> {
     StartSharedServer(
         [](const fs::path& repository) {
           return AddTinyBert(repository, "m",
-                             "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
-                             "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n");
+                             TinyBertConfig());
         },
         {"--score-cache-bytes", "1048576", "--log-level", "warn"});
   }

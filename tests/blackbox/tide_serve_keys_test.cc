@@ -45,8 +45,7 @@ class ServeKeysTest : public SharedServerSuite<ServeKeysTest> {
     StartSharedServer(
         [](const fs::path& repository) {
           return AddTinyBert(repository, "m",
-                             "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
-                             "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n");
+                             TinyBertConfig());
         },
                       {"--io-threads", "2", "--api-key", "single", "--api-keys", KeysFile().string(),
                        "--log-level", "info"});

@@ -30,9 +30,7 @@ class ServeLongDocumentsTest : public SharedServerSuite<ServeLongDocumentsTest> 
     StartSharedServer(
         [](const fs::path& repository) {
           return AddTinyBert(repository, "m",
-                             "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
-                             "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
-                             "parameters { key: \"max_chunks_per_document\" value { string_value: \"8\" } }\n");
+                             TinyBertConfig("parameters { key: \"max_chunks_per_document\" value { string_value: \"8\" } }\n"));
         },
         {"--log-level", "warn"});
   }
