@@ -133,13 +133,18 @@ std::string_view DataTypeName(DataType type) {
   return name.empty() ? std::string_view("TYPE_?") : std::string_view(name);
 }
 
-absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text_in, std::string_view file_in) {
-  const absl::string_view text = Av(text_in), file = Av(file_in);
-  // A config is a few KiB; refuse what the stream API (int sizes) and memory should not see.
+// A config is a few KiB; refuse what the stream API (int sizes) and memory should not see.
+static absl::Status CheckConfigSize(absl::string_view text, absl::string_view file) {
   constexpr size_t kMaxConfigBytes = 16 << 20;
   if (text.size() > kMaxConfigBytes) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": ", text.size(), " bytes; a config may have at most ", kMaxConfigBytes));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text_in, std::string_view file_in) {
+  const absl::string_view text = Av(text_in), file = Av(file_in);
+  if (absl::Status s = CheckConfigSize(text, file); !s.ok()) return s;
   ModelConfig config;
   FirstErrorCollector errors;
   google::protobuf::TextFormat::Parser parser;
@@ -167,10 +172,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text_in, std::stri
 
 absl::StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json_in, std::string_view file_in) {
   const absl::string_view json = Av(json_in), file = Av(file_in);
-  constexpr size_t kMaxConfigBytes = 16 << 20;
-  if (json.size() > kMaxConfigBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(file, ": ", json.size(), " bytes; a config may have at most ", kMaxConfigBytes));
-  }
+  if (absl::Status s = CheckConfigSize(json, file); !s.ok()) return s;
   ModelConfig config;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;  // a misspelt field must fail, not be ignored
