@@ -625,8 +625,8 @@ TEST_F(ServeApiTest, MetricsCountRequestsByModelEndpointAndStatus) {
     }
     return 0;
   };
-  const std::string ok = R"(tide_requests_total{model="bert",version="1",endpoint="rerank",status="200"})";
-  const std::string bad = R"(tide_requests_total{model="bert",version="1",endpoint="rerank",status="422"})";
+  const std::string ok = R"(tide_requests_total{model="bert",version="1",endpoint="rerank",status="200",protocol="http"})";
+  const std::string bad = R"(tide_requests_total{model="bert",version="1",endpoint="rerank",status="422",protocol="http"})";
   const double ok_before = count_of(ok), bad_before = count_of(bad);
   Ok(Post("/rerank", {{"query", kQuery}, {"texts", {kDocs[0]}}}));
   Ok(Post("/rerank", {{"query", kQuery}, {"texts", {kDocs[1]}}}));
