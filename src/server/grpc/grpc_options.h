@@ -1,0 +1,32 @@
+// tide::grpc_edge::GrpcServerOptions — the settings of the gRPC edge (tide serve's --grpc-* flags).
+//
+// Contract: plain value type with commented defaults; GrpcServer::Create validates it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "api/request_limits.h"
+#include "common/version.h"
+
+namespace tide::grpc_edge {
+
+struct GrpcServerOptions {
+  std::string host = "127.0.0.1";
+  // KServe's and Triton's gRPC port; 0 picks a free one (GrpcServer::port() tells which). `tide
+  // serve --grpc-port 0` does not start the edge at all.
+  int port = 8001;
+  // Largest request message; a larger one is refused RESOURCE_EXHAUSTED by gRPC before it is
+  // read into memory. The HTTP edge's --max-body-bytes default.
+  int64_t max_message_bytes = 8 * 1024 * 1024;
+  // Threads gRPC may use for its own I/O and callbacks. The handlers never block (the work runs on
+  // the service core's tokenization workers), so a few are enough.
+  int max_threads = 4;
+  // The same request limits as the HTTP edge (--max-documents, --max-text-bytes).
+  api::RequestLimits limits;
+  std::string version{Version()};
+  // What tei.v1 Info reports as max_batch_tokens (the models' --max-batch-tokens).
+  int64_t max_batch_tokens = 0;
+};
+
+}  // namespace tide::grpc_edge
