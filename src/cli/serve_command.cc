@@ -237,7 +237,8 @@ int Serve(const ServeFlags& f) {
   sigwait(&signals, &signal_number);
   spdlog::info("received {}: draining (grace {} ms)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
                f.shutdown_grace_ms);
-  // Readiness turns false first, then no new connections, then in-flight requests finish. One
+  // Readiness turns false first, then no new connections (gRPC: new calls UNAVAILABLE), then
+  // in-flight requests finish. One
   // deadline bounds it all: the HTTP drain and the models' shutdown (queued work still there at
   // the deadline is dropped and answered 503); then at most the batches running at the deadline
   // and kShutdownFlushMargin for writing the last answers. The admin listener keeps answering
@@ -246,21 +247,22 @@ int Serve(const ServeFlags& f) {
   const auto deadline = signalled + std::chrono::milliseconds(f.shutdown_grace_ms);
   (*core)->SetDraining(true);
   (*server)->StopAccepting();
-#ifdef TIDE_HAVE_GRPC
-  // gRPC drains beside HTTP: no new calls, calls in flight finish (queued work the models drop at
-  // the deadline is answered UNAVAILABLE) until the same deadline plus the flush margin.
-  std::thread grpc_drain;
-  if (grpc_server) {
-    grpc_drain = std::thread([&grpc_server, until = deadline + kShutdownFlushMargin] { grpc_server->Shutdown(until); });
-  }
-#endif
   (*server)->WaitIdle(deadline);
+  // Calls of every edge admitted before the signal (gRPC's too) finish on running models.
+  while ((*core)->CurrentLoad().in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   const size_t unfinished = (*server)->active_requests();
   (*models)->Shutdown(deadline);
   const auto models_stopped = std::chrono::steady_clock::now();
   (*server)->WaitIdle(std::max(deadline, models_stopped) + kShutdownFlushMargin);
 #ifdef TIDE_HAVE_GRPC
-  if (grpc_drain.joinable()) grpc_drain.join();
+  // The gRPC edge drains with HTTP: through the grace period it keeps answering, new calls
+  // UNAVAILABLE at once (the core is draining; health NOT_SERVING) and calls in flight as the
+  // models finish their work (waited for above); then it stops taking calls and gives the last
+  // answers the flush margin before cancelling what is left (a longer deadline would only wait
+  // for idle client connections).
+  if (grpc_server) grpc_server->Shutdown(std::chrono::steady_clock::now() + kShutdownFlushMargin);
 #endif
   if (admin) admin->Stop();
   (*server)->Stop();

@@ -10,7 +10,9 @@
 //    resource quota) and never block; the work runs on the core's tokenization workers and
 //    answers from the instance thread, as on the HTTP edge.
 //  - Shutdown(deadline): no new calls; calls in flight may finish until `deadline`, then are
-//    cancelled; returns when every call is done. Call ServiceCore::SetDraining(true) first so that
+//    cancelled; returns when every call is done. Measured: an idle client connection holds gRPC's
+//    shutdown for ~5 s (until its deadline if sooner), so callers wait for calls in flight first
+//    (ServiceCore's in-flight count) and give this a short deadline. Call ServiceCore::SetDraining(true) first so that
 //    health answers NOT_SERVING and new inference calls UNAVAILABLE. Idempotent; the destructor
 //    shuts down at once if it was not.
 //  - The core (and what it uses) must outlive the server.
