@@ -7,6 +7,8 @@
 //   m     tiny-bert, max_queue_delay 1 ms (TEI's default model: first by name)
 //   slow  tiny-bert, max_queue_delay 400 ms: a call's rows wait long enough for deadlines,
 //         cancellation and overload to happen while they are queued
+//   verdict  tiny-bert as a classifier whose breaker opens when a call fills its 2-row queue past
+//         half, then answers breaker_default_result [-1.5] marked degraded (as in the guard test)
 // Skips (with the reason) when tide was built without gRPC.
 #include "gtest/gtest.h"
 
@@ -115,6 +117,17 @@ class ServeGrpcTest : public SharedServerSuite<ServeGrpcTest> {
         [](const fs::path& repository) {
           absl::Status s = AddTinyBert(repository, "m", Common(1000));
           if (s.ok()) s = AddTinyBert(repository, "slow", Common(400000));
+          if (s.ok()) {
+            s = AddTinyBert(repository, "verdict",
+                            "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
+                            "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
+                            "dynamic_batching { max_queue_delay_microseconds: 1000\n"
+                            "  default_queue_policy { max_queue_size: 2 } }\n"
+                            "parameters { key: \"task\" value { string_value: \"classify\" } }\n"
+                            "parameters { key: \"breaker_queue_fullness\" value { string_value: \"0.5\" } }\n"
+                            "parameters { key: \"breaker_open_s\" value { string_value: \"60\" } }\n"
+                            "parameters { key: \"breaker_default_result\" value { string_value: \"[-1.5]\" } }\n");
+          }
           return s;
         },
         {"--grpc-port", std::to_string(grpc_port_), "--api-key", "secret", "--max-concurrent-requests", "4",
@@ -230,7 +243,7 @@ TEST_F(ServeGrpcTest, ModelMetadataConfigStatisticsAndRepository) {
     inference::ModelStatisticsResponse r;
     auto ctx = Ctx();
     ASSERT_TRUE(kserve_->ModelStatistics(ctx.get(), {}, &r).ok());
-    EXPECT_EQ(r.model_stats_size(), 2);
+    EXPECT_EQ(r.model_stats_size(), 3);
     inference::ModelStatisticsRequest req;
     req.set_name("absent");
     auto ctx2 = Ctx();
@@ -240,7 +253,7 @@ TEST_F(ServeGrpcTest, ModelMetadataConfigStatisticsAndRepository) {
     inference::RepositoryIndexResponse r;
     auto ctx = Ctx();
     ASSERT_TRUE(kserve_->RepositoryIndex(ctx.get(), {}, &r).ok());
-    ASSERT_EQ(r.models_size(), 2);
+    ASSERT_EQ(r.models_size(), 3);
     EXPECT_EQ(r.models(0).state(), "READY");
     inference::RepositoryModelLoadRequest load;
     load.set_model_name("m");
@@ -386,6 +399,29 @@ TEST_F(ServeGrpcTest, ErrorCodesComeFromTheOneTable) {
     auto ctx2 = Ctx();
     EXPECT_TRUE(rerank_->Rerank(ctx2.get(), req, &rr).ok());
   }
+}
+
+// While a model's breaker is open, ModelInfer answers its fallback marked degraded: the response
+// parameter "degraded" and the x-tide-degraded trailer (no timing trailers).
+TEST_F(ServeGrpcTest, DegradedAnswersAreFlagged) {
+  inference::ModelInferResponse first;
+  auto ctx = Ctx();
+  const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("verdict", "panda", {"a", "b", "c"}), &first);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(Trailer(*ctx, "x-tide-degraded"), "");
+  EXPECT_EQ(first.parameters().count("degraded"), 0u);
+
+  inference::ModelInferResponse r;
+  auto ctx2 = Ctx();
+  const grpc::Status s2 = kserve_->ModelInfer(ctx2.get(), TextInfer("verdict", "panda", {"bears", "cities"}, "q1"), &r);
+  ASSERT_TRUE(s2.ok()) << s2.error_message();
+  EXPECT_EQ(Trailer(*ctx2, "x-tide-degraded"), "default");
+  EXPECT_EQ(Trailer(*ctx2, "x-total-time"), "");
+  ASSERT_EQ(r.parameters().count("degraded"), 1u);
+  EXPECT_TRUE(r.parameters().at("degraded").bool_param());
+  EXPECT_EQ(r.id(), "q1");
+  ASSERT_EQ(r.outputs(0).contents().fp32_contents_size(), 2);
+  EXPECT_EQ(r.outputs(0).contents().fp32_contents(0), -1.5f);
 }
 
 TEST_F(ServeGrpcTest, OversizedMessageIsRefusedResourceExhausted) {
