@@ -636,7 +636,7 @@ TEST_F(ServeApiTest, MetricsCountRequestsByModelEndpointAndStatus) {
   EXPECT_EQ(count_of(bad), bad_before + 1);
   const ClientResponse m = Get("/metrics");
   EXPECT_THAT(m.body, HasSubstr("# TYPE tide_requests_total counter"));
-  EXPECT_THAT(m.body, HasSubstr(R"(tide_request_duration_seconds_bucket{model="bert",version="1",endpoint="rerank",le=")"));
+  EXPECT_THAT(m.body, HasSubstr(R"(tide_request_duration_seconds_bucket{model="bert",version="1",endpoint="rerank",protocol="http",le=")"));
 }
 
 // ---- the third-party DistilBERT export --------------------------------------------------------------
