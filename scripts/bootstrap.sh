@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything tide needs to build, test and serve on Debian 12:
-#   1. Debian packages (compiler, libraries, Python torch/onnx for model export);
+#   1. Debian packages (compiler, libraries incl. gRPC C++ 1.51, Python torch/onnx for model export,
+#      Python grpcio + grpc_tools for the gRPC black-box tests);
 #   2. the ONNX Runtime 1.29.0 SDK from the npm registry, integrity-checked and laid out as an
 #      ordinary ONNX Runtime install (include/, lib/) under third_party/onnxruntime (git-ignored);
 #   3. the reference HF tokenizer (npm tokenizers@0.23.2) for parity tests, under third_party/node.
@@ -15,6 +16,7 @@ APT_PACKAGES=(
   libboost-dev libboost-system-dev libabsl-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
   libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libonnx-dev libpcre2-dev
+  libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-grpc-tools
   python3 python3-torch python3-onnx python3-numpy libopenblas0-pthread
   wamerican curl openssl
 )

@@ -188,8 +188,9 @@ void StoreLittleEndian(uint64_t v, size_t bytes, std::string* out) {
   for (size_t i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
-// Decodes `bytes` (exactly one tensor's binary section) into `tensor->data`.
-absl::Status DecodeBinary(std::string_view bytes, size_t count, const std::string& path,
+}  // namespace
+
+absl::Status DecodeBinaryTensor(std::string_view bytes, size_t count, const std::string& path,
                           const RequestLimits& limits, Tensor* tensor) {
   const DataType type = tensor->datatype;
   if (type == DataType::kBytes) {
@@ -297,6 +298,27 @@ absl::Status DecodeBinary(std::string_view bytes, size_t count, const std::strin
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> CheckTensorShape(const Tensor& tensor, std::string_view shape_path,
+                                        const RequestLimits& limits) {
+  // Rows before elements, both on the shape alone: nothing of the data is converted yet.
+  if (!tensor.shape.empty() && tensor.shape[0] > 0 &&
+      static_cast<uint64_t>(tensor.shape[0]) > limits.max_documents) {
+    return errors::InvalidInput(absl::StrCat(
+        "field '", Sv(shape_path), "' has ", tensor.shape[0],
+        " rows (batch dimension); the limit is max_documents=", limits.max_documents));
+  }
+  absl::StatusOr<size_t> count = ElementCount(tensor.shape, limits.max_batch_tensor_elements, shape_path);
+  if (!count.ok()) return count.status();
+  if (tensor.datatype == DataType::kBytes && *count > limits.max_documents) {
+    return errors::InvalidInput(absl::StrCat(
+        "field '", Sv(shape_path), "': a BYTES tensor holds one document per element and has ",
+        *count, "; the limit is max_documents=", limits.max_documents));
+  }
+  return count;
+}
+
+namespace {
+
 absl::StatusOr<std::vector<int64_t>> ReadShape(const ObjectReader& reader) {
   absl::StatusOr<const json*> shape = reader.Array("shape", true);
   if (!shape.ok()) return shape.status();
@@ -344,21 +366,8 @@ absl::Status ParseInput(const json& element, const std::string& path, const Requ
   absl::StatusOr<std::vector<int64_t>> shape = ReadShape(reader);
   if (!shape.ok()) return shape.status();
   tensor->shape = *std::move(shape);
-  // Rows before elements, both on the shape alone: nothing of `data` is converted yet.
-  if (!tensor->shape.empty() && tensor->shape[0] > 0 &&
-      static_cast<uint64_t>(tensor->shape[0]) > limits.max_documents) {
-    return errors::InvalidInput(absl::StrCat(
-        "field '", reader.Path("shape"), "' has ", tensor->shape[0],
-        " rows (batch dimension); the limit is max_documents=", limits.max_documents));
-  }
-  absl::StatusOr<size_t> count =
-      ElementCount(tensor->shape, limits.max_batch_tensor_elements, reader.Path("shape"));
+  absl::StatusOr<size_t> count = CheckTensorShape(*tensor, reader.Path("shape"), limits);
   if (!count.ok()) return count.status();
-  if (tensor->datatype == DataType::kBytes && *count > limits.max_documents) {
-    return errors::InvalidInput(absl::StrCat(
-        "field '", reader.Path("shape"), "': a BYTES tensor holds one document per element and has ",
-        *count, "; the limit is max_documents=", limits.max_documents));
-  }
 
   absl::StatusOr<Parameters> parameters = ReadParameters(reader);
   if (!parameters.ok()) return parameters.status();
@@ -390,7 +399,7 @@ absl::Status ParseInput(const json& element, const std::string& path, const Requ
     }
     const std::string_view section = binary.substr(*binary_offset, bytes);
     *binary_offset += bytes;
-    return DecodeBinary(section, *count, path, limits, tensor);
+    return DecodeBinaryTensor(section, *count, path, limits, tensor);
   }
 
   if (data == nullptr) return MissingField(reader.Path("data"));

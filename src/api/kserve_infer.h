@@ -72,6 +72,22 @@ absl::StatusOr<InferRequest> ParseInferRequest(
     std::string_view body, std::optional<std::string_view> inference_header_content_length,
     const RequestLimits& limits = {});
 
+// The checks every edge applies to an input tensor's shape before its data is converted (the
+// gRPC edge builds its Tensors from protobuf and shares them): a batch dimension over
+// max_documents, an element count over max_batch_tensor_elements or a negative dim, a BYTES tensor
+// with more than max_documents elements -> kFailedPrecondition naming `shape_path`. Returns the
+// element count.
+absl::StatusOr<size_t> CheckTensorShape(const Tensor& tensor, std::string_view shape_path,
+                                        const RequestLimits& limits);
+
+// Decodes one tensor's raw bytes (the binary extension's section; gRPC's raw_input_contents
+// entry) holding `count` elements of tensor->datatype into tensor->data: little-endian, BOOL one
+// byte 0/1, BYTES elements each a 4-byte little-endian length then valid UTF-8 of at most
+// max_text_chars bytes. kFailedPrecondition naming `path` when the bytes do not hold exactly
+// `count` elements.
+absl::Status DecodeBinaryTensor(std::string_view bytes, size_t count, const std::string& path,
+                                const RequestLimits& limits, Tensor* tensor);
+
 // Whether the output `name` goes back as binary data under the rules above.
 bool OutputWantsBinary(const InferRequest& request, std::string_view name);
 

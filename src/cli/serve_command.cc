@@ -15,6 +15,9 @@
 
 #include "cli/hf_export.h"
 #include "config/hf_model_folder.h"
+#ifdef TIDE_HAVE_GRPC
+#include "server/grpc/grpc_server.h"
+#endif
 #include "server/http/http_server.h"
 #include "server/routes/repository_routes.h"
 #include "server/routes/service.h"
@@ -63,6 +66,12 @@ struct ServeFlags {
   int64_t shutdown_grace_ms = serving::ServedModelOptions{}.shutdown_grace.count();
   // The admin listener for probes and scrapes (0: none).
   int admin_port = 0;
+  // The gRPC edge (KServe v2 GRPCInferenceService, tei.v1, grpc.health.v1); port 0: none.
+  int grpc_port = 8001;
+  // Whether --grpc-port (or TIDE_GRPC_PORT) was given: then a port that cannot be bound is fatal;
+  // the default one being taken (another server on this host) only turns gRPC off, with a warning.
+  bool grpc_port_given = false;
+  int64_t grpc_max_message_bytes = 8 * 1024 * 1024;
   // `tide serve`'s own policy where it deliberately differs from the libraries' neutral defaults
   // (which tests and embedders get): a deadline, a concurrency cap, and inference threads niced.
   int64_t default_timeout_ms = 30000;
@@ -296,6 +305,34 @@ int Serve(const ServeFlags& f) {
     }
     admin = *std::move(created);
   }
+  // The gRPC edge over the same core.
+#ifdef TIDE_HAVE_GRPC
+  std::unique_ptr<grpc_edge::GrpcServer> grpc_server;
+  if (f.grpc_port != 0) {
+    grpc_edge::GrpcServerOptions go;
+    go.host = ho.host;
+    go.port = f.grpc_port;
+    go.max_message_bytes = f.grpc_max_message_bytes;
+    go.limits = f.service.limits;
+    go.version = f.service.version;
+    go.max_batch_tokens = static_cast<int64_t>(f.model.max_batch_tokens);
+    go.repository = controller.get();
+    go.admin_api_key = f.admin_api_key.empty() ? f.core.api_key : f.admin_api_key;
+    auto created = grpc_edge::GrpcServer::Create(core->get(), go);
+    if (created.ok()) {
+      grpc_server = *std::move(created);
+      std::printf("tide: grpc listening on %s:%d\n", ho.host.c_str(), grpc_server->port());
+    } else if (f.grpc_port_given || !absl::IsUnavailable(created.status())) {
+      spdlog::error("grpc server: {}", created.status().ToString());
+      return 1;
+    } else {
+      spdlog::warn("grpc server: {}; serving without gRPC (give --grpc-port to choose a port, 0 for none)",
+                   std::string(created.status().message()));
+    }
+  }
+#else
+  if (f.grpc_port != 0) spdlog::warn("--grpc-port {}: this tide was built without gRPC; serving HTTP only", f.grpc_port);
+#endif
   startup_signals.Stop();  // from here on this thread waits for the signals (below)
   std::printf("tide: listening on http://%s:%u\n", ho.host.c_str(), (*server)->port());
   if (admin) std::printf("tide: admin (health, metrics) on http://%s:%u\n", ho.host.c_str(), admin->port());
@@ -321,7 +358,8 @@ int Serve(const ServeFlags& f) {
   }
   spdlog::info("received {}: draining (grace {} ms)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
                f.shutdown_grace_ms);
-  // Readiness turns false first, then no new connections, then in-flight requests finish. One
+  // Readiness turns false first, then no new connections (gRPC: new calls UNAVAILABLE), then
+  // in-flight requests finish. One
   // deadline bounds it all: the HTTP drain and the models' shutdown (queued work still there at
   // the deadline is dropped and answered 503); then at most the batches running at the deadline
   // and kShutdownFlushMargin for writing the last answers. The admin listener keeps answering
@@ -332,10 +370,22 @@ int Serve(const ServeFlags& f) {
   controller->RequestStop();  // no load starts after this; one in progress finishes beside the drain
   (*server)->StopAccepting();
   (*server)->WaitIdle(deadline);
+  // Calls of every edge admitted before the signal (gRPC's too) finish on running models.
+  while ((*core)->CurrentLoad().in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   const size_t unfinished = (*server)->active_requests();
   (*models)->Shutdown(deadline);
   const auto models_stopped = std::chrono::steady_clock::now();
   (*server)->WaitIdle(std::max(deadline, models_stopped) + kShutdownFlushMargin);
+#ifdef TIDE_HAVE_GRPC
+  // The gRPC edge drains with HTTP: through the grace period it keeps answering, new calls
+  // UNAVAILABLE at once (the core is draining; health NOT_SERVING) and calls in flight as the
+  // models finish their work (waited for above); then it stops taking calls and gives the last
+  // answers the flush margin before cancelling what is left (a longer deadline would only wait
+  // for idle client connections).
+  if (grpc_server) grpc_server->Shutdown(std::chrono::steady_clock::now() + kShutdownFlushMargin);
+#endif
   if (admin) admin->Stop();
   (*server)->Stop();
   auto ms_since_signal = [signalled](std::chrono::steady_clock::time_point t) {
@@ -351,7 +401,7 @@ int Serve(const ServeFlags& f) {
 
 void RegisterServeCommand(CLI::App* app) {
   auto flags = std::make_shared<ServeFlags>();
-  CLI::App* cmd = app->add_subcommand("serve", "Serve a model repository over HTTP (TEI rerank, Cohere rerank, KServe v2)");
+  CLI::App* cmd = app->add_subcommand("serve", "Serve a model repository over HTTP (TEI rerank, Cohere rerank, KServe v2) and gRPC (KServe v2, tei.v1)");
   cmd->add_option("--model-repository", flags->model_repository, "Triton-style model repository")
       ->envname("TIDE_MODEL_REPOSITORY")->capture_default_str();
   cmd->add_option("--model", flags->hf_model,
@@ -457,10 +507,17 @@ void RegisterServeCommand(CLI::App* app) {
                   "Require `Authorization: Bearer <key>` on the repository API (/v2/repository/...); "
                   "default: --api-key")
       ->envname("TIDE_ADMIN_API_KEY");
+  cmd->add_option("--grpc-port", flags->grpc_port,
+                  "Port of the gRPC edge (KServe v2 GRPCInferenceService, TEI tei.v1, grpc.health.v1); 0: no gRPC")
+      ->envname("TIDE_GRPC_PORT")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--grpc-max-message-bytes", flags->grpc_max_message_bytes,
+                  "Largest gRPC request message (RESOURCE_EXHAUSTED above)")
+      ->envname("TIDE_GRPC_MAX_MESSAGE_BYTES")->check(CLI::Range(int64_t{1}, int64_t{2147483647}))->capture_default_str();
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->envname("TIDE_LOG_LEVEL")->capture_default_str();
   cmd->callback([flags, cmd]() {
     flags->model_repository_given = cmd->get_option("--model-repository")->count() > 0;
+    flags->grpc_port_given = cmd->get_option("--grpc-port")->count() > 0;
     const int rc = Serve(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -18,10 +18,12 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
   const std::vector<double> tokens = metrics::ExponentialBuckets(16, 2, 12);   // 16 .. 32768
   absl::Status s;
   auto check = [&s](absl::Status st) { if (s.ok()) s = st; };
-  check(Assign(r.AddCounter("tide_requests_total", "HTTP requests by model, endpoint and status code.",
-                            {"model", "version", "endpoint", "status"}), &m->requests));
+  check(Assign(r.AddCounter("tide_requests_total",
+                            "Requests by model, endpoint, status (HTTP; a gRPC call: the HTTP status of its "
+                            "error kind, 200 when OK) and protocol (http, grpc).",
+                            {"model", "version", "endpoint", "status", "protocol"}), &m->requests));
   check(Assign(r.AddHistogram("tide_request_duration_seconds", "End-to-end request latency.",
-                              {"model", "version", "endpoint"}), &m->request_duration));
+                              {"model", "version", "endpoint", "protocol"}), &m->request_duration));
   check(Assign(r.AddHistogram("tide_stage_duration_seconds",
                               "Latency of each stage of an inference request (tokenize, queue, inference, postprocess).",
                               {"model", "version", "stage"}), &m->stage_duration));

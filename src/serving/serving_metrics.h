@@ -18,7 +18,8 @@ struct ServingMetrics {
   static absl::StatusOr<std::unique_ptr<ServingMetrics>> Create();
 
   metrics::Registry registry;
-  // Requests by model, endpoint and HTTP status; end-to-end latency by model and endpoint.
+  // Requests by model, endpoint, status and protocol ("http", "grpc"; a gRPC call's status is the
+  // HTTP status of its error kind, common/error.h); end-to-end latency by model, endpoint, protocol.
   metrics::Family<metrics::Counter>* requests = nullptr;            // tide_requests_total
   metrics::Family<metrics::Histogram>* request_duration = nullptr;  // tide_request_duration_seconds
   // Per-stage latency of inference requests: stage = tokenize | queue | inference | postprocess.

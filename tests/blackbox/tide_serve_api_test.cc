@@ -625,8 +625,8 @@ TEST_F(ServeApiTest, MetricsCountRequestsByModelEndpointAndStatus) {
     }
     return 0;
   };
-  const std::string ok = R"(tide_requests_total{model="bert",version="1",endpoint="rerank",status="200"})";
-  const std::string bad = R"(tide_requests_total{model="bert",version="1",endpoint="rerank",status="422"})";
+  const std::string ok = R"(tide_requests_total{model="bert",version="1",endpoint="rerank",status="200",protocol="http"})";
+  const std::string bad = R"(tide_requests_total{model="bert",version="1",endpoint="rerank",status="422",protocol="http"})";
   const double ok_before = count_of(ok), bad_before = count_of(bad);
   Ok(Post("/rerank", {{"query", kQuery}, {"texts", {kDocs[0]}}}));
   Ok(Post("/rerank", {{"query", kQuery}, {"texts", {kDocs[1]}}}));
@@ -636,7 +636,7 @@ TEST_F(ServeApiTest, MetricsCountRequestsByModelEndpointAndStatus) {
   EXPECT_EQ(count_of(bad), bad_before + 1);
   const ClientResponse m = Get("/metrics");
   EXPECT_THAT(m.body, HasSubstr("# TYPE tide_requests_total counter"));
-  EXPECT_THAT(m.body, HasSubstr(R"(tide_request_duration_seconds_bucket{model="bert",version="1",endpoint="rerank",le=")"));
+  EXPECT_THAT(m.body, HasSubstr(R"(tide_request_duration_seconds_bucket{model="bert",version="1",endpoint="rerank",protocol="http",le=")"));
 }
 
 // ---- the third-party DistilBERT export --------------------------------------------------------------

@@ -203,7 +203,7 @@ TEST_F(ServeBatchingTest, QueueOverflowAnswers503WithRetryAfter) {
   const auto pair = Pairs(1)[0];
   OnlyScore(client->Post("/v1/rerank", RerankBody("limited", pair.first, {pair.second}).dump()));
   const ClientResponse metrics = client->Get("/metrics");
-  EXPECT_THAT(metrics.body, HasSubstr(R"(tide_requests_total{model="limited",version="1",endpoint="v1_rerank",status="503"})"));
+  EXPECT_THAT(metrics.body, HasSubstr(R"(tide_requests_total{model="limited",version="1",endpoint="v1_rerank",status="503",protocol="http"})"));
 }
 
 // max_queue_size bounds queued rows, but a request's rows are admitted together and an empty

@@ -81,10 +81,10 @@ TEST_F(ServeVersionsTest, EachVersionHasItsOwnMetricsAndStatisticsAndTheySum) {
     SCOPED_TRACE(absl::StrCat("version ", version));
     const std::string labels = absl::StrCat(R"(model="two",version=")", version, R"(")");
     const double requests =
-        Sample(m, absl::StrCat("tide_requests_total{", labels, R"(,endpoint="infer",status="200"})"));
+        Sample(m, absl::StrCat("tide_requests_total{", labels, R"(,endpoint="infer",status="200",protocol="http"})"));
     EXPECT_EQ(requests, n);
     infer_sum += requests;
-    EXPECT_EQ(Sample(m, absl::StrCat("tide_request_duration_seconds_count{", labels, R"(,endpoint="infer"})")), n);
+    EXPECT_EQ(Sample(m, absl::StrCat("tide_request_duration_seconds_count{", labels, R"(,endpoint="infer",protocol="http"})")), n);
     EXPECT_EQ(Sample(m, absl::StrCat("tide_stage_duration_seconds_count{", labels, R"(,stage="inference"})")), n);
     EXPECT_EQ(Sample(m, absl::StrCat("tide_model_ready{", labels, "}")), 1);
     // Gauges refreshed at scrape time exist once per version (they overwrote each other before).

@@ -90,8 +90,8 @@ void ResponseSender::Send(http::Response response, const serving::StageTimings* 
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - received_at_).count();
   if (metrics_ != nullptr) {
-    metrics_->requests->WithLabels({model_, version_, endpoint_, std::to_string(response.status)})->Increment();
-    metrics_->request_duration->WithLabels({model_, version_, endpoint_})->Observe(seconds);
+    metrics_->requests->WithLabels({model_, version_, endpoint_, std::to_string(response.status), "http"})->Increment();
+    metrics_->request_duration->WithLabels({model_, version_, endpoint_, "http"})->Observe(seconds);
     if (timings != nullptr) {
       auto observe = [&](const char* stage, serving::Clock::duration d) {
         metrics_->stage_duration->WithLabels({model_, version_, stage})->Observe(std::chrono::duration<double>(d).count());

@@ -22,6 +22,7 @@
 #include "server/routes/route_table.h"
 #include "server/routes/route_util.h"
 #include "serving/fallback.h"
+#include "serving/kserve_answers.h"
 #include "serving/scoring.h"
 #include "serving/tensor_rows.h"
 
@@ -52,32 +53,11 @@ absl::StatusOr<std::optional<int64_t>> IntParameter(const api::Parameters& param
   return errors::InvalidInput(absl::StrCat("parameters.", std::string(name), " must be an integer"));
 }
 
-api::DataType ToApi(DataType t) {
-  switch (t) {
-    case TYPE_BOOL: return api::DataType::kBool;
-    case TYPE_INT32: return api::DataType::kInt32;
-    case TYPE_INT64: return api::DataType::kInt64;
-    case TYPE_FP64: return api::DataType::kFp64;
-    case TYPE_STRING: return api::DataType::kBytes;
-    default: return api::DataType::kFp32;
-  }
-}
-
 // The KServe answer carrying `result` as the model's output tensor (JSON, or binary when asked);
 // `degraded` (a fallback's result) adds "parameters": {"degraded": true}.
 absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& model, const api::InferRequest& request,
                                                  serving::InferenceResult result, bool degraded) {
-  api::InferResponse response;
-  response.model_name = model.name();
-  response.model_version = std::to_string(model.version());
-  response.id = request.id;
-  if (degraded) response.parameters["degraded"] = true;
-  api::Tensor out;
-  out.name = model.signature().logits_name;
-  out.datatype = api::DataType::kFp32;
-  out.shape = {result.rows, result.num_labels};
-  out.data = std::move(result.logits);
-  response.outputs.push_back(std::move(out));
+  const api::InferResponse response = serving::InferResponseOf(model, request, std::move(result), degraded);
   auto rendered = api::RenderInferResponse(response, request);
   if (!rendered.ok()) return rendered.status();
   http::Response http_response = JsonResponse(std::move(rendered->body));
@@ -312,23 +292,7 @@ void Service::ModelMetadata(http::Request request, const http::PathParams& param
   if (!model.ok()) return sender.SendError(model.status());
   const serving::ServedModel& m = **model;
   sender.set_model(m.name(), m.version());
-  api::ModelMetadata md;
-  md.name = m.name();
-  for (int64_t v : models_->Versions(m.name())) md.versions.push_back(std::to_string(v));
-  md.platform = std::string(config::kOnnxRuntimePlatform);
-  const bool batched = m.config().max_batch_size() > 0;
-  auto add = [batched](const auto& tensor, std::vector<api::TensorMetadata>* out) {
-    api::TensorMetadata t;
-    t.name = tensor.name();
-    t.datatype = ToApi(tensor.data_type());
-    if (batched) t.shape.push_back(-1);
-    for (int64_t d : tensor.dims()) t.shape.push_back(d);
-    out->push_back(std::move(t));
-  };
-  for (const auto& in : m.config().input()) add(in, &md.inputs);
-  for (const auto& out : m.config().output()) add(out, &md.outputs);
-  md.inputs.push_back({"text", api::DataType::kBytes, {-1}});
-  md.inputs.push_back({"text_pair", api::DataType::kBytes, {-1}});
+  const api::ModelMetadata md = serving::ModelMetadataOf(*models_, m);
   sender.Send(JsonResponse(api::RenderModelMetadata(md)));
 }
 

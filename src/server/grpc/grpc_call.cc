@@ -1,0 +1,133 @@
+#include "server/grpc/grpc_call.h"
+
+#include <charconv>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "api/status_http.h"
+#include "common/error.h"
+#include "common/error_echo.h"
+#include "server/grpc/grpc_status.h"
+
+namespace tide::grpc_edge {
+
+namespace {
+
+std::string_view Metadata(const grpc::CallbackServerContext& context, std::string_view key) {
+  const auto& md = context.client_metadata();
+  auto it = md.find(grpc::string_ref(key.data(), key.size()));
+  if (it == md.end()) return {};
+  return std::string_view(it->second.data(), it->second.size());
+}
+
+double Ms(serving::Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+}  // namespace
+
+absl::StatusOr<serving::CallInfo> CallInfoFor(const grpc::CallbackServerContext& context, size_t message_bytes,
+                                              Steady::time_point received_at,
+                                              std::shared_ptr<CancellationFlag> client_gone) {
+  serving::CallInfo info;
+  info.authorization = Metadata(context, "authorization");
+  info.body_bytes = message_bytes;
+  info.received_at = received_at;
+  info.client_gone = std::move(client_gone);
+  const auto deadline = context.deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
+    // A deadline already passed is one microsecond away: the core answers DEADLINE_EXCEEDED (a
+    // timeout <= 0 would be invalid input, which the client did not send).
+    info.timeout_us = std::max<int64_t>(left.count(), 1);
+  }
+  if (std::string_view p = Metadata(context, "x-priority"); !p.empty()) {
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
+    if (ec != std::errc() || ptr != p.data() + p.size()) {
+      return errors::MalformedRequest(
+          absl::StrCat("x-priority must be a non-negative integer, got '", EchoForError(p), "'"));
+    }
+    info.priority = v;
+  }
+  return info;
+}
+
+void AddTimingTrailers(const serving::StageTimings& t, grpc::CallbackServerContext* context) {
+  auto whole_ms = [](serving::Clock::duration d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  context->AddTrailingMetadata("x-tokenization-time", whole_ms(t.tokenize));
+  context->AddTrailingMetadata("x-queue-time", whole_ms(t.queue));
+  context->AddTrailingMetadata("x-inference-time", whole_ms(t.inference));
+  context->AddTrailingMetadata("x-total-time", whole_ms(t.total));
+  context->AddTrailingMetadata(
+      "server-timing", absl::StrFormat("tokenize;dur=%.3f, queue;dur=%.3f, inference;dur=%.3f, postprocess;dur=%.3f, "
+                                       "total;dur=%.3f",
+                                       Ms(t.tokenize), Ms(t.queue), Ms(t.inference), Ms(t.postprocess), Ms(t.total)));
+}
+
+void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, const std::string& version,
+                  const char* endpoint, const absl::Status& status, Steady::time_point received_at,
+                  const serving::StageTimings* timings) {
+  if (metrics == nullptr) return;
+  const double seconds = std::chrono::duration<double>(Steady::now() - received_at).count();
+  const int http_status = status.ok() ? 200 : api::HttpStatusFor(status);
+  metrics->requests->WithLabels({model, version, endpoint, std::to_string(http_status), "grpc"})->Increment();
+  metrics->request_duration->WithLabels({model, version, endpoint, "grpc"})->Observe(seconds);
+  if (timings != nullptr) {
+    auto observe = [&](const char* stage, serving::Clock::duration d) {
+      metrics->stage_duration->WithLabels({model, version, stage})->Observe(std::chrono::duration<double>(d).count());
+    };
+    observe("tokenize", timings->tokenize);
+    observe("queue", timings->queue);
+    observe("inference", timings->inference);
+    observe("postprocess", timings->postprocess);
+  }
+}
+
+UnaryAnswer& UnaryAnswer::operator=(UnaryAnswer&& other) noexcept {
+  if (this == &other) return *this;
+  if (finish_) Done(errors::Internal("answer replaced unfinished"), nullptr, nullptr);
+  context_ = other.context_;
+  finish_ = std::move(other.finish_);
+  other.finish_ = nullptr;
+  metrics_ = other.metrics_;
+  endpoint_ = other.endpoint_;
+  received_at_ = other.received_at_;
+  model_ = std::move(other.model_);
+  version_ = std::move(other.version_);
+  call_ = std::move(other.call_);
+  return *this;
+}
+
+UnaryAnswer::~UnaryAnswer() {
+  if (finish_) Done(errors::Internal("the call was dropped without an answer"), nullptr, nullptr);
+}
+
+void UnaryAnswer::Finish(const serving::StageTimings* timings, const char* degraded) {
+  Done(absl::OkStatus(), timings, degraded);
+}
+
+void UnaryAnswer::FinishError(const absl::Status& status) { Done(status, nullptr, nullptr); }
+
+void UnaryAnswer::Done(const absl::Status& status, const serving::StageTimings* timings, const char* degraded) {
+  if (!finish_) return;
+  RecordAnswer(metrics_, model_, version_, endpoint_, status, received_at_, status.ok() ? timings : nullptr);
+  if (!version_.empty()) context_->AddTrailingMetadata("x-tide-model-version", version_);
+  if (!status.ok()) {
+    AddErrorTrailers(status, context_);
+  } else if (degraded != nullptr) {
+    context_->AddTrailingMetadata("x-tide-degraded", degraded);
+  } else if (timings != nullptr) {
+    AddTimingTrailers(*timings, context_);
+  }
+  // The permit goes first, as on the HTTP edge: a client that sends its next call as soon as it
+  // has this answer must find its slot free.
+  if (call_ != nullptr) call_->ReleasePermit();
+  call_.reset();
+  FinishFn finish = std::move(finish_);
+  finish_ = nullptr;
+  std::move(finish)(ToGrpcStatus(status));
+}
+
+}  // namespace tide::grpc_edge

@@ -1,0 +1,108 @@
+// tide::grpc_edge call plumbing — what every RPC of the gRPC edge shares: its CallInfo for the
+// service core, the reactor that answers a unary RPC, and the one place that records an answer
+// (metrics, trailing metadata) and finishes it.
+//
+// Contract:
+//  - CallInfoFor reads the `authorization` metadata ("Bearer <key>"), the client's deadline (the
+//    time left, at least 1 us, becomes CallInfo.timeout_us, so the core's one deadline rule applies:
+//    it may only shorten --default-timeout-ms; an expired deadline is answered DEADLINE_EXCEEDED),
+//    `x-priority` metadata (INVALID_ARGUMENT when not an integer), the message size (body_bytes)
+//    and the call's client-gone flag. The views it returns point into the context's metadata,
+//    which lives as long as the call.
+//  - UnaryReactor raises its client-gone flag when gRPC reports the call cancelled (the client
+//    cancelled or left, or its deadline passed), so queued rows of the call are dropped unrun; it
+//    deletes itself when gRPC is done with it.
+//  - UnaryAnswer is move-only and finishes its reactor exactly once: Finish / FinishError record
+//    tide_requests_total and tide_request_duration_seconds (protocol "grpc"; status: the HTTP
+//    status of the answer's error kind, 200 for OK) and, with timings, the stage histograms; add
+//    `x-tide-model-version` and the timing trailers (x-tokenization-time, x-queue-time,
+//    x-inference-time, x-total-time in whole ms, server-timing in fractional ms) or the error
+//    trailers (grpc_status.h); release the held call's concurrency permit; then finish. An answer
+//    destroyed unfinished finishes INTERNAL (a bug, never silence).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/cancellation_flag.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/server_callback.h"
+#include "serving/call.h"
+#include "serving/inference_request.h"
+#include "serving/serving_metrics.h"
+
+namespace tide::grpc_edge {
+
+using Steady = std::chrono::steady_clock;
+
+absl::StatusOr<serving::CallInfo> CallInfoFor(const grpc::CallbackServerContext& context, size_t message_bytes,
+                                              Steady::time_point received_at,
+                                              std::shared_ptr<CancellationFlag> client_gone);
+
+// The timing trailers of an answer (the same values as the HTTP edge's timing headers).
+void AddTimingTrailers(const serving::StageTimings& timings, grpc::CallbackServerContext* context);
+
+// Records one answered RPC (or one answer on a stream) in the request metrics.
+void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, const std::string& version,
+                  const char* endpoint, const absl::Status& status, Steady::time_point received_at,
+                  const serving::StageTimings* timings);
+
+class UnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryReactor() : client_gone_(std::make_shared<CancellationFlag>()) {}
+  const std::shared_ptr<CancellationFlag>& client_gone() const { return client_gone_; }
+  void OnCancel() override { client_gone_->Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<CancellationFlag> client_gone_;
+};
+
+// The answer of a unary RPC (or of a client-streaming one: anything finished once).
+class UnaryAnswer {
+ public:
+  // `finish` finishes the RPC (the reactor's Finish); it is called exactly once.
+  using FinishFn = absl::AnyInvocable<void(const grpc::Status&) &&>;
+  UnaryAnswer(grpc::CallbackServerContext* context, FinishFn finish, serving::ServingMetrics* metrics,
+              const char* endpoint, Steady::time_point received_at)
+      : context_(context), finish_(std::move(finish)), metrics_(metrics), endpoint_(endpoint), received_at_(received_at) {}
+  // For a UnaryReactor.
+  UnaryAnswer(grpc::CallbackServerContext* context, UnaryReactor* reactor, serving::ServingMetrics* metrics,
+              const char* endpoint, Steady::time_point received_at)
+      : UnaryAnswer(context, [reactor](const grpc::Status& s) { reactor->Finish(s); }, metrics, endpoint,
+                    received_at) {}
+  UnaryAnswer(UnaryAnswer&& other) noexcept { *this = std::move(other); }
+  UnaryAnswer& operator=(UnaryAnswer&& other) noexcept;
+  ~UnaryAnswer();
+
+  void set_model(std::string model, int64_t version) {
+    model_ = std::move(model);
+    version_ = std::to_string(version);
+  }
+  void hold(serving::CallPtr call) { call_ = std::move(call); }
+  grpc::CallbackServerContext* context() const { return context_; }
+  Steady::time_point received_at() const { return received_at_; }
+
+  // OK; `timings` (when given) go to the stage histograms and the trailers; `degraded` (a
+  // fallback's name) adds `x-tide-degraded` instead.
+  void Finish(const serving::StageTimings* timings = nullptr, const char* degraded = nullptr);
+  void FinishError(const absl::Status& status);
+
+ private:
+  void Done(const absl::Status& status, const serving::StageTimings* timings, const char* degraded);
+
+  grpc::CallbackServerContext* context_ = nullptr;
+  FinishFn finish_;  // empty once finished (or moved from)
+  serving::ServingMetrics* metrics_ = nullptr;
+  const char* endpoint_ = "";
+  Steady::time_point received_at_;
+  std::string model_;
+  std::string version_;
+  serving::CallPtr call_;
+};
+
+}  // namespace tide::grpc_edge

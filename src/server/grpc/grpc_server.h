@@ -1,0 +1,62 @@
+// tide::grpc_edge::GrpcServer — tide's gRPC listener: KServe v2 GRPCInferenceService (with
+// Triton's extensions), TEI's tei.v1 Info / Rerank / Tokenize and grpc.health.v1 on one port, all
+// over one serving::ServiceCore (the one the HTTP edge uses).
+//
+// Contract:
+//  - Create binds host:port (port 0: a free one; port() tells which) and starts serving, or fails
+//    with UNAVAILABLE naming the address (e.g. the port is taken) / INVALID_ARGUMENT for options
+//    out of range. Messages over max_message_bytes are refused RESOURCE_EXHAUSTED by gRPC.
+//  - gRPC's callback API: handlers run on gRPC's threads (at most options.max_threads for its
+//    resource quota) and never block; the work runs on the core's tokenization workers and
+//    answers from the instance thread, as on the HTTP edge.
+//  - Shutdown(deadline): no new calls; calls in flight may finish until `deadline`, then are
+//    cancelled; returns when every call is done. Measured: an idle client connection holds gRPC's
+//    shutdown for ~5 s (until its deadline if sooner), so callers wait for calls in flight first
+//    (ServiceCore's in-flight count) and give this a short deadline. Call ServiceCore::SetDraining(true) first so that
+//    health answers NOT_SERVING and new inference calls UNAVAILABLE. Idempotent; the destructor
+//    shuts down at once if it was not.
+//  - The core (and what it uses) must outlive the server.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "server/grpc/grpc_options.h"
+#include "serving/service_core.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace tide::grpc_edge {
+
+class KServeService;
+class TeiInfoService;
+class TeiRerankService;
+class TeiTokenizeService;
+class HealthService;
+
+class GrpcServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Create(serving::ServiceCore* core,
+                                                            const GrpcServerOptions& options);
+  ~GrpcServer();
+
+  int port() const { return port_; }
+  void Shutdown(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  GrpcServer() = default;
+
+  int port_ = 0;
+  bool shut_down_ = false;
+  std::unique_ptr<KServeService> kserve_;
+  std::unique_ptr<TeiInfoService> info_;
+  std::unique_ptr<TeiRerankService> rerank_;
+  std::unique_ptr<TeiTokenizeService> tokenize_;
+  std::unique_ptr<HealthService> health_;
+  std::unique_ptr<grpc::Server> server_;  // last: destroyed first
+};
+
+}  // namespace tide::grpc_edge

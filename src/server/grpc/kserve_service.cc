@@ -1,0 +1,537 @@
+#include "server/grpc/kserve_service.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "api/kserve_infer.h"
+#include "common/error.h"
+#include "common/error_echo.h"
+#include "guard/api_key.h"
+#include "server/grpc/grpc_status.h"
+#include "server/grpc/kserve_proto.h"
+#include "serving/kserve_answers.h"
+#include "serving/tensor_rows.h"
+
+namespace tide::grpc_edge {
+
+namespace {
+
+using serving::Clock;
+
+// A unary RPC answered at once on the gRPC thread (health, metadata).
+struct Immediate {
+  UnaryReactor* reactor;
+  UnaryAnswer answer;
+};
+Immediate NewImmediate(grpc::CallbackServerContext* context, serving::ServiceCore* core, const char* endpoint) {
+  auto* reactor = new UnaryReactor();
+  return Immediate{reactor, UnaryAnswer(context, reactor, &core->metrics(), endpoint, Steady::now())};
+}
+
+std::string_view Authorization(const grpc::CallbackServerContext& context) {
+  const auto& md = context.client_metadata();
+  auto it = md.find("authorization");
+  return it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+}
+
+// The API keys of the core (--api-key and --api-keys tenants), as for inference.
+absl::Status CheckKey(const grpc::CallbackServerContext& context, const serving::ServiceCore& core) {
+  auto who = core.Authenticate(Authorization(context));
+  if (!who.ok()) return errors::Unauthenticated("missing or invalid API key (authorization: Bearer <key> metadata)");
+  return absl::OkStatus();
+}
+
+// The repository RPCs' admin key (tide serve: --admin-api-key, else --api-key).
+absl::Status CheckAdminKey(const grpc::CallbackServerContext& context, const std::string& admin_api_key) {
+  if (admin_api_key.empty() || guard::ApiKeyMatches(Authorization(context), admin_api_key)) return absl::OkStatus();
+  return errors::Unauthenticated("missing or invalid admin API key (authorization: Bearer <key> metadata)");
+}
+
+// KServe parameters arrive as bool/int/double/string; timeouts and priorities must be integers.
+absl::StatusOr<std::optional<int64_t>> IntParameter(const api::Parameters& params, std::string_view name) {
+  auto it = params.find(name);
+  if (it == params.end()) return std::optional<int64_t>();
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return std::optional<int64_t>(*v);
+  return errors::InvalidInput(absl::StrCat("parameters.", std::string(name), " must be an integer"));
+}
+
+void StatToProto(const api::DurationStat& d, inference::StatisticDuration* out) {
+  out->set_count(d.count);
+  out->set_ns(d.ns);
+}
+
+void StatisticsToProto(const api::ModelStatistics& s, inference::ModelStatistics* out) {
+  out->set_name(s.name);
+  out->set_version(s.version);
+  out->set_last_inference(static_cast<uint64_t>(std::max<int64_t>(s.last_inference_ms, 0)));
+  out->set_inference_count(s.inference_count);
+  out->set_execution_count(s.execution_count);
+  inference::InferStatistics* is = out->mutable_inference_stats();
+  StatToProto(s.success, is->mutable_success());
+  StatToProto(s.fail, is->mutable_fail());
+  StatToProto(s.queue, is->mutable_queue());
+  StatToProto(s.compute_infer, is->mutable_compute_infer());
+  is->mutable_compute_input();
+  is->mutable_compute_output();
+  for (const api::BatchStat& b : s.batch_stats) {
+    inference::InferBatchStatistics* bs = out->add_batch_stats();
+    bs->set_batch_size(b.batch_size);
+    StatToProto(b.compute_infer, bs->mutable_compute_infer());
+    bs->mutable_compute_input();
+    bs->mutable_compute_output();
+  }
+}
+
+// ModelStreamInfer: every message is one admitted call; answers are written in request order, one
+// write at a time (gRPC allows one outstanding write per stream).
+class StreamInferReactor final
+    : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
+ public:
+  StreamInferReactor(KServeService* service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context), client_gone_(std::make_shared<CancellationFlag>()) {
+    StartRead(&incoming_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      {
+        absl::MutexLock lock(&mu_);
+        reads_done_ = true;
+      }
+      return Pump();
+    }
+    auto request = std::make_shared<inference::ModelInferRequest>(std::move(incoming_));
+    incoming_.Clear();
+    uint64_t seq;
+    bool read_more;
+    {
+      absl::MutexLock lock(&mu_);
+      seq = next_seq_++;
+      ++pending_;
+      read_more = pending_ < kMaxStreamPending;
+      read_paused_ = !read_more;
+    }
+    Start(seq, std::move(request));
+    if (read_more) StartRead(&incoming_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      write_in_flight_ = false;
+      if (!ok) broken_ = true;
+    }
+    Pump();
+  }
+
+  void OnCancel() override { client_gone_->Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  void Start(uint64_t seq, std::shared_ptr<inference::ModelInferRequest> request) {
+    const Steady::time_point received = Steady::now();
+    auto info = CallInfoFor(*context_, request->ByteSizeLong(), received, client_gone_);
+    if (!info.ok()) return Answer(seq, *request, received, KServeService::InferAnswer{info.status()});
+    info->model = request->model_name();
+    info->model_version = request->model_version();
+    service_->core()->Start(*info, [this, seq, request, received](absl::StatusOr<serving::CallPtr> call) mutable {
+      if (!call.ok()) return Answer(seq, *request, received, KServeService::InferAnswer{call.status()});
+      service_->RunInfer(*call, *request, received,
+                         [this, seq, request, received, c = *call](KServeService::InferAnswer answer) mutable {
+                           c->ReleasePermit();
+                           Answer(seq, *request, received, std::move(answer));
+                         });
+    });
+  }
+
+  // Any thread: queue the answer of message `seq` and write what is next in order.
+  void Answer(uint64_t seq, const inference::ModelInferRequest& request, Steady::time_point received,
+              KServeService::InferAnswer answer) {
+    RecordAnswer(&service_->core()->metrics(), answer.model, answer.model.empty() ? "" : std::to_string(answer.version),
+                 "stream_infer", answer.status, received,
+                 answer.status.ok() && answer.timings.has_value() ? &*answer.timings : nullptr);
+    inference::ModelStreamInferResponse out;
+    if (answer.status.ok()) {
+      *out.mutable_infer_response() = std::move(answer.response);
+    } else {
+      out.set_error_message(std::string(answer.status.message()));
+      out.mutable_infer_response()->set_id(request.id());
+      out.mutable_infer_response()->set_model_name(request.model_name());
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      --pending_;
+      if (!broken_) ready_.emplace(seq, std::move(out));
+    }
+    Pump();
+  }
+
+  // Starts the next write, resumes reading, or finishes, as the state allows.
+  void Pump() {
+    enum { kNothing, kWrite, kFinish } action = kNothing;
+    bool resume_read = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (broken_) ready_.clear();
+      if (!write_in_flight_ && !finished_) {
+        auto it = ready_.find(next_write_);
+        if (it != ready_.end()) {
+          writing_ = std::move(it->second);
+          ready_.erase(it);
+          ++next_write_;
+          write_in_flight_ = true;
+          action = kWrite;
+        } else if (reads_done_ && pending_ == 0 && ready_.empty()) {
+          finished_ = true;
+          action = kFinish;
+        }
+      }
+      if (read_paused_ && !reads_done_ && pending_ < kMaxStreamPending && !finished_) {
+        read_paused_ = false;
+        resume_read = true;
+      }
+    }
+    if (action == kWrite) StartWrite(&writing_);
+    if (action == kFinish) Finish(grpc::Status::OK);
+    if (resume_read) StartRead(&incoming_);
+  }
+
+  KServeService* const service_;
+  grpc::CallbackServerContext* const context_;
+  const std::shared_ptr<CancellationFlag> client_gone_;
+  inference::ModelInferRequest incoming_;      // the read in progress (one at a time)
+  inference::ModelStreamInferResponse writing_;  // the write in progress (one at a time)
+  absl::Mutex mu_;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_write_ ABSL_GUARDED_BY(mu_) = 0;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;  // started, not yet answered
+  std::map<uint64_t, inference::ModelStreamInferResponse> ready_ ABSL_GUARDED_BY(mu_);
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed: the client is gone
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+// ---- health and metadata ------------------------------------------------------------------------
+
+grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext* context,
+                                                    const inference::ServerLiveRequest*,
+                                                    inference::ServerLiveResponse* response) {
+  Immediate r = NewImmediate(context, core_, "health_live");
+  response->set_live(true);
+  r.answer.Finish();
+  return r.reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerReady(grpc::CallbackServerContext* context,
+                                                     const inference::ServerReadyRequest*,
+                                                     inference::ServerReadyResponse* response) {
+  Immediate r = NewImmediate(context, core_, "health_ready");
+  response->set_ready(core_->Ready());
+  r.answer.Finish();
+  return r.reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext* context,
+                                                    const inference::ModelReadyRequest* request,
+                                                    inference::ModelReadyResponse* response) {
+  Immediate r = NewImmediate(context, core_, "model_ready");
+  auto model = core_->models().Find(request->name(), request->version());
+  if (!model.ok()) {
+    r.answer.FinishError(model.status());
+    return r.reactor;
+  }
+  r.answer.set_model((*model)->name(), (*model)->version());
+  response->set_ready(core_->ModelReady(**model));
+  r.answer.Finish();
+  return r.reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerContext* context,
+                                                        const inference::ServerMetadataRequest*,
+                                                        inference::ServerMetadataResponse* response) {
+  Immediate r = NewImmediate(context, core_, "server_metadata");
+  response->set_name("tide");
+  response->set_version(options_.version);
+  response->add_extensions("model_configuration");
+  response->add_extensions("statistics");
+  r.answer.Finish();
+  return r.reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerContext* context,
+                                                       const inference::ModelMetadataRequest* request,
+                                                       inference::ModelMetadataResponse* response) {
+  Immediate r = NewImmediate(context, core_, "model_metadata");
+  if (absl::Status s = CheckKey(*context, *core_); !s.ok()) {
+    r.answer.FinishError(s);
+    return r.reactor;
+  }
+  auto model = core_->models().Find(request->name(), request->version());
+  if (!model.ok()) {
+    r.answer.FinishError(model.status());
+    return r.reactor;
+  }
+  r.answer.set_model((*model)->name(), (*model)->version());
+  const api::ModelMetadata md = serving::ModelMetadataOf(core_->models(), **model);
+  response->set_name(md.name);
+  for (const std::string& v : md.versions) response->add_versions(v);
+  response->set_platform(md.platform);
+  auto add = [](const api::TensorMetadata& t, inference::ModelMetadataResponse::TensorMetadata* out) {
+    out->set_name(t.name);
+    out->set_datatype(std::string(api::DataTypeName(t.datatype)));
+    for (int64_t d : t.shape) out->add_shape(d);
+  };
+  for (const api::TensorMetadata& t : md.inputs) add(t, response->add_inputs());
+  for (const api::TensorMetadata& t : md.outputs) add(t, response->add_outputs());
+  r.answer.Finish();
+  return r.reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext* context,
+                                                     const inference::ModelConfigRequest* request,
+                                                     inference::ModelConfigResponse* response) {
+  Immediate r = NewImmediate(context, core_, "model_config");
+  if (absl::Status s = CheckKey(*context, *core_); !s.ok()) {
+    r.answer.FinishError(s);
+    return r.reactor;
+  }
+  auto model = core_->models().Find(request->name(), request->version());
+  if (!model.ok()) {
+    r.answer.FinishError(model.status());
+    return r.reactor;
+  }
+  r.answer.set_model((*model)->name(), (*model)->version());
+  *response->mutable_config() = (*model)->config();
+  r.answer.Finish();
+  return r.reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelStatistics(grpc::CallbackServerContext* context,
+                                                         const inference::ModelStatisticsRequest* request,
+                                                         inference::ModelStatisticsResponse* response) {
+  Immediate r = NewImmediate(context, core_, "model_stats");
+  if (absl::Status s = CheckKey(*context, *core_); !s.ok()) {
+    r.answer.FinishError(s);
+    return r.reactor;
+  }
+  std::vector<std::shared_ptr<serving::ServedModel>> models;
+  if (!request->version().empty()) {
+    auto model = core_->models().Find(request->name(), request->version());
+    if (!model.ok()) {
+      r.answer.FinishError(model.status());
+      return r.reactor;
+    }
+    models.push_back(*model);
+  } else {
+    for (auto& m : core_->models().All()) {
+      if (request->name().empty() || m->name() == request->name()) models.push_back(m);
+    }
+    if (models.empty()) {
+      r.answer.FinishError(errors::NotFound(absl::StrCat("unknown model '", EchoForError(request->name()), "'")));
+      return r.reactor;
+    }
+  }
+  for (const auto& m : models) StatisticsToProto(m->Statistics(), response->add_model_stats());
+  r.answer.Finish();
+  return r.reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryIndex(grpc::CallbackServerContext* context,
+                                                         const inference::RepositoryIndexRequest* request,
+                                                         inference::RepositoryIndexResponse* response) {
+  Immediate r = NewImmediate(context, core_, "repository_index");
+  if (absl::Status s = options_.repository != nullptr ? CheckAdminKey(*context, options_.admin_api_key)
+                                                      : CheckKey(*context, *core_);
+      !s.ok()) {
+    r.answer.FinishError(s);
+    return r.reactor;
+  }
+  if (options_.repository != nullptr) {
+    // The controller's state table: READY / LOADING / UNLOADING / UNAVAILABLE with reasons.
+    for (const serving::ModelStateEntry& e : options_.repository->Index(request->ready())) {
+      inference::RepositoryIndexResponse::ModelIndex* index = response->add_models();
+      index->set_name(e.name);
+      index->set_version(e.version.has_value() ? std::to_string(*e.version) : "");
+      index->set_state(std::string(serving::ModelStateName(e.state)));
+      index->set_reason(e.reason);
+    }
+    r.answer.Finish();
+    return r.reactor;
+  }
+  for (const auto& m : core_->models().All()) {
+    const bool ready = core_->ModelReady(*m);
+    if (request->ready() && !ready) continue;
+    inference::RepositoryIndexResponse::ModelIndex* index = response->add_models();
+    index->set_name(m->name());
+    index->set_version(std::to_string(m->version()));
+    index->set_state(ready ? "READY" : "UNAVAILABLE");
+    if (!ready) index->set_reason(core_->draining() ? "draining" : "shut down");
+  }
+  r.answer.Finish();
+  return r.reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(grpc::CallbackServerContext* context,
+                                                             const inference::RepositoryModelLoadRequest* request,
+                                                             inference::RepositoryModelLoadResponse*) {
+  Immediate r = NewImmediate(context, core_, "repository_load");
+  if (options_.repository == nullptr) {
+    r.answer.FinishError(errors::Unimplemented("RepositoryModelLoad: this server has no model repository controller"));
+    return r.reactor;
+  }
+  if (absl::Status s = CheckAdminKey(*context, options_.admin_api_key); !s.ok()) {
+    r.answer.FinishError(s);
+    return r.reactor;
+  }
+  // Triton's "config" parameter: the model configuration as JSON, overriding config.pbtxt.
+  std::optional<std::string> config_json;
+  if (auto it = request->parameters().find("config"); it != request->parameters().end()) {
+    if (!it->second.has_string_param()) {
+      r.answer.FinishError(errors::InvalidInput("parameters.config must be a string (the model configuration as JSON)"));
+      return r.reactor;
+    }
+    config_json = it->second.string_param();
+  }
+  // The load runs on the controller's thread; the answer is sent from there when it is done.
+  options_.repository->LoadAsync(request->model_name(), std::move(config_json),
+                                 [answer = std::move(r.answer)](absl::Status s) mutable {
+                                   if (s.ok()) return answer.Finish();
+                                   answer.FinishError(s);
+                                 });
+  return r.reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(grpc::CallbackServerContext* context,
+                                                               const inference::RepositoryModelUnloadRequest* request,
+                                                               inference::RepositoryModelUnloadResponse*) {
+  Immediate r = NewImmediate(context, core_, "repository_unload");
+  if (options_.repository == nullptr) {
+    r.answer.FinishError(errors::Unimplemented("RepositoryModelUnload: this server has no model repository controller"));
+    return r.reactor;
+  }
+  if (absl::Status s = CheckAdminKey(*context, options_.admin_api_key); !s.ok()) {
+    r.answer.FinishError(s);
+    return r.reactor;
+  }
+  options_.repository->UnloadAsync(request->model_name(), [answer = std::move(r.answer)](absl::Status s) mutable {
+    if (s.ok()) return answer.Finish();
+    answer.FinishError(s);
+  });
+  return r.reactor;
+}
+
+// ---- inference -------------------------------------------------------------------------------------
+
+grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
+                                                    const inference::ModelInferRequest* request,
+                                                    inference::ModelInferResponse* response) {
+  auto* reactor = new UnaryReactor();
+  const Steady::time_point received = Steady::now();
+  UnaryAnswer answer(context, reactor, &core_->metrics(), "infer", received);
+  auto info = CallInfoFor(*context, request->ByteSizeLong(), received, reactor->client_gone());
+  if (!info.ok()) {
+    answer.FinishError(info.status());
+    return reactor;
+  }
+  info->model = request->model_name();
+  info->model_version = request->model_version();
+  core_->Start(*info, [this, request, response, received,
+                       answer = std::move(answer)](absl::StatusOr<serving::CallPtr> call) mutable {
+    if (!call.ok()) return answer.FinishError(call.status());
+    answer.hold(*call);
+    RunInfer(*call, *request, received, [response, answer = std::move(answer)](InferAnswer result) mutable {
+      if (!result.model.empty()) answer.set_model(result.model, result.version);
+      if (!result.status.ok()) return answer.FinishError(result.status);
+      response->Swap(&result.response);
+      answer.Finish(result.timings.has_value() ? &*result.timings : nullptr, result.degraded);
+    });
+  });
+  return reactor;
+}
+
+grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+KServeService::ModelStreamInfer(grpc::CallbackServerContext* context) {
+  return new StreamInferReactor(this, context);
+}
+
+void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferRequest& request,
+                             Steady::time_point received_at, InferDone done) {
+  auto fail = [&done](absl::Status s, std::string model = {}, int64_t version = 0) {
+    InferAnswer a;
+    a.status = std::move(s);
+    a.model = std::move(model);
+    a.version = version;
+    std::move(done)(std::move(a));
+  };
+  auto model = core_->FindModel(request.model_name(), request.model_version());
+  if (!model.ok()) return fail(model.status());
+  const std::string name = (*model)->name();
+  const int64_t version = (*model)->version();
+  // Token tensors hold at most max_documents rows of max_sequence_length tokens (as on HTTP).
+  api::RequestLimits limits = options_.limits;
+  const size_t seq = std::max<size_t>((*model)->max_sequence_length(), 1);
+  if (limits.max_documents <= limits.max_batch_tensor_elements / seq) {
+    limits.max_batch_tensor_elements = limits.max_documents * seq;
+  }
+  auto parsed = InferRequestFromProto(request, limits);
+  if (!parsed.ok()) return fail(parsed.status(), name, version);
+  const ModelSignature& sig = (*model)->signature();
+  for (const api::InferRequestedOutput& out : parsed->outputs) {
+    if (out.name != sig.logits_name) {
+      return fail(errors::InvalidInput(absl::StrCat("unknown output '", EchoForError(out.name), "'; model ", name,
+                                                    " has '", sig.logits_name, "'")),
+                  name, version);
+    }
+  }
+  auto timeout = IntParameter(parsed->parameters, "timeout");
+  if (!timeout.ok()) return fail(timeout.status(), name, version);
+  auto priority = IntParameter(parsed->parameters, "priority");
+  if (!priority.ok()) return fail(priority.status(), name, version);
+  if (absl::Status s = call->Refine(*timeout, *priority); !s.ok()) return fail(s, name, version);
+  if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return fail(s, name, version);
+
+  std::vector<tokenizer::Encoding> rows;
+  Clock::duration tokenize{};
+  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) {
+    return fail(s, name, version);
+  }
+  auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
+  core_->Infer(call, *model, std::move(rows),
+               [done = std::move(done), req, m = *model, tokenize, received_at, name,
+                version](absl::StatusOr<serving::InferOutcome> outcome) mutable {
+                 InferAnswer a;
+                 a.model = name;
+                 a.version = version;
+                 if (!outcome.ok()) {
+                   a.status = outcome.status();
+                   return std::move(done)(std::move(a));
+                 }
+                 const Steady::time_point post = Steady::now();
+                 serving::StageTimings t = outcome->result.timings;
+                 const char* fallback = outcome->fallback;
+                 const api::InferResponse response =
+                     serving::InferResponseOf(*m, *req, std::move(outcome->result), fallback != nullptr);
+                 a.status = InferResponseToProto(response, *req, &a.response);
+                 if (!a.status.ok()) return std::move(done)(std::move(a));
+                 if (fallback != nullptr) {
+                   a.degraded = fallback;
+                 } else {
+                   t.tokenize = tokenize;
+                   t.postprocess = Steady::now() - post;
+                   t.total = Steady::now() - received_at;
+                   a.timings = t;
+                 }
+                 std::move(done)(std::move(a));
+               });
+}
+
+}  // namespace tide::grpc_edge

@@ -1,0 +1,116 @@
+#include "server/grpc/tei_proto.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/error.h"
+#include "common/status_macros.h"
+
+namespace tide::grpc_edge {
+
+namespace {
+
+absl::Status TooLong(std::string_view field, size_t bytes, const api::RequestLimits& limits) {
+  return errors::InvalidInput(absl::StrCat("field '", std::string(field), "' has ", bytes, " bytes; the limit is max_text_chars=",
+                                           limits.max_text_chars));
+}
+
+absl::Status CheckQuery(const std::string& query, const api::RequestLimits& limits) {
+  if (query.empty()) return errors::InvalidInput("field 'query' must not be empty");
+  if (query.size() > limits.max_text_chars) return TooLong("query", query.size(), limits);
+  return absl::OkStatus();
+}
+
+std::optional<tokenizer::TruncationDirection> DirectionFromProto(tei::v1::TruncationDirection d) {
+  if (d == tei::v1::TRUNCATION_DIRECTION_LEFT) return tokenizer::TruncationDirection::kLeft;
+  return std::nullopt;  // RIGHT is proto3's default: the model's direction (see the header)
+}
+
+}  // namespace
+
+absl::StatusOr<api::RerankRequest> RerankRequestFromProto(const tei::v1::RerankRequest& proto,
+                                                          const api::RequestLimits& limits) {
+  TIDE_RETURN_IF_ERROR(CheckQuery(proto.query(), limits));
+  if (proto.texts_size() == 0) return errors::InvalidInput("field 'texts' must not be empty");
+  if (static_cast<size_t>(proto.texts_size()) > limits.max_documents) {
+    return errors::InvalidInput(absl::StrCat("texts has ", proto.texts_size(), " entries; the limit is max_documents=",
+                                             limits.max_documents));
+  }
+  api::RerankRequest request;
+  request.query = proto.query();
+  request.texts.reserve(proto.texts_size());
+  for (int i = 0; i < proto.texts_size(); ++i) {
+    if (proto.texts(i).size() > limits.max_text_chars) {
+      return TooLong(absl::StrCat("texts[", i, "]"), proto.texts(i).size(), limits);
+    }
+    request.texts.push_back(proto.texts(i));
+  }
+  request.truncate = proto.truncate();
+  request.raw_scores = proto.raw_scores();
+  request.return_text = proto.return_text();
+  request.truncation_direction = DirectionFromProto(proto.truncation_direction());
+  return request;
+}
+
+absl::Status RerankStreamCollector::Add(const tei::v1::RerankStreamRequest& message) {
+  if (!started_) {
+    started_ = true;
+    TIDE_RETURN_IF_ERROR(CheckQuery(message.query(), limits_));
+    request_.set_query(message.query());
+    request_.set_truncate(message.truncate());
+    request_.set_raw_scores(message.raw_scores());
+    request_.set_return_text(message.return_text());
+    request_.set_truncation_direction(message.truncation_direction());
+  } else if (!message.query().empty() && message.query() != request_.query()) {
+    return errors::InvalidInput(absl::StrCat("field 'query' of message ", request_.texts_size(),
+                                             " differs from the first message's; one stream ranks against one query"));
+  }
+  if (static_cast<size_t>(request_.texts_size()) >= limits_.max_documents) {
+    return errors::InvalidInput(absl::StrCat("texts has more than ", limits_.max_documents,
+                                             " entries; the limit is max_documents=", limits_.max_documents));
+  }
+  if (message.text().size() > limits_.max_text_chars) {
+    return TooLong(absl::StrCat("texts[", request_.texts_size(), "]"), message.text().size(), limits_);
+  }
+  request_.add_texts(message.text());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<api::RerankRequest> RerankStreamCollector::Finish() {
+  if (!started_) return errors::InvalidInput("field 'texts' must not be empty");
+  return RerankRequestFromProto(request_, limits_);
+}
+
+absl::StatusOr<api::TokenizeRequest> TokenizeRequestFromProto(const tei::v1::EncodeRequest& proto,
+                                                              const api::RequestLimits& limits) {
+  if (proto.has_prompt_name()) {
+    return errors::InvalidInput("field 'prompt_name': tide's rerankers have no prompts; leave it unset");
+  }
+  if (proto.inputs().size() > limits.max_text_chars) return TooLong("inputs", proto.inputs().size(), limits);
+  api::TokenizeRequest request;
+  request.inputs.push_back(api::TokenizeInput{proto.inputs(), std::nullopt});
+  request.add_special_tokens = proto.add_special_tokens();
+  return request;
+}
+
+absl::Status RerankResponseToProto(const api::RerankRequest& request, std::span<const float> scores,
+                                   const RerankAccounting& accounting, tei::v1::RerankResponse* out) {
+  if (scores.size() != request.texts.size()) {
+    return errors::Internal(absl::StrCat(scores.size(), " scores for ", request.texts.size(), " texts"));
+  }
+  TIDE_ASSIGN_OR_RETURN(const std::vector<size_t> order, api::RankByScore(scores));
+  for (size_t i : order) {
+    tei::v1::Rank* rank = out->add_ranks();
+    rank->set_index(static_cast<uint32_t>(i));
+    rank->set_score(scores[i]);
+    if (request.return_text) rank->set_text(request.texts[i]);
+  }
+  tei::v1::Metadata* m = out->mutable_metadata();
+  m->set_compute_chars(accounting.compute_chars);
+  m->set_compute_tokens(accounting.compute_tokens);
+  m->set_total_time_ns(accounting.total_time_ns);
+  m->set_tokenization_time_ns(accounting.tokenization_time_ns);
+  m->set_queue_time_ns(accounting.queue_time_ns);
+  m->set_inference_time_ns(accounting.inference_time_ns);
+  return absl::OkStatus();
+}
+
+}  // namespace tide::grpc_edge

@@ -1,0 +1,102 @@
+#include "server/grpc/tei_proto.h"
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tide::grpc_edge {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(RerankRequestFromProto, FieldsAndDirection) {
+  tei::v1::RerankRequest p;
+  p.set_query("q");
+  p.add_texts("a");
+  p.add_texts("b");
+  p.set_truncate(true);
+  p.set_return_text(true);
+  auto r = RerankRequestFromProto(p, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->texts, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r->truncate);
+  EXPECT_FALSE(r->truncation_direction.has_value());  // RIGHT (0): the model's direction
+  p.set_truncation_direction(tei::v1::TRUNCATION_DIRECTION_LEFT);
+  r = RerankRequestFromProto(p, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->truncation_direction, tokenizer::TruncationDirection::kLeft);
+}
+
+TEST(RerankRequestFromProto, Refusals) {
+  api::RequestLimits limits;
+  limits.max_documents = 2;
+  limits.max_text_chars = 5;
+  auto refused = [&](const tei::v1::RerankRequest& p, const char* words) {
+    auto r = RerankRequestFromProto(p, limits);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(KindOf(r.status()), ErrorKind::kInvalidInput);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(words));
+  };
+  tei::v1::RerankRequest p;
+  p.add_texts("a");
+  refused(p, "'query' must not be empty");
+  p.set_query("q");
+  p.clear_texts();
+  refused(p, "'texts' must not be empty");
+  for (int i = 0; i < 3; ++i) p.add_texts("a");
+  refused(p, "max_documents=2");
+  p.clear_texts();
+  p.add_texts("toolongtext");
+  refused(p, "max_text_chars=5");
+}
+
+TEST(RerankStreamCollector, CollectsTextsWithTheFirstOptions) {
+  RerankStreamCollector c({});
+  tei::v1::RerankStreamRequest m;
+  m.set_query("q");
+  m.set_text("a");
+  m.set_return_text(true);
+  ASSERT_TRUE(c.Add(m).ok());
+  m.set_text("b");
+  m.set_return_text(false);
+  ASSERT_TRUE(c.Add(m).ok());
+  m.set_query("other");
+  EXPECT_FALSE(c.Add(m).ok());
+  auto r = c.Finish();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->texts, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r->return_text);
+  EXPECT_FALSE(RerankStreamCollector({}).Finish().ok());
+}
+
+TEST(RerankResponseToProto, RanksHighestFirstTiesInOrder) {
+  api::RerankRequest req;
+  req.texts = {"a", "b", "c"};
+  req.return_text = true;
+  const std::vector<float> scores = {0.2f, 0.9f, 0.2f};
+  tei::v1::RerankResponse out;
+  ASSERT_TRUE(RerankResponseToProto(req, scores, {}, &out).ok());
+  ASSERT_EQ(out.ranks_size(), 3);
+  EXPECT_EQ(out.ranks(0).index(), 1u);
+  EXPECT_EQ(out.ranks(0).text(), "b");
+  EXPECT_EQ(out.ranks(1).index(), 0u);
+  EXPECT_EQ(out.ranks(2).index(), 2u);
+  EXPECT_FALSE(RerankResponseToProto(req, std::vector<float>{1.0f}, {}, &out).ok());
+}
+
+TEST(TokenizeRequestFromProto, RefusesPromptName) {
+  tei::v1::EncodeRequest p;
+  p.set_inputs("hello");
+  p.set_add_special_tokens(true);
+  auto r = TokenizeRequestFromProto(p, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->inputs[0].text, "hello");
+  p.set_prompt_name("query");
+  EXPECT_FALSE(TokenizeRequestFromProto(p, {}).ok());
+}
+
+}  // namespace
+}  // namespace tide::grpc_edge

@@ -1,0 +1,741 @@
+// Black-box tests of tide's gRPC edge (issue 14) against the real `tide serve`, with a C++ gRPC
+// client built from the project's protos (proto/): every RPC of KServe v2 GRPCInferenceService (and
+// Triton's extensions), tei.v1 and grpc.health.v1; every error code; the client's deadline;
+// cancellation; the message size limit; the stream; 2x overload where every call gets exactly one
+// answer; SIGTERM drain. One server for most tests:
+//   --api-key secret --max-concurrent-requests 4 --grpc-max-message-bytes 65536
+//   m     tiny-bert, max_queue_delay 1 ms (TEI's default model: first by name)
+//   slow  tiny-bert, max_queue_delay 400 ms: a call's rows wait long enough for deadlines,
+//         cancellation and overload to happen while they are queued
+//   verdict  tiny-bert as a classifier whose breaker opens when a call fills its 2-row queue past
+//         half, then answers breaker_default_result [-1.5] marked degraded (as in the guard test)
+// Skips (with the reason) when tide was built without gRPC.
+#include "gtest/gtest.h"
+
+#ifndef TIDE_HAVE_GRPC
+
+TEST(ServeGrpcTest, Skipped) {
+  GTEST_SKIP() << "tide was built without gRPC (libgrpc++-dev / grpc_cpp_plugin missing; run scripts/bootstrap.sh)";
+}
+
+#else
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "blackbox_support.h"
+#include "gmock/gmock.h"
+#include "grpc_service.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "health.grpc.pb.h"
+#include "tei.grpc.pb.h"
+
+namespace tide::blackbox {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using Steady = std::chrono::steady_clock;
+
+// A free loopback port for --grpc-port (bound, read, released: the server binds it right after).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string Common(int delay_us) {
+  return "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
+         "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
+         "dynamic_batching { max_queue_delay_microseconds: " +
+         std::to_string(delay_us) + " }\n";
+}
+
+std::string Trailer(const grpc::ClientContext& ctx, const std::string& key) {
+  const auto& md = ctx.GetServerTrailingMetadata();
+  auto it = md.find(key);
+  return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+inference::ModelInferRequest TextInfer(const std::string& model, const std::string& query,
+                                       const std::vector<std::string>& docs, const std::string& id = "") {
+  inference::ModelInferRequest r;
+  r.set_model_name(model);
+  r.set_id(id);
+  auto* text = r.add_inputs();
+  text->set_name("text");
+  text->set_datatype("BYTES");
+  text->add_shape(static_cast<int64_t>(docs.size()));
+  auto* pair = r.add_inputs();
+  pair->set_name("text_pair");
+  pair->set_datatype("BYTES");
+  pair->add_shape(static_cast<int64_t>(docs.size()));
+  for (const std::string& d : docs) {
+    text->mutable_contents()->add_bytes_contents(query);
+    pair->mutable_contents()->add_bytes_contents(d);
+  }
+  return r;
+}
+
+std::string LengthPrefixed(const std::vector<std::string>& elements) {
+  std::string out;
+  for (const std::string& e : elements) {
+    const uint32_t n = static_cast<uint32_t>(e.size());
+    char b[4];
+    std::memcpy(b, &n, 4);
+    out.append(b, 4);
+    out.append(e);
+  }
+  return out;
+}
+
+class ServeGrpcTest : public SharedServerSuite<ServeGrpcTest> {
+ protected:
+  static void SetUpTestSuite() {
+    grpc_port_ = FreePort();
+    StartSharedServer(
+        [](const fs::path& repository) {
+          absl::Status s = AddTinyBert(repository, "m", Common(1000));
+          if (s.ok()) s = AddTinyBert(repository, "slow", Common(400000));
+          if (s.ok()) {
+            s = AddTinyBert(repository, "verdict",
+                            "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
+                            "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
+                            "dynamic_batching { max_queue_delay_microseconds: 1000\n"
+                            "  default_queue_policy { max_queue_size: 2 } }\n"
+                            "parameters { key: \"task\" value { string_value: \"classify\" } }\n"
+                            "parameters { key: \"breaker_queue_fullness\" value { string_value: \"0.5\" } }\n"
+                            "parameters { key: \"breaker_open_s\" value { string_value: \"60\" } }\n"
+                            "parameters { key: \"breaker_default_result\" value { string_value: \"[-1.5]\" } }\n");
+          }
+          return s;
+        },
+        {"--grpc-port", std::to_string(grpc_port_), "--api-key", "secret", "--max-concurrent-requests", "4",
+         "--grpc-max-message-bytes", "65536", "--log-level", "warn"});
+  }
+
+  void SetUp() override {
+    SharedServerSuite::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_THAT(server().Stdout(), HasSubstr("tide: grpc listening on 127.0.0.1:" + std::to_string(grpc_port_)));
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials());
+    kserve_ = inference::GRPCInferenceService::NewStub(channel_);
+    rerank_ = tei::v1::Rerank::NewStub(channel_);
+    info_ = tei::v1::Info::NewStub(channel_);
+    tokenize_ = tei::v1::Tokenize::NewStub(channel_);
+    health_ = grpc::health::v1::Health::NewStub(channel_);
+  }
+
+  // A context with the API key and a generous deadline (a loaded test machine).
+  static std::unique_ptr<grpc::ClientContext> Ctx(bool key = true,
+                                                   std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    if (key) ctx->AddMetadata("authorization", "Bearer secret");
+    ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+    return ctx;
+  }
+
+  static std::string Metrics() { return NewClient()->Get("/metrics").body; }
+
+  static inline int grpc_port_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
+  std::unique_ptr<tei::v1::Rerank::Stub> rerank_;
+  std::unique_ptr<tei::v1::Info::Stub> info_;
+  std::unique_ptr<tei::v1::Tokenize::Stub> tokenize_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+};
+
+TEST_F(ServeGrpcTest, HealthAndServerMetadataNeedNoKey) {
+  {
+    inference::ServerLiveResponse r;
+    auto ctx = Ctx(false);
+    ASSERT_TRUE(kserve_->ServerLive(ctx.get(), {}, &r).ok());
+    EXPECT_TRUE(r.live());
+  }
+  {
+    inference::ServerReadyResponse r;
+    auto ctx = Ctx(false);
+    ASSERT_TRUE(kserve_->ServerReady(ctx.get(), {}, &r).ok());
+    EXPECT_TRUE(r.ready());
+  }
+  {
+    inference::ModelReadyRequest req;
+    req.set_name("slow");
+    inference::ModelReadyResponse r;
+    auto ctx = Ctx(false);
+    ASSERT_TRUE(kserve_->ModelReady(ctx.get(), req, &r).ok());
+    EXPECT_TRUE(r.ready());
+    req.set_name("absent");
+    auto ctx2 = Ctx(false);
+    EXPECT_EQ(kserve_->ModelReady(ctx2.get(), req, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    inference::ServerMetadataResponse r;
+    auto ctx = Ctx(false);
+    ASSERT_TRUE(kserve_->ServerMetadata(ctx.get(), {}, &r).ok());
+    EXPECT_EQ(r.name(), "tide");
+    EXPECT_FALSE(r.version().empty());
+  }
+  {
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse r;
+    auto ctx = Ctx(false);
+    ASSERT_TRUE(health_->Check(ctx.get(), req, &r).ok());
+    EXPECT_EQ(r.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+    req.set_service("inference.GRPCInferenceService");
+    auto ctx2 = Ctx(false);
+    ASSERT_TRUE(health_->Check(ctx2.get(), req, &r).ok());
+    EXPECT_EQ(r.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+    req.set_service("no.such.Service");
+    auto ctx3 = Ctx(false);
+    EXPECT_EQ(health_->Check(ctx3.get(), req, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+}
+
+TEST_F(ServeGrpcTest, ModelMetadataConfigStatisticsAndRepository) {
+  {
+    inference::ModelMetadataRequest req;
+    req.set_name("m");
+    inference::ModelMetadataResponse r;
+    auto no_key = Ctx(false);
+    EXPECT_EQ(kserve_->ModelMetadata(no_key.get(), req, &r).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    auto ctx = Ctx();
+    ASSERT_TRUE(kserve_->ModelMetadata(ctx.get(), req, &r).ok());
+    EXPECT_EQ(r.name(), "m");
+    EXPECT_EQ(r.platform(), "onnxruntime_onnx");
+    std::vector<std::string> inputs;
+    for (const auto& t : r.inputs()) inputs.push_back(t.name());
+    EXPECT_THAT(inputs, ::testing::IsSupersetOf({"input_ids", "text", "text_pair"}));
+    ASSERT_EQ(r.outputs_size(), 1);
+    EXPECT_EQ(r.outputs(0).datatype(), "FP32");
+  }
+  {
+    inference::ModelConfigRequest req;
+    req.set_name("slow");
+    inference::ModelConfigResponse r;
+    auto ctx = Ctx();
+    ASSERT_TRUE(kserve_->ModelConfig(ctx.get(), req, &r).ok());
+    EXPECT_EQ(r.config().name(), "slow");
+    EXPECT_EQ(r.config().max_batch_size(), 16);
+  }
+  {
+    inference::ModelStatisticsResponse r;
+    auto ctx = Ctx();
+    ASSERT_TRUE(kserve_->ModelStatistics(ctx.get(), {}, &r).ok());
+    EXPECT_EQ(r.model_stats_size(), 3);
+    inference::ModelStatisticsRequest req;
+    req.set_name("absent");
+    auto ctx2 = Ctx();
+    EXPECT_EQ(kserve_->ModelStatistics(ctx2.get(), req, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    inference::RepositoryIndexResponse r;
+    auto ctx = Ctx();
+    ASSERT_TRUE(kserve_->RepositoryIndex(ctx.get(), {}, &r).ok());
+    ASSERT_EQ(r.models_size(), 3);
+    EXPECT_EQ(r.models(0).state(), "READY");
+    // Model control mode none: load and unload are refused as Triton does (explicit mode only).
+    inference::RepositoryModelLoadRequest load;
+    load.set_model_name("m");
+    inference::RepositoryModelLoadResponse lr;
+    auto ctx2 = Ctx();
+    EXPECT_EQ(kserve_->RepositoryModelLoad(ctx2.get(), load, &lr).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    inference::RepositoryModelUnloadRequest unload;
+    unload.set_model_name("m");
+    inference::RepositoryModelUnloadResponse ur;
+    auto ctx3 = Ctx();
+    EXPECT_EQ(kserve_->RepositoryModelUnload(ctx3.get(), unload, &ur).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+}
+
+TEST_F(ServeGrpcTest, ModelInferTextMatchesHttpAndEchoesTheId) {
+  const std::vector<std::string> docs = {"The giant panda is a bear.", "Paris is in France."};
+  inference::ModelInferResponse r;
+  auto ctx = Ctx();
+  const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("m", "what is a panda?", docs, "req-7"), &r);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(r.id(), "req-7");
+  EXPECT_EQ(r.model_name(), "m");
+  EXPECT_EQ(r.model_version(), "1");
+  ASSERT_EQ(r.outputs_size(), 1);
+  EXPECT_EQ(r.outputs(0).datatype(), "FP32");
+  EXPECT_THAT(r.outputs(0).shape(), ::testing::ElementsAre(2, 1));
+  ASSERT_EQ(r.outputs(0).contents().fp32_contents_size(), 2);
+  EXPECT_EQ(r.raw_output_contents_size(), 0) << "typed contents in, typed contents out";
+  // Timing trailers and the answering version, as HTTP's headers.
+  EXPECT_EQ(Trailer(*ctx, "x-tide-model-version"), "1");
+  EXPECT_FALSE(Trailer(*ctx, "x-total-time").empty());
+  EXPECT_THAT(Trailer(*ctx, "server-timing"), HasSubstr("inference;dur="));
+
+  // The same pairs over HTTP KServe JSON: the same logits.
+  const nlohmann::json body = {
+      {"inputs",
+       {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {2}}, {"data", {"what is a panda?", "what is a panda?"}}},
+        {{"name", "text_pair"}, {"datatype", "BYTES"}, {"shape", {2}}, {"data", docs}}}}};
+  const auto http = NewClient()->Post("/v2/models/m/infer", body.dump(), {{"Authorization", "Bearer secret"}});
+  ASSERT_EQ(http.status, 200) << http.body;
+  const nlohmann::json out = ParseJson(http.body);
+  EXPECT_NEAR(out["outputs"][0]["data"][0].get<double>(), r.outputs(0).contents().fp32_contents(0), 1e-5);
+  EXPECT_NEAR(out["outputs"][0]["data"][1].get<double>(), r.outputs(0).contents().fp32_contents(1), 1e-5);
+
+  // Raw in, raw out (what tritonclient.grpc sends and reads): the same numbers.
+  inference::ModelInferRequest raw = TextInfer("m", "", {});
+  raw.mutable_inputs(0)->clear_shape();
+  raw.mutable_inputs(0)->clear_contents();
+  raw.mutable_inputs(0)->add_shape(2);
+  raw.mutable_inputs(1)->clear_shape();
+  raw.mutable_inputs(1)->clear_contents();
+  raw.mutable_inputs(1)->add_shape(2);
+  raw.add_raw_input_contents(LengthPrefixed({"what is a panda?", "what is a panda?"}));
+  raw.add_raw_input_contents(LengthPrefixed(docs));
+  inference::ModelInferResponse rr;
+  auto ctx2 = Ctx();
+  ASSERT_TRUE(kserve_->ModelInfer(ctx2.get(), raw, &rr).ok());
+  ASSERT_EQ(rr.raw_output_contents_size(), 1);
+  ASSERT_EQ(rr.raw_output_contents(0).size(), 8u);
+  float f[2];
+  std::memcpy(f, rr.raw_output_contents(0).data(), 8);
+  EXPECT_NEAR(f[0], r.outputs(0).contents().fp32_contents(0), 1e-5);
+  EXPECT_NEAR(f[1], r.outputs(0).contents().fp32_contents(1), 1e-5);
+
+  // Token tensors with a requested output.
+  inference::ModelInferRequest tokens;
+  tokens.set_model_name("m");
+  auto* ids = tokens.add_inputs();
+  ids->set_name("input_ids");
+  ids->set_datatype("INT64");
+  ids->add_shape(1);
+  ids->add_shape(4);
+  for (int64_t v : {101, 2000, 2001, 102}) ids->mutable_contents()->add_int64_contents(v);
+  tokens.add_outputs()->set_name(r.outputs(0).name());
+  inference::ModelInferResponse tr;
+  auto ctx3 = Ctx();
+  const grpc::Status ts = kserve_->ModelInfer(ctx3.get(), tokens, &tr);
+  ASSERT_TRUE(ts.ok()) << ts.error_message();
+  EXPECT_EQ(tr.outputs(0).contents().fp32_contents_size(), 1);
+}
+
+TEST_F(ServeGrpcTest, ErrorCodesComeFromTheOneTable) {
+  inference::ModelInferResponse r;
+  {
+    auto ctx = Ctx(false);
+    const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("m", "q", {"d"}), &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  }
+  {
+    auto wrong = std::make_unique<grpc::ClientContext>();
+    wrong->AddMetadata("authorization", "Bearer wrong");
+    EXPECT_EQ(kserve_->ModelInfer(wrong.get(), TextInfer("m", "q", {"d"}), &r).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    auto ctx = Ctx();
+    const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("absent", "q", {"d"}), &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("absent"));
+  }
+  {
+    auto ctx = Ctx();
+    inference::ModelInferRequest bad = TextInfer("m", "q", {"d"});
+    bad.mutable_inputs(1)->mutable_contents()->add_bytes_contents("extra");
+    const grpc::Status s = kserve_->ModelInfer(ctx.get(), bad, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(), HasSubstr("inputs[1].contents.bytes_contents"));
+    EXPECT_EQ(Trailer(*ctx, "x-tide-error-type"), "validation");
+  }
+  {
+    auto ctx = Ctx();
+    inference::ModelInferRequest bad = TextInfer("m", "q", {"d"});
+    bad.add_outputs()->set_name("embeddings");
+    EXPECT_EQ(kserve_->ModelInfer(ctx.get(), bad, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    auto ctx = Ctx();
+    ctx->AddMetadata("x-priority", "high");
+    EXPECT_EQ(kserve_->ModelInfer(ctx.get(), TextInfer("m", "q", {"d"}), &r).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    // TEI: an empty query, as HTTP's 422.
+    tei::v1::RerankRequest req;
+    req.add_texts("d");
+    tei::v1::RerankResponse rr;
+    auto ctx = Ctx();
+    const grpc::Status s = rerank_->Rerank(ctx.get(), req, &rr);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(), HasSubstr("'query' must not be empty"));
+  }
+  {
+    // TEI: truncate=false (proto3's default) refuses an over-long pair, as TEI does.
+    tei::v1::RerankRequest req;
+    req.set_query("q");
+    std::string long_text;
+    for (int i = 0; i < 200; ++i) long_text += "word ";
+    req.add_texts(long_text);
+    tei::v1::RerankResponse rr;
+    auto ctx = Ctx();
+    EXPECT_EQ(rerank_->Rerank(ctx.get(), req, &rr).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    req.set_truncate(true);
+    auto ctx2 = Ctx();
+    EXPECT_TRUE(rerank_->Rerank(ctx2.get(), req, &rr).ok());
+  }
+}
+
+// While a model's breaker is open, ModelInfer answers its fallback marked degraded: the response
+// parameter "degraded" and the x-tide-degraded trailer (no timing trailers).
+TEST_F(ServeGrpcTest, DegradedAnswersAreFlagged) {
+  inference::ModelInferResponse first;
+  auto ctx = Ctx();
+  const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("verdict", "panda", {"a", "b", "c"}), &first);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(Trailer(*ctx, "x-tide-degraded"), "");
+  EXPECT_EQ(first.parameters().count("degraded"), 0u);
+
+  inference::ModelInferResponse r;
+  auto ctx2 = Ctx();
+  const grpc::Status s2 = kserve_->ModelInfer(ctx2.get(), TextInfer("verdict", "panda", {"bears", "cities"}, "q1"), &r);
+  ASSERT_TRUE(s2.ok()) << s2.error_message();
+  EXPECT_EQ(Trailer(*ctx2, "x-tide-degraded"), "default");
+  EXPECT_EQ(Trailer(*ctx2, "x-total-time"), "");
+  ASSERT_EQ(r.parameters().count("degraded"), 1u);
+  EXPECT_TRUE(r.parameters().at("degraded").bool_param());
+  EXPECT_EQ(r.id(), "q1");
+  ASSERT_EQ(r.outputs(0).contents().fp32_contents_size(), 2);
+  EXPECT_EQ(r.outputs(0).contents().fp32_contents(0), -1.5f);
+}
+
+TEST_F(ServeGrpcTest, OversizedMessageIsRefusedResourceExhausted) {
+  std::vector<std::string> docs(40, std::string(2000, 'x'));  // ~80 KB > 64 KiB
+  inference::ModelInferResponse r;
+  auto ctx = Ctx();
+  const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("m", "q", docs), &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("larger than max"));
+  // The server carries on.
+  auto ctx2 = Ctx();
+  EXPECT_TRUE(kserve_->ModelInfer(ctx2.get(), TextInfer("m", "q", {"d"}), &r).ok());
+}
+
+TEST_F(ServeGrpcTest, TeiRerankInfoTokenizeAndRerankStream) {
+  tei::v1::RerankRequest req;
+  req.set_query("what is a panda?");
+  req.add_texts("Paris is in France.");
+  req.add_texts("The giant panda is a bear.");
+  req.set_truncate(true);
+  req.set_return_text(true);
+  tei::v1::RerankResponse r;
+  auto ctx = Ctx();
+  const grpc::Status s = rerank_->Rerank(ctx.get(), req, &r);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(r.ranks_size(), 2);
+  EXPECT_GE(r.ranks(0).score(), r.ranks(1).score());
+  EXPECT_EQ(r.ranks(0).text(), req.texts(r.ranks(0).index()));
+  EXPECT_GT(r.metadata().compute_tokens(), 0u);
+  EXPECT_GT(r.metadata().total_time_ns(), 0u);
+  EXPECT_EQ(Trailer(*ctx, "x-tide-model-version"), "1");
+
+  // The same request over HTTP /rerank: the same scores.
+  const nlohmann::json body = {{"query", req.query()}, {"texts", {req.texts(0), req.texts(1)}}};
+  const auto http = NewClient()->Post("/rerank", body.dump(), {{"Authorization", "Bearer secret"}});
+  ASSERT_EQ(http.status, 200) << http.body;
+  const nlohmann::json ranks = ParseJson(http.body);
+  for (const auto& rank : r.ranks()) {
+    for (const auto& h : ranks) {
+      if (h["index"] == rank.index()) EXPECT_NEAR(h["score"].get<double>(), rank.score(), 1e-5);
+    }
+  }
+
+  // RerankStream: one text per message, one answer.
+  auto sctx = Ctx();
+  tei::v1::RerankResponse sr;
+  auto writer = rerank_->RerankStream(sctx.get(), &sr);
+  for (const std::string& t : {req.texts(0), req.texts(1)}) {
+    tei::v1::RerankStreamRequest m;
+    m.set_query(req.query());
+    m.set_text(t);
+    m.set_truncate(true);
+    ASSERT_TRUE(writer->Write(m));
+  }
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  ASSERT_EQ(sr.ranks_size(), 2);
+  EXPECT_EQ(sr.ranks(0).index(), r.ranks(0).index());
+  EXPECT_NEAR(sr.ranks(0).score(), r.ranks(0).score(), 1e-5);
+
+  tei::v1::InfoResponse info;
+  auto ictx = Ctx();
+  ASSERT_TRUE(info_->Info(ictx.get(), {}, &info).ok());
+  EXPECT_EQ(info.model_id(), "m");
+  EXPECT_EQ(info.model_type(), tei::v1::MODEL_TYPE_RERANKER);
+  EXPECT_EQ(info.max_input_length(), 64u);
+
+  tei::v1::EncodeRequest enc;
+  enc.set_inputs("hello world");
+  enc.set_add_special_tokens(true);
+  tei::v1::EncodeResponse tokens;
+  auto tctx = Ctx();
+  ASSERT_TRUE(tokenize_->Tokenize(tctx.get(), enc, &tokens).ok());
+  ASSERT_GE(tokens.tokens_size(), 3);
+  EXPECT_TRUE(tokens.tokens(0).special());
+  EXPECT_TRUE(tokens.tokens(tokens.tokens_size() - 1).special());
+}
+
+TEST_F(ServeGrpcTest, StreamAnswersEveryMessageInOrder) {
+  auto ctx = Ctx();
+  auto stream = kserve_->ModelStreamInfer(ctx.get());
+  // Each message is a call of its own (admission included): at most --max-concurrent-requests (4)
+  // are in flight at once here, so all are admitted. The first is slow, so later answers are
+  // ready first and must wait for it.
+  constexpr int kMessages = 4;
+  for (int i = 0; i < kMessages; ++i) {
+    // Message 1 is malformed, message 2 names an unknown model: answered with error_message, in place.
+    const std::string model = i == 0 ? "slow" : (i == 2 ? "absent" : "m");
+    inference::ModelInferRequest req = TextInfer(model, "q", {"doc " + std::to_string(i)}, "id-" + std::to_string(i));
+    if (i == 1) req.mutable_inputs(0)->set_datatype("FP16");
+    ASSERT_TRUE(stream->Write(req));
+  }
+  stream->WritesDone();
+  inference::ModelStreamInferResponse answer;
+  std::vector<std::string> ids, errors;
+  while (stream->Read(&answer)) {
+    ids.push_back(answer.infer_response().id());
+    errors.push_back(answer.error_message());
+  }
+  const grpc::Status s = stream->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kMessages));
+  for (int i = 0; i < kMessages; ++i) {
+    EXPECT_EQ(ids[i], "id-" + std::to_string(i)) << "answers come in request order";
+    if (i == 1 || i == 2) {
+      EXPECT_FALSE(errors[i].empty()) << i;
+    } else {
+      EXPECT_TRUE(errors[i].empty()) << i << ": " << errors[i];
+    }
+  }
+  EXPECT_THAT(errors[2], HasSubstr("absent"));
+  EXPECT_THAT(errors[1], HasSubstr("FP16"));
+}
+
+TEST_F(ServeGrpcTest, DeadlineIsTidesDeadlineAndQueuedRowsAreDropped) {
+  // At the deadline the core's deadline timer and gRPC's own cancellation of the server side race:
+  // the rows are dropped unrun under either reason.
+  const std::vector<std::string> deadline = {R"(model="slow")", R"(reason="deadline_exceeded")"};
+  const std::vector<std::string> cancelled = {R"(model="slow")", R"(reason="cancelled")"};
+  auto drops = [&](const std::string& m) {
+    return MetricSum(m, "tide_dropped_tasks_total", deadline) + MetricSum(m, "tide_dropped_tasks_total", cancelled);
+  };
+  const std::string before = Metrics();
+  inference::ModelInferResponse r;
+  auto ctx = Ctx(true, std::chrono::milliseconds(100));
+  const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("slow", "q", {"a", "b"}), &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  // The server answered (its 504 is counted) and dropped the rows unrun when the deadline passed
+  // (rows that waited for the 400 ms batch window would have run, not been dropped).
+  double dropped = 0;
+  double answered = 0;
+  const std::vector<std::string> gateway = {R"(endpoint="infer")", R"(status="504")", R"(protocol="grpc")"};
+  for (const auto end = Steady::now() + std::chrono::seconds(10); Steady::now() < end;) {
+    const std::string m = Metrics();
+    dropped = drops(m) - drops(before);
+    answered = MetricSum(m, "tide_requests_total", gateway) - MetricSum(before, "tide_requests_total", gateway);
+    if (dropped >= 2 && answered >= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(dropped, 2) << "both rows dropped at the deadline";
+  EXPECT_EQ(answered, 1);
+}
+
+TEST_F(ServeGrpcTest, CancelledCallHasItsRowsDroppedUnrun) {
+  const std::vector<std::string> cancelled = {R"(model="slow")", R"(reason="cancelled")"};
+  const double before = MetricSum(Metrics(), "tide_dropped_tasks_total", cancelled);
+  inference::ModelInferResponse r;
+  auto ctx = Ctx();
+  grpc::ClientContext* raw = ctx.get();
+  std::thread canceller([raw] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // received and queued, not yet run
+    raw->TryCancel();
+  });
+  const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("slow", "q", {"a", "b", "c"}), &r);
+  canceller.join();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED);
+  double dropped = before;
+  for (const auto end = Steady::now() + std::chrono::seconds(10); dropped < before + 3 && Steady::now() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    dropped = MetricSum(Metrics(), "tide_dropped_tasks_total", cancelled);
+  }
+  EXPECT_EQ(dropped, before + 3) << "the rows of a cancelled call are dropped unrun";
+}
+
+TEST_F(ServeGrpcTest, TwiceTheConcurrencyLimitGetsExactlyOneAnswerEach) {
+  // --max-concurrent-requests 4; 8 calls at once on the slow model (each holds its permit ~400 ms).
+  constexpr int kCalls = 8;
+  std::vector<grpc::StatusCode> codes(kCalls, grpc::StatusCode::UNKNOWN);
+  std::vector<std::string> retry(kCalls);
+  std::vector<int> answers(kCalls, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCalls; ++i) {
+    threads.emplace_back([&, i] {
+      inference::ModelInferResponse r;
+      auto ctx = Ctx();
+      const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("slow", "q", {"d" + std::to_string(i)}), &r);
+      codes[i] = s.error_code();
+      retry[i] = Trailer(*ctx, "retry-after");
+      ++answers[i];
+    });
+  }
+  for (auto& t : threads) t.join();
+  int ok = 0, shed = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    EXPECT_EQ(answers[i], 1);
+    if (codes[i] == grpc::StatusCode::OK) ++ok;
+    if (codes[i] == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++shed;
+      EXPECT_EQ(retry[i], "1") << "a shed answer carries its retry hint";
+    }
+  }
+  EXPECT_EQ(ok + shed, kCalls) << "every call is served or shed, nothing else";
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(shed, 1);
+  EXPECT_LE(ok, kCalls - 1);
+}
+
+// SIGTERM: readiness turns NOT_SERVING at once, a call in flight still gets its answer, new calls
+// are refused, and the process exits 0. Its own server (it is stopped).
+TEST(ServeGrpcDrainTest, SigtermDrainsGrpcWithHttp) {
+  TempDir dir;
+  const fs::path repo = dir.path() / "repo";
+  ASSERT_TRUE(AddTinyBert(repo, "slow", Common(400000)).ok());
+  const int port = FreePort();
+  auto server = StartTideServe(repo, {"--grpc-port", std::to_string(port), "--shutdown-grace-ms", "5000",
+                                      "--log-level", "warn"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  auto kserve = inference::GRPCInferenceService::NewStub(channel);
+  grpc::Status in_flight;
+  std::thread call([&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    inference::ModelInferResponse r;
+    in_flight = kserve->ModelInfer(&ctx, TextInfer("slow", "q", {"d"}), &r);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // queued in the 400 ms window
+  EXPECT_TRUE((*server)->Signal(SIGTERM).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {
+    // During the grace period: health NOT_SERVING, a new call UNAVAILABLE with its retry hint.
+    auto health = grpc::health::v1::Health::NewStub(channel);
+    grpc::ClientContext hctx;
+    grpc::health::v1::HealthCheckResponse hr;
+    const grpc::Status hs = health->Check(&hctx, {}, &hr);
+    EXPECT_TRUE(hs.ok()) << hs.error_code() << " " << hs.error_message();
+    EXPECT_EQ(hr.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    inference::ModelInferResponse r;
+    const grpc::Status s = kserve->ModelInfer(&ctx, TextInfer("slow", "q", {"d"}), &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_EQ(Trailer(ctx, "grpc-retry-pushback-ms"), "1000");
+  }
+  call.join();
+  EXPECT_TRUE(in_flight.ok()) << "a call in flight at SIGTERM is answered: " << in_flight.error_message();
+  auto code = (*server)->WaitExit(std::chrono::seconds(15));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+}
+
+// The repository RPCs over the same controller as the HTTP repository API: explicit model
+// control, the admin key, load and unload with the index following.
+class ServeGrpcRepositoryTest : public SharedServerSuite<ServeGrpcRepositoryTest> {
+ protected:
+  static void SetUpTestSuite() {
+    grpc_port_ = FreePort();
+    StartSharedServer(
+        [](const fs::path& repository) {
+          absl::Status s = AddTinyBert(repository, "m", Common(1000));
+          if (s.ok()) s = AddTinyBert(repository, "n", Common(1000));
+          return s;
+        },
+        {"--grpc-port", std::to_string(grpc_port_), "--model-control-mode", "explicit", "--load-model", "m",
+         "--admin-api-key", "admin", "--log-level", "warn"});
+  }
+  void SetUp() override {
+    SharedServerSuite::SetUp();
+    if (HasFatalFailure()) return;
+    kserve_ = inference::GRPCInferenceService::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials()));
+  }
+  static std::unique_ptr<grpc::ClientContext> Admin(bool key = true) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    if (key) ctx->AddMetadata("authorization", "Bearer admin");
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return ctx;
+  }
+  std::string StateOf(const std::string& model) {
+    inference::RepositoryIndexResponse r;
+    auto ctx = Admin();
+    if (!kserve_->RepositoryIndex(ctx.get(), {}, &r).ok()) return "error";
+    for (const auto& m : r.models()) {
+      if (m.name() == model) return m.state();
+    }
+    return "absent";
+  }
+  static inline int grpc_port_ = 0;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
+};
+
+TEST_F(ServeGrpcRepositoryTest, LoadAndUnloadFollowTheIndex) {
+  EXPECT_EQ(StateOf("m"), "READY");
+  EXPECT_EQ(StateOf("n"), "UNAVAILABLE");  // in the repository, not loaded
+  inference::RepositoryModelLoadRequest load;
+  load.set_model_name("n");
+  inference::RepositoryModelLoadResponse lr;
+  auto no_key = Admin(false);
+  EXPECT_EQ(kserve_->RepositoryModelLoad(no_key.get(), load, &lr).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  auto ctx = Admin();
+  const grpc::Status loaded = kserve_->RepositoryModelLoad(ctx.get(), load, &lr);
+  ASSERT_TRUE(loaded.ok()) << loaded.error_message();
+  EXPECT_EQ(StateOf("n"), "READY");
+  inference::ModelReadyRequest ready;
+  ready.set_name("n");
+  inference::ModelReadyResponse rr;
+  auto ctx2 = Admin();
+  ASSERT_TRUE(kserve_->ModelReady(ctx2.get(), ready, &rr).ok());
+  EXPECT_TRUE(rr.ready());
+
+  inference::RepositoryModelUnloadRequest unload;
+  unload.set_model_name("n");
+  inference::RepositoryModelUnloadResponse ur;
+  auto ctx3 = Admin();
+  const grpc::Status unloaded = kserve_->RepositoryModelUnload(ctx3.get(), unload, &ur);
+  ASSERT_TRUE(unloaded.ok()) << unloaded.error_message();
+  EXPECT_NE(StateOf("n"), "READY");
+  load.set_model_name("absent");
+  auto ctx4 = Admin();
+  EXPECT_EQ(kserve_->RepositoryModelLoad(ctx4.get(), load, &lr).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace tide::blackbox
+
+#endif  // TIDE_HAVE_GRPC
