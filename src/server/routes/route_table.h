@@ -24,6 +24,16 @@ enum class Endpoint {
   kInfer,           // POST /v2/models/{model}[/versions/{version}]/infer
   kLoad,            // GET /load (load report for balancers)
   kDashboard,       // GET /dashboard (live dashboard page)
+  kCohereRerankV2,  // POST /v2/rerank (Cohere v2, vLLM)
+  kPredict,         // POST /predict (TEI sequence classification)
+  kInvocations,     // POST /, /invocations (TEI's and SageMaker's default route: rerank or predict)
+  kDecode,          // POST /decode (TEI)
+  kInfo,            // GET /info (TEI)
+  kPing,            // GET /ping (TEI / SageMaker health)
+  kDocs,            // GET /docs (API documentation page)
+  kOpenApi,         // GET /api-doc/openapi.json (OpenAPI 3 description of every route)
+  kModelConfig,     // GET /v2/models/{model}[/versions/{version}]/config (Triton)
+  kAllModelStats,   // GET /v2/models/stats (Triton: every model)
 };
 
 struct RouteEntry {

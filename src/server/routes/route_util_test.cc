@@ -218,8 +218,9 @@ TEST(RouteTable, RegistersAndAdminRoutesAreTheProbes) {
         << e.method << " " << e.pattern;
     if (e.admin) admin.push_back(e.pattern);
   }
-  EXPECT_EQ(admin, (std::vector<std::string>{"/metrics", "/load", "/v2", "/v2/health/live", "/v2/health/ready", "/health"}));
-  EXPECT_EQ(RouteTable().size(), 18u);
+  EXPECT_EQ(admin, (std::vector<std::string>{"/metrics", "/load", "/v2", "/v2/health/live", "/v2/health/ready", "/health",
+                                              "/ping"}));
+  EXPECT_EQ(RouteTable().size(), 30u);
 }
 
 }  // namespace
