@@ -1,5 +1,8 @@
 #include "server/http/http_server.h"
 
+#include "absl/strings/match.h"
+#include "server/http/content_encoding.h"
+
 #include <atomic>
 #include <deque>
 #include <exception>
@@ -660,8 +663,18 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     core_->active_requests.fetch_add(1);
     {
       Responder responder(shared_from_this(), id);
+      // A compressed body is inflated (bounded by max_body_bytes) before any handler sees it.
+      absl::Status decoded = absl::OkStatus();
+      if (const std::string_view coding = request.header("Content-Encoding"); !coding.empty()) {
+        decoded = DecodeContentEncoding(coding, &request.body, options().max_body_bytes);
+        std::erase_if(request.headers, [](const auto& h) { return absl::EqualsIgnoreCase(h.first, "Content-Encoding"); });
+      }
       try {
-        core_->handler->Handle(std::move(request), std::move(responder));
+        if (!decoded.ok()) {
+          std::move(responder)(JsonError(KindOf(decoded), std::string_view(decoded.message().data(), decoded.message().size())));
+        } else {
+          core_->handler->Handle(std::move(request), std::move(responder));
+        }
       } catch (const std::exception& e) {
         // The handler broke its contract; its Responder (destroyed by now) answered 500.
         std::fprintf(stderr, "tide http: handler threw: %s\n", e.what());
