@@ -253,6 +253,9 @@ TEST_F(ServeCompatTest, TritonModelConfigAndAllModelStats) {
     EXPECT_TRUE(config["input"][0]["dims"][0].is_number_integer()) << config["input"];
   }
   ExpectError(Get("/v2/models/nope/config"), 404, "not_found");
+  const json extensions = Ok(Get("/v2"))["extensions"];
+  EXPECT_THAT(extensions.get<std::vector<std::string>>(),
+              ::testing::IsSupersetOf({"classification", "model_configuration", "statistics"}));
   const json all = Ok(Get("/v2/models/stats"));
   ASSERT_EQ(all["model_stats"].size(), 1u) << all;
   EXPECT_EQ(all["model_stats"][0]["name"], kModel);

@@ -234,16 +234,25 @@ std::string_view ErrorTypeForStatus(int status) {
                                        : Info(ErrorKind::kInternal).error_type;
 }
 
-Response JsonError(ErrorKind kind, std::string_view message) { return JsonError(Info(kind).http_status, message); }
-
-Response JsonError(int status, std::string_view message) {
+namespace {
+Response JsonErrorOfType(int status, std::string_view error_type, std::string_view message) {
   Response response;
   response.status = status;
   nlohmann::json body = nlohmann::json::object();
   body["error"] = EchoForError(message, kMaxErrorMessageBytes);
-  body["error_type"] = std::string(ErrorTypeForStatus(status));
+  body["error_type"] = std::string(error_type);
   response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return response;
+}
+}  // namespace
+
+// The kind's own error_type (kEmpty shares 400 with kMalformedRequest but not its error_type).
+Response JsonError(ErrorKind kind, std::string_view message) {
+  return JsonErrorOfType(Info(kind).http_status, Info(kind).error_type, message);
+}
+
+Response JsonError(int status, std::string_view message) {
+  return JsonErrorOfType(status, ErrorTypeForStatus(status), message);
 }
 
 Responder& Responder::operator=(Responder&& other) noexcept {

@@ -339,7 +339,7 @@ void Service::ServerMetadata(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "server_metadata", request.received_at);
   api::ServerMetadata md;
   md.version = options_.version;
-  md.extensions = {"binary_tensor_data", "statistics"};
+  md.extensions = {"binary_tensor_data", "classification", "model_configuration", "statistics"};
   sender.Send(JsonResponse(api::RenderServerMetadata(md)));
 }
 

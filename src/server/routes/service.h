@@ -67,7 +67,7 @@ class Service {
  public:
   static absl::StatusOr<std::unique_ptr<Service>> Create(serving::ServiceCore* core, const ServiceOptions& options);
   http::Handler* handler() { return &router_; }
-  // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /metrics,
+  // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /ping, /metrics,
   // /load and /v2 (the same handlers as handler()'s); any other path is 404.
   http::Handler* admin_handler() { return &admin_router_; }
 
