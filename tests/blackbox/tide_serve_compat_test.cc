@@ -319,5 +319,37 @@ TEST_F(ServeCompatTest, UnknownPathsAndMethodsAnswerWithErrorType) {
   EXPECT_EQ(r.header("Allow"), "POST");
 }
 
+// A classifier (task "classify"): TEI's default routes answer as /predict, and /info says so.
+class ServeCompatClassifierTest : public SharedServerSuite<ServeCompatClassifierTest> {
+ protected:
+  static void SetUpTestSuite() {
+    StartSharedServer(
+        [](const fs::path& repository) {
+          return AddTinyBert(repository, "classifier",
+                             "backend: \"onnxruntime\"\nmax_batch_size: 8\n"
+                             "parameters { key: \"task\" value { string_value: \"classify\" } }\n"
+                             "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n");
+        },
+        {"--log-level", "warn"});
+  }
+};
+
+TEST_F(ServeCompatClassifierTest, DefaultRoutesPredictAndInfoSaysClassifier) {
+  auto client = NewClient();
+  const std::string request = R"({"inputs": [["what is a panda?", "a bear"], "a city"]})";
+  const ClientResponse predict = client->Post("/predict", request);
+  ASSERT_EQ(predict.status, 200) << predict.body;
+  const json expected = ParseJson(predict.body);
+  ASSERT_EQ(expected.size(), 2u) << predict.body;
+  for (const char* path : {"/", "/invocations"}) {
+    const ClientResponse r = client->Post(path, request);
+    EXPECT_EQ(r.status, 200) << path << " " << r.body;
+    EXPECT_EQ(ParseJson(r.body), expected) << path;
+  }
+  const ClientResponse info = client->Get("/info");
+  ASSERT_EQ(info.status, 200);
+  EXPECT_TRUE(ParseJson(info.body)["model_type"].contains("classifier")) << info.body;
+}
+
 }  // namespace
 }  // namespace tide::blackbox
