@@ -24,7 +24,7 @@ absl::StatusOr<std::optional<int64_t>> ClassificationCount(const Parameters& out
 }
 
 absl::StatusOr<Tensor> ClassificationTensor(std::string_view name, std::span<const float> logits, int64_t rows,
-                                            int64_t classes, int64_t k) {
+                                            int64_t classes, int64_t k, std::span<const std::string> labels) {
   if (rows < 0 || classes < 1 || k < 1 || logits.size() != static_cast<size_t>(rows * classes)) {
     return errors::Internal(absl::StrCat("classification of ", logits.size(), " values as ", rows, " x ", classes));
   }
@@ -40,7 +40,11 @@ absl::StatusOr<Tensor> ClassificationTensor(std::string_view name, std::span<con
     const float* row = logits.data() + r * classes;
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [row](int64_t a, int64_t b) { return row[a] > row[b]; });
-    for (int64_t j = 0; j < k; ++j) data.push_back(absl::StrCat(std::to_string(row[order[j]]), ":", order[j]));
+    for (int64_t j = 0; j < k; ++j) {
+      std::string item = absl::StrCat(std::to_string(row[order[j]]), ":", order[j]);
+      if (labels.size() == static_cast<size_t>(classes)) absl::StrAppend(&item, ":", labels[order[j]]);
+      data.push_back(std::move(item));
+    }
   }
   out.data = std::move(data);
   return out;

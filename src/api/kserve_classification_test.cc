@@ -21,6 +21,11 @@ TEST(ClassificationTest, TopKAsValueColonIndexHighestFirst) {
   auto all = ClassificationTensor("logits", logits, 2, 3, 10);
   ASSERT_TRUE(all.ok());
   EXPECT_THAT(all->shape, ElementsAre(2, 3));
+  // With one name per class: "value:index:label".
+  const std::vector<std::string> labels = {"neg", "neu", "pos"};
+  auto named = ClassificationTensor("logits", logits, 2, 3, 1, labels);
+  ASSERT_TRUE(named.ok());
+  EXPECT_THAT(std::get<std::vector<std::string>>(named->data), ElementsAre("2.000000:1:neu", "3.000000:0:neg"));
 }
 
 TEST(ClassificationTest, TheParameterMustBeAPositiveInteger) {

@@ -260,6 +260,13 @@ ServedModel::Stats ServedModel::GetStats() const {
   return s;
 }
 
+std::vector<std::string> ServedModel::LabelNames(int64_t count) const {
+  if (count >= 0 && loaded_->labels.size() == static_cast<size_t>(count)) return loaded_->labels;
+  std::vector<std::string> labels;
+  for (int64_t i = 0; i < count; ++i) labels.push_back(absl::StrCat("LABEL_", i));
+  return labels;
+}
+
 api::ModelStatistics ServedModel::Statistics() const {
   const StatisticsCounters& st = *statistics_;
   api::ModelStatistics out;

@@ -83,6 +83,9 @@ class ServedModel {
   const tokenizer::Tokenizer& tokenizer() const { return *loaded_->tokenizer; }
   const ModelSignature& signature() const { return loaded_->signature; }
   int64_t num_labels() const { return loaded_->signature.num_labels; }
+  // Label names in id order: the model's (HuggingFace id2label) when it has as many as `count`,
+  // else HF's defaults LABEL_0..LABEL_{count-1}.
+  std::vector<std::string> LabelNames(int64_t count) const;
   size_t max_sequence_length() const { return loaded_->max_sequence_length; }
   // Most padded tokens in one batch (the batcher's max_batch_tokens, TEI's /info field).
   size_t max_batch_tokens() const { return max_batch_tokens_; }

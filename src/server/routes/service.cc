@@ -78,7 +78,7 @@ absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& mod
   if (classification.has_value()) {
     // Triton's classification extension: the top k as "value:index" strings.
     auto top = api::ClassificationTensor(out.name, std::get<std::vector<float>>(out.data), result.rows,
-                                         result.num_labels, *classification);
+                                         result.num_labels, *classification, model.loaded()->labels);
     if (!top.ok()) return top.status();
     out = *std::move(top);
   }

@@ -19,13 +19,6 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-// HF's names for labels a model does not name (tide keeps no id2label at serving time).
-std::vector<std::string> DefaultLabels(int64_t count) {
-  std::vector<std::string> labels;
-  for (int64_t i = 0; i < count; ++i) labels.push_back(absl::StrCat("LABEL_", i));
-  return labels;
-}
-
 }  // namespace
 
 void Service::Predict(http::Request request, http::Responder respond) {
@@ -80,11 +73,11 @@ void Service::PredictWork(const http::Request& request, ResponseSender sender, s
   const Steady::duration tokenize = Steady::now() - tokenize_start;
   auto req = std::make_shared<api::PredictRequest>(*std::move(parsed));
   core_->Infer(call, *model, std::move(rows),
-               [sender = std::move(sender), req, tokenize](absl::StatusOr<serving::InferOutcome> outcome) mutable {
+               [sender = std::move(sender), req, tokenize, m = *model](absl::StatusOr<serving::InferOutcome> outcome) mutable {
                  if (!outcome.ok()) return sender.SendError(outcome.status());
                  const Steady::time_point post = Steady::now();
                  const serving::InferenceResult& result = outcome->result;
-                 auto body = api::RenderPredictResponse(*req, result.logits, DefaultLabels(result.num_labels));
+                 auto body = api::RenderPredictResponse(*req, result.logits, m->LabelNames(result.num_labels));
                  if (!body.ok()) return sender.SendError(body.status());
                  http::Response response = JsonResponse(*std::move(body));
                  if (outcome->fallback != nullptr) {
@@ -131,7 +124,7 @@ void Service::Info(http::Request request, http::Responder respond) {
   api::TeiInfo info;
   info.model_id = m.name();
   info.classifier = m.parameters().task == config::Task::kClassify;
-  info.labels = DefaultLabels(std::max<int64_t>(m.num_labels(), 1));
+  info.labels = m.LabelNames(std::max<int64_t>(m.num_labels(), 1));
   info.max_concurrent_requests = core_->options().max_concurrent_requests;
   info.max_input_length = static_cast<int64_t>(m.max_sequence_length());
   info.max_batch_tokens = static_cast<int64_t>(m.max_batch_tokens());
