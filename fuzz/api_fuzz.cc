@@ -15,6 +15,8 @@
 #include "api/json_reader.h"
 #include "api/kserve_infer.h"
 #include "api/rerank.h"
+#include "api/tei_decode.h"
+#include "api/tei_predict.h"
 #include "api/status_http.h"
 #include "api/tokenize.h"
 
@@ -83,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   RequestLimits limits;
   limits.max_batch_tensor_elements = 1 << 16;  // keep allocations small under ASan
-  switch (selector % 6) {
+  switch (selector % 8) {  // 0..5 as before (the corpus's selectors keep their meaning)
     case 0: {
       absl::StatusOr<RerankRequest> r = ParseRerankRequest(body, limits);
       if (!r.ok()) {
@@ -137,6 +139,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)CheckJsonDepth(body, 8);
       FuzzInfer(body, body.substr(0, 4), limits);
       break;
+    case 6: {
+      absl::StatusOr<PredictRequest> r = ParsePredictRequest(body, limits);
+      if (!r.ok()) {
+        CheckError(r.status());
+        break;
+      }
+      Check(!r->inputs.empty());
+      const std::vector<std::string> labels = {"LABEL_0", "LABEL_1"};
+      Check(RenderPredictResponse(*r, std::vector<float>(r->inputs.size() * 2, 0.5f), labels).ok());
+      break;
+    }
+    case 7: {
+      absl::StatusOr<DecodeRequest> r = ParseDecodeRequest(body, limits);
+      if (!r.ok()) {
+        CheckError(r.status());
+        break;
+      }
+      Check(!r->ids.empty());
+      for (const auto& ids : r->ids) Check(!ids.empty());
+      break;
+    }
   }
   return 0;
 }

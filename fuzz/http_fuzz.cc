@@ -162,7 +162,8 @@ class FuzzHandler final : public tide::http::Handler {
       using tide::server::Endpoint;
       switch (e.endpoint) {
         case Endpoint::kRerank: Add(e.method, e.pattern, rerank); break;
-        case Endpoint::kCohereRerank: Add(e.method, e.pattern, cohere); break;
+        case Endpoint::kCohereRerank:
+        case Endpoint::kCohereRerankV2: Add(e.method, e.pattern, cohere); break;
         case Endpoint::kTokenize: Add(e.method, e.pattern, tokenize); break;
         case Endpoint::kInfer: Add(e.method, e.pattern, infer); break;
         default: Add(e.method, e.pattern, echo); break;

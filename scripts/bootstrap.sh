@@ -15,7 +15,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
   libboost-dev libboost-system-dev libabsl-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
   libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libprotobuf-dev protobuf-compiler libonnx-dev libpcre2-dev
+  libprotobuf-dev protobuf-compiler libonnx-dev libpcre2-dev zlib1g-dev
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-grpc-tools
   python3 python3-torch python3-onnx python3-numpy libopenblas0-pthread
   wamerican curl openssl

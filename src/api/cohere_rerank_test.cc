@@ -48,8 +48,9 @@ TEST(ParseCohereRerankRequestTest, Errors) {
       {R"({"documents":["a"]})", absl::StatusCode::kFailedPrecondition, "'query'"},
       {R"({"query":"","documents":["a"]})", absl::StatusCode::kFailedPrecondition, "'query' must not be empty"},
       {R"({"query":"q"})", absl::StatusCode::kFailedPrecondition, "'documents'"},
-      {R"({"query":"q","documents":[]})", absl::StatusCode::kFailedPrecondition, "'documents' must not be empty"},
+      {R"({"query":"q","documents":[]})", absl::StatusCode::kInvalidArgument, "'documents' must not be empty"},
       {R"({"query":"q","documents":[1]})", absl::StatusCode::kFailedPrecondition, "'documents[0]' must be a string or an object"},
+      {R"({"query":"q","documents":["a"],"rank_fields":"text"})", absl::StatusCode::kFailedPrecondition, "'rank_fields'"},
       {R"({"query":"q","documents":[{"title":"x"}]})", absl::StatusCode::kFailedPrecondition, "'documents[0].text'"},
       {R"({"query":"q","documents":[{"text":3}]})", absl::StatusCode::kFailedPrecondition, "'documents[0].text' must be a string"},
       {R"({"query":"q","documents":["a"],"top_n":0})", absl::StatusCode::kFailedPrecondition, "'top_n' must be at least 1"},
@@ -111,7 +112,7 @@ TEST(RenderCohereRerankResponseTest, TopNBeyondCountAndNoDocuments) {
   absl::StatusOr<std::string> body = RenderCohereRerankResponse(request, scores, {"i", "m", 7});
   ASSERT_TRUE(body.ok());
   EXPECT_EQ(*body,
-            R"({"id":"i","model":"m","results":[{"index":1,"relevance_score":3.0},)"
+            R"({"id":"i",)" R"("meta":{"api_version":{"version":"1"},"billed_units":{"search_units":1}},)" R"("model":"m","results":[{"index":1,"relevance_score":3.0},)"
             R"({"index":0,"relevance_score":2.0}],"usage":{"total_tokens":7}})");
 }
 
@@ -121,8 +122,40 @@ TEST(RenderCohereRerankResponseTest, DegradedIsMarkedOnceAtTheTop) {
   const std::vector<float> scores = {2.0f};
   absl::StatusOr<std::string> body = RenderCohereRerankResponse(request, scores, {"i", "m", 0, /*degraded=*/true});
   ASSERT_TRUE(body.ok());
-  EXPECT_EQ(*body, R"({"degraded":true,"id":"i","model":"m","results":[{"index":0,"relevance_score":2.0}],)"
+  EXPECT_EQ(*body, R"({"degraded":true,"id":"i",)" R"("meta":{"api_version":{"version":"1"},"billed_units":{"search_units":1}},)" R"("model":"m","results":[{"index":0,"relevance_score":2.0}],)"
                    R"("usage":{"total_tokens":0}})");
+}
+
+TEST(ParseCohereRerankRequestTest, RankFieldsScoreTheChosenFieldsInOrder) {
+  auto r = ParseCohereRerankRequest(
+      R"({"query":"q","rank_fields":["title","year","text"],
+          "documents":[{"title":"Pandas","text":"bears","year":2020},"plain",{"title":"only"}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->documents, ElementsAre("title: Pandas\nyear: 2020\ntext: bears", "plain", "title: only"));
+  EXPECT_THAT(ParseCohereRerankRequest(R"({"query":"q","rank_fields":["x"],"documents":[{"text":"a"}]})").status().message(),
+              HasSubstr("'documents[0]' has none of the rank_fields"));
+  EXPECT_EQ(ParseCohereRerankRequest(R"({"query":"q","rank_fields":[1],"documents":["a"]})").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ParseCohereRerankRequestTest, JinaModelsReturnDocumentsByDefault) {
+  EXPECT_TRUE(ParseCohereRerankRequest(R"({"model":"jina-reranker-v2","query":"q","documents":["a"]})")->return_documents);
+  EXPECT_FALSE(ParseCohereRerankRequest(R"({"model":"jina-reranker-v2","query":"q","documents":["a"],
+                                            "return_documents":false})")->return_documents);
+  EXPECT_FALSE(ParseCohereRerankRequest(R"({"model":"rerank-v3.5","query":"q","documents":["a"]})")->return_documents);
+}
+
+TEST(RenderCohereRerankResponseTest, ObjectDocumentsComeBackWithEveryFieldAndV2Meta) {
+  auto request = ParseCohereRerankRequest(
+      R"({"query":"q","documents":[{"text":"a","title":"T","url":"http://x"},"b"],"return_documents":true})", {},
+      CohereApiVersion::kV2);
+  ASSERT_TRUE(request.ok());
+  const std::vector<float> scores = {2.0f, 1.0f};
+  const nlohmann::json j = nlohmann::json::parse(*RenderCohereRerankResponse(*request, scores, {"i", "m", 3}));
+  EXPECT_EQ(j["results"][0]["document"], nlohmann::json::parse(R"({"text":"a","title":"T","url":"http://x"})"));
+  EXPECT_EQ(j["results"][1]["document"], nlohmann::json::parse(R"({"text":"b"})"));
+  EXPECT_EQ(j["meta"]["api_version"]["version"], "2");
+  EXPECT_EQ(j["meta"]["billed_units"]["search_units"], 1);
 }
 
 TEST(RenderCohereRerankResponseTest, CountMismatchIsInternal) {

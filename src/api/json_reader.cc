@@ -227,4 +227,23 @@ absl::StatusOr<const nlohmann::json*> ObjectReader::Object(std::string_view fiel
   return value;
 }
 
+absl::Status ReadTruncationDirection(const ObjectReader& reader,
+                                     std::optional<tokenizer::TruncationDirection>* out) {
+  const nlohmann::json* direction = reader.Find("truncation_direction");
+  if (direction == nullptr) return absl::OkStatus();
+  const bool is_string = direction->is_string();
+  const std::string value = is_string ? direction->get<std::string>() : "";
+  if (value == "Right" || value == "right") {
+    *out = tokenizer::TruncationDirection::kRight;
+  } else if (value == "Left" || value == "left") {
+    *out = tokenizer::TruncationDirection::kLeft;
+  } else if (!is_string) {
+    return WrongType(reader.Path("truncation_direction"), "the string \"Right\" or \"Left\"", *direction);
+  } else {
+    return errors::InvalidInput(absl::StrCat("field '", reader.Path("truncation_direction"),
+                                             "' must be \"Right\" or \"Left\"; got \"", value.substr(0, 32), "\""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tide::api

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "api/request_limits.h"
+#include "tokenizer/truncation_direction.h"
 
 namespace tide::api {
 
@@ -71,6 +72,11 @@ class ObjectReader {
   const nlohmann::json& object_;
   std::string path_;
 };
+
+// TEI's "truncation_direction": "Right"/"right" or "Left"/"left"; absent or null leaves *out
+// unchanged; anything else is kFailedPrecondition.
+absl::Status ReadTruncationDirection(const ObjectReader& reader,
+                                     std::optional<tokenizer::TruncationDirection>* out);
 
 // The double whose shortest decimal form is the shortest decimal form of `value` as a float, so
 // nlohmann renders 0.1f as 0.1 (not 0.10000000149011612) and the text still parses back to the

@@ -580,7 +580,7 @@ absl::StatusOr<RenderedInferResponse> RenderInferResponse(const InferResponse& r
   json out = json::object();
   out["model_name"] = response.model_name;
   out["model_version"] = response.model_version;
-  out["id"] = response.id;
+  if (!response.id.empty()) out["id"] = response.id;  // Triton leaves it out when the request had none
   if (!response.parameters.empty()) out["parameters"] = ParametersToJson(response.parameters);
   json outputs = json::array();
   std::string binary;

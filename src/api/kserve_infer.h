@@ -94,7 +94,7 @@ bool OutputWantsBinary(const InferRequest& request, std::string_view name);
 struct InferResponse {
   std::string model_name;
   std::string model_version;
-  std::string id;          // echo of the request id
+  std::string id;          // echo of the request id; "" (none): no "id" field, as Triton
   Parameters parameters;   // rendered only when not empty
   std::vector<Tensor> outputs;
 };

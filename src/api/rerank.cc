@@ -26,7 +26,7 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
 
   TIDE_ASSIGN_OR_RETURN(const nlohmann::json* const texts, reader.Array("texts", /*required=*/true));
   const nlohmann::json& array = *texts;
-  if (array.empty()) return errors::InvalidInput("field 'texts' must not be empty");
+  if (array.empty()) return errors::Empty("field 'texts' must not be empty");
   if (array.size() > limits.max_documents) {
     return errors::InvalidInput(absl::StrCat("texts has ", array.size(),
                                                       " entries; the limit is max_documents=",
@@ -45,21 +45,7 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
   TIDE_RETURN_IF_ERROR(reader.Bool("return_text", &request.return_text));
   TIDE_RETURN_IF_ERROR(reader.Bool("truncate", &request.truncate));
 
-  if (const nlohmann::json* direction = reader.Find("truncation_direction")) {
-    const bool is_string = direction->is_string();
-    const std::string value = is_string ? direction->get<std::string>() : "";
-    if (value == "Right" || value == "right") {
-      request.truncation_direction = tokenizer::TruncationDirection::kRight;
-    } else if (value == "Left" || value == "left") {
-      request.truncation_direction = tokenizer::TruncationDirection::kLeft;
-    } else if (!is_string) {
-      return WrongType("truncation_direction", "the string \"Right\" or \"Left\"", *direction);
-    } else {
-      return errors::InvalidInput(absl::StrCat(
-          "field 'truncation_direction' must be \"Right\" or \"Left\"; got \"",
-          value.substr(0, 32), "\""));
-    }
-  }
+  TIDE_RETURN_IF_ERROR(ReadTruncationDirection(reader, &request.truncation_direction));
   TIDE_RETURN_IF_ERROR(ReadLongDocuments(reader, &request.long_documents));
   return request;
 }

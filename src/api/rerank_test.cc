@@ -60,7 +60,7 @@ TEST(ParseRerankRequestTest, Errors) {
       {R"({"query":"","texts":["a"]})", absl::StatusCode::kFailedPrecondition, "'query' must not be empty"},
       {R"({"query":5,"texts":["a"]})", absl::StatusCode::kFailedPrecondition, "'query' must be a string; got integer"},
       {R"({"query":"q"})", absl::StatusCode::kFailedPrecondition, "'texts'"},
-      {R"({"query":"q","texts":[]})", absl::StatusCode::kFailedPrecondition, "'texts' must not be empty"},
+      {R"({"query":"q","texts":[]})", absl::StatusCode::kInvalidArgument, "'texts' must not be empty"},
       {R"({"query":"q","texts":"a"})", absl::StatusCode::kFailedPrecondition, "'texts' must be an array"},
       {R"({"query":"q","texts":["a",7]})", absl::StatusCode::kFailedPrecondition, "'texts[1]' must be a string"},
       {R"({"query":"q","texts":["a"],"raw_scores":"yes"})", absl::StatusCode::kFailedPrecondition, "'raw_scores' must be a boolean"},
@@ -105,7 +105,9 @@ TEST(ParseRerankRequestTest, LimitsNameThemselves) {
 
 TEST(ParseRerankRequestTest, ErrorsMapToTeiHttpStatuses) {
   EXPECT_EQ(HttpStatusFor(ParseRerankRequest("{").status().code()), 400);
-  EXPECT_EQ(HttpStatusFor(ParseRerankRequest(R"({"query":"q","texts":[]})").status().code()), 422);
+  EXPECT_EQ(HttpStatusFor(ParseRerankRequest(R"({"query":"q","texts":[]})").status()), 400);  // TEI's Empty
+  EXPECT_EQ(ErrorTypeFor(ParseRerankRequest(R"({"query":"q","texts":[]})").status()), "empty");
+  EXPECT_EQ(HttpStatusFor(ParseRerankRequest(R"({"query":"","texts":["a"]})").status()), 422);
 }
 
 TEST(RenderRerankResponseTest, SortedDescendingWithOptionalText) {

@@ -53,6 +53,7 @@ TEST(StatusHttpTest, EveryKindThroughHttpAndGrpc) {
   const Row rows[] = {
       {ErrorKind::kMalformedRequest, 400, "validation", 3},   // INVALID_ARGUMENT
       {ErrorKind::kInvalidInput, 422, "validation", 3},       // INVALID_ARGUMENT
+      {ErrorKind::kEmpty, 400, "empty", 3},                   // INVALID_ARGUMENT (TEI's Empty)
       {ErrorKind::kUnauthenticated, 401, "unauthorized", 16},  // UNAUTHENTICATED
       {ErrorKind::kForbidden, 403, "forbidden", 7},           // PERMISSION_DENIED
       {ErrorKind::kNotFound, 404, "not_found", 5},            // NOT_FOUND

@@ -32,7 +32,7 @@ absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
     TIDE_ASSIGN_OR_RETURN(std::string text, ReadText(*inputs, "inputs", limits));
     request.inputs.push_back({std::move(text), std::nullopt});
   } else if (inputs->is_array()) {
-    if (inputs->empty()) return errors::InvalidInput("field 'inputs' must not be empty");
+    if (inputs->empty()) return errors::Empty("field 'inputs' must not be empty");
     if (inputs->size() > limits.max_documents) {
       return errors::InvalidInput(absl::StrCat("inputs has ", inputs->size(),
                                                         " entries; the limit is max_documents=",

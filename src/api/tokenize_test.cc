@@ -43,7 +43,7 @@ TEST(ParseTokenizeRequestTest, Errors) {
   const Case cases[] = {
       {R"({"inputs":)", absl::StatusCode::kInvalidArgument, "JSON"},
       {R"({})", absl::StatusCode::kFailedPrecondition, "'inputs'"},
-      {R"({"inputs":[]})", absl::StatusCode::kFailedPrecondition, "'inputs' must not be empty"},
+      {R"({"inputs":[]})", absl::StatusCode::kInvalidArgument, "'inputs' must not be empty"},
       {R"({"inputs":5})", absl::StatusCode::kFailedPrecondition, "'inputs' must be a string or an array"},
       {R"({"inputs":["a",5]})", absl::StatusCode::kFailedPrecondition, "'inputs[1]' must be a string or a pair"},
       {R"({"inputs":[["a"]]})", absl::StatusCode::kFailedPrecondition, "'inputs[0]' must be a string or a pair"},

@@ -28,6 +28,7 @@ enum class ErrorKind {
   kMalformedRequest,  // syntax: JSON syntax, a bad header value, refused HTTP framing
   kInvalidInput,      // well-formed but invalid: wrong type, missing or empty field, a limit
                       // exceeded, an input too long with truncate=false, a value out of range
+  kEmpty,             // an empty batch (no texts, documents or inputs): TEI's `Empty` error type
   kUnauthenticated,   // missing or wrong API key
   kForbidden,         // authenticated but not allowed
   kNotFound,          // unknown model, version or path
@@ -57,9 +58,10 @@ struct ErrorKindInfo {
 // The table. gRPC codes are google.rpc.Code values (OK 0, CANCELLED 1, INVALID_ARGUMENT 3,
 // DEADLINE_EXCEEDED 4, NOT_FOUND 5, PERMISSION_DENIED 7, RESOURCE_EXHAUSTED 8, UNIMPLEMENTED 12,
 // INTERNAL 13, UNAVAILABLE 14, UNAUTHENTICATED 16).
-inline constexpr std::array<ErrorKindInfo, 16> kErrorKinds = {{
+inline constexpr std::array<ErrorKindInfo, 17> kErrorKinds = {{
     {ErrorKind::kMalformedRequest, "malformed_request", absl::StatusCode::kInvalidArgument, 400, "validation", 3},
     {ErrorKind::kInvalidInput, "invalid_input", absl::StatusCode::kFailedPrecondition, 422, "validation", 3},
+    {ErrorKind::kEmpty, "empty", absl::StatusCode::kInvalidArgument, 400, "empty", 3},
     {ErrorKind::kUnauthenticated, "unauthenticated", absl::StatusCode::kUnauthenticated, 401, "unauthorized", 16},
     {ErrorKind::kForbidden, "forbidden", absl::StatusCode::kPermissionDenied, 403, "forbidden", 7},
     {ErrorKind::kNotFound, "not_found", absl::StatusCode::kNotFound, 404, "not_found", 5},
@@ -161,6 +163,7 @@ inline std::optional<int64_t> RetryAfterMs(const absl::Status& status) {
 namespace errors {
 inline absl::Status MalformedRequest(absl::string_view m) { return MakeError(ErrorKind::kMalformedRequest, m); }
 inline absl::Status InvalidInput(absl::string_view m) { return MakeError(ErrorKind::kInvalidInput, m); }
+inline absl::Status Empty(absl::string_view m) { return MakeError(ErrorKind::kEmpty, m); }
 inline absl::Status Unauthenticated(absl::string_view m) { return MakeError(ErrorKind::kUnauthenticated, m); }
 inline absl::Status Forbidden(absl::string_view m) { return MakeError(ErrorKind::kForbidden, m); }
 inline absl::Status NotFound(absl::string_view m) { return MakeError(ErrorKind::kNotFound, m); }

@@ -42,6 +42,7 @@ TEST(ErrorKindTest, KindOfRoundTripsThroughMakeErrorAndWithKind) {
 TEST(ErrorKindTest, ConstructorsMakeTheirKind) {
   EXPECT_EQ(KindOf(errors::MalformedRequest("m")), ErrorKind::kMalformedRequest);
   EXPECT_EQ(KindOf(errors::InvalidInput("m")), ErrorKind::kInvalidInput);
+  EXPECT_EQ(KindOf(errors::Empty("m")), ErrorKind::kEmpty);
   EXPECT_EQ(KindOf(errors::Unauthenticated("m")), ErrorKind::kUnauthenticated);
   EXPECT_EQ(KindOf(errors::Forbidden("m")), ErrorKind::kForbidden);
   EXPECT_EQ(KindOf(errors::NotFound("m")), ErrorKind::kNotFound);

@@ -15,6 +15,7 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
                                                              const LoaderOptions& options) {
   auto m = std::make_shared<LoadedModel>();
   m->name = model.name;
+  m->labels = model.labels;
   m->version = version.version;
   m->config = model.config;
   m->config_file = model.config_file.string();

@@ -38,6 +38,8 @@ struct LoadedModel {
   ModelSignature signature;
   size_t max_sequence_length = 512;
   TokenInputLimits token_input_limits;
+  // Label names in id order (a HuggingFace folder's id2label); empty: unnamed (LABEL_i).
+  std::vector<std::string> labels;
   // The graph the instances run: the model file, or (graph fusion) the fused bytes in model_data.
   runtime::OrtOptions ort;
 };

@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
   // max_queue_size is enforced per request here (a rerank request's rows are admitted together or
   // not at all), not per row by the batcher, which would split a request.
   batching::BatcherOptions batcher_options = batcher_options_in;
+  m->max_batch_tokens_ = batcher_options.max_batch_tokens;
   m->max_queue_size_ = batcher_options.default_queue_policy.max_queue_size;
   batcher_options.default_queue_policy.max_queue_size = 0;
   for (auto& [level, policy] : batcher_options.priority_queue_policy) policy.max_queue_size = 0;
@@ -138,13 +139,6 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
     const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
     stats->execution_count.fetch_add(1, std::memory_order_relaxed);
     stats->inference_count.fetch_add(b.size(), std::memory_order_relaxed);
-    stats->compute_infer_ns.fetch_add(ns, std::memory_order_relaxed);
-    uint64_t queue_ns = 0;
-    for (const Clock::duration& q : b.queue_durations) {
-      queue_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(q).count());
-    }
-    stats->queue_count.fetch_add(b.size(), std::memory_order_relaxed);
-    stats->queue_ns.fetch_add(queue_ns, std::memory_order_relaxed);
     stats->last_inference_ms.store(std::chrono::duration_cast<std::chrono::milliseconds>(
                                        std::chrono::system_clock::now().time_since_epoch()).count(),
                                    std::memory_order_relaxed);
@@ -220,6 +214,15 @@ void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::
     const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count());
     (result.ok() ? stats->success_count : stats->fail_count).fetch_add(1, std::memory_order_relaxed);
     (result.ok() ? stats->success_ns : stats->fail_ns).fetch_add(ns, std::memory_order_relaxed);
+    if (result.ok()) {
+      // Triton counts queue and compute once per request that ran, with its own times.
+      auto to_ns = [](Clock::duration d) {
+        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+      };
+      stats->request_count.fetch_add(1, std::memory_order_relaxed);
+      stats->queue_ns.fetch_add(to_ns(result->timings.queue), std::memory_order_relaxed);
+      stats->request_compute_ns.fetch_add(to_ns(result->timings.inference), std::memory_order_relaxed);
+    }
     if (breaker != nullptr) {
       // A client that left is not the model's failure; everything else that failed is.
       const bool ok = result.ok() || result.status().code() == absl::StatusCode::kCancelled;
@@ -259,6 +262,13 @@ ServedModel::Stats ServedModel::GetStats() const {
   return s;
 }
 
+std::vector<std::string> ServedModel::LabelNames(int64_t count) const {
+  if (count >= 0 && loaded_->labels.size() == static_cast<size_t>(count)) return loaded_->labels;
+  std::vector<std::string> labels;
+  for (int64_t i = 0; i < count; ++i) labels.push_back(absl::StrCat("LABEL_", i));
+  return labels;
+}
+
 api::ModelStatistics ServedModel::Statistics() const {
   const StatisticsCounters& st = *statistics_;
   api::ModelStatistics out;
@@ -269,8 +279,11 @@ api::ModelStatistics ServedModel::Statistics() const {
   out.execution_count = st.execution_count.load();
   out.success = {st.success_count.load(), st.success_ns.load()};
   out.fail = {st.fail_count.load(), st.fail_ns.load()};
-  out.queue = {st.queue_count.load(), st.queue_ns.load()};
-  out.compute_infer = {out.execution_count, st.compute_infer_ns.load()};
+  const uint64_t ran = st.request_count.load();
+  out.queue = {ran, st.queue_ns.load()};
+  out.compute_input = {ran, 0};
+  out.compute_infer = {ran, st.request_compute_ns.load()};
+  out.compute_output = {ran, 0};
   absl::MutexLock lock(&st.mu);
   for (const auto& [size, entry] : st.batch_stats) {
     out.batch_stats.push_back({size, {entry.first, entry.second}});

@@ -83,7 +83,12 @@ class ServedModel {
   const tokenizer::Tokenizer& tokenizer() const { return *loaded_->tokenizer; }
   const ModelSignature& signature() const { return loaded_->signature; }
   int64_t num_labels() const { return loaded_->signature.num_labels; }
+  // Label names in id order: the model's (HuggingFace id2label) when it has as many as `count`,
+  // else HF's defaults LABEL_0..LABEL_{count-1}.
+  std::vector<std::string> LabelNames(int64_t count) const;
   size_t max_sequence_length() const { return loaded_->max_sequence_length; }
+  // Most padded tokens in one batch (the batcher's max_batch_tokens, TEI's /info field).
+  size_t max_batch_tokens() const { return max_batch_tokens_; }
   // What KServe token tensors may carry (serving/token_input_limits.h), decided at load.
   const TokenInputLimits& token_input_limits() const { return loaded_->token_input_limits; }
   // The immutable loaded model this version schedules.
@@ -124,6 +129,7 @@ class ServedModel {
   std::shared_ptr<const LoadedModel> loaded_;  // never null
   uint64_t generation_ = 0;
   size_t max_queue_size_ = 0;
+  size_t max_batch_tokens_ = 0;
   std::chrono::milliseconds shutdown_grace_{10000};
   ServingMetrics* metrics_ = nullptr;
   std::unique_ptr<guard::CircuitBreaker> breaker_;  // null: no breaker trigger configured
@@ -133,11 +139,12 @@ class ServedModel {
   std::atomic<bool> shut_down_{false};
 
   // Triton statistics extension counters (durations in ns). Requests count as success or fail when
-  // answered; queue is per row; compute_infer and batch_stats per executed batch.
+  // answered; a request that ran counts once in queue and compute (request_count) with its slowest
+  // row's times; execution_count, compute_infer_ns and batch_stats count executed batches.
   struct StatisticsCounters {
     std::atomic<uint64_t> success_count{0}, success_ns{0}, fail_count{0}, fail_ns{0};
-    std::atomic<uint64_t> queue_count{0}, queue_ns{0};
-    std::atomic<uint64_t> inference_count{0}, execution_count{0}, compute_infer_ns{0};
+    std::atomic<uint64_t> request_count{0}, queue_ns{0}, request_compute_ns{0};
+    std::atomic<uint64_t> inference_count{0}, execution_count{0};
     std::atomic<int64_t> last_inference_ms{0};
     mutable absl::Mutex mu;
     std::map<size_t, std::pair<uint64_t, uint64_t>> batch_stats ABSL_GUARDED_BY(mu);  // size -> (count, ns)

@@ -339,9 +339,11 @@ void ServiceCore::Infer(const CallPtr& call, std::shared_ptr<ServedModel> model,
 }
 
 absl::Status ServiceCore::Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,
-                                   bool add_special_tokens, std::vector<tokenizer::Encoding>* out) const {
+                                   bool add_special_tokens, std::vector<tokenizer::Encoding>* out,
+                                   std::optional<tokenizer::TruncationDirection> direction) const {
   tokenizer::EncodeOptions opts;
   opts.max_length = model.max_sequence_length();
+  opts.direction = direction;
   opts.add_special_tokens = add_special_tokens;
   out->assign(inputs.size(), tokenizer::Encoding{});
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -143,9 +143,11 @@ class ServiceCore {
   // Runs token rows (KServe tensors) through `model`.
   void Infer(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
              InferDone done);
-  // Encodes each input with the model's tokenizer, cut to its max_sequence_length.
+  // Encodes each input with the model's tokenizer, cut to its max_sequence_length from the end
+  // `direction` names (unset: the tokenizer's own; see Encoding::truncated to refuse a cut input).
   absl::Status Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,
-                        bool add_special_tokens, std::vector<tokenizer::Encoding>* out) const;
+                        bool add_special_tokens, std::vector<tokenizer::Encoding>* out,
+                        std::optional<tokenizer::TruncationDirection> direction = std::nullopt) const;
 
   // Who `authorization` is: the key's tenant; a null tenant when no keys are configured;
   // kUnauthenticated otherwise. (For endpoints that check the key without admitting a call.)

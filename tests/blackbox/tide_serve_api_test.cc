@@ -201,8 +201,8 @@ TEST_F(ServeApiTest, ModelMetadataAndReadiness) {
   EXPECT_EQ(md["outputs"][0]["datatype"], "FP32");
   EXPECT_EQ(md["outputs"][0]["shape"], json::array({-1, 1}));
   EXPECT_EQ(Ok(Get("/v2/models/bert/versions/1")), md);
-  EXPECT_EQ(Ok(Get("/v2/models/bert/ready")), json({{"ready", true}}));
-  EXPECT_EQ(Ok(Get("/v2/models/bert/versions/1/ready")), json({{"ready", true}}));
+  EXPECT_EQ(Ok(Get("/v2/models/bert/ready")), json({{"name", "bert"}, {"ready", true}}));
+  EXPECT_EQ(Ok(Get("/v2/models/bert/versions/1/ready")), json({{"name", "bert"}, {"ready", true}}));
 }
 
 TEST_F(ServeApiTest, UnknownModelOrVersionIs404Json) {
@@ -345,7 +345,7 @@ TEST_F(ServeApiTest, ModelTruncationDirectionIsTheRequestDefault) {
 TEST_F(ServeApiTest, RerankRequestErrors) {
   EXPECT_NO_FATAL_FAILURE(ExpectJsonError(PostText("/rerank", R"({"query": "q", "texts": [)"), 400));
   EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", 5}, {"texts", kDocs}}), 422, "query"));
-  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", kQuery}, {"texts", json::array()}}), 422, "texts"));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", kQuery}, {"texts", json::array()}}), 400, "texts"));  // TEI's Empty
   EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", kQuery}}), 422, "texts"));
   EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/rerank", {{"query", kQuery}, {"texts", {1, 2}}}), 422));
 }
@@ -437,7 +437,7 @@ TEST_F(ServeApiTest, TokenizeMatchesTheTokenizeCommand) {
   const json bare = Ok(Post("/tokenize", {{"inputs", kQuery}, {"add_special_tokens", false}}));
   ASSERT_EQ(bare.size(), 1u);
   EXPECT_EQ(bare[0].size(), cli[0].input_ids.size() - 2) << bare;
-  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/tokenize", {{"inputs", json::array()}}), 422));
+  EXPECT_NO_FATAL_FAILURE(ExpectJsonError(Post("/tokenize", {{"inputs", json::array()}}), 400));  // TEI's Empty
   EXPECT_NO_FATAL_FAILURE(ExpectJsonError(PostText("/tokenize", "{"), 400));
 }
 

@@ -263,6 +263,20 @@ TEST(ServeHfModelTest, RealThirdPartyExportAsAnHfFolder) {
   // 2 labels (id2label NEGATIVE, POSITIVE): task classify, score = softmax P(POSITIVE).
   const double p = 1.0 / (1.0 + std::exp(0.00032029501744545996 - -0.00020017904171254486));
   EXPECT_NEAR(prob[0]["score"].get<double>(), p, 1e-5);
+  // TEI's /predict and Triton's classification name the labels from config.json's id2label.
+  const json predict = PostJson(**server, "/predict",
+                                {{"inputs", {"what is panda?", "The giant panda is a bear species endemic to China."}}});
+  ASSERT_TRUE(predict.is_array() && predict.size() == 2) << predict.dump();
+  EXPECT_EQ(predict[0]["label"], "NEGATIVE") << predict.dump();  // the larger logit first
+  EXPECT_NEAR(predict[1]["score"].get<double>(), p, 1e-5) << predict.dump();
+  EXPECT_EQ(predict[1]["label"], "POSITIVE");
+  const json top = PostJson(**server, "/v2/models/tiny-distilbert-classification/infer",
+                            {{"inputs", {{{"name", "text"}, {"shape", {1}}, {"datatype", "BYTES"}, {"data", {"what is panda?"}}},
+                                         {{"name", "text_pair"}, {"shape", {1}}, {"datatype", "BYTES"},
+                                          {"data", {"The giant panda is a bear species endemic to China."}}}}},
+                             {"outputs", {{{"name", "logits"}, {"parameters", {{"classification", 1}}}}}}});
+  ASSERT_TRUE(top.contains("outputs")) << top.dump();
+  EXPECT_THAT(top["outputs"][0]["data"][0].get<std::string>(), ::testing::EndsWith(":0:NEGATIVE")) << top.dump();
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "server/http/http_server.h"
 
+#include "absl/strings/match.h"
+#include "server/http/content_encoding.h"
+
 #include <atomic>
 #include <deque>
 #include <exception>
@@ -231,16 +234,25 @@ std::string_view ErrorTypeForStatus(int status) {
                                        : Info(ErrorKind::kInternal).error_type;
 }
 
-Response JsonError(ErrorKind kind, std::string_view message) { return JsonError(Info(kind).http_status, message); }
-
-Response JsonError(int status, std::string_view message) {
+namespace {
+Response JsonErrorOfType(int status, std::string_view error_type, std::string_view message) {
   Response response;
   response.status = status;
   nlohmann::json body = nlohmann::json::object();
   body["error"] = EchoForError(message, kMaxErrorMessageBytes);
-  body["error_type"] = std::string(ErrorTypeForStatus(status));
+  body["error_type"] = std::string(error_type);
   response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return response;
+}
+}  // namespace
+
+// The kind's own error_type (kEmpty shares 400 with kMalformedRequest but not its error_type).
+Response JsonError(ErrorKind kind, std::string_view message) {
+  return JsonErrorOfType(Info(kind).http_status, Info(kind).error_type, message);
+}
+
+Response JsonError(int status, std::string_view message) {
+  return JsonErrorOfType(status, ErrorTypeForStatus(status), message);
 }
 
 Responder& Responder::operator=(Responder&& other) noexcept {
@@ -660,8 +672,18 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     core_->active_requests.fetch_add(1);
     {
       Responder responder(shared_from_this(), id);
+      // A compressed body is inflated (bounded by max_body_bytes) before any handler sees it.
+      absl::Status decoded = absl::OkStatus();
+      if (const std::string_view coding = request.header("Content-Encoding"); !coding.empty()) {
+        decoded = DecodeContentEncoding(coding, &request.body, options().max_body_bytes);
+        std::erase_if(request.headers, [](const auto& h) { return absl::EqualsIgnoreCase(h.first, "Content-Encoding"); });
+      }
       try {
-        core_->handler->Handle(std::move(request), std::move(responder));
+        if (!decoded.ok()) {
+          std::move(responder)(JsonError(KindOf(decoded), std::string_view(decoded.message().data(), decoded.message().size())));
+        } else {
+          core_->handler->Handle(std::move(request), std::move(responder));
+        }
       } catch (const std::exception& e) {
         // The handler broke its contract; its Responder (destroyed by now) answered 500.
         std::fprintf(stderr, "tide http: handler threw: %s\n", e.what());

@@ -25,6 +25,19 @@ std::span<const RouteEntry> RouteTable() {
       {"POST", "/v2/repository/index", Endpoint::kRepositoryIndex, false},
       {"POST", "/v2/repository/models/{model}/load", Endpoint::kRepositoryLoad, false},
       {"POST", "/v2/repository/models/{model}/unload", Endpoint::kRepositoryUnload, false},
+      // Drop-in compatibility (issue 16): Cohere v2, TEI's other routes, Triton's config and stats.
+      {"POST", "/v2/rerank", Endpoint::kCohereRerankV2, false},
+      {"POST", "/predict", Endpoint::kPredict, false},
+      {"POST", "/", Endpoint::kInvocations, false},
+      {"POST", "/invocations", Endpoint::kInvocations, false},
+      {"POST", "/decode", Endpoint::kDecode, false},
+      {"GET", "/info", Endpoint::kInfo, false},
+      {"GET", "/ping", Endpoint::kPing, true},
+      {"GET", "/docs", Endpoint::kDocs, false},
+      {"GET", "/api-doc/openapi.json", Endpoint::kOpenApi, false},
+      {"GET", "/v2/models/stats", Endpoint::kAllModelStats, false},
+      {"GET", "/v2/models/{model}/config", Endpoint::kModelConfig, false},
+      {"GET", "/v2/models/{model}/versions/{version}/config", Endpoint::kModelConfig, false},
   };
   return kRoutes;
 }

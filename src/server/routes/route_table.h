@@ -28,6 +28,16 @@ enum class Endpoint {
   kRepositoryIndex,   // POST /v2/repository/index
   kRepositoryLoad,    // POST /v2/repository/models/{model}/load
   kRepositoryUnload,  // POST /v2/repository/models/{model}/unload
+  kCohereRerankV2,  // POST /v2/rerank (Cohere v2, vLLM)
+  kPredict,         // POST /predict (TEI sequence classification)
+  kInvocations,     // POST /, /invocations (TEI's and SageMaker's default route: rerank or predict)
+  kDecode,          // POST /decode (TEI)
+  kInfo,            // GET /info (TEI)
+  kPing,            // GET /ping (TEI / SageMaker health)
+  kDocs,            // GET /docs (API documentation page)
+  kOpenApi,         // GET /api-doc/openapi.json (OpenAPI 3 description of every route)
+  kModelConfig,     // GET /v2/models/{model}[/versions/{version}]/config (Triton)
+  kAllModelStats,   // GET /v2/models/stats (Triton: every model)
 };
 
 struct RouteEntry {

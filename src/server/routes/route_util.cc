@@ -27,6 +27,13 @@ double Ms(serving::Clock::duration d) { return std::chrono::duration<double, std
 
 }  // namespace
 
+http::Response JsonResponse(std::string body, int status) {
+  http::Response r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
 http::Response ErrorResponse(const absl::Status& status) {
   http::Response r;
   r.status = api::HttpStatusFor(status);

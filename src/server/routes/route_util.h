@@ -24,6 +24,9 @@ namespace tide::server {
 // serving::DegradedUnavailableError.
 http::Response ErrorResponse(const absl::Status& status);
 
+// A JSON answer (the server's default content type) with `status`.
+http::Response JsonResponse(std::string body, int status = 200);
+
 // What the service core needs of a request before its body is read (serving/call.h): the
 // Authorization header, the body size, the receive time, the client_gone flag, and the call's own
 // timeout and priority from `x-timeout-ms` (milliseconds) and `x-priority` (1 = highest), and

@@ -207,8 +207,9 @@ TEST(RouteTable, RegistersAndAdminRoutesAreTheProbes) {
         << e.method << " " << e.pattern;
     if (e.admin) admin.push_back(e.pattern);
   }
-  EXPECT_EQ(admin, (std::vector<std::string>{"/metrics", "/load", "/v2", "/v2/health/live", "/v2/health/ready", "/health"}));
-  EXPECT_EQ(RouteTable().size(), 21u);
+  EXPECT_EQ(admin, (std::vector<std::string>{"/metrics", "/load", "/v2", "/v2/health/live", "/v2/health/ready", "/health",
+                                              "/ping"}));
+  EXPECT_EQ(RouteTable().size(), 33u);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/cohere_rerank.h"
+#include "api/kserve_classification.h"
 #include "api/kserve_infer.h"
 #include "api/kserve_metadata.h"
 #include "api/model_statistics.h"
@@ -16,7 +17,9 @@
 #include "common/error.h"
 #include "common/error_echo.h"
 #include "config/model_config.h"
+#include "config/model_config_json.h"
 #include "nlohmann/json.hpp"
+#include "server/routes/api_docs.h"
 #include "server/routes/dashboard.h"
 #include "server/routes/load_report.h"
 #include "server/routes/route_table.h"
@@ -25,6 +28,7 @@
 #include "serving/kserve_answers.h"
 #include "serving/scoring.h"
 #include "serving/tensor_rows.h"
+#include "tokenizer/token_text.h"
 
 namespace tide::server {
 
@@ -32,13 +36,6 @@ namespace {
 
 using serving::Clock;
 using Steady = std::chrono::steady_clock;
-
-http::Response JsonResponse(std::string body, int status = 200) {
-  http::Response r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
 
 std::string NextRequestId() {
   static std::atomic<uint64_t> counter{0};
@@ -56,8 +53,18 @@ absl::StatusOr<std::optional<int64_t>> IntParameter(const api::Parameters& param
 // The KServe answer carrying `result` as the model's output tensor (JSON, or binary when asked);
 // `degraded` (a fallback's result) adds "parameters": {"degraded": true}.
 absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& model, const api::InferRequest& request,
-                                                 serving::InferenceResult result, bool degraded) {
-  const api::InferResponse response = serving::InferResponseOf(model, request, std::move(result), degraded);
+                                                 serving::InferenceResult result, bool degraded,
+                                                 std::optional<int64_t> classification) {
+  const int64_t rows = result.rows, labels = result.num_labels;
+  api::InferResponse response = serving::InferResponseOf(model, request, std::move(result), degraded);
+  if (classification.has_value()) {
+    // Triton's classification extension: the top k as "value:index" strings.
+    api::Tensor& out = response.outputs.front();
+    auto top = api::ClassificationTensor(out.name, std::get<std::vector<float>>(out.data), rows, labels,
+                                         *classification, model.loaded()->labels);
+    if (!top.ok()) return top.status();
+    out = *std::move(top);
+  }
   auto rendered = api::RenderInferResponse(response, request);
   if (!rendered.ok()) return rendered.status();
   http::Response http_response = JsonResponse(std::move(rendered->body));
@@ -128,6 +135,18 @@ absl::Status Service::AddRoutes() {
         return [](http::Request, http::PathParams, http::Responder respond) {
           std::move(respond)(DashboardResponse());
         };
+      case Endpoint::kCohereRerankV2: return plain(&Service::CohereRerankV2);
+      case Endpoint::kPredict: return plain(&Service::Predict);
+      case Endpoint::kInvocations: return plain(&Service::Invocations);
+      case Endpoint::kDecode: return plain(&Service::Decode);
+      case Endpoint::kInfo: return plain(&Service::Info);
+      case Endpoint::kPing: return plain(&Service::Ping);
+      case Endpoint::kDocs:
+        return [](http::Request, http::PathParams, http::Responder respond) { std::move(respond)(DocsResponse()); };
+      case Endpoint::kOpenApi:
+        return [](http::Request, http::PathParams, http::Responder respond) { std::move(respond)(OpenApiResponse()); };
+      case Endpoint::kModelConfig: return with_params(&Service::ModelConfig);
+      case Endpoint::kAllModelStats: return plain(&Service::AllModelStats);
     }
     return nullptr;
   };
@@ -168,12 +187,20 @@ void Service::RerankWork(const http::Request& request, ResponseSender sender, se
 void Service::CohereRerank(http::Request request, http::Responder respond) {
   StartInference(std::move(request), std::move(respond), "v1_rerank", {}, {},
                  [this](const http::Request& r, ResponseSender s, serving::CallPtr c) {
-                   CohereRerankWork(r, std::move(s), std::move(c));
+                   CohereRerankWork(r, std::move(s), std::move(c), api::CohereApiVersion::kV1);
                  });
 }
 
-void Service::CohereRerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
-  auto parsed = api::ParseCohereRerankRequest(request.body, options_.limits);
+void Service::CohereRerankV2(http::Request request, http::Responder respond) {
+  StartInference(std::move(request), std::move(respond), "v2_rerank", {}, {},
+                 [this](const http::Request& r, ResponseSender s, serving::CallPtr c) {
+                   CohereRerankWork(r, std::move(s), std::move(c), api::CohereApiVersion::kV2);
+                 });
+}
+
+void Service::CohereRerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call,
+                               api::CohereApiVersion api_version) {
+  auto parsed = api::ParseCohereRerankRequest(request.body, options_.limits, api_version);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = core_->FindModel(parsed->model.value_or(""));
   if (!model.ok()) return sender.SendError(model.status());
@@ -245,12 +272,49 @@ void Service::TokenizeWork(const http::Request& request, ResponseSender sender, 
   const tokenizer::Tokenizer& tok = (*model)->tokenizer();
   std::vector<std::vector<api::TokenInfo>> out(encodings.size());
   for (size_t i = 0; i < encodings.size(); ++i) {
-    out[i].reserve(encodings[i].ids.size());
-    for (int64_t id : encodings[i].ids) {
+    // TEI gives each token the input's own substring and its byte offsets; tide's tokenizers do
+    // not track offsets, so the pieces are aligned to the text (tokenizer/token_text.h). A pair's
+    // second text starts at its first token of type 1 (BERT); without token types, the alignment
+    // runs over the first text only and the rest keep their pieces.
+    const tokenizer::Encoding& e = encodings[i];
+    std::vector<std::string> pieces(e.ids.size());
+    std::vector<bool> special(e.ids.size());
+    for (size_t t = 0; t < e.ids.size(); ++t) {
+      pieces[t] = tok.IdToToken(e.ids[t]).value_or("");
+      special[t] = tok.IsSpecialToken(e.ids[t]);
+    }
+    size_t second = e.ids.size();
+    if (parsed->inputs[i].text_pair.has_value()) {
+      for (size_t t = 0; t < e.type_ids.size(); ++t) {
+        if (e.type_ids[t] != 0) {
+          second = t;
+          break;
+        }
+      }
+    }
+    std::vector<tokenizer::TokenSpan> spans(e.ids.size());
+    auto align = [&](std::string_view text, size_t begin, size_t end) {
+      std::vector<std::string> p(pieces.begin() + begin, pieces.begin() + end);
+      std::vector<bool> sp(special.begin() + begin, special.begin() + end);
+      std::vector<tokenizer::TokenSpan> got = tokenizer::AlignTokens(text, p, sp);
+      std::copy(got.begin(), got.end(), spans.begin() + begin);
+    };
+    align(parsed->inputs[i].text, 0, second);
+    if (second < e.ids.size()) align(*parsed->inputs[i].text_pair, second, e.ids.size());
+    out[i].reserve(e.ids.size());
+    for (size_t t = 0; t < e.ids.size(); ++t) {
       api::TokenInfo info;
-      info.id = id;
-      info.text = tok.IdToToken(id).value_or("");
-      info.special = tok.IsSpecialToken(id);
+      info.id = e.ids[t];
+      info.special = special[t];
+      const std::string_view text = t < second ? std::string_view(parsed->inputs[i].text)
+                                               : std::string_view(*parsed->inputs[i].text_pair);
+      if (spans[t].has_value()) {
+        info.start = spans[t]->first;
+        info.stop = spans[t]->second;
+        info.text = std::string(text.substr(spans[t]->first, spans[t]->second - spans[t]->first));
+      } else {
+        info.text = std::move(pieces[t]);
+      }
       out[i].push_back(std::move(info));
     }
   }
@@ -263,7 +327,7 @@ void Service::ServerMetadata(http::Request request, http::Responder respond) {
   ResponseSender sender(std::move(respond), metrics_, "server_metadata", request.received_at);
   api::ServerMetadata md;
   md.version = options_.version;
-  md.extensions = {"binary_tensor_data", "statistics"};
+  md.extensions = {"binary_tensor_data", "classification", "model_configuration", "model_repository", "statistics"};
   sender.Send(JsonResponse(api::RenderServerMetadata(md)));
 }
 
@@ -302,7 +366,8 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   const bool ready = core_->ModelReady(**model);
-  sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
+  const nlohmann::json body = {{"name", (*model)->name()}, {"ready", ready}};
+  sender.Send(JsonResponse(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), ready ? 200 : 503));
 }
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
@@ -312,6 +377,23 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   sender.Send(JsonResponse(api::RenderModelStatistics({(*model)->Statistics()})));
+}
+
+void Service::AllModelStats(http::Request request, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
+  if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
+  std::vector<api::ModelStatistics> stats;
+  for (const auto& model : models_->All()) stats.push_back(model->Statistics());
+  sender.Send(JsonResponse(api::RenderModelStatistics(stats)));
+}
+
+void Service::ModelConfig(http::Request request, const http::PathParams& params, http::Responder respond) {
+  ResponseSender sender(std::move(respond), metrics_, "model_config", request.received_at);
+  if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
+  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  if (!model.ok()) return sender.SendError(model.status());
+  sender.set_model((*model)->name(), (*model)->version());
+  sender.Send(JsonResponse(config::ModelConfigJson((*model)->config())));
 }
 
 // ---- KServe v2: inference ---------------------------------------------------------------------------
@@ -341,11 +423,15 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
   auto parsed = api::ParseInferRequest(request.body, header_length, limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   const ModelSignature& sig = (*model)->signature();
+  std::optional<int64_t> classification;
   for (const api::InferRequestedOutput& out : parsed->outputs) {
     if (out.name != sig.logits_name) {
       return sender.SendError(errors::InvalidInput(
           absl::StrCat("unknown output '", EchoForError(out.name), "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
     }
+    auto k = api::ClassificationCount(out.parameters, out.name);
+    if (!k.ok()) return sender.SendError(k.status());
+    if (k->has_value()) classification = *k;
   }
   if (parsed->parameters.contains("long_documents")) {
     // Not silently ignored: tensors answer one row per input row, which windows would change.
@@ -365,13 +451,13 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
 
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
   core_->Infer(call, *model, std::move(rows),
-               [sender = std::move(sender), req, m = *model,
-                tokenize](absl::StatusOr<serving::InferOutcome> outcome) mutable {
+               [sender = std::move(sender), req, m = *model, tokenize,
+                classification](absl::StatusOr<serving::InferOutcome> outcome) mutable {
                  if (!outcome.ok()) return sender.SendError(outcome.status());
                  const Steady::time_point post = Steady::now();
                  serving::StageTimings t = outcome->result.timings;
                  const char* fallback = outcome->fallback;
-                 auto response = InferHttpResponse(*m, *req, std::move(outcome->result), fallback != nullptr);
+                 auto response = InferHttpResponse(*m, *req, std::move(outcome->result), fallback != nullptr, classification);
                  if (!response.ok()) return sender.SendError(response.status());
                  if (fallback != nullptr) {
                    response->headers.emplace_back("x-tide-degraded", fallback);

@@ -10,6 +10,11 @@
 //   GET  /v2/models/{m}[/versions/{v}]/stats      Triton statistics extension
 //   GET  /metrics                                 Prometheus text format
 //   GET  /load                                    in-flight requests, queued rows/tokens, free capacity (load_report.h)
+//   POST /v2/rerank                               Cohere v2 rerank (vLLM)
+//   POST /predict, /decode; GET /info, /ping      TEI (tei_routes.cc)
+//   POST /, /invocations                          TEI / SageMaker default route: /rerank, or /predict for a classifier
+//   GET  /v2/models/stats, /v2/models/{m}[/versions/{v}]/config   Triton: every model's statistics, model configuration
+//   GET  /docs, /api-doc/openapi.json             API documentation (api_docs.h, api/openapi.h)
 //
 // Contract:
 //  - The HTTP edge of serving::ServiceCore: every inference route turns its request into a CallInfo
@@ -40,6 +45,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/cohere_rerank.h"
 #include "api/request_limits.h"
 #include "absl/functional/any_invocable.h"
 #include "common/version.h"
@@ -65,7 +71,7 @@ class Service {
  public:
   static absl::StatusOr<std::unique_ptr<Service>> Create(serving::ServiceCore* core, const ServiceOptions& options);
   http::Handler* handler() { return &router_; }
-  // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /metrics,
+  // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /ping, /metrics,
   // /load and /v2 (the same handlers as handler()'s); any other path is 404.
   http::Handler* admin_handler() { return &admin_router_; }
 
@@ -91,7 +97,10 @@ class Service {
                   const serving::PairOptions& pair_options, bool raw_scores, RerankRenderer render);
   // The bodies of the inference routes, on a tokenization worker.
   void RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
-  void CohereRerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
+  void CohereRerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call,
+                        api::CohereApiVersion api_version);
+  void PredictWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
+  void DecodeWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
   void TokenizeWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
   void InferWork(const http::Request& request, std::string_view model_name, std::string_view version,
                  ResponseSender sender, serving::CallPtr call);
@@ -99,6 +108,14 @@ class Service {
   // Routes (one per endpoint family; see the table above).
   void Rerank(http::Request request, http::Responder respond);
   void CohereRerank(http::Request request, http::Responder respond);
+  void CohereRerankV2(http::Request request, http::Responder respond);
+  void Predict(http::Request request, http::Responder respond);
+  void Invocations(http::Request request, http::Responder respond);
+  void Decode(http::Request request, http::Responder respond);
+  void Info(http::Request request, http::Responder respond);
+  void Ping(http::Request request, http::Responder respond);
+  void ModelConfig(http::Request request, const http::PathParams& params, http::Responder respond);
+  void AllModelStats(http::Request request, http::Responder respond);
   void Tokenize(http::Request request, http::Responder respond);
   void ServerMetadata(http::Request request, http::Responder respond);
   void Live(http::Request request, http::Responder respond);

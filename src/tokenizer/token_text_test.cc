@@ -1,0 +1,69 @@
+#include "tokenizer/token_text.h"
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tokenizer/testing/small_bert_tokenizer.h"
+
+namespace tide::tokenizer {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(PieceTextTest, TheThreeConventions) {
+  EXPECT_EQ(PieceText("##fe"), "fe");
+  EXPECT_EQ(PieceText("\xE2\x96\x81the"), " the");
+  EXPECT_EQ(PieceText("\xC4\xA0the"), " the");  // Ġthe
+  EXPECT_EQ(PieceText("caf"), "caf");
+}
+
+TEST(DecodeTest, WordPieceJoinsContinuationsAndSkipsSpecialTokens) {
+  auto tok = testing::SmallBertTokenizer({"the", "caf", "##e", "is", "open", "."});
+  ASSERT_NE(tok, nullptr);
+  Encoding e;
+  ASSERT_TRUE(tok->Encode("The cafe is open.", std::nullopt, {}, &e).ok());
+  EXPECT_EQ(Decode(*tok, e.ids, /*skip_special_tokens=*/true), "the cafe is open.");
+  EXPECT_EQ(Decode(*tok, e.ids, /*skip_special_tokens=*/false), "[CLS] the cafe is open. [SEP]");
+  const std::vector<int64_t> out_of_vocabulary = {4, 999999};
+  EXPECT_EQ(Decode(*tok, out_of_vocabulary, true), "the");
+}
+
+TEST(AlignTokensTest, OffsetsAreTheInputsOwnBytes) {
+  const std::vector<std::string> pieces = {"[CLS]", "the", "caf", "##e", "is", "[SEP]"};
+  const std::vector<bool> special = {true, false, false, false, false, true};
+  const std::string text = "The  Cafe is";
+  const auto spans = AlignTokens(text, pieces, special);
+  ASSERT_EQ(spans.size(), 6u);
+  EXPECT_FALSE(spans[0].has_value());
+  EXPECT_EQ(spans[1], std::make_pair(size_t{0}, size_t{3}));
+  EXPECT_EQ(text.substr(spans[2]->first, spans[2]->second - spans[2]->first), "Caf");
+  EXPECT_EQ(text.substr(spans[3]->first, spans[3]->second - spans[3]->first), "e");
+  EXPECT_EQ(spans[4], std::make_pair(size_t{10}, size_t{12}));
+  EXPECT_FALSE(spans[5].has_value());
+}
+
+TEST(AlignTokensTest, OnePieceTheTextSpellsOtherwiseGetsTheGap) {
+  // BERT uncased strips accents: the piece "cafe" is spelled "café" in the input.
+  const std::string text = "café au lait";
+  const std::vector<std::string> pieces = {"cafe", "au", "lait"};
+  const std::vector<bool> special(3, false);
+  const auto spans = AlignTokens(text, pieces, special);
+  ASSERT_TRUE(spans[0].has_value());
+  EXPECT_EQ(text.substr(spans[0]->first, spans[0]->second - spans[0]->first), "café");
+  EXPECT_EQ(text.substr(spans[2]->first, spans[2]->second - spans[2]->first), "lait");
+}
+
+TEST(AlignTokensTest, ByteLevelAndMetaspacePieces) {
+  const std::string text = "Hello world";
+  const std::vector<bool> special(2, false);
+  EXPECT_THAT(AlignTokens(text, std::vector<std::string>{"Hello", "\xC4\xA0world"}, special),
+              ElementsAre(std::make_pair(size_t{0}, size_t{5}), std::make_pair(size_t{6}, size_t{11})));
+  EXPECT_THAT(AlignTokens(text, std::vector<std::string>{"\xE2\x96\x81Hello", "\xE2\x96\x81world"}, special),
+              ElementsAre(std::make_pair(size_t{0}, size_t{5}), std::make_pair(size_t{6}, size_t{11})));
+}
+
+}  // namespace
+}  // namespace tide::tokenizer
