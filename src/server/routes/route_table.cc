@@ -25,6 +25,10 @@ std::span<const RouteEntry> RouteTable() {
       {"POST", "/v2/repository/index", Endpoint::kRepositoryIndex, false},
       {"POST", "/v2/repository/models/{model}/load", Endpoint::kRepositoryLoad, false},
       {"POST", "/v2/repository/models/{model}/unload", Endpoint::kRepositoryUnload, false},
+      {"GET", "/v2/models/{model}/rollout", Endpoint::kRolloutGet, false},
+      {"PUT", "/v2/models/{model}/rollout", Endpoint::kRolloutPut, false},
+      {"POST", "/v2/models/{model}/rollout/promote", Endpoint::kRolloutPromote, false},
+      {"POST", "/v2/models/{model}/rollout/rollback", Endpoint::kRolloutRollback, false},
   };
   return kRoutes;
 }

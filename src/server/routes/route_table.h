@@ -28,6 +28,11 @@ enum class Endpoint {
   kRepositoryIndex,   // POST /v2/repository/index
   kRepositoryLoad,    // POST /v2/repository/models/{model}/load
   kRepositoryUnload,  // POST /v2/repository/models/{model}/unload
+  // Gray release per model (rollout_routes.h; admin endpoints, guarded like the repository API).
+  kRolloutGet,       // GET /v2/models/{model}/rollout
+  kRolloutPut,       // PUT /v2/models/{model}/rollout
+  kRolloutPromote,   // POST /v2/models/{model}/rollout/promote
+  kRolloutRollback,  // POST /v2/models/{model}/rollout/rollback
 };
 
 struct RouteEntry {

@@ -208,7 +208,7 @@ TEST(RouteTable, RegistersAndAdminRoutesAreTheProbes) {
     if (e.admin) admin.push_back(e.pattern);
   }
   EXPECT_EQ(admin, (std::vector<std::string>{"/metrics", "/load", "/v2", "/v2/health/live", "/v2/health/ready", "/health"}));
-  EXPECT_EQ(RouteTable().size(), 21u);
+  EXPECT_EQ(RouteTable().size(), 25u);
 }
 
 }  // namespace
