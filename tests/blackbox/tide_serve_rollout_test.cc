@@ -124,8 +124,8 @@ class ServeRolloutTest : public SharedServerSuite<ServeRolloutTest> {
 
 HeaderList NoHeaders(int) { return {}; }
 
-// Version 1's ranking of RerankBody(i) for i < 17 * 5 (the bodies repeat after that), asked on the
-// KServe-free rerank path while a rolled-back or shadow rollout sends every request to version 1.
+// Version 1's ranking of each RerankBody seen while a shadow rollout sends every request to it:
+// the same body must always come back in the same order (a shadow answer never leaks out).
 std::map<std::string, std::vector<int>> g_stable_orders;
 std::mutex g_stable_mu;
 
