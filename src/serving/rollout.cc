@@ -101,13 +101,15 @@ Rollouts::Rollouts(ServingMetrics* metrics, const RolloutsOptions& options)
   if (options_.check_interval > std::chrono::milliseconds::zero()) timer_ = std::thread([this] { TimerLoop(); });
 }
 
-Rollouts::~Rollouts() {
+Rollouts::~Rollouts() { StopTimer(); }
+
+void Rollouts::StopTimer() {
   {
     absl::MutexLock lock(&stop_mu_);
     stop_ = true;
   }
   stop_cv_.SignalAll();
-  if (timer_.joinable()) timer_.join();
+  if (timer_.joinable() && timer_.get_id() != std::this_thread::get_id()) timer_.join();
 }
 
 void Rollouts::TimerLoop() {
@@ -117,6 +119,7 @@ void Rollouts::TimerLoop() {
     stop_cv_.WaitWithTimeout(&stop_mu_, absl::FromChrono(options_.check_interval));
     if (stop_) break;
     stop_mu_.Unlock();
+    if (options_.on_tick) options_.on_tick();
     CheckGuards();
     stop_mu_.Lock();
   }

@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -102,6 +103,9 @@ struct RolloutStatus {
 struct RolloutsOptions {
   const Clock* clock = nullptr;                                   // null: the steady clock
   std::chrono::milliseconds check_interval{250};                  // 0: no timer thread
+  // Also run on the timer thread before each check (the service core applies rollouts declared
+  // in config.pbtxt there). May be empty; must stay valid until StopTimer.
+  std::function<void()> on_tick;
 };
 
 class Rollouts {
@@ -130,6 +134,8 @@ class Rollouts {
   void RecordOutcome(const std::string& model, int64_t version, bool ok, Clock::duration latency);
   void RecordComparison(const std::string& model, std::span<const float> stable, std::span<const float> candidate);
   void CheckGuards();
+  // Stops the timer thread (idempotent; the destructor calls it).
+  void StopTimer();
 
   const Clock* clock() const { return clock_; }
 

@@ -373,5 +373,37 @@ TEST(ServiceCoreRollout, CanaryAnswersAreComparedWithTheStableVersion) {
   EXPECT_EQ((*h.core->FindModel(*call, "m"))->version(), 1);
 }
 
+TEST(ServiceCoreRollout, ARolloutDeclaredInConfigStartsOnceItsCandidateIsLoaded) {
+  CoreHarness h;
+  testing::ModelSpec spec;
+  spec.name = "m";
+  spec.version = 1;
+  spec.parameters.rollout = R"({"candidate": "2", "mode": "canary", "percent": 100})";
+  ASSERT_TRUE(h.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
+  h.core->ApplyDeclaredRollouts();  // version 2 is not loaded yet: nothing starts, no error
+  EXPECT_FALSE(h.core->rollouts().Get("m").has_value());
+  spec.version = 2;
+  ASSERT_TRUE(h.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
+  h.core->ApplyDeclaredRollouts();
+  auto status = h.core->rollouts().Get("m");
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->state, RolloutState::kRunning);
+  EXPECT_EQ(status->spec.stable, 1);
+  EXPECT_EQ(status->spec.candidate, 2);
+  // Applied once per text: a manual rollback is not undone by the next tick.
+  ASSERT_TRUE(h.core->rollouts().Rollback("m").ok());
+  h.core->ApplyDeclaredRollouts();
+  EXPECT_EQ(h.core->rollouts().Get("m")->state, RolloutState::kRolledBack);
+  // An invalid declaration starts nothing (and is logged once).
+  CoreHarness bad;
+  spec.version = 1;
+  spec.parameters.rollout = R"({"candidate": "2", "mode": "blue"})";
+  ASSERT_TRUE(bad.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
+  spec.version = 2;
+  ASSERT_TRUE(bad.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
+  bad.core->ApplyDeclaredRollouts();
+  EXPECT_FALSE(bad.core->rollouts().Get("m").has_value());
+}
+
 }  // namespace
 }  // namespace tide::serving

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "serving/fallback.h"
 #include "serving/long_documents.h"
+#include "spdlog/spdlog.h"
 
 namespace tide::serving {
 
@@ -18,7 +19,10 @@ ServiceCore::ServiceCore(ModelManager* models, ServingMetrics* metrics, const Se
       options_(options),
       clock_(options.clock != nullptr ? options.clock : SteadyClock::Get()) {}
 
-ServiceCore::~ServiceCore() { pool_.reset(); }
+ServiceCore::~ServiceCore() {
+  rollouts_->StopTimer();  // its on_tick uses this core; shadow answers may keep rollouts_ alive
+  pool_.reset();
+}
 
 absl::StatusOr<std::unique_ptr<ServiceCore>> ServiceCore::Create(ModelManager* models, ServingMetrics* metrics,
                                                                  const ServiceCoreOptions& options) {
@@ -41,6 +45,7 @@ absl::StatusOr<std::unique_ptr<ServiceCore>> ServiceCore::Create(ModelManager* m
   RolloutsOptions rollouts;
   rollouts.clock = core->clock_;
   rollouts.check_interval = options.rollout_check_interval;
+  rollouts.on_tick = [c = core.get()] { c->ApplyDeclaredRollouts(); };
   core->rollouts_ = std::make_shared<Rollouts>(metrics, rollouts);
   if (absl::Status s = core->SetApiKeys(options.api_keys); !s.ok()) return s;
   return core;
@@ -219,6 +224,61 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServiceCore::FindModel(const Call& 
   auto chosen = models_->Find(model_name, std::to_string(*routed));
   // A version the rollout names that is no longer loaded: the newest answers, as without a rollout.
   return chosen.ok() ? chosen : model;
+}
+
+absl::Status ServiceCore::StartRollout(const std::string& model, const RolloutDeclaration& declaration) {
+  RolloutSpec spec = declaration.spec;
+  if (!declaration.stable.has_value()) {
+    spec.stable = 0;
+    if (std::optional<RolloutStatus> current = rollouts_->Get(model);
+        current.has_value() && current->state != RolloutState::kIdle) {
+      spec.stable = current->spec.stable;
+    }
+    if (spec.stable == 0 || spec.stable == spec.candidate) {
+      spec.stable = 0;
+      for (int64_t v : models_->Versions(model)) {
+        if (v != spec.candidate) spec.stable = std::max(spec.stable, v);
+      }
+    }
+    if (spec.stable == 0) {
+      return errors::NotFound(
+          absl::StrCat("model ", model, " has no loaded version besides the candidate ", spec.candidate));
+    }
+  }
+  for (int64_t v : {spec.stable, spec.candidate}) {
+    if (auto found = models_->Find(model, std::to_string(v)); !found.ok()) return found.status();
+  }
+  return rollouts_->Start(model, spec);
+}
+
+void ServiceCore::ApplyDeclaredRollouts() {
+  // The newest version's declaration of each model.
+  std::map<std::string, std::pair<int64_t, std::string>> declared;
+  for (const auto& m : models_->All()) {
+    auto& [version, text] = declared[m->name()];
+    if (m->version() >= version) {
+      version = m->version();
+      text = m->parameters().rollout;
+    }
+  }
+  for (const auto& [model, entry] : declared) {
+    const std::string& text = entry.second;
+    {
+      absl::MutexLock lock(&declared_mu_);
+      auto it = declared_.find(model);
+      if (text.empty() || (it != declared_.end() && it->second == text)) continue;
+    }
+    auto declaration = ParseRolloutJson(text);
+    absl::Status s = declaration.ok() ? StartRollout(model, *declaration) : declaration.status();
+    if (!s.ok() && absl::IsNotFound(s)) continue;  // the candidate may still be loading: next tick
+    absl::MutexLock lock(&declared_mu_);
+    declared_[model] = text;
+    if (s.ok()) {
+      spdlog::info("model {}: started the rollout its config.pbtxt declares", model);
+    } else {
+      spdlog::error("model {}: the rollout its config.pbtxt declares was not started: {}", model, s.ToString());
+    }
+  }
 }
 
 namespace {

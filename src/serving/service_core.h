@@ -57,6 +57,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -77,6 +78,7 @@
 #include "serving/call.h"
 #include "serving/model_manager.h"
 #include "serving/rollout.h"
+#include "serving/rollout_json.h"
 #include "serving/score_cache.h"
 #include "serving/scoring.h"
 #include "serving/serving_metrics.h"
@@ -191,6 +193,16 @@ class ServiceCore {
 
   const ScoreCache* score_cache() const { return cache_.get(); }
   Rollouts& rollouts() const { return *rollouts_; }
+  // Starts the model's rollout (serving/rollout_json.h); without declaration.stable, the stable
+  // version is the one answering now: the current rollout's stable version (after a promotion the
+  // promoted one), else the newest loaded version other than the candidate. Both versions must be
+  // loaded (kNotFound).
+  absl::Status StartRollout(const std::string& model, const RolloutDeclaration& declaration);
+  // Starts each rollout a loaded version declares in config.pbtxt (parameter `rollout`, taken from
+  // the model's newest version) once per distinct text: a text whose candidate is not loaded yet
+  // is retried on the next call, one that is invalid is logged once. Runs on the rollout timer
+  // (every rollout_check_interval); public for tests.
+  void ApplyDeclaredRollouts();
   ModelManager& models() const { return *models_; }
   ServingMetrics& metrics() const { return *metrics_; }
   const ServiceCoreOptions& options() const { return options_; }
@@ -225,6 +237,9 @@ class ServiceCore {
   std::atomic<bool> trim_pending_{false};
   std::unique_ptr<ScoreCache> cache_;  // null: no score cache
   std::shared_ptr<Rollouts> rollouts_;  // shared with shadow answers that may come after the core
+  absl::Mutex declared_mu_;
+  // Per model: the declared rollout text last applied (or found invalid).
+  std::map<std::string, std::string> declared_ ABSL_GUARDED_BY(declared_mu_);
   mutable absl::Mutex refresh_mu_;
   mutable uint64_t mirrored_evictions_ ABSL_GUARDED_BY(refresh_mu_) = 0;
   // Last: destroyed first, so no worker runs while the members above go away.

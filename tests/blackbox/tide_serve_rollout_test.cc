@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -277,6 +278,56 @@ TEST_F(ServeRolloutTest, PromoteMakesTheCandidateStable) {
   }
   // Promoting again is refused: the rollout is over.
   EXPECT_EQ(client->Post("/v2/models/m/rollout/promote", "", Admin()).status, 422);
+}
+
+// GitOps: a rollout declared in config.pbtxt starts when a poll applies the change.
+class ServeDeclaredRolloutTest : public SharedServerSuite<ServeDeclaredRolloutTest> {
+ protected:
+  static void SetUpTestSuite() {
+    StartSharedServer(
+        [](const fs::path& repo) {
+          return AddTinyBert(repo, "m",
+                             "backend: \"onnxruntime\"\nmax_batch_size: 8\nversion_policy { all { } }\n"
+                             "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n");
+        },
+        {"--model-control-mode", "poll", "--repository-poll-secs", "1", "--log-level", "info"});
+  }
+};
+
+TEST_F(ServeDeclaredRolloutTest, APollModeRepositoryChangeStartsTheDeclaredRollout) {
+  auto client = NewClient();
+  EXPECT_EQ(ParseJson(client->Get("/v2/models/m/rollout").body).value("state", ""), "idle");
+  // Version 2 (the same weights) and the declaration, each moved in by one rename.
+  auto tiny = ExportedTinyBert();
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  const fs::path repo = scratch_dir() / "repo" / "m";
+  const fs::path staged = scratch_dir() / "staged-2";
+  fs::create_directories(staged);
+  fs::create_symlink(fs::absolute(*tiny / "1" / "model.onnx"), staged / "model.onnx");
+  fs::rename(staged, repo / "2");
+  {
+    std::ofstream out(scratch_dir() / "config.pbtxt.new");
+    out << "backend: \"onnxruntime\"\nmax_batch_size: 8\nversion_policy { all { } }\n"
+           "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
+           "parameters { key: \"rollout\" value { string_value: "
+           "'{\"candidate\": \"2\", \"stable\": \"1\", \"mode\": \"canary\", \"percent\": 50}' } }\n";
+  }
+  fs::rename(scratch_dir() / "config.pbtxt.new", repo / "config.pbtxt");
+  ASSERT_TRUE(WaitFor([&] { return ParseJson(client->Get("/v2/models/m/rollout").body).value("state", "") == "running"; },
+                      std::chrono::seconds(40)))
+      << client->Get("/v2/models/m/rollout").body;
+  const json status = ParseJson(client->Get("/v2/models/m/rollout").body);
+  EXPECT_EQ(status.value("stable", ""), "1");
+  EXPECT_EQ(status.value("candidate", ""), "2");
+  EXPECT_EQ(status.value("mode", ""), "canary");
+  std::map<std::string, int> by_version;
+  for (int i = 0; i < 100; ++i) {
+    auto r = client->Post("/rerank", RerankBody(i));
+    ASSERT_EQ(r.status, 200) << r.body;
+    ++by_version[std::string(r.header("x-tide-model-version"))];
+  }
+  EXPECT_GT(by_version["1"], 20);
+  EXPECT_GT(by_version["2"], 20);
 }
 
 }  // namespace

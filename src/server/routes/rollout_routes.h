@@ -14,12 +14,9 @@
 // Contract:
 //  - Admin endpoints, guarded like the repository API: with an admin key (--admin-api-key, else
 //    --api-key) a request without `Authorization: Bearer <key>` gets 401 before anything else.
-//  - PUT: `candidate` is required (a version number, as a string or an integer); `mode` defaults to
-//    canary, `percent` to 10 (canary) or 100 (shadow); `stable` defaults to the version that
-//    answers now (the candidate of a promoted rollout, the stable one of any other, else the
-//    newest loaded version other than the candidate); guard fields default as RolloutGuard's. Both
-//    versions must be loaded (404 otherwise); a bad field is 422 naming it, bad JSON 400. A PUT
-//    replaces the model's rollout and clears its windows. It answers the new GET body.
+//  - PUT: the body as serving::ParseRolloutJson reads it (a bad field is 422 naming it, bad JSON
+//    400), started by ServiceCore::StartRollout (both versions must be loaded: 404 otherwise). A
+//    PUT replaces the model's rollout and clears its windows. It answers the new GET body.
 //  - GET of a model without a rollout: mode "none", state "idle", the newest version as stable.
 //  - promote / rollback: 200 with the GET body; 404 without a rollout, 422 when it is not running.
 //  - Answers on the calling thread; thread-safe; the core must outlive the routes.
@@ -42,13 +39,6 @@ struct RolloutRoutesOptions {
   // Bearer key the rollout endpoints require; empty: open.
   std::string admin_api_key;
 };
-
-// A PUT body, parsed (also the value of a config.pbtxt `rollout` parameter).
-struct RolloutPut {
-  std::optional<int64_t> stable;
-  serving::RolloutSpec spec;  // spec.stable unset (0) unless `stable` was given
-};
-absl::StatusOr<RolloutPut> ParseRolloutPut(std::string_view body);
 
 class RolloutRoutes {
  public:

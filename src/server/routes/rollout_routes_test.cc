@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "api/status_http.h"
 #include "serving/model_manager.h"
+#include "serving/rollout_json.h"
 #include "serving/testing/fake_backend.h"
 
 namespace tide::server {
@@ -18,8 +19,8 @@ namespace {
 using json = nlohmann::json;
 using ::testing::HasSubstr;
 
-TEST(ParseRolloutPut, FieldsDefaultsAndErrors) {
-  auto put = ParseRolloutPut(R"({"candidate": "2", "mode": "canary", "percent": 10, "sticky_header": "X-User-Id",
+TEST(ParseRolloutJson, FieldsDefaultsAndErrors) {
+  auto put = serving::ParseRolloutJson(R"({"candidate": "2", "mode": "canary", "percent": 10, "sticky_header": "X-User-Id",
       "guard": {"min_requests": 200, "max_error_rate": 0.01, "max_p99_ratio": 1.5, "min_spearman": 0.9,
       "min_top1": 0.8}})");
   ASSERT_TRUE(put.ok()) << put.status();
@@ -30,7 +31,7 @@ TEST(ParseRolloutPut, FieldsDefaultsAndErrors) {
   EXPECT_EQ(put->spec.sticky_header, "x-user-id");
   EXPECT_EQ(put->spec.guard.min_requests, 200);
   EXPECT_DOUBLE_EQ(put->spec.guard.min_top1, 0.8);
-  auto shadow = ParseRolloutPut(R"({"candidate": 3, "mode": "shadow", "stable": "1"})");
+  auto shadow = serving::ParseRolloutJson(R"({"candidate": 3, "mode": "shadow", "stable": "1"})");
   ASSERT_TRUE(shadow.ok()) << shadow.status();
   EXPECT_EQ(shadow->spec.percent, 100);
   EXPECT_EQ(*shadow->stable, 1);
@@ -38,11 +39,11 @@ TEST(ParseRolloutPut, FieldsDefaultsAndErrors) {
                           R"({"candidate": "2", "percent": 150})", R"({"candidate": "2", "guard": {"min_top1": 2}})",
                           R"({"candidate": "2", "guard": {"min_requests": 0}})", R"({"candidate": "2", "colour": 1})",
                           R"({"candidate": "2", "guard": {"max_p50": 1}})", R"([])"}) {
-    auto r = ParseRolloutPut(bad);
+    auto r = serving::ParseRolloutJson(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(api::HttpStatusFor(r.status()), 422) << bad << " " << r.status();
   }
-  EXPECT_EQ(api::HttpStatusFor(ParseRolloutPut("{").status()), 400);
+  EXPECT_EQ(api::HttpStatusFor(serving::ParseRolloutJson("{").status()), 400);
 }
 
 class RolloutRoutesTest : public ::testing::Test {
