@@ -383,10 +383,12 @@ void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model
   const Clock::time_point other_start = clock_->Now();
   ScoreOrFallback(other, admission, query, documents, options, raw_scores, /*metrics=*/nullptr,
                   [] { return absl::OkStatus(); },
-                  [rollouts = rollouts_, clock = clock_, name, other_v, other_start,
+                  [rollouts = rollouts_, clock = clock_, name, other_v, other_start, live_is_stable,
                    compare](absl::StatusOr<RerankScores> scores) mutable {
                     const bool degraded = scores.ok() && scores->fallback != nullptr;
-                    if (auto ok = RolloutOutcome(scores.status(), degraded); ok.has_value()) {
+                    // A shadow answer is all the candidate has to show; a canary duplicate on the
+                    // stable version (lowest priority) would only blur the stable version's figures.
+                    if (auto ok = RolloutOutcome(scores.status(), degraded); ok.has_value() && live_is_stable) {
                       rollouts->RecordOutcome(name, other_v, *ok, clock->Now() - other_start);
                     }
                     compare->Offer(false, scores.ok() && !degraded ? &scores->scores : nullptr);

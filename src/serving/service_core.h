@@ -47,8 +47,9 @@
 //  - Gray release (serving/rollout.h, rollouts()): FindModel(call, name, version) with an empty
 //    version asks the model's rollout which version answers (canary share, sticky by the call's
 //    StickyValue of the rollout's sticky_header; after a rollback the stable version, after a
-//    promotion the candidate); a named version bypasses the split. Rerank and Infer answers of a
-//    rollout's stable or candidate version are recorded (error, latency). A rerank the stable
+//    promotion the candidate); a named version bypasses the split. Live Rerank and Infer answers of
+//    a rollout's stable or candidate version, and the candidate's shadow answers, are recorded
+//    (error, latency); a canary duplicate on the stable version is only compared. A rerank the stable
 //    version answers in shadow mode (drawn by percent), and every one the candidate answers in
 //    canary mode, is also scored by the other version when that version's queue is empty, at its
 //    lowest priority level, with the same deadline; that answer is only compared
