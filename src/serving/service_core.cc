@@ -351,7 +351,10 @@ void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model
     other_version = rollouts_->DuplicateOf(name, version);
     live_is_stable = false;
   }
-  if (other_version.has_value() && options.long_documents == LongDocuments::kTruncate) {
+  // Idle capacity only: both queues empty (live rows waiting anywhere mean the instances, which
+  // share the CPU or the accelerator, have no time to spare).
+  if (other_version.has_value() && options.long_documents == LongDocuments::kTruncate &&
+      model->GetStats().batcher.queued_tasks == 0) {
     auto found = models_->Find(name, std::to_string(*other_version));
     if (found.ok() && (*found)->GetStats().batcher.queued_tasks == 0) other = *std::move(found);
   }

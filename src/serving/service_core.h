@@ -51,7 +51,7 @@
 //    a rollout's stable or candidate version, and the candidate's shadow answers, are recorded
 //    (error, latency); a canary duplicate on the stable version is only compared. A rerank the stable
 //    version answers in shadow mode (drawn by percent), and every one the candidate answers in
-//    canary mode, is also scored by the other version when that version's queue is empty, at its
+//    canary mode, is also scored by the other version when both versions' queues are empty, at its
 //    lowest priority level, with the same deadline; that answer is only compared
 //    (Rollouts::RecordComparison) and never returned, and its failure fails nothing live.
 //  - Thread-safe. The model manager and the metrics must outlive the core.
