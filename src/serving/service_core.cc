@@ -20,7 +20,8 @@ ServiceCore::ServiceCore(ModelManager* models, ServingMetrics* metrics, const Se
       clock_(options.clock != nullptr ? options.clock : SteadyClock::Get()) {}
 
 ServiceCore::~ServiceCore() {
-  rollouts_->StopTimer();  // its on_tick uses this core; shadow answers may keep rollouts_ alive
+  // The rollout timer's on_tick uses this core (shadow answers may keep rollouts_ alive longer).
+  if (rollouts_ != nullptr) rollouts_->StopTimer();
   pool_.reset();
 }
 
