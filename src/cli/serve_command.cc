@@ -248,8 +248,11 @@ int Serve(const ServeFlags& f) {
   // the tenants of --api-keys are not admins).
   server::RepositoryRoutes repository_routes(
       controller.get(), server::RepositoryRoutesOptions{f.admin_api_key.empty() ? f.core.api_key : f.admin_api_key});
+  server::RolloutRoutes rollout_routes(
+      core->get(), server::RolloutRoutesOptions{f.admin_api_key.empty() ? f.core.api_key : f.admin_api_key});
   server::ServiceOptions so = f.service;
   so.repository = &repository_routes;
+  so.rollout = &rollout_routes;
   auto service = server::Service::Create(core->get(), so);
   if (!service.ok()) {
     spdlog::error("service: {}", service.status().ToString());

@@ -137,6 +137,18 @@ struct ParameterKey {
     return absl::OkStatus();                                                              \
   }
 
+// The JSON of a declared rollout: an object here; its fields are checked where it is applied.
+absl::Status SetRollout(absl::string_view file, absl::string_view key, absl::string_view value, TideParameters* p) {
+  const std::string_view v(value.data(), value.size());
+  const size_t first = v.find_first_not_of(" \t\r\n");
+  const size_t last = v.find_last_not_of(" \t\r\n");
+  if (first == std::string_view::npos || v[first] != '{' || v[last] != '}') {
+    return ParamError(file, key, "must be a JSON object (the body of PUT /v2/models/{m}/rollout)");
+  }
+  p->rollout = std::string(v.substr(first, last - first + 1));
+  return absl::OkStatus();
+}
+
 absl::Status SetTokenizer(absl::string_view file, absl::string_view key, absl::string_view value,
                           TideParameters* p) {
   if (value.empty()) return ParamError(file, key, "must name a file");
@@ -257,6 +269,7 @@ const ParameterKey kKeys[] = {
     {"breaker_open_s", TIDE_INT(breaker_open_s, int64_t, 1, 86400)},
     {"breaker_probes", TIDE_INT(breaker_probes, int64_t, 1, 86400)},
     {"breaker_default_result", SetBreakerDefaultResult},
+    {"rollout", SetRollout},
 };
 
 #undef TIDE_CHOICE

@@ -54,6 +54,9 @@
 //   chunk_stride              integer >= 0: tokens a window advances over the previous one (0: half
 //                             a window)
 //   max_chunks_per_document   integer >= 1: most windows one document may make (422 beyond)
+//   rollout                   a JSON object, the body of PUT /v2/models/{m}/rollout (serving/rollout_json.h):
+//                             a gray release the server starts when a version declaring it loads
+//                             (poll mode: a repository change starts it); checked fully when applied
 //   token_type_vocab_size     integer >= 1: token_type_ids a KServe token tensor may carry are
 //                             0..N-1; unset: from the model graph's token-type embedding, else the
 //                             ids the tokenizer produces (serving/token_input_limits.h)
@@ -117,6 +120,7 @@ struct TideParameters {
   int64_t chunk_tokens = 0;                // 0: as many as fit beside the query
   int64_t chunk_stride = 0;                // 0: half a window
   int64_t max_chunks_per_document = 16;
+  std::string rollout;                     // empty: none declared
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
 

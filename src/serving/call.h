@@ -22,6 +22,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -48,6 +52,9 @@ struct CallInfo {
   std::optional<int64_t> timeout_us;              // the call's own timeout; nullopt: none
   std::optional<int64_t> priority;
   bool no_cache = false;  // the score cache is not read for this call (Cache-Control: no-cache)
+  // The request's header of a given lower-case name ("" when absent), for a rollout's sticky_header
+  // (serving/rollout.h); the core keeps the values of the sticky headers in use. Null: none.
+  std::function<std::string_view(std::string_view)> header;
 };
 
 absl::StatusOr<RowTask::Admission> AdmissionFor(const CallInfo& info, std::chrono::milliseconds default_timeout);
@@ -72,6 +79,14 @@ class Call {
   absl::Status StillWanted(std::string_view stage) const;
   absl::Status Refine(std::optional<int64_t> timeout_us, std::optional<int64_t> priority);
   bool no_cache() const { return no_cache_; }
+  // The value the request carried in `header` when it was admitted, if that header was a rollout's
+  // sticky_header then; "" otherwise.
+  std::string_view StickyValue(std::string_view header) const {
+    for (const auto& [name, value] : sticky_values_) {
+      if (name == header) return value;
+    }
+    return {};
+  }
   void ReleasePermit() {
     permit_.reset();
     tenant_permit_.reset();
@@ -88,6 +103,7 @@ class Call {
   bool has_own_timeout_;
   bool has_own_priority_;
   bool no_cache_ = false;
+  std::vector<std::pair<std::string, std::string>> sticky_values_;
   std::shared_ptr<guard::Tenant> tenant_;  // declared first: outlives its permit below
   std::optional<guard::ConcurrencyLimiter::Permit> tenant_permit_;
   std::optional<guard::ConcurrencyLimiter::Permit> permit_;

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "serving/fallback.h"
 #include "serving/long_documents.h"
+#include "spdlog/spdlog.h"
 
 namespace tide::serving {
 
@@ -18,7 +19,11 @@ ServiceCore::ServiceCore(ModelManager* models, ServingMetrics* metrics, const Se
       options_(options),
       clock_(options.clock != nullptr ? options.clock : SteadyClock::Get()) {}
 
-ServiceCore::~ServiceCore() { pool_.reset(); }
+ServiceCore::~ServiceCore() {
+  // The rollout timer's on_tick uses this core (shadow answers may keep rollouts_ alive longer).
+  if (rollouts_ != nullptr) rollouts_->StopTimer();
+  pool_.reset();
+}
 
 absl::StatusOr<std::unique_ptr<ServiceCore>> ServiceCore::Create(ModelManager* models, ServingMetrics* metrics,
                                                                  const ServiceCoreOptions& options) {
@@ -38,6 +43,11 @@ absl::StatusOr<std::unique_ptr<ServiceCore>> ServiceCore::Create(ModelManager* m
   if (!workers.ok()) return workers.status();
   core->pool_ = *std::move(workers);
   if (options.score_cache_bytes > 0) core->cache_ = std::make_unique<ScoreCache>(options.score_cache_bytes);
+  RolloutsOptions rollouts;
+  rollouts.clock = core->clock_;
+  rollouts.check_interval = options.rollout_check_interval;
+  rollouts.on_tick = [c = core.get()] { c->ApplyDeclaredRollouts(); };
+  core->rollouts_ = std::make_shared<Rollouts>(metrics, rollouts);
   if (absl::Status s = core->SetApiKeys(options.api_keys); !s.ok()) return s;
   return core;
 }
@@ -157,6 +167,12 @@ absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
   auto call = std::make_shared<Call>(clock_, *std::move(admission), info.received_at, options_.default_timeout,
                                      info.timeout_us.has_value(), info.priority.has_value());
   call->no_cache_ = info.no_cache;
+  if (info.header && rollouts_->HasSticky()) {
+    for (std::string& name : rollouts_->StickyHeaders()) {
+      std::string value(info.header(name));
+      if (!value.empty()) call->sticky_values_.emplace_back(std::move(name), std::move(value));
+    }
+  }
   call->tenant_ = *std::move(tenant);
   call->tenant_permit_ = std::move(tenant_permit);
   call->permit_ = std::move(permit);
@@ -198,7 +214,115 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServiceCore::FindModel(std::string_
   return models_->Find(name, version);
 }
 
+absl::StatusOr<std::shared_ptr<ServedModel>> ServiceCore::FindModel(const Call& call, std::string_view name,
+                                                                    std::string_view version) const {
+  if (!version.empty()) return FindModel(name, version);
+  auto model = FindModel(name);
+  if (!model.ok()) return model;
+  const std::string& model_name = (*model)->name();
+  std::optional<int64_t> routed = rollouts_->Route(model_name, call.StickyValue(rollouts_->StickyHeaderOf(model_name)));
+  if (!routed.has_value() || *routed == (*model)->version()) return model;
+  auto chosen = models_->Find(model_name, std::to_string(*routed));
+  // A version the rollout names that is no longer loaded: the newest answers, as without a rollout.
+  return chosen.ok() ? chosen : model;
+}
+
+absl::Status ServiceCore::StartRollout(const std::string& model, const RolloutDeclaration& declaration) {
+  RolloutSpec spec = declaration.spec;
+  if (!declaration.stable.has_value()) {
+    spec.stable = 0;
+    if (std::optional<RolloutStatus> current = rollouts_->Get(model);
+        current.has_value() && current->state != RolloutState::kIdle) {
+      spec.stable = current->spec.stable;
+    }
+    if (spec.stable == 0 || spec.stable == spec.candidate) {
+      spec.stable = 0;
+      for (int64_t v : models_->Versions(model)) {
+        if (v != spec.candidate) spec.stable = std::max(spec.stable, v);
+      }
+    }
+    if (spec.stable == 0) {
+      return errors::NotFound(
+          absl::StrCat("model ", model, " has no loaded version besides the candidate ", spec.candidate));
+    }
+  }
+  for (int64_t v : {spec.stable, spec.candidate}) {
+    if (auto found = models_->Find(model, std::to_string(v)); !found.ok()) return found.status();
+  }
+  return rollouts_->Start(model, spec);
+}
+
+void ServiceCore::ApplyDeclaredRollouts() {
+  // The newest version's declaration of each model.
+  std::map<std::string, std::pair<int64_t, std::string>> declared;
+  for (const auto& m : models_->All()) {
+    auto& [version, text] = declared[m->name()];
+    if (m->version() >= version) {
+      version = m->version();
+      text = m->parameters().rollout;
+    }
+  }
+  for (const auto& [model, entry] : declared) {
+    const std::string& text = entry.second;
+    {
+      absl::MutexLock lock(&declared_mu_);
+      auto it = declared_.find(model);
+      if (text.empty() || (it != declared_.end() && it->second == text)) continue;
+    }
+    auto declaration = ParseRolloutJson(text);
+    absl::Status s = declaration.ok() ? StartRollout(model, *declaration) : declaration.status();
+    if (!s.ok() && absl::IsNotFound(s)) continue;  // the candidate may still be loading: next tick
+    absl::MutexLock lock(&declared_mu_);
+    declared_[model] = text;
+    if (s.ok()) {
+      spdlog::info("model {}: started the rollout its config.pbtxt declares", model);
+    } else {
+      spdlog::error("model {}: the rollout its config.pbtxt declares was not started: {}", model, s.ToString());
+    }
+  }
+}
+
 namespace {
+
+// Whether an answer counts for or against a version in its rollout: client mistakes, overload,
+// deadlines and cancellations say nothing about the version and are not counted.
+std::optional<bool> RolloutOutcome(const absl::Status& status, bool degraded) {
+  if (status.ok()) return !degraded;
+  switch (KindOf(status)) {
+    case ErrorKind::kBackend:
+    case ErrorKind::kInternal:
+    case ErrorKind::kUnavailable: return false;
+    default: return std::nullopt;
+  }
+}
+
+// The two answers of a compared request; whichever arrives second compares them.
+struct RolloutComparison {
+  std::shared_ptr<Rollouts> rollouts;
+  std::string model;
+  bool live_is_stable = true;
+  absl::Mutex mu;
+  std::optional<std::vector<float>> live ABSL_GUARDED_BY(mu);
+  std::optional<std::vector<float>> other ABSL_GUARDED_BY(mu);
+  int arrived ABSL_GUARDED_BY(mu) = 0;
+
+  // `scores` null: that side failed (nothing is compared).
+  void Offer(bool is_live, const std::vector<float>* scores) {
+    std::vector<float> a, b;
+    {
+      absl::MutexLock lock(&mu);
+      if (scores != nullptr) (is_live ? live : other) = *scores;
+      if (++arrived < 2 || !live.has_value() || !other.has_value()) return;
+      a = std::move(*live);
+      b = std::move(*other);
+    }
+    if (live_is_stable) {
+      rollouts->RecordComparison(model, a, b);
+    } else {
+      rollouts->RecordComparison(model, b, a);
+    }
+  }
+};
 
 // The tokenization options that change a pair's model input, as part of a score cache key.
 std::string PairOptionsKey(const PairOptions& o) {
@@ -215,6 +339,69 @@ std::string PairOptionsKey(const PairOptions& o) {
 void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                          std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                          RerankDone done) {
+  const std::string name = model->name();
+  const int64_t version = model->version();
+  if (!rollouts_->Tracks(name, version)) {
+    return RerankLive(call, std::move(model), query, documents, options, raw_scores, std::move(done));
+  }
+  // The other version scores the same pairs when the rollout asks for it and its queue is empty.
+  std::shared_ptr<ServedModel> other;
+  bool live_is_stable = true;
+  std::optional<int64_t> other_version = rollouts_->ShadowOf(name, version);
+  if (!other_version.has_value()) {
+    other_version = rollouts_->DuplicateOf(name, version);
+    live_is_stable = false;
+  }
+  // Idle capacity only: both queues empty (live rows waiting anywhere mean the instances, which
+  // share the CPU or the accelerator, have no time to spare).
+  if (other_version.has_value() && options.long_documents == LongDocuments::kTruncate &&
+      model->GetStats().batcher.queued_tasks == 0) {
+    auto found = models_->Find(name, std::to_string(*other_version));
+    if (found.ok() && (*found)->GetStats().batcher.queued_tasks == 0) other = *std::move(found);
+  }
+  std::shared_ptr<RolloutComparison> compare;
+  if (other != nullptr) {
+    compare = std::make_shared<RolloutComparison>();
+    compare->rollouts = rollouts_;
+    compare->model = name;
+    compare->live_is_stable = live_is_stable;
+  }
+  const Clock::time_point start = clock_->Now();
+  RerankLive(call, std::move(model), query, documents, options, raw_scores,
+             [rollouts = rollouts_, clock = clock_, name, version, start, compare,
+              done = std::move(done)](absl::StatusOr<RerankScores> scores) mutable {
+               const bool degraded = scores.ok() && scores->fallback != nullptr;
+               if (auto ok = RolloutOutcome(scores.status(), degraded); ok.has_value()) {
+                 rollouts->RecordOutcome(name, version, *ok, clock->Now() - start);
+               }
+               if (compare != nullptr) compare->Offer(true, scores.ok() && !degraded ? &scores->scores : nullptr);
+               std::move(done)(std::move(scores));
+             });
+  if (other == nullptr) return;
+  // Only idle capacity: the lowest priority level of the other version's queue, so that its live
+  // rows (canary, or a request naming it) go first and these are dropped first.
+  RowTask::Admission admission = call->admission();
+  admission.priority = other->config().dynamic_batching().priority_levels();
+  admission.client_gone = nullptr;
+  const int64_t other_v = other->version();
+  const Clock::time_point other_start = clock_->Now();
+  ScoreOrFallback(other, admission, query, documents, options, raw_scores, /*metrics=*/nullptr,
+                  [] { return absl::OkStatus(); },
+                  [rollouts = rollouts_, clock = clock_, name, other_v, other_start, live_is_stable,
+                   compare](absl::StatusOr<RerankScores> scores) mutable {
+                    const bool degraded = scores.ok() && scores->fallback != nullptr;
+                    // A shadow answer is all the candidate has to show; a canary duplicate on the
+                    // stable version (lowest priority) would only blur the stable version's figures.
+                    if (auto ok = RolloutOutcome(scores.status(), degraded); ok.has_value() && live_is_stable) {
+                      rollouts->RecordOutcome(name, other_v, *ok, clock->Now() - other_start);
+                    }
+                    compare->Offer(false, scores.ok() && !degraded ? &scores->scores : nullptr);
+                  });
+}
+
+void ServiceCore::RerankLive(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
+                             std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+                             RerankDone done) {
   if (options.long_documents == LongDocuments::kTruncate) {
     if (absl::Status s = ChargePairs(*call, documents.size()); !s.ok()) return std::move(done)(s);
     return RerankRows(call, std::move(model), query, documents, options, raw_scores, std::move(done));
@@ -331,8 +518,16 @@ void ServiceCore::Infer(const CallPtr& call, std::shared_ptr<ServedModel> model,
     return std::move(done)(InferOutcome{DefaultResult(row, static_cast<int64_t>(rows.size())), kFallbackDefault});
   }
   ServedModel* m = model.get();
+  std::shared_ptr<Rollouts> rollouts;
+  if (rollouts_->Tracks(m->name(), m->version())) rollouts = rollouts_;
   m->Submit(rows, call->admission(),
-            [call, model = std::move(model), done = std::move(done)](absl::StatusOr<InferenceResult> result) mutable {
+            [call, model = std::move(model), done = std::move(done), rollouts, clock = clock_,
+             start = clock_->Now()](absl::StatusOr<InferenceResult> result) mutable {
+              if (rollouts != nullptr) {
+                if (auto ok = RolloutOutcome(result.status(), false); ok.has_value()) {
+                  rollouts->RecordOutcome(model->name(), model->version(), *ok, clock->Now() - start);
+                }
+              }
               if (!result.ok()) return std::move(done)(result.status());
               std::move(done)(InferOutcome{*std::move(result), nullptr});
             });

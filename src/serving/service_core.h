@@ -44,10 +44,21 @@
 //    document longer than what fits beside the query is split into windows, every window is a
 //    row (queued, cached, charged to the key's pairs quota like a document), and the document's
 //    score is the best or the mean of its windows'. real_tokens counts every window's tokens.
+//  - Gray release (serving/rollout.h, rollouts()): FindModel(call, name, version) with an empty
+//    version asks the model's rollout which version answers (canary share, sticky by the call's
+//    StickyValue of the rollout's sticky_header; after a rollback the stable version, after a
+//    promotion the candidate); a named version bypasses the split. Live Rerank and Infer answers of
+//    a rollout's stable or candidate version, and the candidate's shadow answers, are recorded
+//    (error, latency); a canary duplicate on the stable version is only compared. A rerank the stable
+//    version answers in shadow mode (drawn by percent), and every one the candidate answers in
+//    canary mode, is also scored by the other version when both versions' queues are empty, at its
+//    lowest priority level, with the same deadline; that answer is only compared
+//    (Rollouts::RecordComparison) and never returned, and its failure fails nothing live.
 //  - Thread-safe. The model manager and the metrics must outlive the core.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -67,6 +78,8 @@
 #include "guard/memory_budget.h"
 #include "serving/call.h"
 #include "serving/model_manager.h"
+#include "serving/rollout.h"
+#include "serving/rollout_json.h"
 #include "serving/score_cache.h"
 #include "serving/scoring.h"
 #include "serving/serving_metrics.h"
@@ -106,6 +119,9 @@ struct ServiceCoreOptions {
   // Bodies up to this size are cheap to parse and tokenize: they take the light lane.
   size_t light_body_bytes = 64 * 1024;
   const Clock* clock = nullptr;  // StillWanted's time source; null: the steady clock
+  // How often the rollout guards are checked besides on every recorded answer and comparison
+  // (a rollback comes within this of a bound being crossed by time alone); 0: no timer.
+  std::chrono::milliseconds rollout_check_interval{250};
 };
 
 // A text input of Tokenize: a text or a (text, text_pair) pair.
@@ -133,6 +149,9 @@ class ServiceCore {
   // `name` empty: the default model (the only one, or the first by name); `version` empty: the
   // newest loaded version.
   absl::StatusOr<std::shared_ptr<ServedModel>> FindModel(std::string_view name = {},
+                                                         std::string_view version = {}) const;
+  // The same, for an admitted call: an empty version goes where the model's rollout sends it.
+  absl::StatusOr<std::shared_ptr<ServedModel>> FindModel(const Call& call, std::string_view name = {},
                                                          std::string_view version = {}) const;
 
   // Scores `query` against every document (see scoring.h's ScoreOrFallback). `documents` need
@@ -176,6 +195,17 @@ class ServiceCore {
   void RefreshMetrics() const;
 
   const ScoreCache* score_cache() const { return cache_.get(); }
+  Rollouts& rollouts() const { return *rollouts_; }
+  // Starts the model's rollout (serving/rollout_json.h); without declaration.stable, the stable
+  // version is the one answering now: the current rollout's stable version (after a promotion the
+  // promoted one), else the newest loaded version other than the candidate. Both versions must be
+  // loaded (kNotFound).
+  absl::Status StartRollout(const std::string& model, const RolloutDeclaration& declaration);
+  // Starts each rollout a loaded version declares in config.pbtxt (parameter `rollout`, taken from
+  // the model's newest version) once per distinct text: a text whose candidate is not loaded yet
+  // is retried on the next call, one that is invalid is logged once. Runs on the rollout timer
+  // (every rollout_check_interval); public for tests.
+  void ApplyDeclaredRollouts();
   ModelManager& models() const { return *models_; }
   ServingMetrics& metrics() const { return *metrics_; }
   const ServiceCoreOptions& options() const { return options_; }
@@ -186,6 +216,10 @@ class ServiceCore {
   absl::StatusOr<CallPtr> Admit(const CallInfo& info);
   // Rerank of rows already split (the cache, the model or its fallback), without the quota charge.
   void RerankRows(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
+                  std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+                  RerankDone done);
+  // Rerank as the live answer (cache, long documents, the model or its fallback), without rollouts.
+  void RerankLive(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                   std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                   RerankDone done);
   void Shed(const char* reason) const;
@@ -205,6 +239,10 @@ class ServiceCore {
   std::unique_ptr<guard::MemoryBudget> budget_;
   std::atomic<bool> trim_pending_{false};
   std::unique_ptr<ScoreCache> cache_;  // null: no score cache
+  std::shared_ptr<Rollouts> rollouts_;  // shared with shadow answers that may come after the core
+  absl::Mutex declared_mu_;
+  // Per model: the declared rollout text last applied (or found invalid).
+  std::map<std::string, std::string> declared_ ABSL_GUARDED_BY(declared_mu_);
   mutable absl::Mutex refresh_mu_;
   mutable uint64_t mirrored_evictions_ ABSL_GUARDED_BY(refresh_mu_) = 0;
   // Last: destroyed first, so no worker runs while the members above go away.

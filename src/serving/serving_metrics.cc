@@ -85,6 +85,17 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                           "(the process's peak resident size so far, VmHWM, which covers the load's graph fusion "
                           "and warm-up).",
                           {"phase"}), &m->model_load_rss));
+  check(Assign(r.AddGauge("tide_rollout_state",
+                          "Gray release of the model (serving/rollout.h): 0 idle, 1 running, 2 promoted, 3 rolled_back.",
+                          {"model"}), &m->rollout_state));
+  check(Assign(r.AddCounter("tide_rollout_rollbacks_total",
+                            "Rollouts rolled back to the stable version, by reason: error_rate, p99_ratio, spearman, "
+                            "top1, ndcg10, manual.",
+                            {"model", "reason"}), &m->rollout_rollbacks));
+  check(Assign(r.AddGauge("tide_rollout_agreement",
+                          "Mean ranking agreement of the candidate with the stable version over the rollout's window "
+                          "(measure: spearman, top1, ndcg10).",
+                          {"model", "measure"}), &m->rollout_agreement));
   if (!s.ok()) return s;
   return m;
 }

@@ -63,6 +63,11 @@ struct ServingMetrics {
   // it replaces (before the old one is released), and the process's peak so far (VmHWM).
   metrics::Family<metrics::Counter>* model_loads = nullptr;         // tide_model_loads_total
   metrics::Family<metrics::Gauge>* model_load_rss = nullptr;        // tide_model_load_rss_bytes
+  // Gray release (serving/rollout.h): state per model, rollbacks by reason, the agreement window's
+  // means per measure.
+  metrics::Family<metrics::Gauge>* rollout_state = nullptr;         // tide_rollout_state
+  metrics::Family<metrics::Counter>* rollout_rollbacks = nullptr;   // tide_rollout_rollbacks_total
+  metrics::Family<metrics::Gauge>* rollout_agreement = nullptr;     // tide_rollout_agreement
 };
 
 }  // namespace tide::serving

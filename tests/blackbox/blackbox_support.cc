@@ -80,10 +80,11 @@ TempDir::~TempDir() {
   if (!path_.empty()) fs::remove_all(path_, ec);
 }
 
-absl::StatusOr<fs::path> ExportedTinyBert() {
+absl::StatusOr<fs::path> ExportedTinyBert(std::optional<int> seed) {
+  const std::string name = seed.has_value() ? absl::StrCat("tiny-bert-seed-", *seed) : std::string("tiny-bert");
   const fs::path cache = BinaryDir() / "blackbox_models";
-  const fs::path entry = cache / "tiny-bert";
-  const fs::path stamp_file = cache / ".tiny-bert.stamp";
+  const fs::path entry = cache / name;
+  const fs::path stamp_file = cache / ("." + name + ".stamp");
   auto stamp = ExportToolsStamp();
   if (!stamp.ok()) return stamp.status();
   std::error_code ec;
@@ -103,9 +104,14 @@ absl::StatusOr<fs::path> ExportedTinyBert() {
   if (!up_to_date()) {
     fs::remove(stamp_file, ec);
     fs::remove_all(entry, ec);
-    auto run = RunCommand({"/usr/bin/python3", (SourceDir() / "tools" / "export_model.py").string(), "--preset",
-                           "tiny-bert", "--repository", cache.string(), "--name", "tiny-bert", "--tide-binary",
-                           TideBinary().string(), "--quiet"});
+    std::vector<std::string> command = {"/usr/bin/python3", (SourceDir() / "tools" / "export_model.py").string(),
+                                        "--preset", "tiny-bert", "--repository", cache.string(), "--name", name,
+                                        "--tide-binary", TideBinary().string(), "--quiet"};
+    if (seed.has_value()) {
+      command.push_back("--seed");
+      command.push_back(std::to_string(*seed));
+    }
+    auto run = RunCommand(command);
     if (!run.ok()) {
       status = run.status();
     } else if (run->exit_code != 0) {

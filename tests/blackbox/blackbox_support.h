@@ -53,7 +53,9 @@ class TempDir {
 };
 
 // A model entry of the exported tiny-bert: <dir>/1/model.onnx, <dir>/tokenizer.json.
-absl::StatusOr<std::filesystem::path> ExportedTinyBert();
+// `seed` set: the same preset with other random weights (a model that ranks differently), cached
+// as tiny-bert-seed-<seed>.
+absl::StatusOr<std::filesystem::path> ExportedTinyBert(std::optional<int> seed = std::nullopt);
 
 // Creates <repository>/<name>/1/model.onnx (a symlink to `model_file`), <name>/tokenizer.json (a
 // copy) and, when `config_pbtxt` is set, <name>/config.pbtxt with that text.

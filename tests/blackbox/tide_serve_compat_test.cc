@@ -53,8 +53,15 @@ class ServeCompatTest : public SharedServerSuite<ServeCompatTest> {
           absl::Status s = AddTinyBert(repository, kModel,
                                        "backend: \"onnxruntime\"\nmax_batch_size: 8\n"
                                        "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n");
-          // The repository API's examples load and unload "spare" (explicit model control).
-          if (s.ok()) s = AddTinyBert(repository, "spare", TinyBertConfig());
+          // The rollout examples move "spare" between its two versions; the repository API's examples
+          // then load and unload it (explicit model control).
+          if (s.ok()) s = AddTinyBert(repository, "spare", TinyBertConfig("version_policy: { all: {} }\n"));
+          if (s.ok()) {
+            std::error_code ec;
+            fs::create_directories(repository / "spare" / "2", ec);
+            fs::copy_file(repository / "spare" / "1" / "model.onnx", repository / "spare" / "2" / "model.onnx", ec);
+            if (ec) s = absl::InternalError(ec.message());
+          }
           return s;
         },
         {"--max-body-bytes", "1048576", "--model-control-mode", "explicit", "--load-model", "*", "--log-level",

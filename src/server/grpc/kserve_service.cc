@@ -472,7 +472,7 @@ void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferR
     a.version = version;
     std::move(done)(std::move(a));
   };
-  auto model = core_->FindModel(request.model_name(), request.model_version());
+  auto model = core_->FindModel(*call, request.model_name(), request.model_version());
   if (!model.ok()) return fail(model.status());
   const std::string name = (*model)->name();
   const int64_t version = (*model)->version();

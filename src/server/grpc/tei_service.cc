@@ -23,7 +23,7 @@ uint64_t Ns(serving::Clock::duration d) {
 void RankAdmitted(serving::ServiceCore* core, serving::CallPtr call, std::shared_ptr<const api::RerankRequest> request,
                   tei::v1::RerankResponse* response, UnaryAnswer answer) {
   answer.hold(call);
-  auto model = core->FindModel();
+  auto model = core->FindModel(*call);  // the gray release's split, as on HTTP
   if (!model.ok()) return answer.FinishError(model.status());
   answer.set_model((*model)->name(), (*model)->version());
   const serving::PairOptions pair_options{

@@ -38,6 +38,10 @@ std::span<const RouteEntry> RouteTable() {
       {"GET", "/v2/models/stats", Endpoint::kAllModelStats, false},
       {"GET", "/v2/models/{model}/config", Endpoint::kModelConfig, false},
       {"GET", "/v2/models/{model}/versions/{version}/config", Endpoint::kModelConfig, false},
+      {"GET", "/v2/models/{model}/rollout", Endpoint::kRolloutGet, false},
+      {"PUT", "/v2/models/{model}/rollout", Endpoint::kRolloutPut, false},
+      {"POST", "/v2/models/{model}/rollout/promote", Endpoint::kRolloutPromote, false},
+      {"POST", "/v2/models/{model}/rollout/rollback", Endpoint::kRolloutRollback, false},
   };
   return kRoutes;
 }

@@ -38,6 +38,11 @@ enum class Endpoint {
   kOpenApi,         // GET /api-doc/openapi.json (OpenAPI 3 description of every route)
   kModelConfig,     // GET /v2/models/{model}[/versions/{version}]/config (Triton)
   kAllModelStats,   // GET /v2/models/stats (Triton: every model)
+  // Gray release per model (rollout_routes.h; admin endpoints, guarded like the repository API).
+  kRolloutGet,       // GET /v2/models/{model}/rollout
+  kRolloutPut,       // PUT /v2/models/{model}/rollout
+  kRolloutPromote,   // POST /v2/models/{model}/rollout/promote
+  kRolloutRollback,  // POST /v2/models/{model}/rollout/rollback
 };
 
 struct RouteEntry {

@@ -54,6 +54,8 @@ absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request) {
   info.body_bytes = request.body.size();
   info.received_at = request.received_at;
   info.client_gone = request.client_gone;
+  // A rollout's sticky_header (the core asks only for the ones in use); the request outlives Start.
+  info.header = [&request](std::string_view name) { return request.header(name); };
   // Cache-Control: no-cache (or no-store) bypasses the score cache for this request.
   if (std::string_view h = request.header("cache-control"); !h.empty()) {
     std::string lower(h);

@@ -30,7 +30,8 @@ http::Response JsonResponse(std::string body, int status = 200);
 // What the service core needs of a request before its body is read (serving/call.h): the
 // Authorization header, the body size, the receive time, the client_gone flag, and the call's own
 // timeout and priority from `x-timeout-ms` (milliseconds) and `x-priority` (1 = highest), and
-// `Cache-Control: no-cache` / `no-store` (the score cache is not read).
+// `Cache-Control: no-cache` / `no-store` (the score cache is not read), and a lookup of any header
+// (a rollout's sticky_header), valid while `request` lives.
 // MALFORMED_REQUEST (400) for a header value that is not an integer; the range checks (a timeout
 // <= 0, a negative priority: 422) are the core's, the same for every edge.
 absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request);

@@ -131,6 +131,10 @@ absl::Status Service::AddRoutes() {
       case Endpoint::kRepositoryIndex:
       case Endpoint::kRepositoryLoad:
       case Endpoint::kRepositoryUnload: return RepositoryRouteHandler(options_.repository, endpoint);
+      case Endpoint::kRolloutGet:
+      case Endpoint::kRolloutPut:
+      case Endpoint::kRolloutPromote:
+      case Endpoint::kRolloutRollback: return RolloutRouteHandler(options_.rollout, endpoint);
       case Endpoint::kDashboard:
         return [](http::Request, http::PathParams, http::Responder respond) {
           std::move(respond)(DashboardResponse());
@@ -170,7 +174,7 @@ void Service::Rerank(http::Request request, http::Responder respond) {
 void Service::RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
   auto parsed = api::ParseRerankRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  auto model = core_->FindModel();
+  auto model = core_->FindModel(*call);
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
@@ -202,7 +206,7 @@ void Service::CohereRerankWork(const http::Request& request, ResponseSender send
                                api::CohereApiVersion api_version) {
   auto parsed = api::ParseCohereRerankRequest(request.body, options_.limits, api_version);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  auto model = core_->FindModel(parsed->model.value_or(""));
+  auto model = core_->FindModel(*call, parsed->model.value_or(""));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
@@ -409,7 +413,7 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
 
 void Service::InferWork(const http::Request& request, std::string_view model_name, std::string_view version,
                         ResponseSender sender, serving::CallPtr call) {
-  auto model = core_->FindModel(model_name, version);
+  auto model = core_->FindModel(*call, model_name, version);
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   std::optional<std::string_view> header_length;

@@ -15,6 +15,8 @@
 //   POST /, /invocations                          TEI / SageMaker default route: /rerank, or /predict for a classifier
 //   GET  /v2/models/stats, /v2/models/{m}[/versions/{v}]/config   Triton: every model's statistics, model configuration
 //   GET  /docs, /api-doc/openapi.json             API documentation (api_docs.h, api/openapi.h)
+//   POST /v2/repository/...                       Triton's repository extension (repository_routes.h)
+//   GET|PUT /v2/models/{m}/rollout[/promote|/rollback]  gray release (rollout_routes.h)
 //
 // Contract:
 //  - The HTTP edge of serving::ServiceCore: every inference route turns its request into a CallInfo
@@ -52,6 +54,7 @@
 #include "server/http/router.h"
 #include "serving/model_manager.h"
 #include "server/routes/repository_routes.h"
+#include "server/routes/rollout_routes.h"
 #include "server/routes/route_util.h"
 #include "serving/scoring.h"
 #include "serving/serving_metrics.h"
@@ -65,6 +68,8 @@ struct ServiceOptions {
   // Triton's repository extension (/v2/repository/...); not owned, must outlive the Service.
   // Null: those paths answer 404.
   const RepositoryRoutes* repository = nullptr;
+  // Gray release (/v2/models/{m}/rollout...); not owned, must outlive the Service. Null: 404.
+  const RolloutRoutes* rollout = nullptr;
 };
 
 class Service {

@@ -1,0 +1,149 @@
+#include "server/routes/rollout_routes.h"
+
+#include <algorithm>
+#include <charconv>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "api/status_http.h"
+#include "common/error.h"
+#include "common/ascii.h"
+#include "guard/api_key.h"
+#include "nlohmann/json.hpp"
+#include "serving/rollout_json.h"
+
+namespace tide::server {
+namespace {
+
+using json = nlohmann::json;
+
+http::Response Json(std::string body, int status = 200) {
+  http::Response r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+http::Response Error(const absl::Status& status) {
+  http::Response r = Json(api::ErrorBody(status), api::HttpStatusFor(status));
+  if (r.status == 503 || r.status == 429) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+}  // namespace
+
+RolloutRoutes::RolloutRoutes(serving::ServiceCore* core, RolloutRoutesOptions options)
+    : core_(core), options_(std::move(options)) {}
+
+std::optional<http::Response> RolloutRoutes::Unauthorized(const http::Request& request) const {
+  if (options_.admin_api_key.empty() || guard::ApiKeyMatches(request.header("authorization"), options_.admin_api_key)) {
+    return std::nullopt;
+  }
+  http::Response r = Error(errors::Unauthenticated(
+      "the rollout API needs the admin key (Authorization: Bearer <--admin-api-key, else --api-key>)"));
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+http::Response RolloutRoutes::Render(const std::string& model) const {
+  auto newest = core_->FindModel(model);
+  if (!newest.ok()) return Error(newest.status());
+  std::optional<serving::RolloutStatus> status = core_->rollouts().Get(model);
+  json out;
+  if (!status.has_value()) {
+    out = {{"stable", std::to_string((*newest)->version())},
+           {"candidate", ""},
+           {"mode", "none"},
+           {"percent", 0},
+           {"state", "idle"},
+           {"reason", ""},
+           {"stats", json::object()},
+           {"agreement", {{"pairs", 0}, {"spearman", nullptr}, {"top1", nullptr}, {"ndcg10", nullptr}}}};
+    return Json(out.dump());
+  }
+  const serving::RolloutSpec& spec = status->spec;
+  const serving::RolloutGuard& g = spec.guard;
+  out = {{"stable", std::to_string(spec.stable)},
+         {"candidate", std::to_string(spec.candidate)},
+         {"mode", std::string(serving::RolloutModeName(spec.mode))},
+         {"percent", spec.percent},
+         {"sticky_header", spec.sticky_header},
+         {"window", spec.window},
+         {"state", std::string(serving::RolloutStateName(status->state))},
+         {"reason", status->reason},
+         {"guard",
+          {{"min_requests", g.min_requests},
+           {"max_error_rate", g.max_error_rate},
+           {"max_p99_ratio", g.max_p99_ratio},
+           {"min_spearman", g.min_spearman},
+           {"min_top1", g.min_top1},
+           {"min_ndcg10", g.min_ndcg10}}}};
+  json stats = json::object();
+  for (const auto& v : status->stats) {
+    stats[std::to_string(v.version)] = {
+        {"requests", v.requests}, {"errors", v.errors}, {"p50_ms", v.p50_ms}, {"p99_ms", v.p99_ms}};
+  }
+  out["stats"] = std::move(stats);
+  json agreement = {{"pairs", status->pairs}};
+  if (status->pairs > 0) {
+    agreement["spearman"] = status->agreement.spearman;
+    agreement["top1"] = status->agreement.top1;
+    agreement["ndcg10"] = status->agreement.ndcg10;
+  } else {
+    agreement["spearman"] = agreement["top1"] = agreement["ndcg10"] = nullptr;
+  }
+  out["agreement"] = std::move(agreement);
+  return Json(out.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+http::Response RolloutRoutes::Get(const http::Request& request, const std::string& model) const {
+  if (auto denied = Unauthorized(request)) return *std::move(denied);
+  return Render(model);
+}
+
+http::Response RolloutRoutes::Put(const http::Request& request, const std::string& model) const {
+  if (auto denied = Unauthorized(request)) return *std::move(denied);
+  if (auto found = core_->FindModel(model); !found.ok()) return Error(found.status());
+  auto put = serving::ParseRolloutJson(request.body);
+  if (!put.ok()) return Error(put.status());
+  if (absl::Status s = core_->StartRollout(model, *put); !s.ok()) return Error(s);
+  return Render(model);
+}
+
+http::Response RolloutRoutes::Promote(const http::Request& request, const std::string& model) const {
+  if (auto denied = Unauthorized(request)) return *std::move(denied);
+  if (absl::Status s = core_->rollouts().Promote(model); !s.ok()) return Error(s);
+  return Render(model);
+}
+
+http::Response RolloutRoutes::Rollback(const http::Request& request, const std::string& model) const {
+  if (auto denied = Unauthorized(request)) return *std::move(denied);
+  if (absl::Status s = core_->rollouts().Rollback(model, "manual rollback (POST /v2/models/{m}/rollout/rollback)");
+      !s.ok()) {
+    return Error(s);
+  }
+  return Render(model);
+}
+
+http::RouteHandler RolloutRouteHandler(const RolloutRoutes* routes, Endpoint endpoint) {
+  if (routes == nullptr) {
+    return [](http::Request, http::PathParams, http::Responder respond) {
+      std::move(respond)(Error(errors::NotFound("the rollout API is not enabled on this server")));
+    };
+  }
+  using Method = http::Response (RolloutRoutes::*)(const http::Request&, const std::string&) const;
+  Method method = nullptr;
+  switch (endpoint) {
+    case Endpoint::kRolloutGet: method = &RolloutRoutes::Get; break;
+    case Endpoint::kRolloutPut: method = &RolloutRoutes::Put; break;
+    case Endpoint::kRolloutPromote: method = &RolloutRoutes::Promote; break;
+    case Endpoint::kRolloutRollback: method = &RolloutRoutes::Rollback; break;
+    default: return nullptr;
+  }
+  return [routes, method](http::Request r, http::PathParams p, http::Responder respond) {
+    std::move(respond)((routes->*method)(r, std::string(p.Get("model"))));
+  };
+}
+
+}  // namespace tide::server

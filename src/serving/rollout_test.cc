@@ -1,0 +1,414 @@
+// Gray release: the ranking agreement measures, the Rollouts' split, stickiness and guard (with an
+// injected clock and no timer thread), and the service core's shadow and canary comparisons over
+// fake backends that rank differently.
+#include "serving/rollout.h"
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "serving/ranking_agreement.h"
+#include "serving/service_core.h"
+#include "serving/testing/fake_backend.h"
+
+namespace tide::serving {
+namespace {
+
+using testing::BackendControl;
+using testing::kHang;
+using testing::Served;
+
+TEST(RankingAgreement, IdenticalReversedAndTiedRankings) {
+  const std::vector<float> a = {0.9f, 0.1f, 0.5f, 0.3f};
+  auto same = CompareRankings(a, a);
+  ASSERT_TRUE(same.ok());
+  EXPECT_DOUBLE_EQ(same->spearman, 1.0);
+  EXPECT_DOUBLE_EQ(same->top1, 1.0);
+  EXPECT_DOUBLE_EQ(same->ndcg10, 1.0);
+  // A monotone transform ranks the same.
+  const std::vector<float> scaled = {9.f, 1.f, 5.f, 3.f};
+  EXPECT_DOUBLE_EQ(CompareRankings(a, scaled)->spearman, 1.0);
+  const std::vector<float> reversed = {0.1f, 0.9f, 0.5f, 0.7f};
+  auto rev = CompareRankings(a, reversed);
+  ASSERT_TRUE(rev.ok());
+  EXPECT_DOUBLE_EQ(rev->spearman, -1.0);
+  EXPECT_DOUBLE_EQ(rev->top1, 0.0);
+  EXPECT_LT(rev->ndcg10, 0.8);
+  EXPECT_GT(rev->ndcg10, 0.0);
+  // Only the best two swapped: top-1 lost, Spearman still high.
+  const std::vector<float> swapped = {0.5f, 0.1f, 0.9f, 0.3f};
+  auto sw = CompareRankings(a, swapped);
+  EXPECT_DOUBLE_EQ(sw->top1, 0.0);
+  EXPECT_NEAR(sw->spearman, 0.8, 1e-9);  // 1 - 6 * sum(d^2) / (n (n^2 - 1)) = 1 - 6 * 2 / 60
+  EXPECT_LT(sw->ndcg10, 1.0);
+  // Ties: both constant lists agree; only one constant has no correlation.
+  const std::vector<float> flat = {1.f, 1.f, 1.f, 1.f};
+  EXPECT_DOUBLE_EQ(CompareRankings(flat, flat)->spearman, 1.0);
+  EXPECT_DOUBLE_EQ(CompareRankings(a, flat)->spearman, 0.0);
+  EXPECT_FALSE(CompareRankings(a, std::vector<float>{1.f}).ok());
+  EXPECT_FALSE(CompareRankings(std::vector<float>{}, std::vector<float>{}).ok());
+  EXPECT_DOUBLE_EQ(CompareRankings(std::vector<float>{1.f}, std::vector<float>{-3.f})->spearman, 1.0);
+}
+
+RolloutSpec Canary(double percent, std::string sticky = {}) {
+  RolloutSpec spec;
+  spec.stable = 1;
+  spec.candidate = 2;
+  spec.mode = RolloutMode::kCanary;
+  spec.percent = percent;
+  spec.sticky_header = std::move(sticky);
+  spec.guard.min_requests = 50;
+  return spec;
+}
+
+struct RolloutsHarness {
+  RolloutsHarness() {
+    auto m = ServingMetrics::Create();
+    EXPECT_TRUE(m.ok());
+    metrics = *std::move(m);
+    RolloutsOptions o;
+    o.clock = &clock;
+    o.check_interval = std::chrono::milliseconds(0);
+    rollouts = std::make_unique<Rollouts>(metrics.get(), o);
+  }
+  double State() const { return metrics->rollout_state->WithLabels({"m"})->Value(); }
+  double Rollbacks(const char* reason) const { return metrics->rollout_rollbacks->WithLabels({"m", reason})->Value(); }
+  FakeClock clock;
+  std::unique_ptr<ServingMetrics> metrics;
+  std::unique_ptr<Rollouts> rollouts;
+};
+
+TEST(Rollouts, CanaryTakesItsShareAndStickyValuesStay) {
+  RolloutsHarness h;
+  EXPECT_FALSE(h.rollouts->Route("m", "").has_value());  // no rollout: the newest answers
+  ASSERT_TRUE(h.rollouts->Start("m", Canary(10)).ok());
+  EXPECT_EQ(h.State(), 1);
+  int candidate = 0;
+  for (int i = 0; i < 20000; ++i) candidate += h.rollouts->Route("m", "") == 2 ? 1 : 0;
+  EXPECT_NEAR(candidate / 20000.0, 0.10, 0.01);
+  EXPECT_FALSE(h.rollouts->Route("other", "").has_value());
+
+  ASSERT_TRUE(h.rollouts->Start("m", Canary(10, "x-user-id")).ok());
+  EXPECT_EQ(h.rollouts->StickyHeaderOf("m"), "x-user-id");
+  std::map<std::string, int64_t> first;
+  int users_on_candidate = 0;
+  for (int u = 0; u < 2000; ++u) {
+    const std::string user = "user-" + std::to_string(u);
+    first[user] = *h.rollouts->Route("m", user);
+    users_on_candidate += first[user] == 2 ? 1 : 0;
+  }
+  EXPECT_NEAR(users_on_candidate / 2000.0, 0.10, 0.03);
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& [user, version] : first) ASSERT_EQ(*h.rollouts->Route("m", user), version) << user;
+  }
+  // 0% and 100%.
+  ASSERT_TRUE(h.rollouts->Start("m", Canary(0)).ok());
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(*h.rollouts->Route("m", ""), 1);
+  ASSERT_TRUE(h.rollouts->Start("m", Canary(100)).ok());
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(*h.rollouts->Route("m", ""), 2);
+}
+
+TEST(Rollouts, PromoteAndRollbackRouteEveryRequest) {
+  RolloutsHarness h;
+  EXPECT_EQ(h.rollouts->Promote("m").code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(h.rollouts->Start("m", Canary(50)).ok());
+  ASSERT_TRUE(h.rollouts->Promote("m").ok());
+  EXPECT_EQ(h.State(), 2);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(*h.rollouts->Route("m", ""), 2);
+  // The fast rollback: undoing the promotion makes version 1 stable again.
+  ASSERT_TRUE(h.rollouts->Rollback("m").ok());
+  EXPECT_EQ(h.State(), 3);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(*h.rollouts->Route("m", ""), 1);
+  EXPECT_EQ(h.rollouts->Get("m")->spec.stable, 1);
+  EXPECT_FALSE(h.rollouts->Rollback("m").ok());  // not running any more
+  ASSERT_TRUE(h.rollouts->Start("m", Canary(50)).ok());
+  ASSERT_TRUE(h.rollouts->Rollback("m").ok());
+  EXPECT_EQ(h.State(), 3);
+  EXPECT_EQ(h.Rollbacks("manual"), 2);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(*h.rollouts->Route("m", ""), 1);
+  EXPECT_EQ(h.rollouts->Get("m")->state, RolloutState::kRolledBack);
+  // Bad specs.
+  RolloutSpec same = Canary(10);
+  same.candidate = 1;
+  EXPECT_FALSE(h.rollouts->Start("m", same).ok());
+  EXPECT_FALSE(h.rollouts->Start("m", Canary(101)).ok());
+}
+
+TEST(Rollouts, TheGuardRollsBackOnDisagreementOnlyAfterMinRequests) {
+  RolloutsHarness h;
+  RolloutSpec spec = Canary(10);
+  spec.mode = RolloutMode::kShadow;
+  ASSERT_TRUE(h.rollouts->Start("m", spec).ok());
+  const std::vector<float> stable = {0.9f, 0.5f, 0.1f};
+  const std::vector<float> other = {0.1f, 0.5f, 0.9f};
+  for (int i = 0; i < 49; ++i) h.rollouts->RecordComparison("m", stable, other);
+  EXPECT_EQ(h.rollouts->Get("m")->state, RolloutState::kRunning);  // 49 < min_requests
+  EXPECT_EQ(h.rollouts->Get("m")->pairs, 49);
+  EXPECT_DOUBLE_EQ(h.metrics->rollout_agreement->WithLabels({"m", "spearman"})->Value(), -1.0);
+  h.rollouts->RecordComparison("m", stable, other);
+  auto status = h.rollouts->Get("m");
+  EXPECT_EQ(status->state, RolloutState::kRolledBack);
+  EXPECT_NE(status->reason.find("Spearman"), std::string::npos) << status->reason;
+  EXPECT_EQ(h.Rollbacks("spearman"), 1);
+  EXPECT_EQ(h.State(), 3);
+  // Later comparisons change nothing.
+  h.rollouts->RecordComparison("m", stable, stable);
+  EXPECT_EQ(h.rollouts->Get("m")->pairs, 50);
+
+  // Identical rankings keep it running, with agreement 1.
+  ASSERT_TRUE(h.rollouts->Start("m", spec).ok());
+  for (int i = 0; i < 200; ++i) h.rollouts->RecordComparison("m", stable, stable);
+  status = h.rollouts->Get("m");
+  EXPECT_EQ(status->state, RolloutState::kRunning);
+  EXPECT_DOUBLE_EQ(status->agreement.spearman, 1.0);
+  EXPECT_DOUBLE_EQ(status->agreement.top1, 1.0);
+  EXPECT_DOUBLE_EQ(status->agreement.ndcg10, 1.0);
+
+  // Top-1 alone: the best two swapped in every request (Spearman 0.5 passes a min of 0.4).
+  spec.guard.min_spearman = 0.4;
+  spec.guard.min_top1 = 0.8;
+  ASSERT_TRUE(h.rollouts->Start("m", spec).ok());
+  const std::vector<float> swapped = {0.5f, 0.9f, 0.1f};
+  for (int i = 0; i < 50; ++i) h.rollouts->RecordComparison("m", stable, swapped);
+  EXPECT_EQ(h.Rollbacks("top1"), 1);
+}
+
+TEST(Rollouts, TheGuardRollsBackOnErrorRateAndP99Ratio) {
+  RolloutsHarness h;
+  RolloutSpec spec = Canary(10);
+  ASSERT_TRUE(h.rollouts->Start("m", spec).ok());
+  using std::chrono::milliseconds;
+  for (int i = 0; i < 50; ++i) h.rollouts->RecordOutcome("m", 2, /*ok=*/i % 10 != 0, milliseconds(5));
+  EXPECT_EQ(h.rollouts->Get("m")->state, RolloutState::kRolledBack);
+  EXPECT_EQ(h.Rollbacks("error_rate"), 1);
+  EXPECT_EQ(h.rollouts->Get("m")->stats[1].errors, 5);
+
+  ASSERT_TRUE(h.rollouts->Start("m", spec).ok());
+  for (int i = 0; i < 50; ++i) h.rollouts->RecordOutcome("m", 1, true, milliseconds(10));
+  for (int i = 0; i < 49; ++i) h.rollouts->RecordOutcome("m", 2, true, milliseconds(12));
+  h.rollouts->CheckGuards();
+  EXPECT_EQ(h.rollouts->Get("m")->state, RolloutState::kRunning);
+  h.rollouts->RecordOutcome("m", 2, true, milliseconds(40));  // P99 of 50: the slowest
+  auto status = h.rollouts->Get("m");
+  EXPECT_EQ(status->state, RolloutState::kRolledBack);
+  EXPECT_EQ(h.Rollbacks("p99_ratio"), 1);
+  EXPECT_NEAR(status->stats[0].p99_ms, 10, 1e-9);
+  EXPECT_NEAR(status->stats[1].p50_ms, 12, 1e-9);
+  // Versions outside the rollout are not counted.
+  ASSERT_TRUE(h.rollouts->Start("m", spec).ok());
+  h.rollouts->RecordOutcome("m", 7, false, milliseconds(1));
+  EXPECT_EQ(h.rollouts->Get("m")->stats[0].requests + h.rollouts->Get("m")->stats[1].requests, 0);
+}
+
+// ---- the service core: canary routing, shadow and duplicate comparisons ----------------------------
+
+struct CoreHarness {
+  CoreHarness() {
+    auto m = ServingMetrics::Create();
+    EXPECT_TRUE(m.ok());
+    metrics = *std::move(m);
+    models = ModelManager::CreateEmpty(metrics.get());
+    ServiceCoreOptions o;
+    o.tokenization_workers = 1;
+    o.clock = &clock;
+    o.rollout_check_interval = std::chrono::milliseconds(0);
+    auto c = ServiceCore::Create(models.get(), metrics.get(), o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    core = *std::move(c);
+  }
+  ~CoreHarness() {
+    core.reset();
+    models.reset();
+  }
+  // Versions 1 and 2 of "m", each deciding on its own token (ids: a=4, b=5, c=6, ...).
+  void AddVersions(int64_t stable_token, int64_t candidate_token) {
+    stable_control = std::make_shared<BackendControl>();
+    stable_control->decisive_token = stable_token;
+    candidate_control = std::make_shared<BackendControl>();
+    candidate_control->decisive_token = candidate_token;
+    testing::ModelSpec spec;
+    spec.name = "m";
+    spec.version = 1;
+    ASSERT_TRUE(models->Add(Served(spec, stable_control)).ok());
+    spec.version = 2;
+    ASSERT_TRUE(models->Add(Served(spec, candidate_control)).ok());
+  }
+  CallPtr Admit(std::string sticky_header = {}, std::string sticky_value = {}) {
+    CallInfo info;
+    info.body_bytes = 100;
+    info.received_at = clock.Now();
+    info.header = [&](std::string_view name) -> std::string_view {
+      return name == sticky_header ? std::string_view(sticky_value) : std::string_view();
+    };
+    absl::StatusOr<CallPtr> out = absl::UnknownError("no answer");
+    absl::Notification done;
+    core->Start(info, [&](absl::StatusOr<CallPtr> call) {
+      out = std::move(call);
+      done.Notify();
+    });
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.value_or(nullptr);
+  }
+  absl::StatusOr<RerankScores> Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model) {
+    absl::StatusOr<RerankScores> out = absl::UnknownError("no answer");
+    absl::Notification done;
+    const std::vector<std::string_view> docs = {"b", "c", "d"};
+    core->Rerank(call, std::move(model), "a", docs, PairOptions{}, false, [&](absl::StatusOr<RerankScores> s) {
+      out = std::move(s);
+      done.Notify();
+    });
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+    return out;
+  }
+  // Waits (bounded) until the rollout has compared `pairs` requests: the other version's answer
+  // arrives on its instance thread after the live one.
+  bool WaitForPairs(int64_t pairs) {
+    for (int i = 0; i < 3000; ++i) {
+      if (core->rollouts().Get("m")->pairs >= pairs) return true;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return false;
+  }
+  FakeClock clock;
+  std::unique_ptr<ServingMetrics> metrics;
+  std::unique_ptr<ModelManager> models;
+  std::unique_ptr<ServiceCore> core;
+  std::shared_ptr<BackendControl> stable_control, candidate_control;
+};
+
+TEST(ServiceCoreRollout, CanaryRoutesUnnamedRequestsAndANamedVersionBypasses) {
+  CoreHarness h;
+  h.AddVersions(5, 5);
+  CallPtr call = h.Admit();
+  EXPECT_EQ((*h.core->FindModel(*call, "m"))->version(), 2);  // no rollout: the newest
+  RolloutSpec spec = Canary(0, "x-user-id");
+  spec.percent = 50;
+  ASSERT_TRUE(h.core->rollouts().Start("m", spec).ok());
+  std::map<int64_t, int> seen;
+  for (int i = 0; i < 400; ++i) seen[(*h.core->FindModel(*call, "m"))->version()]++;
+  EXPECT_GT(seen[1], 100);
+  EXPECT_GT(seen[2], 100);
+  EXPECT_EQ((*h.core->FindModel(*call))->version() > 0, true);  // the default model routes too
+  for (int i = 0; i < 50; ++i) ASSERT_EQ((*h.core->FindModel(*call, "m", "1"))->version(), 1);
+  // Sticky: a call carrying the header lands where its value hashes, every time.
+  for (const char* user : {"alice", "bob", "carol", "dave"}) {
+    CallPtr c = h.Admit("x-user-id", user);
+    EXPECT_EQ(c->StickyValue("x-user-id"), user);
+    const int64_t v = (*h.core->FindModel(*c, "m"))->version();
+    for (int i = 0; i < 20; ++i) ASSERT_EQ((*h.core->FindModel(*c, "m"))->version(), v) << user;
+  }
+  ASSERT_TRUE(h.core->rollouts().Rollback("m").ok());
+  for (int i = 0; i < 50; ++i) ASSERT_EQ((*h.core->FindModel(*call, "m"))->version(), 1);
+}
+
+TEST(ServiceCoreRollout, ShadowAnswersWithStableAndComparesAnIdenticalCandidateAsEqual) {
+  CoreHarness h;
+  h.AddVersions(5, 5);
+  RolloutSpec spec = Canary(100);
+  spec.mode = RolloutMode::kShadow;
+  spec.guard.min_requests = 10;
+  ASSERT_TRUE(h.core->rollouts().Start("m", spec).ok());
+  for (int i = 0; i < 10; ++i) {
+    CallPtr call = h.Admit();
+    auto model = h.core->FindModel(*call, "m");
+    ASSERT_EQ((*model)->version(), 1);  // shadow: the stable version answers
+    auto scores = h.Rerank(call, *model);
+    ASSERT_TRUE(scores.ok()) << scores.status();
+    ASSERT_TRUE(h.WaitForPairs(i + 1));
+  }
+  auto status = h.core->rollouts().Get("m");
+  EXPECT_EQ(status->state, RolloutState::kRunning);
+  EXPECT_EQ(status->pairs, 10);
+  EXPECT_DOUBLE_EQ(status->agreement.spearman, 1.0);
+  EXPECT_DOUBLE_EQ(status->agreement.top1, 1.0);
+  EXPECT_DOUBLE_EQ(status->agreement.ndcg10, 1.0);
+  EXPECT_GE(status->stats[1].requests, 10);  // the candidate's shadow answers are counted
+  EXPECT_GE(h.candidate_control->rows_run.load(), 30);
+}
+
+TEST(ServiceCoreRollout, AShadowCandidateThatRanksDifferentlyIsRolledBackAndItsAnswersNeverReturned) {
+  CoreHarness h;
+  h.AddVersions(/*stable: "b"*/ 5, /*candidate: "c"*/ 6);
+  RolloutSpec spec = Canary(100);
+  spec.mode = RolloutMode::kShadow;
+  spec.guard.min_requests = 5;
+  ASSERT_TRUE(h.core->rollouts().Start("m", spec).ok());
+  for (int i = 0; i < 5; ++i) {
+    CallPtr call = h.Admit();
+    auto model = h.core->FindModel(*call, "m");
+    auto scores = h.Rerank(call, *model);
+    ASSERT_TRUE(scores.ok());
+    // The stable ranking: "b" first.
+    EXPECT_GT(scores->scores[0], scores->scores[1]);
+    ASSERT_TRUE(h.WaitForPairs(i + 1));
+  }
+  auto status = h.core->rollouts().Get("m");
+  EXPECT_EQ(status->state, RolloutState::kRolledBack) << status->reason;
+  EXPECT_EQ(h.metrics->rollout_rollbacks->WithLabels({"m", "spearman"})->Value(), 1);
+  EXPECT_DOUBLE_EQ(h.metrics->rollout_agreement->WithLabels({"m", "top1"})->Value(), 0.0);
+  // No more shadow work after the rollback.
+  const int ran = h.candidate_control->rows_run.load();
+  CallPtr call = h.Admit();
+  ASSERT_TRUE(h.Rerank(call, *h.core->FindModel(*call, "m")).ok());
+  EXPECT_EQ(h.candidate_control->rows_run.load(), ran);
+}
+
+TEST(ServiceCoreRollout, CanaryAnswersAreComparedWithTheStableVersion) {
+  CoreHarness h;
+  h.AddVersions(5, 6);
+  RolloutSpec spec = Canary(100);
+  spec.guard.min_requests = 3;
+  ASSERT_TRUE(h.core->rollouts().Start("m", spec).ok());
+  for (int i = 0; i < 3; ++i) {
+    CallPtr call = h.Admit();
+    auto model = h.core->FindModel(*call, "m");
+    ASSERT_EQ((*model)->version(), 2);
+    auto scores = h.Rerank(call, *model);
+    ASSERT_TRUE(scores.ok());
+    EXPECT_GT(scores->scores[1], scores->scores[0]);  // the candidate's own answer: "c" first
+    ASSERT_TRUE(h.WaitForPairs(i + 1));
+  }
+  EXPECT_EQ(h.core->rollouts().Get("m")->state, RolloutState::kRolledBack);
+  CallPtr call = h.Admit();
+  EXPECT_EQ((*h.core->FindModel(*call, "m"))->version(), 1);
+}
+
+TEST(ServiceCoreRollout, ARolloutDeclaredInConfigStartsOnceItsCandidateIsLoaded) {
+  CoreHarness h;
+  testing::ModelSpec spec;
+  spec.name = "m";
+  spec.version = 1;
+  spec.parameters.rollout = R"({"candidate": "2", "mode": "canary", "percent": 100})";
+  ASSERT_TRUE(h.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
+  h.core->ApplyDeclaredRollouts();  // version 2 is not loaded yet: nothing starts, no error
+  EXPECT_FALSE(h.core->rollouts().Get("m").has_value());
+  spec.version = 2;
+  ASSERT_TRUE(h.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
+  h.core->ApplyDeclaredRollouts();
+  auto status = h.core->rollouts().Get("m");
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->state, RolloutState::kRunning);
+  EXPECT_EQ(status->spec.stable, 1);
+  EXPECT_EQ(status->spec.candidate, 2);
+  // Applied once per text: a manual rollback is not undone by the next tick.
+  ASSERT_TRUE(h.core->rollouts().Rollback("m").ok());
+  h.core->ApplyDeclaredRollouts();
+  EXPECT_EQ(h.core->rollouts().Get("m")->state, RolloutState::kRolledBack);
+  // An invalid declaration starts nothing (and is logged once).
+  CoreHarness bad;
+  spec.version = 1;
+  spec.parameters.rollout = R"({"candidate": "2", "mode": "blue"})";
+  ASSERT_TRUE(bad.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
+  spec.version = 2;
+  ASSERT_TRUE(bad.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
+  bad.core->ApplyDeclaredRollouts();
+  EXPECT_FALSE(bad.core->rollouts().Get("m").has_value());
+}
+
+}  // namespace
+}  // namespace tide::serving

@@ -1,0 +1,340 @@
+// Black-box tests of gray release (tide issue 13, items 4-6): the real binary serving three versions
+// of one model — 1 (stable), 2 (the same weights: an identical candidate) and 3 (tiny-bert exported
+// with another seed: a candidate that ranks differently) — with the rollout API behind an admin key.
+//
+//  - canary at 10% lands 10% +- 3% of 2,000 unnamed requests (x-tide-model-version names the
+//    version of every answer); with sticky_header the same header value always lands on the same
+//    version; a request naming a version bypasses the split;
+//  - shadow returns only stable answers; an identical candidate agrees 1.0 on every measure; a
+//    candidate that ranks differently is rolled back by the guard at the very comparison that
+//    crosses min_requests (the window holds exactly min_requests pairs), with the reason in the
+//    API and the metrics, and nothing in flight fails;
+//  - promote makes the candidate the stable version.
+// Closed-loop clients run throughout each rollout and every answer is checked.
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "blackbox_support.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http_client.h"
+
+namespace tide::blackbox {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using tide::testing::HeaderList;
+using tide::testing::HttpClient;
+
+constexpr char kAdminKey[] = "rollout-admin";
+constexpr int kOtherSeed = 7;
+
+const HeaderList& Admin() {
+  static const HeaderList h = {{"Authorization", std::string("Bearer ") + kAdminKey}};
+  return h;
+}
+
+// Five documents, so that two rankings can disagree.
+std::string RerankBody(int i) {
+  return absl::StrCat(R"({"query": "what is a panda number )", i % 17,
+                      R"(?", "texts": ["a bear", "a city in china", "the giant panda eats bamboo", "a red fox", "number )",
+                      i % 5, R"( is a number"]})");
+}
+
+// The ranked document indices of a TEI rerank answer.
+std::vector<int> Order(const json& body) {
+  std::vector<int> out;
+  if (!body.is_array()) return out;
+  for (const json& e : body) out.push_back(e.value("index", -1));
+  return out;
+}
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+class ServeRolloutTest : public SharedServerSuite<ServeRolloutTest> {
+ protected:
+  static void SetUpTestSuite() {
+    StartSharedServer(
+        [](const fs::path& repo) -> absl::Status {
+          auto tiny = ExportedTinyBert();
+          if (!tiny.ok()) return tiny.status();
+          auto other = ExportedTinyBert(kOtherSeed);
+          if (!other.ok()) return other.status();
+          const std::string config =
+              "backend: \"onnxruntime\"\nmax_batch_size: 8\n"
+              "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
+              "version_policy { all { } }\n";
+          if (absl::Status s = AddTinyBert(repo, "m", config); !s.ok()) return s;
+          for (const auto& [version, file] : {std::pair{"2", *tiny / "1" / "model.onnx"},
+                                              std::pair{"3", *other / "1" / "model.onnx"}}) {
+            std::error_code ec;
+            fs::create_directories(repo / "m" / version, ec);
+            if (!ec) fs::create_symlink(fs::absolute(file), repo / "m" / version / "model.onnx", ec);
+            if (ec) return absl::InternalError(absl::StrCat("cannot add version ", version, ": ", ec.message()));
+          }
+          return absl::OkStatus();
+        },
+        {"--log-level", "info", "--admin-api-key", kAdminKey});
+  }
+
+  static json Rollout() { return ParseJson(NewClient()->Get("/v2/models/m/rollout", Admin()).body); }
+  static tide::testing::ClientResponse Put(const std::string& body) {
+    return NewClient()->Send("PUT", "/v2/models/m/rollout", body,
+                             {{"Authorization", std::string("Bearer ") + kAdminKey},
+                              {"Content-Type", "application/json"}});
+  }
+  static double Metric(std::string_view name, const std::vector<std::string>& labels) {
+    return MetricSum(NewClient()->Get("/metrics").body, name, labels);
+  }
+  // Runs `per_thread` /rerank requests on each of `threads` closed-loop clients; `check` sees
+  // every answer (from the clients' threads).
+  static void ClosedLoop(int threads, int per_thread, const std::function<HeaderList(int)>& headers,
+                         const std::function<void(int, const tide::testing::ClientResponse&)>& check) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        auto client = NewClient();
+        for (int k = 0; k < per_thread; ++k) {
+          const int i = t * per_thread + k;
+          check(i, client->Post("/rerank", RerankBody(i), headers(i)));
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+  }
+};
+
+HeaderList NoHeaders(int) { return {}; }
+
+// Version 1's ranking of each RerankBody seen while a shadow rollout sends every request to it:
+// the same body must always come back in the same order (a shadow answer never leaks out).
+std::map<std::string, std::vector<int>> g_stable_orders;
+std::mutex g_stable_mu;
+
+TEST_F(ServeRolloutTest, TheRolloutApiNeedsTheAdminKeyAndValidBodies) {
+  auto client = NewClient();
+  EXPECT_EQ(client->Get("/v2/models/m/rollout").status, 401);
+  EXPECT_EQ(client->Send("PUT", "/v2/models/m/rollout", R"({"candidate": "2"})", {}).status, 401);
+  EXPECT_EQ(client->Post("/v2/models/m/rollout/promote", "").status, 401);
+  const json idle = Rollout();
+  EXPECT_EQ(idle.value("state", ""), "idle") << idle.dump();
+  EXPECT_EQ(idle.value("stable", ""), "3");  // the newest version answers without a rollout
+  EXPECT_EQ(Put(R"({"candidate": "9"})").status, 404);
+  EXPECT_EQ(Put(R"({"candidate": "2", "mode": "blue"})").status, 422);
+  EXPECT_EQ(Put(R"({"candidate": "2", "percent": 10)").status, 400);
+  EXPECT_EQ(client->Post("/v2/models/m/rollout/rollback", "", Admin()).status, 404);  // none yet
+}
+
+TEST_F(ServeRolloutTest, CanaryTakesTenPercentAndIsStickyPerHeaderValue) {
+  auto put = Put(R"({"candidate": "2", "stable": "1", "mode": "canary", "percent": 10,
+                     "sticky_header": "x-user-id", "guard": {"min_requests": 100000}})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(ParseJson(put.body).value("state", ""), "running");
+  // 2,000 requests without the sticky header: drawn one by one.
+  std::mutex mu;
+  std::map<std::string, int> by_version;
+  int bad = 0;
+  ClosedLoop(4, 500, NoHeaders, [&](int, const tide::testing::ClientResponse& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (r.status != 200 || Order(ParseJson(r.body)).size() != 5) ++bad;
+    ++by_version[std::string(r.header("x-tide-model-version"))];
+  });
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(by_version["1"] + by_version["2"], 2000) << "other versions: " << by_version.size();
+  const double share = by_version["2"] / 2000.0;
+  EXPECT_NEAR(share, 0.10, 0.03) << "candidate answered " << by_version["2"] << " of 2000";
+  // Sticky: 200 users, 5 requests each; every user always on one version, both versions used.
+  std::map<std::string, std::set<std::string>> versions_of;
+  ClosedLoop(4, 250, [](int i) { return HeaderList{{"X-User-Id", absl::StrCat("user-", i % 200)}}; },
+             [&](int i, const tide::testing::ClientResponse& r) {
+               std::lock_guard<std::mutex> lock(mu);
+               if (r.status != 200) ++bad;
+               versions_of[absl::StrCat("user-", i % 200)].insert(std::string(r.header("x-tide-model-version")));
+             });
+  EXPECT_EQ(bad, 0);
+  int users_on_candidate = 0;
+  for (const auto& [user, versions] : versions_of) {
+    EXPECT_EQ(versions.size(), 1u) << user << " landed on several versions";
+    users_on_candidate += versions.count("2");
+  }
+  EXPECT_EQ(versions_of.size(), 200u);
+  EXPECT_GT(users_on_candidate, 0);
+  EXPECT_LT(users_on_candidate, 60);
+  // A request naming a version bypasses the split.
+  auto client = NewClient();
+  const std::string infer = R"({"inputs": [
+      {"name": "text", "shape": [1], "datatype": "BYTES", "data": ["what is a panda?"]},
+      {"name": "text_pair", "shape": [1], "datatype": "BYTES", "data": ["a bear"]}]})";
+  for (int i = 0; i < 30; ++i) {
+    auto r = client->Post("/v2/models/m/versions/3/infer", infer);
+    ASSERT_EQ(r.status, 200) << r.body;
+    ASSERT_EQ(r.header("x-tide-model-version"), "3");
+  }
+  const json status = Rollout();
+  EXPECT_GE(status["stats"]["2"].value("requests", 0), 150) << status.dump();
+  std::cerr << "canary: candidate answered " << by_version["2"] << " of 2000 (" << share * 100 << "%), "
+            << users_on_candidate << " of 200 sticky users; " << status.dump() << "\n";
+}
+
+TEST_F(ServeRolloutTest, ShadowReturnsStableAnswersAndAnIdenticalCandidateAgreesFully) {
+  auto put = Put(R"({"candidate": "2", "stable": "1", "mode": "shadow", "percent": 100,
+                     "guard": {"min_requests": 100, "max_p99_ratio": 1000}})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  std::mutex mu;
+  int bad = 0;
+  // Shadow rows use idle capacity only (skipped while a queue holds rows): rounds of requests until
+  // 100 were compared.
+  for (int round = 0; round < 20 && Rollout()["agreement"].value("pairs", 0) < 100; ++round) {
+    ClosedLoop(3, 50, NoHeaders, [&](int i, const tide::testing::ClientResponse& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (r.status != 200 || r.header("x-tide-model-version") != "1") ++bad;
+      // Every answer is version 1's: the same body always ranks the same.
+      auto [it, fresh] = g_stable_orders.emplace(RerankBody(i), Order(ParseJson(r.body)));
+      if (!fresh && it->second != Order(ParseJson(r.body))) ++bad;
+    });
+  }
+  EXPECT_EQ(bad, 0);
+  ASSERT_TRUE(WaitFor([&] { return Rollout()["agreement"].value("pairs", 0) >= 100; })) << Rollout().dump();
+  const json status = Rollout();
+  EXPECT_EQ(status.value("state", ""), "running") << status.dump();
+  EXPECT_DOUBLE_EQ(status["agreement"].value("spearman", 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(status["agreement"].value("top1", 0.0), 1.0);
+  EXPECT_NEAR(status["agreement"].value("ndcg10", 0.0), 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(Metric("tide_rollout_agreement", {R"(model="m")", R"(measure="spearman")"}), 1.0);
+  EXPECT_GE(status["stats"]["2"].value("requests", 0), 100);
+  std::cerr << "shadow, identical candidate: " << status.dump() << "\n";
+}
+
+TEST_F(ServeRolloutTest, AShadowCandidateThatRanksDifferentlyIsRolledBackAtTheCrossing) {
+  const double before = Metric("tide_rollout_rollbacks_total", {R"(model="m")"});
+  auto put = Put(R"({"candidate": "3", "stable": "1", "mode": "shadow", "percent": 100,
+                     "guard": {"min_requests": 40, "min_spearman": 0.9, "min_top1": 0.8, "max_p99_ratio": 1000}})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  std::mutex mu;
+  int bad = 0;
+  std::string first_bad;
+  for (int round = 0; round < 20 && Rollout().value("state", "") == "running"; ++round) {
+    ClosedLoop(3, 30, NoHeaders, [&](int i, const tide::testing::ClientResponse& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      const std::vector<int> order = Order(ParseJson(r.body));
+      auto [it, fresh] = g_stable_orders.emplace(RerankBody(i), order);
+      if (r.status != 200 || r.header("x-tide-model-version") != "1" || order.size() != 5 ||
+          (!fresh && it->second != order)) {
+        if (++bad == 1) first_bad = absl::StrCat(r.status, " ", std::string(r.header("x-tide-model-version")), " ", r.body);
+      }
+    });
+  }
+  EXPECT_EQ(bad, 0) << first_bad;
+  ASSERT_TRUE(WaitFor([&] { return Rollout().value("state", "") == "rolled_back"; }, std::chrono::seconds(10)))
+      << Rollout().dump();
+  const json status = Rollout();
+  // Rolled back at the comparison that reached min_requests (it crossed the bound): no later
+  // comparison entered the window.
+  EXPECT_EQ(status["agreement"].value("pairs", 0), 40) << status.dump();
+  EXPECT_LT(status["agreement"].value("spearman", 1.0), 0.9);
+  EXPECT_THAT(status.value("reason", ""), HasSubstr("Spearman"));
+  EXPECT_EQ(Metric("tide_rollout_rollbacks_total", {R"(model="m")", R"(reason="spearman")"}), 1);
+  EXPECT_EQ(Metric("tide_rollout_rollbacks_total", {R"(model="m")"}), before + 1);
+  EXPECT_EQ(Metric("tide_rollout_state", {R"(model="m")"}), 3);
+  // After the rollback every unnamed request goes to the stable version.
+  auto client = NewClient();
+  for (int i = 0; i < 20; ++i) {
+    auto r = client->Post("/rerank", RerankBody(i));
+    ASSERT_EQ(r.status, 200);
+    ASSERT_EQ(r.header("x-tide-model-version"), "1");
+  }
+  std::cerr << "shadow, other-seed candidate: " << status.dump() << "\n";
+}
+
+TEST_F(ServeRolloutTest, PromoteMakesTheCandidateStable) {
+  auto put = Put(R"({"candidate": "2", "stable": "1", "mode": "canary", "percent": 10,
+                     "guard": {"min_requests": 100000}})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  auto client = NewClient();
+  auto promoted = client->Post("/v2/models/m/rollout/promote", "", Admin());
+  ASSERT_EQ(promoted.status, 200) << promoted.body;
+  const json status = ParseJson(promoted.body);
+  EXPECT_EQ(status.value("state", ""), "promoted");
+  EXPECT_EQ(status.value("stable", ""), "2");
+  EXPECT_EQ(Metric("tide_rollout_state", {R"(model="m")"}), 2);
+  for (int i = 0; i < 50; ++i) {
+    auto r = client->Post("/rerank", RerankBody(i));
+    ASSERT_EQ(r.status, 200);
+    ASSERT_EQ(r.header("x-tide-model-version"), "2");
+  }
+  // Promoting again is refused: the rollout is over.
+  EXPECT_EQ(client->Post("/v2/models/m/rollout/promote", "", Admin()).status, 422);
+}
+
+// GitOps: a rollout declared in config.pbtxt starts when a poll applies the change.
+class ServeDeclaredRolloutTest : public SharedServerSuite<ServeDeclaredRolloutTest> {
+ protected:
+  static void SetUpTestSuite() {
+    StartSharedServer(
+        [](const fs::path& repo) {
+          return AddTinyBert(repo, "m",
+                             "backend: \"onnxruntime\"\nmax_batch_size: 8\nversion_policy { all { } }\n"
+                             "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n");
+        },
+        {"--model-control-mode", "poll", "--repository-poll-secs", "1", "--log-level", "info"});
+  }
+};
+
+TEST_F(ServeDeclaredRolloutTest, APollModeRepositoryChangeStartsTheDeclaredRollout) {
+  auto client = NewClient();
+  EXPECT_EQ(ParseJson(client->Get("/v2/models/m/rollout").body).value("state", ""), "idle");
+  // Version 2 (the same weights) and the declaration, each moved in by one rename.
+  auto tiny = ExportedTinyBert();
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  const fs::path repo = scratch_dir() / "repo" / "m";
+  const fs::path staged = scratch_dir() / "staged-2";
+  fs::create_directories(staged);
+  fs::create_symlink(fs::absolute(*tiny / "1" / "model.onnx"), staged / "model.onnx");
+  fs::rename(staged, repo / "2");
+  {
+    std::ofstream out(scratch_dir() / "config.pbtxt.new");
+    out << "backend: \"onnxruntime\"\nmax_batch_size: 8\nversion_policy { all { } }\n"
+           "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
+           "parameters { key: \"rollout\" value { string_value: "
+           "'{\"candidate\": \"2\", \"stable\": \"1\", \"mode\": \"canary\", \"percent\": 50}' } }\n";
+  }
+  fs::rename(scratch_dir() / "config.pbtxt.new", repo / "config.pbtxt");
+  ASSERT_TRUE(WaitFor([&] { return ParseJson(client->Get("/v2/models/m/rollout").body).value("state", "") == "running"; },
+                      std::chrono::seconds(40)))
+      << client->Get("/v2/models/m/rollout").body;
+  const json status = ParseJson(client->Get("/v2/models/m/rollout").body);
+  EXPECT_EQ(status.value("stable", ""), "1");
+  EXPECT_EQ(status.value("candidate", ""), "2");
+  EXPECT_EQ(status.value("mode", ""), "canary");
+  std::map<std::string, int> by_version;
+  for (int i = 0; i < 100; ++i) {
+    auto r = client->Post("/rerank", RerankBody(i));
+    ASSERT_EQ(r.status, 200) << r.body;
+    ++by_version[std::string(r.header("x-tide-model-version"))];
+  }
+  EXPECT_GT(by_version["1"], 20);
+  EXPECT_GT(by_version["2"], 20);
+}
+
+}  // namespace
+}  // namespace tide::blackbox
+
