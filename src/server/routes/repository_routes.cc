@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/routes/route_util.h"
 #include "api/status_http.h"
 #include "common/error.h"
 #include "guard/api_key.h"
@@ -22,11 +23,8 @@ http::Response Json(std::string body, int status = 200) {
   return r;
 }
 
-http::Response Error(const absl::Status& status) {
-  http::Response r = Json(api::ErrorBody(status), api::HttpStatusFor(status));
-  if (r.status == 503 || r.status == 429) r.headers.emplace_back("Retry-After", "1");
-  return r;
-}
+// Errors as every route renders them (route_util.h).
+http::Response Error(const absl::Status& status) { return ErrorResponse(status); }
 
 // The request body as a JSON object; an empty body is an empty object.
 absl::StatusOr<json> BodyObject(const http::Request& request) {
@@ -43,13 +41,7 @@ RepositoryRoutes::RepositoryRoutes(serving::ModelRepositoryController* controlle
     : controller_(controller), options_(std::move(options)) {}
 
 std::optional<http::Response> RepositoryRoutes::Unauthorized(const http::Request& request) const {
-  if (options_.admin_api_key.empty() || guard::ApiKeyMatches(request.header("authorization"), options_.admin_api_key)) {
-    return std::nullopt;
-  }
-  http::Response r = Error(errors::Unauthenticated(
-      "the repository API needs the admin key (Authorization: Bearer <--admin-api-key, else --api-key>)"));
-  r.headers.emplace_back("WWW-Authenticate", "Bearer");
-  return r;
+  return AdminKeyDenied(request, options_.admin_api_key, "the repository API");
 }
 
 http::Response RepositoryRoutes::Index(const http::Request& request) const {

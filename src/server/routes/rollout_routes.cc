@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/routes/route_util.h"
 #include "api/status_http.h"
 #include "common/error.h"
 #include "common/ascii.h"
@@ -25,11 +26,8 @@ http::Response Json(std::string body, int status = 200) {
   return r;
 }
 
-http::Response Error(const absl::Status& status) {
-  http::Response r = Json(api::ErrorBody(status), api::HttpStatusFor(status));
-  if (r.status == 503 || r.status == 429) r.headers.emplace_back("Retry-After", "1");
-  return r;
-}
+// Errors as every route renders them (route_util.h).
+http::Response Error(const absl::Status& status) { return ErrorResponse(status); }
 
 }  // namespace
 
@@ -37,13 +35,7 @@ RolloutRoutes::RolloutRoutes(serving::ServiceCore* core, RolloutRoutesOptions op
     : core_(core), options_(std::move(options)) {}
 
 std::optional<http::Response> RolloutRoutes::Unauthorized(const http::Request& request) const {
-  if (options_.admin_api_key.empty() || guard::ApiKeyMatches(request.header("authorization"), options_.admin_api_key)) {
-    return std::nullopt;
-  }
-  http::Response r = Error(errors::Unauthenticated(
-      "the rollout API needs the admin key (Authorization: Bearer <--admin-api-key, else --api-key>)"));
-  r.headers.emplace_back("WWW-Authenticate", "Bearer");
-  return r;
+  return AdminKeyDenied(request, options_.admin_api_key, "the rollout API");
 }
 
 http::Response RolloutRoutes::Render(const std::string& model) const {

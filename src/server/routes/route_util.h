@@ -36,6 +36,11 @@ http::Response JsonResponse(std::string body, int status = 200);
 // <= 0, a negative priority: 422) are the core's, the same for every edge.
 absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request);
 
+// The admin key check of the admin endpoints (repository API, rollout): nullopt when `admin_api_key`
+// is empty or `Authorization: Bearer <key>` carries it; else the 401 answer naming `what`.
+std::optional<http::Response> AdminKeyDenied(const http::Request& request, std::string_view admin_api_key,
+                                             std::string_view what);
+
 // TEI's x-tokenization-time, x-queue-time, x-inference-time, x-total-time (whole milliseconds, as TEI
 // sends them) plus a W3C Server-Timing header with fractional milliseconds.
 void AddTimingHeaders(const serving::StageTimings& timings, http::Response* response);
