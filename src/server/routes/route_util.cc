@@ -104,6 +104,19 @@ void AddTimingHeaders(const serving::StageTimings& t, http::Response* response) 
                                        Ms(t.tokenize), Ms(t.queue), Ms(t.inference), Ms(t.postprocess), Ms(t.total)));
 }
 
+void ResponseSender::SendAnswer(http::Response response, serving::StageTimings timings,
+                                std::chrono::steady_clock::time_point post, const char* fallback) {
+  if (fallback != nullptr) {
+    response.headers.emplace_back("x-tide-degraded", fallback);
+    return Send(std::move(response));
+  }
+  const auto now = std::chrono::steady_clock::now();
+  timings.postprocess = now - post;
+  timings.total = now - received_at_;
+  AddTimingHeaders(timings, &response);
+  Send(std::move(response), &timings);
+}
+
 void ResponseSender::Send(http::Response response, const serving::StageTimings* timings) {
   if (!respond_) return;
   const double seconds =

@@ -67,6 +67,11 @@ class ResponseSender {
   void hold(serving::CallPtr call) { call_ = std::move(call); }
   const std::chrono::steady_clock::time_point& received_at() const { return received_at_; }
   void Send(http::Response response, const serving::StageTimings* timings = nullptr);
+  // A model's answer: a fallback's (`fallback` set) marked `x-tide-degraded: <fallback>` without
+  // timing headers; the model's with the timing headers of `timings`, whose postprocess runs from
+  // `post` and total from the request's arrival.
+  void SendAnswer(http::Response response, serving::StageTimings timings, std::chrono::steady_clock::time_point post,
+                  const char* fallback);
   void SendError(const absl::Status& status) { Send(ErrorResponse(status)); }
 
  private:

@@ -234,16 +234,7 @@ void Service::ScorePairs(ResponseSender sender, serving::CallPtr call, std::shar
                   if (!body.ok()) return sender.SendError(body.status());
                   http::Response response = JsonResponse(*std::move(body));
                   if (cached) response.headers.emplace_back("x-tide-cache-hits", std::to_string(scores->cache_hits));
-                  if (scores->fallback != nullptr) {
-                    // A fallback's answer: marked, without timing headers.
-                    response.headers.emplace_back("x-tide-degraded", scores->fallback);
-                    return sender.Send(std::move(response));
-                  }
-                  serving::StageTimings t = scores->timings;
-                  t.postprocess = Steady::now() - post;
-                  t.total = Steady::now() - sender.received_at();
-                  AddTimingHeaders(t, &response);
-                  sender.Send(std::move(response), &t);
+                  sender.SendAnswer(std::move(response), scores->timings, post, scores->fallback);
                 });
 }
 
@@ -463,15 +454,8 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
                  const char* fallback = outcome->fallback;
                  auto response = InferHttpResponse(*m, *req, std::move(outcome->result), fallback != nullptr, classification);
                  if (!response.ok()) return sender.SendError(response.status());
-                 if (fallback != nullptr) {
-                   response->headers.emplace_back("x-tide-degraded", fallback);
-                   return sender.Send(*std::move(response));
-                 }
                  t.tokenize = tokenize;
-                 t.postprocess = Steady::now() - post;
-                 t.total = Steady::now() - sender.received_at();
-                 AddTimingHeaders(t, &*response);
-                 sender.Send(*std::move(response), &t);
+                 sender.SendAnswer(*std::move(response), t, post, fallback);
                });
 }
 

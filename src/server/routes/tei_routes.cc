@@ -79,17 +79,9 @@ void Service::PredictWork(const http::Request& request, ResponseSender sender, s
                  const serving::InferenceResult& result = outcome->result;
                  auto body = api::RenderPredictResponse(*req, result.logits, m->LabelNames(result.num_labels));
                  if (!body.ok()) return sender.SendError(body.status());
-                 http::Response response = JsonResponse(*std::move(body));
-                 if (outcome->fallback != nullptr) {
-                   response.headers.emplace_back("x-tide-degraded", outcome->fallback);
-                   return sender.Send(std::move(response));
-                 }
                  serving::StageTimings t = result.timings;
                  t.tokenize = tokenize;
-                 t.postprocess = Steady::now() - post;
-                 t.total = Steady::now() - sender.received_at();
-                 AddTimingHeaders(t, &response);
-                 sender.Send(std::move(response), &t);
+                 sender.SendAnswer(JsonResponse(*std::move(body)), t, post, outcome->fallback);
                });
 }
 
