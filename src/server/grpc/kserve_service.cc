@@ -46,6 +46,18 @@ absl::Status CheckKey(const grpc::CallbackServerContext& context, const serving:
   return absl::OkStatus();
 }
 
+// The API key check, then the model the request names (set on `answer` for the metrics).
+absl::StatusOr<std::shared_ptr<serving::ServedModel>> KeyedModel(const grpc::CallbackServerContext& context,
+                                                                 const serving::ServiceCore& core,
+                                                                 std::string_view name, std::string_view version,
+                                                                 UnaryAnswer* answer) {
+  if (absl::Status s = CheckKey(context, core); !s.ok()) return s;
+  auto model = core.models().Find(name, version);
+  if (!model.ok()) return model.status();
+  answer->set_model((*model)->name(), (*model)->version());
+  return model;
+}
+
 // The repository RPCs' admin key (tide serve: --admin-api-key, else --api-key).
 absl::Status CheckAdminKey(const grpc::CallbackServerContext& context, const std::string& admin_api_key) {
   if (admin_api_key.empty() || guard::ApiKeyMatches(Authorization(context), admin_api_key)) return absl::OkStatus();
@@ -271,16 +283,11 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerConte
                                                        const inference::ModelMetadataRequest* request,
                                                        inference::ModelMetadataResponse* response) {
   Immediate r = NewImmediate(context, core_, "model_metadata");
-  if (absl::Status s = CheckKey(*context, *core_); !s.ok()) {
-    r.answer.FinishError(s);
-    return r.reactor;
-  }
-  auto model = core_->models().Find(request->name(), request->version());
+  auto model = KeyedModel(*context, *core_, request->name(), request->version(), &r.answer);
   if (!model.ok()) {
     r.answer.FinishError(model.status());
     return r.reactor;
   }
-  r.answer.set_model((*model)->name(), (*model)->version());
   const api::ModelMetadata md = serving::ModelMetadataOf(core_->models(), **model);
   response->set_name(md.name);
   for (const std::string& v : md.versions) response->add_versions(v);
@@ -300,16 +307,11 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext
                                                      const inference::ModelConfigRequest* request,
                                                      inference::ModelConfigResponse* response) {
   Immediate r = NewImmediate(context, core_, "model_config");
-  if (absl::Status s = CheckKey(*context, *core_); !s.ok()) {
-    r.answer.FinishError(s);
-    return r.reactor;
-  }
-  auto model = core_->models().Find(request->name(), request->version());
+  auto model = KeyedModel(*context, *core_, request->name(), request->version(), &r.answer);
   if (!model.ok()) {
     r.answer.FinishError(model.status());
     return r.reactor;
   }
-  r.answer.set_model((*model)->name(), (*model)->version());
   *response->mutable_config() = (*model)->config();
   r.answer.Finish();
   return r.reactor;
