@@ -209,12 +209,22 @@ TEST_F(ServeCompatTest, TeiPredictScoresPairsAsRerankDoes) {
 }
 
 TEST_F(ServeCompatTest, TeiEmptyBatchesAre400Empty) {
-  ExpectError(Post("/rerank", {{"query", "q"}, {"texts", json::array()}}), 400, "empty");
-  ExpectError(Post("/predict", {{"inputs", json::array()}}), 400, "empty");
-  ExpectError(Post("/tokenize", {{"inputs", json::array()}}), 400, "empty");
-  ExpectError(Post("/decode", {{"ids", json::array()}}), 400, "empty");
-  ExpectError(Post("/v1/rerank", {{"query", "q"}, {"documents", json::array()}}), 400, "empty");
-  ExpectError(Post("/v2/rerank", {{"query", "q"}, {"documents", json::array()}}), 400, "empty");
+  const std::vector<std::pair<std::string, json>> empty = {
+      {"/rerank", {{"query", "q"}, {"texts", json::array()}}},
+      {"/predict", {{"inputs", json::array()}}},
+      {"/tokenize", {{"inputs", json::array()}}},
+      {"/decode", {{"ids", json::array()}}},
+      {"/v1/rerank", {{"query", "q"}, {"documents", json::array()}}},
+      {"/v2/rerank", {{"query", "q"}, {"documents", json::array()}}},
+  };
+  for (const auto& [path, body] : empty) {
+    const ClientResponse r = Post(path, body);
+    EXPECT_EQ(r.status, 400) << path << ": " << r.body;
+    const json error = ParseJson(r.body);
+    ASSERT_TRUE(error.is_object()) << path << ": " << r.body;
+    EXPECT_EQ(error["error_type"], "empty") << path << ": " << r.body;
+    EXPECT_TRUE(error["error"].is_string() && !error["error"].get<std::string>().empty()) << path;
+  }
 }
 
 TEST_F(ServeCompatTest, TeiTokenizeGivesOffsetsAndTheInputsOwnTextAndDecodeInvertsIt) {
