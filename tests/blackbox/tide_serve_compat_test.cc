@@ -4,7 +4,6 @@
 // One server:
 //   --max-body-bytes 1048576 (for the zip bomb)
 //   minilm-l6   tiny-bert (named as the OpenAPI examples name the model), max_batch_size 8
-#include <zlib.h>
 
 #include <cmath>
 #include <memory>
@@ -17,6 +16,7 @@
 #include "blackbox_support.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "deflate.h"
 #include "http_client.h"
 #include "server/routes/route_table.h"
 
@@ -31,19 +31,7 @@ using tide::testing::HeaderList;
 
 constexpr const char* kModel = "minilm-l6";
 
-std::string Gzip(const std::string& in, int window_bits = 31) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, window_bits, 9, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, in.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
+std::string Gzip(const std::string& in, int window_bits = 31) { return tide::testing::Deflate(in, window_bits); }
 
 class ServeCompatTest : public SharedServerSuite<ServeCompatTest> {
  protected:

@@ -1,33 +1,19 @@
 #include "server/http/content_encoding.h"
 
-#include <zlib.h>
-
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "deflate.h"
 
 namespace tide::http {
 namespace {
 
 using ::testing::HasSubstr;
 
-// zlib's deflate with `window_bits` (31: gzip, 15: zlib, -15: raw).
-std::string Compress(const std::string& in, int window_bits) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, window_bits, 9, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, in.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
+std::string Compress(const std::string& in, int window_bits) { return tide::testing::Deflate(in, window_bits); }
 
 TEST(ContentEncodingTest, GzipZlibAndRawDeflateInflate) {
   const std::string plain = R"({"query":"q","texts":["a","b"]})";

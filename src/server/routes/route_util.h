@@ -7,11 +7,13 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/http/http_server.h"
 #include "serving/call.h"
+#include "serving/service_core.h"
 #include "serving/inference_request.h"
 #include "serving/serving_metrics.h"
 
@@ -40,6 +42,20 @@ absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request);
 // is empty or `Authorization: Bearer <key>` carries it; else the 401 answer naming `what`.
 std::optional<http::Response> AdminKeyDenied(const http::Request& request, std::string_view admin_api_key,
                                              std::string_view what);
+
+// The core's text inputs of parsed TEI inputs (api::TokenizeInput, api::PredictInput: a text and an
+// optional text_pair); views into `inputs`.
+template <typename Input>
+std::vector<serving::TextInput> TextInputsOf(const std::vector<Input>& inputs) {
+  std::vector<serving::TextInput> out;
+  out.reserve(inputs.size());
+  for (const Input& in : inputs) {
+    serving::TextInput t{in.text, std::nullopt};
+    if (in.text_pair.has_value()) t.text_pair = *in.text_pair;
+    out.push_back(t);
+  }
+  return out;
+}
 
 // TEI's x-tokenization-time, x-queue-time, x-inference-time, x-total-time (whole milliseconds, as TEI
 // sends them) plus a W3C Server-Timing header with fractional milliseconds.

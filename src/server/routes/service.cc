@@ -253,13 +253,7 @@ void Service::TokenizeWork(const http::Request& request, ResponseSender sender, 
   auto model = core_->FindModel();
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
-  std::vector<serving::TextInput> inputs;
-  inputs.reserve(parsed->inputs.size());
-  for (const api::TokenizeInput& in : parsed->inputs) {
-    serving::TextInput t{in.text, std::nullopt};
-    if (in.text_pair.has_value()) t.text_pair = *in.text_pair;
-    inputs.push_back(t);
-  }
+  const std::vector<serving::TextInput> inputs = TextInputsOf(parsed->inputs);
   std::vector<tokenizer::Encoding> encodings;
   if (absl::Status s = core_->Tokenize(*call, **model, inputs, parsed->add_special_tokens, &encodings); !s.ok()) {
     return sender.SendError(s);

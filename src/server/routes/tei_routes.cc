@@ -47,13 +47,7 @@ void Service::PredictWork(const http::Request& request, ResponseSender sender, s
   auto model = core_->FindModel();
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
-  std::vector<serving::TextInput> inputs;
-  inputs.reserve(parsed->inputs.size());
-  for (const api::PredictInput& in : parsed->inputs) {
-    serving::TextInput t{in.text, std::nullopt};
-    if (in.text_pair.has_value()) t.text_pair = *in.text_pair;
-    inputs.push_back(t);
-  }
+  const std::vector<serving::TextInput> inputs = TextInputsOf(parsed->inputs);
   const Steady::time_point tokenize_start = Steady::now();
   std::vector<tokenizer::Encoding> rows;
   if (absl::Status s = core_->Tokenize(*call, **model, inputs, /*add_special_tokens=*/true, &rows,
