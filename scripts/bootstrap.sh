@@ -6,9 +6,19 @@
 #      ordinary ONNX Runtime install (include/, lib/) under third_party/onnxruntime (git-ignored);
 #   3. the reference HF tokenizer (npm tokenizers@0.23.2) for parity tests, under third_party/node.
 # Idempotent: each step is skipped when already done, so a second run takes about a second.
+#
+#   scripts/bootstrap.sh               everything (build, test, export models, benchmarks)
+#   scripts/bootstrap.sh --build-only  only what compiling the tide binary needs (steps 1 without the
+#                                      Python packages, 2; no step 3): the Containerfile's source build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+BUILD_ONLY=0
+case "${1:-}" in
+  --build-only) BUILD_ONLY=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
+esac
 
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
@@ -16,9 +26,15 @@ APT_PACKAGES=(
   libboost-dev libboost-system-dev libabsl-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
   libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libonnx-dev libpcre2-dev zlib1g-dev
-  libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-grpc-tools
+  libgrpc++-dev protobuf-compiler-grpc
+  curl openssl
+)
+# Model export, the gRPC black-box client stubs, the PyTorch peer and the word list some tools and
+# benchmarks draw text from: tests and benchmarks, not the binary.
+[ "$BUILD_ONLY" = 1 ] || APT_PACKAGES+=(
+  python3-grpcio python3-grpc-tools
   python3 python3-torch python3-onnx python3-numpy libopenblas0-pthread
-  wamerican curl openssl
+  wamerican
 )
 # Node.js and npm (ONNX Runtime SDK download, parity reference): Debian's unless one is already there
 # (NodeSource's nodejs bundles npm and conflicts with Debian's npm package).
@@ -70,7 +86,7 @@ fi
 
 # --- reference tokenizer for parity tests ---------------------------------------------------------
 NODE_DIR="$ROOT/third_party/node"
-if [ ! -d "$NODE_DIR/node_modules/tokenizers" ]; then
+if [ "$BUILD_ONLY" = 0 ] && [ ! -d "$NODE_DIR/node_modules/tokenizers" ]; then
   echo "bootstrap: installing npm tokenizers@0.23.2 (parity reference)"
   mkdir -p "$NODE_DIR"
   (cd "$NODE_DIR" && [ -f package.json ] || echo '{"name":"tide-node-tools","private":true}' > package.json)
