@@ -210,6 +210,33 @@ TEST_F(ServeGrpcTest, HealthAndServerMetadataNeedNoKey) {
     req.set_service("no.such.Service");
     auto ctx3 = Ctx(false);
     EXPECT_EQ(health_->Check(ctx3.get(), req, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+    // Kubernetes' probe names: liveness and readiness.
+    for (const char* name : {"liveness", "readiness"}) {
+      req.set_service(name);
+      auto c = Ctx(false);
+      ASSERT_TRUE(health_->Check(c.get(), req, &r).ok()) << name;
+      EXPECT_EQ(r.status(), grpc::health::v1::HealthCheckResponse::SERVING) << name;
+    }
+  }
+  {
+    // Watch: the status at once; an unknown name streams SERVICE_UNKNOWN (not an error).
+    for (const auto& [name, want] :
+         std::vector<std::pair<std::string, grpc::health::v1::HealthCheckResponse::ServingStatus>>{
+             {"", grpc::health::v1::HealthCheckResponse::SERVING},
+             {"tei.v1.Rerank", grpc::health::v1::HealthCheckResponse::SERVING},
+             {"no.such.Service", grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN}}) {
+      grpc::health::v1::HealthCheckRequest req;
+      req.set_service(name);
+      auto ctx = Ctx(false, std::chrono::seconds(10));
+      auto reader = health_->Watch(ctx.get(), req);
+      grpc::health::v1::HealthCheckResponse r;
+      ASSERT_TRUE(reader->Read(&r)) << name;
+      EXPECT_EQ(r.status(), want) << name;
+      ctx->TryCancel();
+      while (reader->Read(&r)) {
+      }
+      EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED) << name;
+    }
   }
 }
 
@@ -632,6 +659,15 @@ TEST(ServeGrpcDrainTest, SigtermDrainsGrpcWithHttp) {
   ASSERT_TRUE(server.ok()) << server.status();
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   auto kserve = inference::GRPCInferenceService::NewStub(channel);
+  // A Watch open across the drain: SERVING, then NOT_SERVING at SIGTERM, then the stream ends
+  // (it does not hold the shutdown).
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext watch_ctx;
+  watch_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto watch = health->Watch(&watch_ctx, {});
+  grpc::health::v1::HealthCheckResponse watched;
+  ASSERT_TRUE(watch->Read(&watched));
+  EXPECT_EQ(watched.status(), grpc::health::v1::HealthCheckResponse::SERVING);
   grpc::Status in_flight;
   std::thread call([&] {
     grpc::ClientContext ctx;
@@ -650,6 +686,14 @@ TEST(ServeGrpcDrainTest, SigtermDrainsGrpcWithHttp) {
     const grpc::Status hs = health->Check(&hctx, {}, &hr);
     EXPECT_TRUE(hs.ok()) << hs.error_code() << " " << hs.error_message();
     EXPECT_EQ(hr.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    // Liveness stays SERVING while draining (the process is alive: no restart).
+    grpc::ClientContext lctx;
+    grpc::health::v1::HealthCheckRequest live;
+    live.set_service("liveness");
+    ASSERT_TRUE(health->Check(&lctx, live, &hr).ok());
+    EXPECT_EQ(hr.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+    ASSERT_TRUE(watch->Read(&watched));
+    EXPECT_EQ(watched.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     inference::ModelInferResponse r;
@@ -659,6 +703,8 @@ TEST(ServeGrpcDrainTest, SigtermDrainsGrpcWithHttp) {
   }
   call.join();
   EXPECT_TRUE(in_flight.ok()) << "a call in flight at SIGTERM is answered: " << in_flight.error_message();
+  EXPECT_FALSE(watch->Read(&watched)) << "no status after NOT_SERVING: " << watched.status();
+  EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
   auto code = (*server)->WaitExit(std::chrono::seconds(15));
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0);

@@ -60,6 +60,7 @@ GrpcServer::~GrpcServer() { Shutdown(std::chrono::steady_clock::now()); }
 void GrpcServer::Shutdown(std::chrono::steady_clock::time_point deadline) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  health_->Shutdown();  // open Watch streams end, so they do not hold gRPC's shutdown
   const auto left = deadline - std::chrono::steady_clock::now();
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
