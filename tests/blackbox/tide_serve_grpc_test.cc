@@ -528,6 +528,143 @@ TEST_F(ServeGrpcTest, TeiRerankInfoTokenizeAndRerankStream) {
   EXPECT_TRUE(tokens.tokens(tokens.tokens_size() - 1).special());
 }
 
+// tei.v1 Predict / PredictPair (as POST /predict), Decode (as POST /decode), the one-at-a-time
+// streams, and Embed on a model that is not an embedding model.
+TEST_F(ServeGrpcTest, TeiPredictDecodeStreamsAndEmbed) {
+  auto predict = tei::v1::Predict::NewStub(channel_);
+  auto embed = tei::v1::Embed::NewStub(channel_);
+  {
+    tei::v1::PredictRequest req;
+    req.set_inputs("hello world");
+    req.set_truncate(true);
+    tei::v1::PredictResponse r;
+    auto ctx = Ctx();
+    const grpc::Status s = predict->Predict(ctx.get(), req, &r);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ASSERT_EQ(r.predictions_size(), 1);  // a one-label reranker: sigmoid
+    EXPECT_GT(r.predictions(0).score(), 0.0f);
+    EXPECT_LT(r.predictions(0).score(), 1.0f);
+    EXPECT_GT(r.metadata().compute_tokens(), 0u);
+    EXPECT_FALSE(Trailer(*ctx, "server-timing").empty());
+    const auto http = NewClient()->Post("/predict", R"({"inputs": "hello world"})", {{"Authorization", "Bearer secret"}});
+    ASSERT_EQ(http.status, 200) << http.body;
+    const nlohmann::json h = ParseJson(http.body);
+    EXPECT_EQ(h[0]["label"], r.predictions(0).label());
+    EXPECT_NEAR(h[0]["score"].get<double>(), r.predictions(0).score(), 1e-5);
+    auto nokey = Ctx(false);
+    EXPECT_EQ(predict->Predict(nokey.get(), req, &r).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    tei::v1::PredictPairRequest req;
+    req.add_inputs("what is a panda?");
+    req.add_inputs("The giant panda is a bear.");
+    req.set_raw_scores(true);
+    tei::v1::PredictResponse r;
+    auto ctx = Ctx();
+    ASSERT_TRUE(predict->PredictPair(ctx.get(), req, &r).ok());
+    ASSERT_EQ(r.predictions_size(), 1);
+    const auto http = NewClient()->Post(
+        "/predict", R"({"inputs": ["what is a panda?", "The giant panda is a bear."], "raw_scores": true})",
+        {{"Authorization", "Bearer secret"}});
+    ASSERT_EQ(http.status, 200) << http.body;
+    EXPECT_NEAR(ParseJson(http.body)[0]["score"].get<double>(), r.predictions(0).score(), 1e-5);
+    req.add_inputs("a third text");
+    auto bad = Ctx();
+    EXPECT_EQ(predict->PredictPair(bad.get(), req, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  tei::v1::EncodeRequest enc;
+  enc.set_inputs("hello world");
+  enc.set_add_special_tokens(true);
+  tei::v1::EncodeResponse tokens;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(tokenize_->Tokenize(ctx.get(), enc, &tokens).ok());
+    tei::v1::DecodeRequest dec;
+    for (const auto& t : tokens.tokens()) dec.add_ids(t.id());
+    dec.set_skip_special_tokens(true);
+    tei::v1::DecodeResponse text;
+    auto dctx = Ctx();
+    ASSERT_TRUE(tokenize_->Decode(dctx.get(), dec, &text).ok());
+    EXPECT_EQ(text.text(), "hello world");
+    dec.clear_ids();
+    auto ectx = Ctx();
+    EXPECT_EQ(tokenize_->Decode(ectx.get(), dec, &text).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    // TokenizeStream: answers in order, one per message.
+    auto ctx = Ctx();
+    auto stream = tokenize_->TokenizeStream(ctx.get());
+    const std::vector<std::string> inputs = {"hello world", "a", "the giant panda"};
+    for (const std::string& in : inputs) {
+      tei::v1::EncodeRequest m;
+      m.set_inputs(in);
+      m.set_add_special_tokens(false);
+      ASSERT_TRUE(stream->Write(m));
+    }
+    stream->WritesDone();
+    std::vector<size_t> sizes, unary;
+    tei::v1::EncodeResponse out;
+    while (stream->Read(&out)) sizes.push_back(static_cast<size_t>(out.tokens_size()));
+    ASSERT_TRUE(stream->Finish().ok());
+    for (const std::string& in : inputs) {
+      tei::v1::EncodeRequest m;
+      m.set_inputs(in);
+      auto c = Ctx();
+      ASSERT_TRUE(tokenize_->Tokenize(c.get(), m, &out).ok());
+      unary.push_back(static_cast<size_t>(out.tokens_size()));
+    }
+    EXPECT_EQ(sizes, unary);
+    EXPECT_NE(unary[0], unary[1]);  // distinct answers, so the order shows
+  }
+  {
+    // DecodeStream and PredictStream; an invalid message ends the stream with its error.
+    auto ctx = Ctx();
+    auto stream = tokenize_->DecodeStream(ctx.get());
+    tei::v1::DecodeRequest m;
+    for (const auto& t : tokens.tokens()) m.add_ids(t.id());
+    m.set_skip_special_tokens(true);
+    ASSERT_TRUE(stream->Write(m));
+    tei::v1::DecodeResponse out;
+    ASSERT_TRUE(stream->Read(&out));
+    EXPECT_EQ(out.text(), "hello world");
+    ASSERT_TRUE(stream->Write(tei::v1::DecodeRequest()));  // no ids
+    EXPECT_FALSE(stream->Read(&out));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+    auto pctx = Ctx();
+    auto pstream = predict->PredictStream(pctx.get());
+    for (const char* in : {"first", "second"}) {
+      tei::v1::PredictRequest p;
+      p.set_inputs(in);
+      ASSERT_TRUE(pstream->Write(p));
+    }
+    pstream->WritesDone();
+    int answers = 0;
+    tei::v1::PredictResponse pr;
+    while (pstream->Read(&pr)) answers += pr.predictions_size() == 1 ? 1 : 0;
+    ASSERT_TRUE(pstream->Finish().ok());
+    EXPECT_EQ(answers, 2);
+  }
+  {
+    // Embed: TEI's message for a model that is not an embedding model.
+    tei::v1::EmbedRequest req;
+    req.set_inputs("hello");
+    tei::v1::EmbedResponse r;
+    auto ctx = Ctx();
+    const grpc::Status s = embed->Embed(ctx.get(), req, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(s.error_message(), HasSubstr("not an embedding model"));
+    auto sctx = Ctx();
+    auto stream = embed->EmbedAllStream(sctx.get());
+    tei::v1::EmbedAllRequest m;
+    m.set_inputs("hello");
+    stream->Write(m);
+    tei::v1::EmbedAllResponse out;
+    EXPECT_FALSE(stream->Read(&out));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+}
+
 TEST_F(ServeGrpcTest, StreamAnswersEveryMessageInOrder) {
   auto ctx = Ctx();
   auto stream = kserve_->ModelStreamInfer(ctx.get());

@@ -65,7 +65,8 @@ class UnaryReactor final : public grpc::ServerUnaryReactor {
 // The answer of a unary RPC (or of a client-streaming one: anything finished once).
 class UnaryAnswer {
  public:
-  // `finish` finishes the RPC (the reactor's Finish); it is called exactly once.
+  // `finish` finishes the RPC (the reactor's Finish); it is called exactly once. `context` may be
+  // null: the answer to one message of a stream (recorded in the metrics, no trailers).
   using FinishFn = absl::AnyInvocable<void(const grpc::Status&) &&>;
   UnaryAnswer(grpc::CallbackServerContext* context, FinishFn finish, serving::ServingMetrics* metrics,
               const char* endpoint, Steady::time_point received_at)
