@@ -24,7 +24,6 @@ uint64_t Ns(serving::Clock::duration d) {
 // into `response` through the core's rerank path (breaker fallback included) and finishes.
 void RankAdmitted(serving::ServiceCore* core, serving::CallPtr call, std::shared_ptr<const api::RerankRequest> request,
                   tei::v1::RerankResponse* response, UnaryAnswer answer) {
-  answer.hold(call);
   auto model = core->FindModel(*call);  // the gray release's split, as on HTTP
   if (!model.ok()) return answer.FinishError(model.status());
   answer.set_model((*model)->name(), (*model)->version());
@@ -83,15 +82,12 @@ class RerankStreamReactor final : public grpc::ServerReadReactor<tei::v1::Rerank
     if (client_gone_->IsCancelled()) return answer_.FinishError(errors::Cancelled("the client cancelled the stream"));
     auto request = collector_.Finish();
     if (!request.ok()) return answer_.FinishError(request.status());
-    auto info = CallInfoFor(*context_, bytes_, answer_.received_at(), client_gone_);
-    if (!info.ok()) return answer_.FinishError(info.status());
     auto req = std::make_shared<const api::RerankRequest>(*std::move(request));
     serving::ServiceCore* core = service_->core();
-    core->Start(*info, [core, req, response = response_, answer = std::move(answer_)](
-                           absl::StatusOr<serving::CallPtr> call) mutable {
-      if (!call.ok()) return answer.FinishError(call.status());
-      RankAdmitted(core, *std::move(call), req, response, std::move(answer));
-    });
+    StartCall(core, *context_, bytes_, std::move(answer_), client_gone_,
+              [core, req, response = response_](serving::CallPtr call, UnaryAnswer answer) {
+                RankAdmitted(core, std::move(call), req, response, std::move(answer));
+              });
   }
   void OnCancel() override { client_gone_->Cancel(); }
   void OnDone() override { delete this; }
@@ -140,22 +136,16 @@ grpc::ServerUnaryReactor* TeiRerankService::Rerank(grpc::CallbackServerContext* 
                                                    const tei::v1::RerankRequest* request,
                                                    tei::v1::RerankResponse* response) {
   auto* reactor = new UnaryReactor();
-  UnaryAnswer answer(context, reactor, &core_->metrics(), "rerank", Steady::now());
   // The message is checked on the tokenization worker, after admission, as HTTP parses there; the
   // conversion copies the texts so the request message is not needed after it.
-  auto info = CallInfoFor(*context, request->ByteSizeLong(), answer.received_at(), reactor->client_gone());
-  if (!info.ok()) {
-    answer.FinishError(info.status());
-    return reactor;
-  }
-  core_->Start(*info, [this, request, response, answer = std::move(answer)](
-                          absl::StatusOr<serving::CallPtr> call) mutable {
-    if (!call.ok()) return answer.FinishError(call.status());
-    auto parsed = RerankRequestFromProto(*request, options_.limits);
-    if (!parsed.ok()) return answer.FinishError(parsed.status());
-    RankAdmitted(core_, *std::move(call), std::make_shared<const api::RerankRequest>(*std::move(parsed)), response,
-                 std::move(answer));
-  });
+  StartCall(core_, *context, request->ByteSizeLong(),
+            UnaryAnswer(context, reactor, &core_->metrics(), "rerank", Steady::now()), reactor->client_gone(),
+            [this, request, response](serving::CallPtr call, UnaryAnswer answer) {
+              auto parsed = RerankRequestFromProto(*request, options_.limits);
+              if (!parsed.ok()) return answer.FinishError(parsed.status());
+              RankAdmitted(core_, std::move(call), std::make_shared<const api::RerankRequest>(*std::move(parsed)),
+                           response, std::move(answer));
+            });
   return reactor;
 }
 
@@ -168,23 +158,10 @@ grpc::ServerReadReactor<tei::v1::RerankStreamRequest>* TeiRerankService::RerankS
 
 namespace {
 
-// Admits one message as a call of its own and runs `work(call, answer)` on a tokenization worker.
-template <typename Work>
-void Admit(serving::ServiceCore* core, const grpc::CallbackServerContext& context, size_t bytes, UnaryAnswer answer,
-           std::shared_ptr<CancellationFlag> client_gone, Work work) {
-  auto info = CallInfoFor(context, bytes, answer.received_at(), std::move(client_gone));
-  if (!info.ok()) return answer.FinishError(info.status());
-  core->Start(*info, [answer = std::move(answer), work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
-    if (!call.ok()) return answer.FinishError(call.status());
-    answer.hold(*call);
-    work(*std::move(call), std::move(answer));
-  });
-}
-
 void TokenizeOne(serving::ServiceCore* core, const api::RequestLimits& limits, const grpc::CallbackServerContext& context,
                  const tei::v1::EncodeRequest* request, tei::v1::EncodeResponse* response, UnaryAnswer answer,
                  std::shared_ptr<CancellationFlag> client_gone) {
-  Admit(core, context, request->ByteSizeLong(), std::move(answer), std::move(client_gone),
+  StartCall(core, context, request->ByteSizeLong(), std::move(answer), std::move(client_gone),
         [core, limits, request, response](serving::CallPtr call, UnaryAnswer answer) {
           auto parsed = TokenizeRequestFromProto(*request, limits);
           if (!parsed.ok()) return answer.FinishError(parsed.status());
@@ -211,7 +188,7 @@ void TokenizeOne(serving::ServiceCore* core, const api::RequestLimits& limits, c
 void DecodeOne(serving::ServiceCore* core, const api::RequestLimits& limits, const grpc::CallbackServerContext& context,
                const tei::v1::DecodeRequest* request, tei::v1::DecodeResponse* response, UnaryAnswer answer,
                std::shared_ptr<CancellationFlag> client_gone) {
-  Admit(core, context, request->ByteSizeLong(), std::move(answer), std::move(client_gone),
+  StartCall(core, context, request->ByteSizeLong(), std::move(answer), std::move(client_gone),
         [core, limits, request, response](serving::CallPtr, UnaryAnswer answer) {
           auto parsed = DecodeRequestFromProto(*request, limits);
           if (!parsed.ok()) return answer.FinishError(parsed.status());
@@ -228,7 +205,7 @@ template <typename Proto>
 void PredictOne(serving::ServiceCore* core, const api::RequestLimits& limits, const grpc::CallbackServerContext& context,
                 const Proto* request, tei::v1::PredictResponse* response, UnaryAnswer answer,
                 std::shared_ptr<CancellationFlag> client_gone) {
-  Admit(core, context, request->ByteSizeLong(), std::move(answer), std::move(client_gone),
+  StartCall(core, context, request->ByteSizeLong(), std::move(answer), std::move(client_gone),
         [core, limits, request, response](serving::CallPtr call, UnaryAnswer answer) {
           auto parsed = PredictRequestFromProto(*request, limits);
           if (!parsed.ok()) return answer.FinishError(parsed.status());
