@@ -4,7 +4,9 @@
 //    the node" and is refused);
 //  - terminationGracePeriodSeconds > preStop sleep + TIDE_SHUTDOWN_GRACE_MS (the kubelet must not
 //    SIGKILL a drain);
-//  - startupProbe and readinessProbe on /v2/health/ready, livenessProbe on /v2/health/live.
+//  - startupProbe and readinessProbe on /v2/health/ready, livenessProbe on /v2/health/live; or
+//    gRPC health checks of the service names tide maps to them ("readiness", "liveness") on the
+//    container port --grpc-port serves.
 //
 //   node deploy/check/consistency.mjs MODULES_DIR FILE.yaml...
 import fs from "node:fs";
@@ -44,8 +46,19 @@ for (const file of files) {
     const tgps = pod.terminationGracePeriodSeconds ?? 30;
     if (!(tgps > grace + preStop)) errors.push(`terminationGracePeriodSeconds ${tgps} <= preStop ${preStop} + shutdown grace ${grace}`);
     else console.log(`ok   ${file}: ${d.metadata.name}: terminationGracePeriodSeconds ${tgps} > preStop ${preStop} s + grace ${grace} s`);
-    for (const [probe, want] of [["startupProbe", "/v2/health/ready"], ["readinessProbe", "/v2/health/ready"], ["livenessProbe", "/v2/health/live"]]) {
-      if (c[probe]?.httpGet?.path !== want) errors.push(`${probe} must GET ${want}`);
+    // Probes: HTTP GET of the path, or a gRPC health check of the service name tide maps to it,
+    // on the port tide's --grpc-port serves (a container port of that number).
+    const grpcArg = (c.args || []).map((a) => String(a).match(/^--grpc-port=(\d+)$/)).find(Boolean);
+    const grpcPort = grpcArg ? Number(grpcArg[1]) : Number(env.TIDE_GRPC_PORT ?? 8001);
+    const grpcServed = grpcPort > 0 && (c.ports || []).some((p) => p.containerPort === grpcPort);
+    for (const [probe, path, service] of [["startupProbe", "/v2/health/ready", "readiness"], ["readinessProbe", "/v2/health/ready", "readiness"],
+                                          ["livenessProbe", "/v2/health/live", "liveness"]]) {
+      const p = c[probe];
+      if (p?.grpc) {
+        if (p.grpc.service !== service) errors.push(`${probe} must check gRPC service "${service}" (tide's ${path})`);
+        else if (!grpcServed || p.grpc.port !== grpcPort) errors.push(`${probe}: gRPC port ${p.grpc.port} is not the --grpc-port container port (${grpcPort})`);
+        else console.log(`ok   ${file}: ${d.metadata.name}: ${probe} gRPC ${grpcPort} service ${service}`);
+      } else if (p?.httpGet?.path !== path) errors.push(`${probe} must GET ${path} or check gRPC service "${service}"`);
     }
     if (errors.length) { failed++; console.error(`FAIL ${file}: ${d.metadata.name}\n  ${errors.join("\n  ")}`); }
   }

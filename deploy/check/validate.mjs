@@ -80,7 +80,7 @@ const kserve = {
                                              serviceAccountName: 1, annotations: 1, labels: 1,
                                              model: { modelFormat: { name: 1, version: 1 }, runtime: 1,
                                                       protocolVersion: 1, storageUri: 1, args: 1, env: 1,
-                                                      resources: 1, image: 1 } } } },
+                                                      resources: 1, image: 1, ports: 1 } } } },
 };
 function checkAllowed(obj, allowed, where, errors) {
   if (allowed === 1) return;

@@ -7,7 +7,7 @@
 #   3. every rendered object and the KServe manifests: Kubernetes schema + unknown-field check
 #      (deploy/check/validate.mjs), then a self-test that a misspelt field does fail it;
 #   4. settings that must agree (deploy/check/consistency.mjs): CPUs = instances x threads,
-#      termination grace > preStop + drain grace, probe paths;
+#      termination grace > preStop + drain grace, probe paths or gRPC health services and port;
 #   5. `podman kube play` of the dev overlay's Deployment (init container copying the model image,
 #      ConfigMap, probes), on a loopback host port: it must become ready and answer a rerank call.
 #      Needs localhost/tide:latest and localhost/tide-models:latest (built here if absent from
@@ -58,6 +58,22 @@ echo "self-test: a misspelt field (readinesProbe) and a wrong type (replicas: on
 
 echo "== 4. consistency"
 node deploy/check/consistency.mjs "$out" "$out"/rendered/*.yaml
+# Self-test: a liveness probe asking for readiness, and a gRPC probe on a port tide does not
+# serve gRPC on, are rejected.
+sed -e '0,/service: liveness/s//service: readiness/' "$out/rendered/kustomize-dev.yaml" > "$out/selftest-probe.yaml"
+/usr/bin/python3 - "$out/rendered/kustomize-dev.yaml" "$out/selftest-probe-port.yaml" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+probe = "grpc:\n            port: 8001\n            service: readiness"
+assert probe in text, "the dev overlay has no gRPC readiness probe on 8001: update this self-test"
+open(sys.argv[2], "w").write(text.replace(probe, probe.replace("8001", "8003"), 1))
+PY
+for bad in "$out/selftest-probe.yaml" "$out/selftest-probe-port.yaml"; do
+  if node deploy/check/consistency.mjs "$out" "$bad" >/dev/null 2>&1; then
+    echo "deploy-check: FAIL: the consistency check accepted $bad" >&2; exit 1
+  fi
+done
+echo "self-test: a liveness probe of the readiness service and a gRPC probe off the gRPC port are rejected"
 
 if [ "${SKIP_PLAY:-0}" = 1 ]; then echo "== 5. podman kube play: skipped (SKIP_PLAY=1)"; echo "deploy-check: PASSED"; exit 0; fi
 echo "== 5. podman kube play (dev overlay)"

@@ -530,7 +530,9 @@ json ParametersToJson(const Parameters& parameters) {
   return out;
 }
 
-void AppendBinary(const TensorData& data, std::string* out) {
+}  // namespace
+
+void EncodeBinaryTensor(const TensorData& data, std::string* out) {
   std::visit(
       [out](const auto& values) {
         using T = typename std::decay_t<decltype(values)>::value_type;
@@ -553,6 +555,8 @@ void AppendBinary(const TensorData& data, std::string* out) {
       },
       data);
 }
+
+namespace {
 
 json DataToJson(const TensorData& data) {
   return std::visit(
@@ -606,7 +610,7 @@ absl::StatusOr<RenderedInferResponse> RenderInferResponse(const InferResponse& r
     json parameters = ParametersToJson(tensor.parameters);
     if (OutputWantsBinary(request, tensor.name)) {
       const size_t before = binary.size();
-      AppendBinary(tensor.data, &binary);
+      EncodeBinaryTensor(tensor.data, &binary);
       parameters["binary_data_size"] = binary.size() - before;
       any_binary = true;
     } else {

@@ -88,6 +88,10 @@ absl::StatusOr<size_t> CheckTensorShape(const Tensor& tensor, std::string_view s
 absl::Status DecodeBinaryTensor(std::string_view bytes, size_t count, const std::string& path,
                                 const RequestLimits& limits, Tensor* tensor);
 
+// The inverse: appends `data` in that layout (an output's binary section; gRPC's
+// raw_output_contents entry).
+void EncodeBinaryTensor(const TensorData& data, std::string* out);
+
 // Whether the output `name` goes back as binary data under the rules above.
 bool OutputWantsBinary(const InferRequest& request, std::string_view name);
 

@@ -77,19 +77,21 @@ absl::StatusOr<PredictRequest> ParsePredictRequest(std::string_view body, const 
   return request;
 }
 
-absl::StatusOr<std::string> RenderPredictResponse(const PredictRequest& request, std::span<const float> logits,
-                                                  std::span<const std::string> labels) {
+absl::StatusOr<std::vector<std::vector<LabelScore>>> PredictScores(size_t inputs, bool raw_scores,
+                                                                   std::span<const float> logits,
+                                                                   std::span<const std::string> labels) {
   const size_t n = labels.size();
-  if (n == 0 || logits.size() != request.inputs.size() * n) {
-    return errors::Internal(absl::StrCat("predict produced ", logits.size(), " logits for ", request.inputs.size(),
-                                         " inputs of ", n, " labels"));
+  if (n == 0 || logits.size() != inputs * n) {
+    return errors::Internal(absl::StrCat("predict produced ", logits.size(), " logits for ", inputs, " inputs of ", n,
+                                         " labels"));
   }
-  nlohmann::json out = nlohmann::json::array();
+  std::vector<std::vector<LabelScore>> out;
+  out.reserve(inputs);
   std::vector<float> scores(n);
   std::vector<size_t> order(n);
-  for (size_t row = 0; row < request.inputs.size(); ++row) {
+  for (size_t row = 0; row < inputs; ++row) {
     const float* l = logits.data() + row * n;
-    if (request.raw_scores) {
+    if (raw_scores) {
       std::copy(l, l + n, scores.begin());
     } else if (n == 1) {
       scores[0] = 1.0f / (1.0f + std::exp(-l[0]));
@@ -104,8 +106,21 @@ absl::StatusOr<std::string> RenderPredictResponse(const PredictRequest& request,
     }
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+    std::vector<LabelScore>& items = out.emplace_back();
+    items.reserve(n);
+    for (size_t j : order) items.push_back({labels[j], scores[j]});
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> RenderPredictResponse(const PredictRequest& request, std::span<const float> logits,
+                                                  std::span<const std::string> labels) {
+  auto scored = PredictScores(request.inputs.size(), request.raw_scores, logits, labels);
+  if (!scored.ok()) return scored.status();
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::vector<LabelScore>& row : *scored) {
     nlohmann::json items = nlohmann::json::array();
-    for (size_t j : order) items.push_back({{"score", FloatForJson(scores[j])}, {"label", labels[j]}});
+    for (const LabelScore& s : row) items.push_back({{"score", FloatForJson(s.score)}, {"label", s.label}});
     if (!request.batch) return items.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     out.push_back(std::move(items));
   }

@@ -45,6 +45,17 @@ struct PredictRequest {
 
 absl::StatusOr<PredictRequest> ParsePredictRequest(std::string_view body, const RequestLimits& limits = {});
 
+struct LabelScore {
+  std::string label;
+  float score = 0;
+};
+// Per input, every label with its score (softmax over the labels, sigmoid for a single label, the
+// logits with raw_scores), highest first, ties in label order. logits: [inputs, labels] row-major.
+// kInternal when logits.size() != inputs x labels.size() or a score is not finite.
+absl::StatusOr<std::vector<std::vector<LabelScore>>> PredictScores(size_t inputs, bool raw_scores,
+                                                                   std::span<const float> logits,
+                                                                   std::span<const std::string> labels);
+
 // logits: [inputs, labels] row-major.
 absl::StatusOr<std::string> RenderPredictResponse(const PredictRequest& request, std::span<const float> logits,
                                                   std::span<const std::string> labels);

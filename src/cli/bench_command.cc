@@ -18,6 +18,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "loadgen/http_transport.h"
+#ifdef TIDE_HAVE_GRPC
+#include "loadgen/grpc_transport.h"
+#endif
 #include "loadgen/load_driver.h"
 #include "loadgen/report.h"
 #include "loadgen/request_builder.h"
@@ -145,10 +148,39 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
     return code;
   };
   // ---- flags ----
-  auto url = ParseHttpUrl(flags.url);
+  if (flags.protocol != "http" && flags.protocol != "grpc")
+    return fail(absl::InvalidArgumentError(absl::StrCat("--protocol must be http or grpc, got '", flags.protocol, "'")),
+                2);
+  const bool grpc = flags.protocol == "grpc";
+#ifndef TIDE_HAVE_GRPC
+  if (grpc) return fail(absl::UnimplementedError("this tide was built without gRPC C++: no --protocol grpc"), 2);
+#endif
+  // gRPC: grpc://host[:port] (port 8001 unless given), read with the HTTP URL parser.
+  std::string url_text = flags.url.empty() ? (grpc ? "grpc://127.0.0.1:8001" : "http://127.0.0.1:8000") : flags.url;
+  if (grpc) {
+    if (!url_text.starts_with("grpc://"))
+      return fail(absl::InvalidArgumentError(absl::StrCat("with --protocol grpc, --url is grpc://host[:port], got '",
+                                                          url_text, "'")),
+                  2);
+    url_text = "http://" + url_text.substr(7);
+  }
+  auto url = ParseHttpUrl(url_text);
   if (!url.ok()) return fail(url.status(), 2);
+  if (grpc) {
+    if (!url->path.empty())
+      return fail(absl::InvalidArgumentError("a gRPC --url has no path (the endpoint names the RPC)"), 2);
+    if (url_text.find(':', 7) == std::string::npos) url->port = 8001;
+  }
   auto endpoint = ParseEndpoint(flags.endpoint);
   if (!endpoint.ok()) return fail(endpoint.status(), 2);
+  if (grpc && *endpoint != Endpoint::kRerank && *endpoint != Endpoint::kKServe)
+    return fail(absl::InvalidArgumentError(absl::StrCat("--protocol grpc sends the rerank (tei.v1 Rerank) or kserve "
+                                                        "(ModelInfer) endpoint, not '", flags.endpoint, "'")),
+                2);
+  if (grpc && !flags.body_template.empty())
+    return fail(absl::InvalidArgumentError("--body-template is for HTTP bodies, not --protocol grpc"), 2);
+  if (grpc && !flags.dump_requests.empty())
+    return fail(absl::InvalidArgumentError("--dump-requests writes HTTP bodies, not --protocol grpc messages"), 2);
   auto arrivals = ParseArrivals(flags.arrivals);
   if (!arrivals.ok()) return fail(arrivals.status(), 2);
   auto query_tokens = TokenDistribution::Parse(flags.query_tokens, TextKind::kQuery);
@@ -211,9 +243,13 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
   if (!generator.ok()) return fail(generator.status(), 2);
 
   BenchReport report;
-  report.url = flags.url;
+  report.protocol = flags.protocol;
+  report.url = flags.url.empty() ? (grpc ? "grpc://127.0.0.1:8001" : "http://127.0.0.1:8000") : flags.url;
   report.endpoint = std::string(EndpointName(*endpoint));
   report.path = (*builder)->path();
+#ifdef TIDE_HAVE_GRPC
+  if (grpc) report.path = std::string(GrpcMethodFor(*endpoint));
+#endif
   report.documents_per_request = flags.documents;
   report.query_tokens = query_tokens->spec();
   report.document_tokens = doc_tokens->spec();
@@ -221,6 +257,7 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
   report.vocabulary = vocabulary.source;
   report.seed = flags.seed;
   std::vector<std::string> bodies;
+  std::vector<RerankWorkload> workloads;  // gRPC: the transport builds its messages from these
   bodies.reserve(flags.request_pool);
   double query_sum = 0, doc_sum = 0, docs = 0;
   for (size_t i = 0; i < flags.request_pool; ++i) {
@@ -228,7 +265,11 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
     query_sum += w.query_tokens;
     for (int t : w.document_tokens) doc_sum += t;
     docs += static_cast<double>(w.document_tokens.size());
-    bodies.push_back((*builder)->Body(w));
+    if (grpc) {
+      workloads.push_back(std::move(w));
+    } else {
+      bodies.push_back((*builder)->Body(w));
+    }
   }
   report.mean_query_tokens = query_sum / static_cast<double>(flags.request_pool);
   auto order = RequestOrder(flags.request_popularity, flags.request_pool, 1024, flags.seed);
@@ -251,7 +292,7 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
   // ---- runs ----
   bool metrics_warned = false;
   auto scrape = [&]() -> std::optional<StageTotals> {
-    if (!flags.scrape_metrics) return std::nullopt;
+    if (!flags.scrape_metrics || grpc) return std::nullopt;  // gRPC: the answers' trailers instead
     auto text = HttpGet(url->host, url->port, "/metrics", std::chrono::milliseconds(5000));
     if (!text.ok()) {
       if (!metrics_warned) err << "tide bench: no server-side split: " << text.status().message() << "\n";
@@ -281,26 +322,44 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
     lo.duration_ns = duration_ns;
     lo.drain_ns = flags.timeout_ms * 1'000'000;  // no request outlives its timeout
 
-    HttpTransportOptions to;
-    to.host = url->host;
-    to.port = url->port;
-    to.path = (*builder)->path();
-    to.bodies.clear();
-    for (size_t i : *order) to.bodies.push_back(bodies[i]);
-    to.max_connections = open_loop ? flags.max_connections : static_cast<size_t>(run.concurrency);
-    to.timeout_ms = flags.timeout_ms;
-
+    const size_t max_connections = open_loop ? flags.max_connections : static_cast<size_t>(run.concurrency);
     std::optional<StageTotals> before = scrape();
+    std::optional<StageTotals> trailer_stages;  // gRPC
     const double cpu0 = CpuSeconds();
     const auto wall0 = std::chrono::steady_clock::now();
     absl::StatusOr<LoadResult> result;
-    {
+    if (!grpc) {
+      HttpTransportOptions to;
+      to.host = url->host;
+      to.port = url->port;
+      to.path = (*builder)->path();
+      for (size_t i : *order) to.bodies.push_back(bodies[i]);
+      to.max_connections = max_connections;
+      to.timeout_ms = flags.timeout_ms;
       AsioEventLoop loop;
       auto transport = HttpTransport::Create(&loop, to);
       if (!transport.ok()) return fail(transport.status(), 1);
       result = RunLoad(&loop, transport->get(), lo);
       transport->reset();  // before the loop (see http_transport.h)
     }
+#ifdef TIDE_HAVE_GRPC
+    if (grpc) {
+      GrpcTransportOptions to;
+      to.host = url->host;
+      to.port = url->port;
+      to.endpoint = *endpoint;
+      to.model = flags.model;
+      for (size_t i : *order) to.workloads.push_back(workloads[i]);
+      to.max_in_flight = max_connections;
+      to.timeout_ms = flags.timeout_ms;
+      AsioEventLoop loop;
+      auto transport = GrpcTransport::Create(&loop, to);
+      if (!transport.ok()) return fail(transport.status(), 1);
+      result = RunLoad(&loop, transport->get(), lo);
+      trailer_stages = (*transport)->stage_totals();
+      transport->reset();  // before the loop (see grpc_transport.h)
+    }
+#endif
     run.client_cpu_seconds = CpuSeconds() - cpu0;
     run.client_wall_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -310,6 +369,11 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
     if (before && after) {
       run.server_metrics = true;
       run.server_stages = DiffStageTotals(*before, *after);
+    }
+    if (trailer_stages) {
+      run.server_metrics = true;
+      run.server_stages_source = "trailers";
+      run.server_stages = DiffStageTotals({}, *trailer_stages);
     }
     FinalizeRun(flags.documents, &run);
     err << "tide bench: " << run.label() << ": " << absl::StrFormat("%.2f", run.qps) << " req/s, p99 "
@@ -342,7 +406,11 @@ void RegisterBenchCommand(CLI::App* app) {
   auto opt = [&](const char* name, auto& field, const char* env, const char* help) {
     cmd->add_option(name, field, help)->envname(env)->capture_default_str();
   };
-  opt("--url", flags->url, "TIDE_BENCH_URL", "Server URL; a path overrides the endpoint's");
+  opt("--protocol", flags->protocol, "TIDE_BENCH_PROTOCOL",
+      "http | grpc (rerank: tei.v1 Rerank, kserve: ModelInfer with BYTES text/text_pair)");
+  opt("--url", flags->url, "TIDE_BENCH_URL",
+      "Server URL (default http://127.0.0.1:8000; grpc://127.0.0.1:8001 with --protocol grpc); an HTTP path "
+      "overrides the endpoint's");
   opt("--endpoint", flags->endpoint, "TIDE_BENCH_ENDPOINT", "rerank | v1-rerank | kserve | template");
   opt("--model", flags->model, "TIDE_BENCH_MODEL", "Model name (KServe path, Cohere \"model\")");
   opt("--body-template", flags->body_template, "TIDE_BENCH_BODY_TEMPLATE",

@@ -4,6 +4,13 @@
 //   tide bench --url http://127.0.0.1:8000 --endpoint rerank --tokenizer tokenizer.json
 //              --documents 16 --concurrency 1:64:x2 [--html report.html --json out.json --csv out.csv]
 //   tide bench --request-rate 20,40,80 --arrivals poisson ...        (open loop)
+//   tide bench --protocol grpc --url grpc://127.0.0.1:8001 --endpoint rerank|kserve --model m ...
+// gRPC (--protocol grpc): the rerank endpoint calls tei.v1 Rerank, kserve calls ModelInfer with
+// BYTES text / text_pair in raw_input_contents; one channel, at most `concurrency` (open loop:
+// --max-connections) calls in flight; the server-side split comes from each OK answer's
+// server-timing trailer instead of /metrics; errors are counted as "grpc <CODE>", and
+// RESOURCE_EXHAUSTED / UNAVAILABLE count as shed answers. v1-rerank, template, --body-template
+// and --dump-requests are HTTP only (exit code 2).
 // Closed loop (default): one run per concurrency of the sweep. Open loop (--request-rate): one run
 // per rate; latency is measured from each request's intended send time. Each run: warm-up, then
 // measurement windows until 3 consecutive ones agree within --stability on throughput and p99
@@ -33,7 +40,10 @@ namespace tide::cli {
 void RegisterBenchCommand(CLI::App* app);
 
 struct BenchCommandOptions {
-  std::string url = "http://127.0.0.1:8000";   // the path part, if any, overrides the endpoint's
+  std::string protocol = "http";                // http | grpc
+  // "" = http://127.0.0.1:8000, or grpc://127.0.0.1:8001 with protocol grpc. HTTP: the path part,
+  // if any, overrides the endpoint's. gRPC: grpc://host[:port] (port 8001 unless given), no path.
+  std::string url;
   std::string endpoint = "rerank";              // rerank | v1-rerank | kserve | template
   std::string model;                            // KServe model; Cohere "model" field
   std::string body_template;                    // file with a body template ("" = built-in body)

@@ -2,8 +2,12 @@
 // DistilBERT export from ../shared/assets (label loadgen; skipped when ../shared is absent).
 #include "cli/bench_command.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -188,6 +192,117 @@ TEST(TideBenchBlackBox, ShortRunAgainstARealServer) {
   (*server)->Stop().IgnoreError();
   fs::remove_all(tmp);
 }
+
+TEST(RunBenchCommand, GrpcFlagsThatDoNotApplyAreRejectedWithExitCode2) {
+  std::ostringstream out, err;
+  BenchCommandOptions o;
+  o.protocol = "carrier-pigeon";
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+#ifdef TIDE_HAVE_GRPC
+  o = {};
+  o.protocol = "grpc";
+  o.url = "http://127.0.0.1:8001";  // a gRPC URL is grpc://
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+  EXPECT_NE(err.str().find("grpc://"), std::string::npos) << err.str();
+  o.url = "grpc://127.0.0.1:8001/rerank";
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+  o.url = "";
+  for (const char* endpoint : {"v1-rerank", "template"}) {
+    o.endpoint = endpoint;
+    EXPECT_EQ(RunBenchCommand(o, out, err), 2) << endpoint;
+  }
+  o.endpoint = "kserve";  // without --model
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+  o.endpoint = "rerank";
+  o.dump_requests = "/dev/null";
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+#endif
+}
+
+#ifdef TIDE_HAVE_GRPC
+// A free loopback port for --grpc-port (bound, read, released: the server binds it right after).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// `tide bench --protocol grpc` against a real `tide serve`: tei.v1 Rerank closed loop, KServe
+// ModelInfer open loop; every call answered OK, the server's split read from the trailers.
+TEST(TideBenchBlackBox, GrpcRerankAndModelInferAgainstARealServer) {
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kBertBaseUncasedTokenizer);
+  const fs::path model = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
+  const fs::path tokenizer = tide::testing::SharedAssetPath(tide::testing::kBertBaseUncasedTokenizer);
+  char tmpl[] = "/tmp/tide-bench-grpc-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const fs::path tmp = tmpl;
+  fs::create_directories(tmp / "repo" / "distil" / "1");
+  fs::copy_file(model, tmp / "repo" / "distil" / "1" / "model.onnx");
+  fs::copy_file(tokenizer, tmp / "repo" / "distil" / "tokenizer.json");
+  std::ofstream(tmp / "repo" / "distil" / "config.pbtxt")
+      << "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
+         "dynamic_batching { max_queue_delay_microseconds: 2000 }\n";
+  const int grpc_port = FreePort();
+  ASSERT_GT(grpc_port, 0);
+  tide::testing::ServerProcessOptions so;
+  so.binary = TIDE_BINARY_PATH;
+  so.args = {"serve", "--model-repository", (tmp / "repo").string(), "--grpc-port", std::to_string(grpc_port),
+             "--log-level", "warn"};
+  so.startup_timeout = std::chrono::milliseconds(120000);
+  auto server = tide::testing::ServerProcess::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->WaitReady().ok()) << (*server)->Diagnostics();
+  const std::string url = "grpc://127.0.0.1:" + std::to_string(grpc_port);
+
+  struct Case {
+    const char* endpoint;
+    const char* load;
+    const char* path;
+  };
+  for (const Case& c : {Case{"rerank", "--concurrency 2", "tei.v1.Rerank/Rerank"},
+                        Case{"kserve", "--request-rate 20", "inference.GRPCInferenceService/ModelInfer"}}) {
+    SCOPED_TRACE(c.endpoint);
+    const fs::path json_path = tmp / (std::string(c.endpoint) + ".json");
+    const std::string cmd = "TIDE_BENCH_PROTOCOL=grpc " + std::string(TIDE_BINARY_PATH) + " bench --url " + url +
+                            " --endpoint " + c.endpoint + " --model distil --documents 4 --tokenizer " +
+                            tokenizer.string() + " " + c.load + " --warmup 300ms --duration 2s" +
+                            " --max-doc-tokens 64 --json " + json_path.string() + " > " + (tmp / "out").string() +
+                            " 2> " + (tmp / "err").string();
+    const int status = std::system(cmd.c_str());
+    const std::string out = ReadFile(tmp / "out"), err = ReadFile(tmp / "err");
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << cmd << "\nstdout:\n" << out << "\nstderr:\n" << err;
+    EXPECT_NE(out.find(c.path), std::string::npos) << out;
+    EXPECT_NE(out.find("server (mean per answer, from trailers)"), std::string::npos) << out;
+    const nlohmann::json j = nlohmann::json::parse(ReadFile(json_path), nullptr, false);
+    ASSERT_FALSE(j.is_discarded());
+    EXPECT_EQ(j["protocol"], "grpc");
+    EXPECT_EQ(j["path"], c.path);
+    ASSERT_EQ(j["runs"].size(), 1u);
+    const auto& run = j["runs"][0];
+    EXPECT_EQ(run["error_count"], 0) << run["errors"].dump();
+    EXPECT_GT(run["completed"].get<int>(), 0);
+    EXPECT_DOUBLE_EQ(run["pairs_per_s"].get<double>(), 4 * run["qps"].get<double>());
+    EXPECT_GT(run["latency_ms"]["p50"].get<double>(), 0);
+    EXPECT_EQ(run["server_stages_source"], "trailers");
+    ASSERT_TRUE(run["server_stages_ms"].contains("inference")) << run["server_stages_ms"].dump();
+    EXPECT_GT(run["server_stages_ms"]["inference"]["mean_ms"].get<double>(), 0);
+    // One trailer per OK answer: at least the measured ones (warm-up answers count too).
+    EXPECT_GE(run["server_stages_ms"]["inference"]["count"].get<double>(), run["completed"].get<double>());
+  }
+  (*server)->Stop().IgnoreError();
+  fs::remove_all(tmp);
+}
+#endif
 
 TEST(RequestOrder, RoundRobinOrZipfPopularity) {
   auto rr = RequestOrder("round-robin", 4, 1024, 1);

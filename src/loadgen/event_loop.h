@@ -31,10 +31,11 @@ class EventLoop {
 };
 
 struct TransportResult {
-  int http_status = 0;  // 0 when no HTTP response arrived
-  std::string error;    // "timeout", "connect", "io: ..." when http_status == 0
+  int http_status = 0;   // 0 when no HTTP response arrived
+  int grpc_status = -1;  // a gRPC transport's status code (0 = OK); -1 for HTTP
+  std::string error;     // "timeout", "connect", "io: ..." when http_status == 0; "grpc <CODE>"
   size_t response_bytes = 0;
-  bool ok() const { return http_status >= 200 && http_status < 300; }
+  bool ok() const { return grpc_status >= 0 ? grpc_status == 0 : http_status >= 200 && http_status < 300; }
 };
 
 class Transport {

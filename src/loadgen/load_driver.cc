@@ -15,7 +15,10 @@ std::string ErrorKind(const TransportResult& r) {
   return r.error.empty() ? std::string("no response") : r.error;
 }
 
-bool IsShedAnswer(const TransportResult& r) { return r.http_status == 429 || r.http_status == 503; }
+// 429 / 503, or gRPC's RESOURCE_EXHAUSTED (8) / UNAVAILABLE (14): the codes tide sheds with.
+bool IsShedAnswer(const TransportResult& r) {
+  return r.http_status == 429 || r.http_status == 503 || r.grpc_status == 8 || r.grpc_status == 14;
+}
 
 struct Window {
   LatencyRecorder latency;

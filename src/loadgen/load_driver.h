@@ -13,7 +13,7 @@
 // (then stable=false). The result aggregates the last `stable_windows` windows (all of them when
 // fewer ran). With `duration` > 0 there is instead a single window of that length.
 // Completions are assigned to the window in which they complete; errors are counted by kind
-// ("http 503", "timeout", ...), and only successful requests contribute latencies.
+// ("http 503", "grpc UNAVAILABLE", "timeout", ...), and only successful requests contribute latencies.
 // Open loop only: requests already issued when measurement ends (queued in the client or the
 // server) are drained for up to `drain_ns`; their latencies join the aggregate (`drained`), so
 // the slowest requests of an overloaded run are not silently dropped. Throughput counts only
@@ -58,7 +58,7 @@ struct WindowStats {
 
 struct LoadResult {
   LatencyRecorder latency;               // successes in the aggregated windows
-  LatencyRecorder shed_latency;          // 429 / 503 answers (load shed) in the aggregated windows
+  LatencyRecorder shed_latency;          // 429 / 503 (gRPC RESOURCE_EXHAUSTED / UNAVAILABLE) answers in the aggregated windows
   std::map<std::string, size_t> errors;  // by kind, aggregated windows
   size_t completed = 0;                  // successes in the aggregated windows
   double measured_seconds = 0;           // length of the aggregated windows

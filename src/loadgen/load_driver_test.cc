@@ -1,5 +1,6 @@
 #include "loadgen/load_driver.h"
 
+#include <array>
 #include <deque>
 #include <functional>
 
@@ -19,6 +20,7 @@ class FakeTransport final : public Transport {
   FakeTransport(SimulatedEventLoop* loop, int slots, std::function<int64_t(size_t, int64_t)> service_time)
       : loop_(loop), free_slots_(slots), service_time_(std::move(service_time)) {}
   std::function<int(size_t)> status_of = [](size_t) { return 200; };
+  std::function<int(size_t)> grpc_status_of;  // set: a gRPC transport's answers (no HTTP status)
   std::vector<int64_t> send_times;  // when each request actually started
 
   void Send(size_t index, std::function<void(const TransportResult&)> done) override {
@@ -36,7 +38,12 @@ class FakeTransport final : public Transport {
       loop_->RunAt(loop_->Now() + service_time_(index, loop_->Now()), [this, index, done] {
         ++free_slots_;
         TransportResult r;
-        r.http_status = status_of(index);
+        if (grpc_status_of) {
+          r.grpc_status = grpc_status_of(index);
+          if (r.grpc_status != 0) r.error = "grpc " + std::to_string(r.grpc_status);
+        } else {
+          r.http_status = status_of(index);
+        }
         Pump();
         done(r);
       });
@@ -209,6 +216,26 @@ TEST(RunLoad, OpenLoopTimesShedAnswersFromTheIntendedSendTimeButNotOtherErrors) 
   EXPECT_EQ(r->shed_latency.Percentile(0), 0.5);
   EXPECT_EQ(r->shed_latency.Percentile(100), 0.5);
   EXPECT_EQ(r->latency.Percentile(50), 2.0);
+}
+
+TEST(RunLoad, GrpcAnswersCountByTheirCodeAndShedCodesAreShedAnswers) {
+  SimulatedEventLoop loop;
+  FakeTransport t(&loop, 1, [](size_t i, int64_t) { return i % 4 == 0 ? 10 * kMs : 1 * kMs; });
+  // 0 OK, 8 RESOURCE_EXHAUSTED and 14 UNAVAILABLE (shed), 13 INTERNAL (not shed).
+  t.grpc_status_of = [](size_t i) { return std::array<int, 4>{0, 8, 14, 13}[i % 4]; };
+  LoadOptions o;
+  o.concurrency = 1;
+  o.warmup_ns = 0;
+  o.duration_ns = 13 * kMs * 10;  // ten cycles of 10+1+1+1 ms
+  auto r = RunLoad(&loop, &t, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->completed, 10u);
+  EXPECT_EQ(r->latency.Percentile(0), 10.0);
+  EXPECT_EQ(r->errors.at("grpc 8"), 10u);
+  EXPECT_EQ(r->errors.at("grpc 14"), 10u);
+  EXPECT_EQ(r->errors.at("grpc 13"), 9u);  // the tenth completes exactly at the end
+  EXPECT_EQ(r->shed_latency.count(), 20u);
+  EXPECT_EQ(r->errors.count("http 0"), 0u);
 }
 
 TEST(RunLoad, RejectsInconsistentOptions) {

@@ -199,12 +199,14 @@ std::string RenderTable(const BenchReport& report) {
       std::vector<std::string> parts;
       for (const StageSplit& s : r.server_stages)
         parts.push_back(absl::StrFormat("%s %.2f ms", s.stage, s.mean_ms));
-      absl::StrAppend(&out, "    server (mean per observation): ",
+      absl::StrAppend(&out, r.server_stages_source == "trailers" ? "    server (mean per answer, from trailers): "
+                                                                 : "    server (mean per observation): ",
                       parts.empty() ? "no stage observations" : absl::StrJoin(parts, ", "), "\n");
     }
     if (const LatencySummary& s = r.shed_latency; s.count > 0)
-      absl::StrAppend(&out, absl::StrFormat("    shed answers (429/503): %zu, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, "
+      absl::StrAppend(&out, absl::StrFormat("    shed answers (%s): %zu, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, "
                                             "p99.9 %.3f ms, max %.3f ms\n",
+                                            report.protocol == "grpc" ? "RESOURCE_EXHAUSTED/UNAVAILABLE" : "429/503",
                                             s.count, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms, s.max_ms));
   }
   return out;
@@ -278,10 +280,12 @@ std::string RenderJson(const BenchReport& report) {
          {{"cpu_seconds", r.client_cpu_seconds}, {"wall_seconds", r.client_wall_seconds},
           {"percent_of_one_core", r.client_cpu_percent}}},
         {"server_metrics", r.server_metrics},
+        {"server_stages_source", r.server_metrics ? r.server_stages_source : ""},
         {"server_stages_ms", stages}};
     runs.push_back(std::move(run));
   }
-  ordered_json doc = {{"tool", "tide bench"},   {"url", report.url}, {"endpoint", report.endpoint},
+  ordered_json doc = {{"tool", "tide bench"},   {"protocol", report.protocol}, {"url", report.url},
+                      {"endpoint", report.endpoint},
                       {"path", report.path},    {"workload", WorkloadJson(report)}, {"runs", runs}};
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -12,8 +12,11 @@
 //     "error_count", "stable", "measured_seconds", "windows": [...], "latency_ms": {"p50", ...},
 //     "shed_latency_ms": {"count", "p50", "p90", ...}, "client_cpu": {...}, "server_stages_ms": {...},
 //     "outstanding_at_end"}]}
-//   Console table: a "shed answers" line under a run that got 429/503 answers, with their latency
-//   (from the intended send time, like the successes'): how fast overload is answered.
+//   Console table: a "shed answers" line under a run that got 429/503 (gRPC: RESOURCE_EXHAUSTED /
+//   UNAVAILABLE) answers, with their latency (from the intended send time, like the successes'):
+//   how fast overload is answered. JSON also has "protocol" (top level) and, per run,
+//   "server_stages_source" ("metrics" | "trailers").
+//   shed_* CSV columns and shed_latency_ms count gRPC's RESOURCE_EXHAUSTED / UNAVAILABLE alike.
 #pragma once
 
 #include <map>
@@ -39,12 +42,16 @@ struct RunReport {
   double client_cpu_seconds = 0;  // user + system, getrusage(RUSAGE_SELF) over the whole run
   double client_wall_seconds = 0;
   double client_cpu_percent = 0;  // of one core
-  bool server_metrics = false;    // /metrics scraped before and after
+  bool server_metrics = false;    // a server-side split is known (server_stages)
+  // Where it came from: "metrics" (/metrics scraped before and after the run, HTTP) or
+  // "trailers" (the server-timing trailers of the run's OK answers, gRPC).
+  std::string server_stages_source = "metrics";
   std::vector<StageSplit> server_stages;
   std::string label() const;      // "c=4" or "rate=50/s"
 };
 
 struct BenchReport {
+  std::string protocol = "http";  // "http" | "grpc"
   std::string url;
   std::string endpoint;
   std::string path;

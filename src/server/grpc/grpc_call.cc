@@ -113,13 +113,15 @@ void UnaryAnswer::FinishError(const absl::Status& status) { Done(status, nullptr
 void UnaryAnswer::Done(const absl::Status& status, const serving::StageTimings* timings, const char* degraded) {
   if (!finish_) return;
   RecordAnswer(metrics_, model_, version_, endpoint_, status, received_at_, status.ok() ? timings : nullptr);
-  if (!version_.empty()) context_->AddTrailingMetadata("x-tide-model-version", version_);
-  if (!status.ok()) {
-    AddErrorTrailers(status, context_);
-  } else if (degraded != nullptr) {
-    context_->AddTrailingMetadata("x-tide-degraded", degraded);
-  } else if (timings != nullptr) {
-    AddTimingTrailers(*timings, context_);
+  if (context_ != nullptr) {
+    if (!version_.empty()) context_->AddTrailingMetadata("x-tide-model-version", version_);
+    if (!status.ok()) {
+      AddErrorTrailers(status, context_);
+    } else if (degraded != nullptr) {
+      context_->AddTrailingMetadata("x-tide-degraded", degraded);
+    } else if (timings != nullptr) {
+      AddTimingTrailers(*timings, context_);
+    }
   }
   // The permit goes first, as on the HTTP edge: a client that sends its next call as soon as it
   // has this answer must find its slot free.

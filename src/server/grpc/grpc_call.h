@@ -19,6 +19,10 @@
 //    x-inference-time, x-total-time in whole ms, server-timing in fractional ms) or the error
 //    trailers (grpc_status.h); release the held call's concurrency permit; then finish. An answer
 //    destroyed unfinished finishes INTERNAL (a bug, never silence).
+//  - StartCall is every inference RPC's opening: CallInfoFor, then ServiceCore::Start (admission);
+//    on success `work(call, answer)` runs on a tokenization worker with the call held by the
+//    answer; any failure finishes the answer with its error. `model` / `model_version` (views
+//    that must outlive the call, e.g. into the request message) name the model before admission.
 #pragma once
 
 #include <chrono>
@@ -33,6 +37,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "serving/call.h"
 #include "serving/inference_request.h"
+#include "serving/service_core.h"
 #include "serving/serving_metrics.h"
 
 namespace tide::grpc_edge {
@@ -51,6 +56,13 @@ void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, co
                   const char* endpoint, const absl::Status& status, Steady::time_point received_at,
                   const serving::StageTimings* timings);
 
+class UnaryAnswer;
+
+template <typename Work>
+void StartCall(serving::ServiceCore* core, const grpc::CallbackServerContext& context, size_t message_bytes,
+               UnaryAnswer answer, std::shared_ptr<CancellationFlag> client_gone, Work work,
+               std::string_view model = {}, std::string_view model_version = {});
+
 class UnaryReactor final : public grpc::ServerUnaryReactor {
  public:
   UnaryReactor() : client_gone_(std::make_shared<CancellationFlag>()) {}
@@ -65,7 +77,8 @@ class UnaryReactor final : public grpc::ServerUnaryReactor {
 // The answer of a unary RPC (or of a client-streaming one: anything finished once).
 class UnaryAnswer {
  public:
-  // `finish` finishes the RPC (the reactor's Finish); it is called exactly once.
+  // `finish` finishes the RPC (the reactor's Finish); it is called exactly once. `context` may be
+  // null: the answer to one message of a stream (recorded in the metrics, no trailers).
   using FinishFn = absl::AnyInvocable<void(const grpc::Status&) &&>;
   UnaryAnswer(grpc::CallbackServerContext* context, FinishFn finish, serving::ServingMetrics* metrics,
               const char* endpoint, Steady::time_point received_at)
@@ -104,5 +117,20 @@ class UnaryAnswer {
   std::string version_;
   serving::CallPtr call_;
 };
+
+template <typename Work>
+void StartCall(serving::ServiceCore* core, const grpc::CallbackServerContext& context, size_t message_bytes,
+               UnaryAnswer answer, std::shared_ptr<CancellationFlag> client_gone, Work work, std::string_view model,
+               std::string_view model_version) {
+  auto info = CallInfoFor(context, message_bytes, answer.received_at(), std::move(client_gone));
+  if (!info.ok()) return answer.FinishError(info.status());
+  info->model = model;
+  info->model_version = model_version;
+  core->Start(*info, [answer = std::move(answer), work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
+    if (!call.ok()) return answer.FinishError(call.status());
+    answer.hold(*call);
+    work(*std::move(call), std::move(answer));
+  });
+}
 
 }  // namespace tide::grpc_edge

@@ -30,6 +30,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
   server->info_ = std::make_unique<TeiInfoService>(core, options);
   server->rerank_ = std::make_unique<TeiRerankService>(core, options);
   server->tokenize_ = std::make_unique<TeiTokenizeService>(core, options);
+  server->predict_ = std::make_unique<TeiPredictService>(core, options);
+  server->embed_ = std::make_unique<TeiEmbedService>(core);
   server->health_ = std::make_unique<HealthService>(core);
 
   // An IPv6 literal needs brackets in a gRPC address.
@@ -47,6 +49,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
   builder.RegisterService(server->info_.get());
   builder.RegisterService(server->rerank_.get());
   builder.RegisterService(server->tokenize_.get());
+  builder.RegisterService(server->predict_.get());
+  builder.RegisterService(server->embed_.get());
   builder.RegisterService(server->health_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
@@ -60,6 +64,7 @@ GrpcServer::~GrpcServer() { Shutdown(std::chrono::steady_clock::now()); }
 void GrpcServer::Shutdown(std::chrono::steady_clock::time_point deadline) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  health_->Shutdown();  // open Watch streams end, so they do not hold gRPC's shutdown
   const auto left = deadline - std::chrono::steady_clock::now();
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::duration_cast<std::chrono::system_clock::duration>(left));

@@ -35,6 +35,8 @@ class KServeService;
 class TeiInfoService;
 class TeiRerankService;
 class TeiTokenizeService;
+class TeiPredictService;
+class TeiEmbedService;
 class HealthService;
 
 class GrpcServer {
@@ -55,6 +57,8 @@ class GrpcServer {
   std::unique_ptr<TeiInfoService> info_;
   std::unique_ptr<TeiRerankService> rerank_;
   std::unique_ptr<TeiTokenizeService> tokenize_;
+  std::unique_ptr<TeiPredictService> predict_;
+  std::unique_ptr<TeiEmbedService> embed_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;  // last: destroyed first
 };

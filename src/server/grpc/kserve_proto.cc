@@ -143,34 +143,6 @@ absl::StatusOr<bool> BoolParameter(const api::Parameters& parameters, std::strin
   return true;
 }
 
-void StoreLittleEndian(uint64_t v, size_t bytes, std::string* out) {
-  for (size_t i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-
-void AppendRaw(const api::TensorData& data, std::string* out) {
-  std::visit(
-      [out](const auto& values) {
-        using T = typename std::decay_t<decltype(values)>::value_type;
-        for (const T& v : values) {
-          if constexpr (std::is_same_v<T, std::string>) {
-            StoreLittleEndian(v.size(), 4, out);
-            out->append(v);
-          } else if constexpr (std::is_same_v<T, float>) {
-            uint32_t bits;
-            std::memcpy(&bits, &v, 4);
-            StoreLittleEndian(bits, 4, out);
-          } else if constexpr (std::is_same_v<T, double>) {
-            uint64_t bits;
-            std::memcpy(&bits, &v, 8);
-            StoreLittleEndian(bits, 8, out);
-          } else {
-            StoreLittleEndian(static_cast<uint64_t>(v), sizeof(T), out);
-          }
-        }
-      },
-      data);
-}
-
 void AppendTyped(const api::TensorData& data, inference::InferTensorContents* c) {
   std::visit(
       [c](const auto& values) {
@@ -339,7 +311,7 @@ absl::Status InferResponseToProto(const api::InferResponse& response, const api:
     // raw_output_contents has one entry per output once any output is raw (an empty one for a
     // typed output), as the protocol lays it out.
     if (api::OutputWantsBinary(request, t.name)) {
-      AppendRaw(t.data, out->add_raw_output_contents());
+      api::EncodeBinaryTensor(t.data, out->add_raw_output_contents());
     } else {
       AppendTyped(t.data, o->mutable_contents());
       if (any_raw) out->add_raw_output_contents();

@@ -438,25 +438,18 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                                     inference::ModelInferResponse* response) {
   auto* reactor = new UnaryReactor();
   const Steady::time_point received = Steady::now();
-  UnaryAnswer answer(context, reactor, &core_->metrics(), "infer", received);
-  auto info = CallInfoFor(*context, request->ByteSizeLong(), received, reactor->client_gone());
-  if (!info.ok()) {
-    answer.FinishError(info.status());
-    return reactor;
-  }
-  info->model = request->model_name();
-  info->model_version = request->model_version();
-  core_->Start(*info, [this, request, response, received,
-                       answer = std::move(answer)](absl::StatusOr<serving::CallPtr> call) mutable {
-    if (!call.ok()) return answer.FinishError(call.status());
-    answer.hold(*call);
-    RunInfer(*call, *request, received, [response, answer = std::move(answer)](InferAnswer result) mutable {
-      if (!result.model.empty()) answer.set_model(result.model, result.version);
-      if (!result.status.ok()) return answer.FinishError(result.status);
-      response->Swap(&result.response);
-      answer.Finish(result.timings.has_value() ? &*result.timings : nullptr, result.degraded);
-    });
-  });
+  StartCall(
+      core_, *context, request->ByteSizeLong(), UnaryAnswer(context, reactor, &core_->metrics(), "infer", received),
+      reactor->client_gone(),
+      [this, request, response, received](serving::CallPtr call, UnaryAnswer answer) {
+        RunInfer(call, *request, received, [response, answer = std::move(answer)](InferAnswer result) mutable {
+          if (!result.model.empty()) answer.set_model(result.model, result.version);
+          if (!result.status.ok()) return answer.FinishError(result.status);
+          response->Swap(&result.response);
+          answer.Finish(result.timings.has_value() ? &*result.timings : nullptr, result.degraded);
+        });
+      },
+      request->model_name(), request->model_version());
   return reactor;
 }
 

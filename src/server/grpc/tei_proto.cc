@@ -103,14 +103,67 @@ absl::Status RerankResponseToProto(const api::RerankRequest& request, std::span<
     rank->set_score(scores[i]);
     if (request.return_text) rank->set_text(request.texts[i]);
   }
-  tei::v1::Metadata* m = out->mutable_metadata();
-  m->set_compute_chars(accounting.compute_chars);
-  m->set_compute_tokens(accounting.compute_tokens);
-  m->set_total_time_ns(accounting.total_time_ns);
-  m->set_tokenization_time_ns(accounting.tokenization_time_ns);
-  m->set_queue_time_ns(accounting.queue_time_ns);
-  m->set_inference_time_ns(accounting.inference_time_ns);
+  MetadataToProto(accounting, out->mutable_metadata());
   return absl::OkStatus();
+}
+
+namespace {
+
+template <typename Proto>
+absl::StatusOr<api::PredictRequest> PredictOptions(const Proto& proto, api::PredictRequest request) {
+  request.truncate = proto.truncate();
+  request.raw_scores = proto.raw_scores();
+  request.truncation_direction = DirectionFromProto(proto.truncation_direction());
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::PredictRequest& proto,
+                                                            const api::RequestLimits& limits) {
+  if (proto.inputs().size() > limits.max_text_chars) return TooLong("inputs", proto.inputs().size(), limits);
+  api::PredictRequest request;
+  request.inputs.push_back({proto.inputs(), std::nullopt});
+  return PredictOptions(proto, std::move(request));
+}
+
+absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::PredictPairRequest& proto,
+                                                            const api::RequestLimits& limits) {
+  if (proto.inputs_size() != 2) {
+    return errors::InvalidInput(
+        absl::StrCat("field 'inputs' must hold one pair (text, text_pair): 2 strings, got ", proto.inputs_size()));
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (proto.inputs(i).size() > limits.max_text_chars) {
+      return TooLong(absl::StrCat("inputs[", i, "]"), proto.inputs(i).size(), limits);
+    }
+  }
+  api::PredictRequest request;
+  request.inputs.push_back({proto.inputs(0), proto.inputs(1)});
+  return PredictOptions(proto, std::move(request));
+}
+
+absl::StatusOr<api::DecodeRequest> DecodeRequestFromProto(const tei::v1::DecodeRequest& proto,
+                                                          const api::RequestLimits& limits) {
+  if (proto.ids_size() == 0) return errors::Empty("field 'ids' must not be empty");
+  if (static_cast<size_t>(proto.ids_size()) > limits.max_batch_tensor_elements) {
+    return errors::InvalidInput(absl::StrCat("ids has ", proto.ids_size(),
+                                             " entries; the limit is max_batch_tensor_elements=",
+                                             limits.max_batch_tensor_elements));
+  }
+  api::DecodeRequest request;
+  request.ids.emplace_back(proto.ids().begin(), proto.ids().end());
+  request.skip_special_tokens = proto.skip_special_tokens();
+  return request;
+}
+
+void MetadataToProto(const RerankAccounting& a, tei::v1::Metadata* out) {
+  out->set_compute_chars(a.compute_chars);
+  out->set_compute_tokens(a.compute_tokens);
+  out->set_total_time_ns(a.total_time_ns);
+  out->set_tokenization_time_ns(a.tokenization_time_ns);
+  out->set_queue_time_ns(a.queue_time_ns);
+  out->set_inference_time_ns(a.inference_time_ns);
 }
 
 }  // namespace tide::grpc_edge

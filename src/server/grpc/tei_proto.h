@@ -1,4 +1,4 @@
-// tide::grpc_edge tei.v1 protobuf conversions — TEI's gRPC rerank and tokenize messages as the
+// tide::grpc_edge tei.v1 protobuf conversions — TEI's gRPC rerank, predict, tokenize and decode messages as the
 // api:: requests the HTTP edge parses from JSON (same fields, same checks, same error words), and
 // scores as a RerankResponse.
 //
@@ -15,6 +15,10 @@
 //    over-long input is refused, as in TEI).
 //  - RerankResponseToProto ranks by score, highest first, ties in request order; kInternal for a
 //    score that is not finite or a count that differs from the texts'.
+//  - Predict: one input (PredictRequest.inputs) or one pair (PredictPairRequest.inputs: exactly
+//    two strings, else kFailedPrecondition), each over max_text_chars refused; truncate and
+//    truncation_direction as for Rerank. Decode: no ids -> kEmpty (INVALID_ARGUMENT), more than
+//    max_batch_tensor_elements ids -> kFailedPrecondition, as api::ParseDecodeRequest.
 #pragma once
 
 #include <span>
@@ -25,6 +29,8 @@
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
 #include "api/rerank.h"
+#include "api/tei_decode.h"
+#include "api/tei_predict.h"
 #include "api/tokenize.h"
 #include "tei.pb.h"
 
@@ -52,6 +58,13 @@ class RerankStreamCollector {
 absl::StatusOr<api::TokenizeRequest> TokenizeRequestFromProto(const tei::v1::EncodeRequest& request,
                                                               const api::RequestLimits& limits);
 
+absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::PredictRequest& request,
+                                                            const api::RequestLimits& limits);
+absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::PredictPairRequest& request,
+                                                            const api::RequestLimits& limits);
+absl::StatusOr<api::DecodeRequest> DecodeRequestFromProto(const tei::v1::DecodeRequest& request,
+                                                          const api::RequestLimits& limits);
+
 struct RerankAccounting {
   uint32_t compute_chars = 0;
   uint32_t compute_tokens = 0;
@@ -63,5 +76,8 @@ struct RerankAccounting {
 
 absl::Status RerankResponseToProto(const api::RerankRequest& request, std::span<const float> scores,
                                    const RerankAccounting& accounting, tei::v1::RerankResponse* out);
+
+// TEI's Metadata from the accounting (shared by Rerank and Predict answers).
+void MetadataToProto(const RerankAccounting& accounting, tei::v1::Metadata* out);
 
 }  // namespace tide::grpc_edge

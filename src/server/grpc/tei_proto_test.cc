@@ -98,5 +98,56 @@ TEST(TokenizeRequestFromProto, RefusesPromptName) {
   EXPECT_FALSE(TokenizeRequestFromProto(p, {}).ok());
 }
 
+TEST(PredictRequestFromProto, OneInputOrOnePair) {
+  api::RequestLimits limits;
+  limits.max_text_chars = 5;
+  tei::v1::PredictRequest one;
+  one.set_inputs("abc");
+  one.set_raw_scores(true);
+  one.set_truncation_direction(tei::v1::TRUNCATION_DIRECTION_LEFT);
+  auto r = PredictRequestFromProto(one, limits);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->inputs.size(), 1u);
+  EXPECT_EQ(r->inputs[0].text, "abc");
+  EXPECT_FALSE(r->inputs[0].text_pair.has_value());
+  EXPECT_TRUE(r->raw_scores);
+  EXPECT_EQ(r->truncate, std::optional<bool>(false));  // proto3's default, taken as sent
+  EXPECT_EQ(r->truncation_direction, tokenizer::TruncationDirection::kLeft);
+  one.set_inputs("abcdef");
+  EXPECT_EQ(PredictRequestFromProto(one, limits).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  tei::v1::PredictPairRequest pair;
+  pair.add_inputs("q");
+  EXPECT_EQ(PredictRequestFromProto(pair, limits).status().code(), absl::StatusCode::kFailedPrecondition);
+  pair.add_inputs("d");
+  pair.set_truncate(true);
+  r = PredictRequestFromProto(pair, limits);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->inputs[0].text, "q");
+  EXPECT_EQ(r->inputs[0].text_pair, std::optional<std::string>("d"));
+  EXPECT_EQ(r->truncate, std::optional<bool>(true));
+  EXPECT_FALSE(r->truncation_direction.has_value());  // RIGHT: the model's direction
+  pair.add_inputs("x");
+  EXPECT_FALSE(PredictRequestFromProto(pair, limits).ok());
+}
+
+TEST(DecodeRequestFromProto, EmptyAndOverTheLimit) {
+  api::RequestLimits limits;
+  limits.max_batch_tensor_elements = 3;
+  tei::v1::DecodeRequest p;
+  EXPECT_EQ(KindOf(DecodeRequestFromProto(p, limits).status()), ErrorKind::kEmpty);
+  p.add_ids(101);
+  p.add_ids(7592);
+  p.set_skip_special_tokens(true);
+  auto r = DecodeRequestFromProto(p, limits);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->ids.size(), 1u);
+  EXPECT_EQ(r->ids[0], (std::vector<int64_t>{101, 7592}));
+  EXPECT_TRUE(r->skip_special_tokens);
+  p.add_ids(1);
+  p.add_ids(2);
+  EXPECT_EQ(DecodeRequestFromProto(p, limits).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace tide::grpc_edge

@@ -11,8 +11,17 @@
 //  - RerankStream collects the stream's texts (the first message's query and options), then runs
 //    one rerank call admitted when the client half-closes; an invalid message ends the RPC with
 //    its error at once.
-//  - Tokenize encodes one input with the default model's tokenizer (ServiceCore::Tokenize);
-//    TokenizeStream and TEI's embedding/classification services are not offered (UNIMPLEMENTED).
+//  - Tokenize encodes one input with the default model's tokenizer (ServiceCore::Tokenize); Decode
+//    turns ids back into text (POST /decode). Each is admitted as a call (API key, limits).
+//  - Predict / PredictPair classify one input / one pair as POST /predict does (every label,
+//    highest first; softmax, sigmoid for one label, logits with raw_scores; breaker fallback
+//    flagged with `x-tide-degraded`), with TEI's Metadata and the timing trailers.
+//  - The streams (TokenizeStream, DecodeStream, PredictStream, PredictPairStream) answer one
+//    message at a time, in order; each message is a call of its own (admission, the stream's
+//    deadline and cancellation); an error answer ends the stream with its status, as in TEI.
+//  - Embed (every RPC of the service): UNIMPLEMENTED "Model is not an embedding model". TEI
+//    answers FAILED_PRECONDITION with that message; tide's error table (common/error.h) has no
+//    FAILED_PRECONDITION / 424 row, and its "feature tide does not offer" row is UNIMPLEMENTED.
 //  - Info describes the default model: model_id its name, model_type RERANKER (CLASSIFIER for a
 //    task "classify" model), max_input_length its max_sequence_length, max_client_batch_size
 //    --max-documents.
@@ -57,10 +66,55 @@ class TeiTokenizeService final : public tei::v1::Tokenize::CallbackService {
   TeiTokenizeService(serving::ServiceCore* core, const GrpcServerOptions& options) : core_(core), options_(options) {}
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context, const tei::v1::EncodeRequest* request,
                                      tei::v1::EncodeResponse* response) override;
+  grpc::ServerBidiReactor<tei::v1::EncodeRequest, tei::v1::EncodeResponse>* TokenizeStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* context, const tei::v1::DecodeRequest* request,
+                                   tei::v1::DecodeResponse* response) override;
+  grpc::ServerBidiReactor<tei::v1::DecodeRequest, tei::v1::DecodeResponse>* DecodeStream(
+      grpc::CallbackServerContext* context) override;
 
  private:
   serving::ServiceCore* const core_;
   const GrpcServerOptions options_;
+};
+
+class TeiPredictService final : public tei::v1::Predict::CallbackService {
+ public:
+  TeiPredictService(serving::ServiceCore* core, const GrpcServerOptions& options) : core_(core), options_(options) {}
+  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context, const tei::v1::PredictRequest* request,
+                                    tei::v1::PredictResponse* response) override;
+  grpc::ServerUnaryReactor* PredictPair(grpc::CallbackServerContext* context,
+                                        const tei::v1::PredictPairRequest* request,
+                                        tei::v1::PredictResponse* response) override;
+  grpc::ServerBidiReactor<tei::v1::PredictRequest, tei::v1::PredictResponse>* PredictStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<tei::v1::PredictPairRequest, tei::v1::PredictResponse>* PredictPairStream(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  serving::ServiceCore* const core_;
+  const GrpcServerOptions options_;
+};
+
+class TeiEmbedService final : public tei::v1::Embed::CallbackService {
+ public:
+  explicit TeiEmbedService(serving::ServiceCore* core) : core_(core) {}
+  grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context, const tei::v1::EmbedRequest* request,
+                                  tei::v1::EmbedResponse* response) override;
+  grpc::ServerBidiReactor<tei::v1::EmbedRequest, tei::v1::EmbedResponse>* EmbedStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* EmbedSparse(grpc::CallbackServerContext* context,
+                                        const tei::v1::EmbedSparseRequest* request,
+                                        tei::v1::EmbedSparseResponse* response) override;
+  grpc::ServerBidiReactor<tei::v1::EmbedSparseRequest, tei::v1::EmbedSparseResponse>* EmbedSparseStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* EmbedAll(grpc::CallbackServerContext* context, const tei::v1::EmbedAllRequest* request,
+                                     tei::v1::EmbedAllResponse* response) override;
+  grpc::ServerBidiReactor<tei::v1::EmbedAllRequest, tei::v1::EmbedAllResponse>* EmbedAllStream(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  serving::ServiceCore* const core_;
 };
 
 }  // namespace tide::grpc_edge
