@@ -192,11 +192,22 @@ absl::StatusOr<std::unique_ptr<OrtBackend>> OrtBackend::Create(const OrtOptions&
   std::shared_ptr<SharedModelWeights> weights;
   auto session = OpenSession(options, &label, &weights);
   if (!session.ok()) return session.status();
+  std::unique_ptr<Ort::Session> alone;
+  if (options.alone_intra_op_threads > std::max(options.intra_op_threads, 1)) {
+    OrtOptions wide = options;
+    wide.intra_op_threads = options.alone_intra_op_threads;
+    std::shared_ptr<SharedModelWeights> same;  // the same entry as `weights` (or none)
+    auto s = OpenSession(wide, &label, &same);
+    if (!s.ok()) return s.status();
+    alone = std::make_unique<Ort::Session>(*std::move(s));
+  }
   try {
     auto signature = DiscoverSignature(*session, label);
     if (!signature.ok()) return signature.status();
-    return std::unique_ptr<OrtBackend>(
+    auto backend = std::unique_ptr<OrtBackend>(
         new OrtBackend(std::move(weights), *std::move(session), *std::move(signature)));
+    backend->alone_session_ = std::move(alone);
+    return backend;
   } catch (const Ort::Exception& e) {
     return FromOrt(e, absl::StrCat(label, ": cannot read the signature"));
   }
@@ -235,9 +246,15 @@ OrtBackend::OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session
 
 OrtBackend::~OrtBackend() = default;
 
-absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) {
+absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) { return RunOn(session_, batch, out); }
+
+absl::Status OrtBackend::RunAlone(const TokenBatch& batch, Logits* out) {
+  return RunOn(alone_session_ != nullptr ? *alone_session_ : session_, batch, out);
+}
+
+absl::Status OrtBackend::RunOn(Ort::Session& session, const TokenBatch& batch, Logits* out) {
   try {
-    return RunImpl(batch, out);
+    return RunImpl(session, batch, out);
   } catch (const Ort::Exception& e) {
     // Whatever ONNX Runtime says about a batch (even ORT_INVALID_ARGUMENT for an out-of-range
     // index) is an engine failure, not a malformed client request: INTERNAL, engine text kept for
@@ -248,7 +265,7 @@ absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) {
   }
 }
 
-absl::Status OrtBackend::RunImpl(const TokenBatch& batch, Logits* out) {
+absl::Status OrtBackend::RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out) {
   const int64_t b = batch.batch, s = batch.seq_len;
   if (b <= 0 || s <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("empty batch [", b, ", ", s, "]"));
@@ -305,11 +322,11 @@ absl::Status OrtBackend::RunImpl(const TokenBatch& batch, Logits* out) {
     const std::array<int64_t, 2> out_shape{b, signature_.num_labels};
     Ort::Value output = Ort::Value::CreateTensor<float>(memory_info_, out->values.data(), out->values.size(),
                                                         out_shape.data(), out_shape.size());
-    session_.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, &output, 1);
+    session.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, &output, 1);
     return absl::OkStatus();
   }
   std::vector<Ort::Value> outputs =
-      session_.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, 1);
+      session.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, 1);
   auto info = outputs[0].GetTensorTypeAndShapeInfo();
   const auto out_shape = info.GetShape();
   if (out_shape.size() != 2 || out_shape[0] != b) {

@@ -10,6 +10,10 @@
 //    (with enable_cpu_mem_arena) also allocate activations from one CPU arena registered on the
 //    process-wide Env ("session.use_env_allocators"), so an idle instance does not keep its own
 //    arena sized for its largest batch.
+//  - With OrtOptions::alone_intra_op_threads above intra_op_threads, Create opens a second session
+//    of the same model with that many intra-op threads (with shared_weights: the same weights
+//    and pre-packed weights, so it costs its graph and kernels, not a copy of the weights), and
+//    RunAlone runs on it: a lone batch uses the cores of the idle instances. Run uses the first.
 //  - The model's signature is discovered at Create: inputs named input_ids and attention_mask
 //    (required) and token_type_ids (optional), all int64 or all int32, rank 2 [batch, sequence];
 //    output: the first float output of rank 2, [batch, num_labels] (1 for a reranker score).
@@ -48,6 +52,8 @@ struct OrtOptions {
   int intra_op_threads = 0;        // 0: ONNX Runtime's default (one per physical core)
   int inter_op_threads = 0;        // 0: ONNX Runtime's default
   bool allow_spinning = false;     // spinning idle threads steal CPU from the other instances
+  // Intra-op threads of RunAlone's session; 0 or <= intra_op_threads: no second session (RunAlone = Run).
+  int alone_intra_op_threads = 0;
   GraphOptimization graph_optimization_level = GraphOptimization::kAll;
   bool enable_cpu_mem_arena = true;
   std::shared_ptr<SharedWeights> shared_weights;  // null: this session holds its own weights
@@ -61,16 +67,20 @@ class OrtBackend : public ModelBackend {
   static absl::StatusOr<ModelSignature> ReadSignature(const std::string& model_path);
 
   absl::Status Run(const TokenBatch& batch, Logits* out) override;
+  absl::Status RunAlone(const TokenBatch& batch, Logits* out) override;
+  bool has_alone_session() const { return alone_session_ != nullptr; }
   const ModelSignature& signature() const override { return signature_; }
 
   ~OrtBackend() override;
 
  private:
   OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature);
-  absl::Status RunImpl(const TokenBatch& batch, Logits* out);
+  absl::Status RunOn(Ort::Session& session, const TokenBatch& batch, Logits* out);
+  absl::Status RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out);
 
-  std::shared_ptr<SharedModelWeights> weights_;  // declared before session_: outlives it
+  std::shared_ptr<SharedModelWeights> weights_;  // declared before the sessions: outlives them
   Ort::Session session_;
+  std::unique_ptr<Ort::Session> alone_session_;  // null: RunAlone runs on session_
   ModelSignature signature_;
   Ort::MemoryInfo memory_info_;
   Ort::RunOptions run_options_;
