@@ -187,19 +187,35 @@ absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string*
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<Ort::Session>> AloneSessionSlot::Get(
+    const std::function<absl::StatusOr<std::shared_ptr<Ort::Session>>()>& open) {
+  absl::MutexLock lock(&mu_);
+  if (auto live = session_.lock()) return live;
+  auto opened = open();
+  if (opened.ok()) session_ = *opened;
+  return opened;
+}
+
 absl::StatusOr<std::unique_ptr<OrtBackend>> OrtBackend::Create(const OrtOptions& options) {
   std::string label;
   std::shared_ptr<SharedModelWeights> weights;
   auto session = OpenSession(options, &label, &weights);
   if (!session.ok()) return session.status();
-  std::unique_ptr<Ort::Session> alone;
+  std::shared_ptr<Ort::Session> alone;
   if (options.alone_intra_op_threads > std::max(options.intra_op_threads, 1)) {
-    OrtOptions wide = options;
-    wide.intra_op_threads = options.alone_intra_op_threads;
-    std::shared_ptr<SharedModelWeights> same;  // the same entry as `weights` (or none)
-    auto s = OpenSession(wide, &label, &same);
-    if (!s.ok()) return s.status();
-    alone = std::make_unique<Ort::Session>(*std::move(s));
+    auto open = [&]() -> absl::StatusOr<std::shared_ptr<Ort::Session>> {
+      OrtOptions wide = options;
+      wide.intra_op_threads = options.alone_intra_op_threads;
+      std::shared_ptr<SharedModelWeights> same;  // the same entry as `weights` (or none)
+      auto s = OpenSession(wide, &label, &same);
+      if (!s.ok()) return s.status();
+      // The deleter keeps the weights the session reads alive until the session is gone.
+      return std::shared_ptr<Ort::Session>(new Ort::Session(*std::move(s)),
+                                           [same](Ort::Session* p) { delete p; });
+    };
+    auto got = options.alone_session != nullptr ? options.alone_session->Get(open) : open();
+    if (!got.ok()) return got.status();
+    alone = *std::move(got);
   }
   try {
     auto signature = DiscoverSignature(*session, label);

@@ -16,6 +16,7 @@ OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::files
   // intra_op_threads 0 is ONNX Runtime's default, every core already: nothing to widen.
   if (params.thread_layout == config::ThreadLayout::kAdaptive && params.intra_op_threads > 0 && instances > 1) {
     o.alone_intra_op_threads = params.intra_op_threads * instances;
+    o.alone_session = std::make_shared<AloneSessionSlot>();  // one wider session for the version's instances
   }
   o.enable_cpu_mem_arena = params.enable_cpu_mem_arena;
   // One SharedWeights per call: per loaded model version, held by that version's instances.

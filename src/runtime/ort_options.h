@@ -3,7 +3,7 @@
 // Contract: thread-safe; the parameters are already validated by TideParameters::FromConfig, so
 // it cannot fail. `instances` is the model's instance count (instance_group): with thread_layout
 // adaptive and intra_op_threads > 0, a lone batch may run on instances x intra_op_threads threads
-// (OrtOptions::alone_intra_op_threads). Unless share_weights is "false", the result carries a fresh SharedWeights:
+// (OrtOptions::alone_intra_op_threads, on one session the instances share: alone_session). Unless share_weights is "false", the result carries a fresh SharedWeights:
 // every backend created from it (the model version's instances) shares one copy of the weights.
 #pragma once
 
