@@ -7,6 +7,8 @@
 #        its install script fetches from a host that is unreachable here; the CPU binary ships in
 #        the package, and this script checks that it loads.
 # usage: bench/peers/setup.sh            (as root; apt-get runs without sudo here)
+# env: TIDE_NODE_ORT: an onnxruntime-node module installed elsewhere (node_server.js loads it), then
+#      nothing is installed into third_party/peers/node
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -27,8 +29,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-installed=$(node -e "try{console.log(require('./$NODE_DIR/node_modules/onnxruntime-node/package.json').version)}catch(e){}" 2>/dev/null || true)
-if [ "$installed" != "$ORT_NODE_VERSION" ]; then
+ORT_NODE_MODULE=./$NODE_DIR/node_modules/onnxruntime-node
+if [ -n "${TIDE_NODE_ORT:-}" ]; then
+  ORT_NODE_MODULE=$TIDE_NODE_ORT  # the peer's own override (node_server.js): installed elsewhere, no npm here
+  echo "setup: TIDE_NODE_ORT=$TIDE_NODE_ORT (not installing into $NODE_DIR)"
+fi
+installed=$(node -e "try{console.log(require('$ORT_NODE_MODULE/package.json').version)}catch(e){}" 2>/dev/null || true)
+if [ -z "${TIDE_NODE_ORT:-}" ] && [ "$installed" != "$ORT_NODE_VERSION" ]; then
   echo "setup: npm install onnxruntime-node@$ORT_NODE_VERSION --ignore-scripts into $NODE_DIR"
   mkdir -p "$NODE_DIR"
   [ -f "$NODE_DIR/package.json" ] || echo '{"name":"tide-bench-peers","private":true}' > "$NODE_DIR/package.json"
@@ -36,9 +43,9 @@ if [ "$installed" != "$ORT_NODE_VERSION" ]; then
 fi
 
 # Checks: each peer's runtime loads (fails loudly here rather than as an empty table row later).
-node -e "const ort=require('./$NODE_DIR/node_modules/onnxruntime-node'); \
+node -e "const ort=require('$ORT_NODE_MODULE'); \
   if(!ort.listSupportedBackends().some(b=>b.name==='cpu')) throw new Error('no cpu backend'); \
-  console.log('setup: onnxruntime-node', require('./$NODE_DIR/node_modules/onnxruntime-node/package.json').version, 'loads (cpu backend)')"
+  console.log('setup: onnxruntime-node', require('$ORT_NODE_MODULE/package.json').version, 'loads (cpu backend)')"
 node -e "require('./third_party/node/node_modules/tokenizers'); console.log('setup: npm tokenizers loads')" ||
   { echo "setup: third_party/node/node_modules/tokenizers missing: run scripts/bootstrap.sh" >&2; exit 1; }
 /usr/bin/python3 - <<'PY'

@@ -68,6 +68,10 @@ struct Batch {
   size_t real_tokens = 0;             // sum of seq_len()
   size_t padded_tokens = 0;           // padded_sequence_length * padded_batch_size
   Clock::time_point formation_time{};
+  // Set by Batcher::WaitForBatch: when this batch was formed, no other batch of its batcher was
+  // running (returned and not yet BatchDone) and no task stayed queued. The instance running it
+  // may then use the cores its idle sibling instances would otherwise leave unused.
+  bool alone = false;
 
   size_t size() const { return tasks.size(); }
   // Share of computed tokens that are padding, 0..1.
@@ -76,10 +80,11 @@ struct Batch {
   }
 };
 
-// Counters of one batcher. Gauges: queued_tasks, queued_tokens; the rest only grow.
+// Counters of one batcher. Gauges: queued_tasks, queued_tokens, running_batches; the rest only grow.
 struct BatcherStats {
   size_t queued_tasks = 0;
   size_t queued_tokens = 0;
+  size_t running_batches = 0;  // returned by WaitForBatch, not yet BatchDone (Batcher::Stats fills it)
   uint64_t submitted = 0;
   uint64_t rejected_queue_full = 0;
   uint64_t rejected_invalid = 0;

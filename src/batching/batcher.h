@@ -12,6 +12,11 @@
 //  - Every queued task ends in exactly one place: a returned batch, or one OnDropped call
 //    (cancelled, deadline, queue timeout REJECT, shutdown). OnDropped and the on_batch hook run
 //    without the batcher's lock, on a thread calling WaitForBatch or DropQueued.
+//  - Running batches: a caller that runs the batches it takes calls BatchDone() once per batch
+//    when it has finished it (InstancePool does). A batch is formed `alone` (Batch::alone) when no
+//    other batch is running and nothing stays queued after it: the one fact a layout that widens
+//    lone batches needs, decided under the batcher's lock so two instances never both see it.
+//    A caller that never calls BatchDone only gets alone == false after its first batch.
 //  - Shutdown(): Submit answers UNAVAILABLE from then on; queued tasks still form batches, without
 //    waiting for max_queue_delay. DropQueued(kShutdown) gives up on whatever is still queued.
 //  - The clock must outlive the batcher; destroy the batcher only after every thread has left
@@ -72,6 +77,8 @@ class Batcher {
       if (result.batch.has_value()) {
         *out = std::move(*result.batch);
         const bool more = !former_->empty();
+        out->alone = !more && running_batches_ == 0;
+        ++running_batches_;
         mu_.Unlock();
         if (more) cv_.Signal();
         BatchFormer<Task>::CompleteDropped(result.dropped);
@@ -112,6 +119,12 @@ class Batcher {
     BatchFormer<Task>::CompleteDropped(dropped);
   }
 
+  // The caller finished running one batch that WaitForBatch returned (see the contract).
+  void BatchDone() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (running_batches_ > 0) --running_batches_;
+  }
+
   // Counts tasks dropped elsewhere (InstancePool: kRunnerError) in Stats().
   void CountDropped(DropReason reason, uint64_t n) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -120,7 +133,9 @@ class Batcher {
 
   BatcherStats Stats() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    return former_->stats();
+    BatcherStats stats = former_->stats();
+    stats.running_batches = static_cast<size_t>(running_batches_);
+    return stats;
   }
 
   Clock* clock() const { return clock_; }
@@ -136,6 +151,7 @@ class Batcher {
   absl::CondVar cv_;
   const std::unique_ptr<BatchFormer<Task>> former_ ABSL_PT_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  int running_batches_ ABSL_GUARDED_BY(mu_) = 0;  // returned by WaitForBatch, not yet BatchDone
 };
 
 }  // namespace tide::batching

@@ -136,6 +136,42 @@ TEST(BatcherTest, BatchHookSeesEveryBatch) {
   EXPECT_EQ(hooked_tasks.load(), 3u);
 }
 
+// Batch::alone: the batch is formed with nothing else running (returned and not BatchDone) and
+// nothing left queued; only then may its instance widen the run onto idle cores.
+TEST(BatcherTest, BatchIsAloneOnlyWithNothingElseRunningOrQueued) {
+  FakeClock clock;  // max_queue_delay 0: no time needs to pass
+  BatcherOptions o;
+  o.max_batch_size = 1;
+  Journal journal;
+  auto batcher = MakeBatcher(o, &clock);
+  auto submit = [&](int id) {
+    auto t = std::make_unique<FakeTask>(&journal, id, 10);
+    ASSERT_TRUE(batcher->Submit(t).ok());
+  };
+  Batch<FakeTask> first, second;
+  submit(1);
+  ASSERT_TRUE(batcher->WaitForBatch(&first));
+  EXPECT_TRUE(first.alone);
+  submit(2);  // while batch 1 runs
+  ASSERT_TRUE(batcher->WaitForBatch(&second));
+  EXPECT_FALSE(second.alone);
+  batcher->BatchDone();
+  batcher->BatchDone();
+  submit(3);
+  submit(4);  // two queued: the first batch leaves one behind, the second finds batch 3 running
+  ASSERT_TRUE(batcher->WaitForBatch(&first));
+  EXPECT_FALSE(first.alone);
+  ASSERT_TRUE(batcher->WaitForBatch(&second));
+  EXPECT_FALSE(second.alone);
+  batcher->BatchDone();
+  batcher->BatchDone();
+  batcher->BatchDone();  // one too many is ignored: the count never goes below zero
+  submit(5);
+  ASSERT_TRUE(batcher->WaitForBatch(&first));
+  EXPECT_TRUE(first.alone);
+  EXPECT_THAT(Ids(first), ElementsAre(5));
+}
+
 TEST(BatcherTest, QueueFullAnswersUnavailable) {
   BatcherOptions o;
   o.default_queue_policy.max_queue_size = 1;

@@ -25,6 +25,9 @@
 //    work for up to shutdown_grace (on the batcher's clock), then drops what is still queued with
 //    kShutdown and joins. A batch already running is never interrupted. Idempotent. StopWithin(grace)
 //    is Stop() with `grace` in place of shutdown_grace (a shutdown deadline shared by several pools).
+//  - A worker calls the batcher's BatchDone() after each batch (its re-runs included), so the
+//    batcher knows which batch starts alone (Batch::alone: nothing else running or queued); the
+//    runner decides what to do with it (serving::ModelRunner: a wider engine run).
 //  - Stats() is thread-safe. busy_ratio = time inside Run / time since Create.
 //  - worker_nice > 0 lowers the workers' scheduling priority by that many nice steps, and runs each
 //    factory call on a thread lowered the same way, so threads a runner creates (an inference
@@ -215,6 +218,7 @@ class InstancePool {
         instance.failed_batches.fetch_add(1, std::memory_order_relaxed);
         Isolate(instance, batch, std::move(status));
       }
+      batcher_->BatchDone();
       batch = Batch<Task>();
     }
     {

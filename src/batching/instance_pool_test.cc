@@ -107,6 +107,55 @@ TEST(InstancePoolTest, WorkerSurvivesFailingBatches) {
   EXPECT_EQ(batcher->Stats().dropped_by(DropReason::kRunnerError), 2u);
 }
 
+// The pool tells the batcher when each batch is done, so a batch that starts while another
+// instance runs is not alone, and the next one after both finished is.
+TEST(InstancePoolTest, BatchIsAloneOnlyWhileTheOtherInstancesAreIdle) {
+  Journal journal;
+  BatcherOptions o;
+  o.max_batch_size = 1;
+  FakeClock clock;  // delay 0: no time needs to pass
+  auto batcher = MakeBatcher(o, &clock);
+  absl::Mutex mu;
+  std::map<int, bool> alone;  // task id -> its batch's alone flag
+  absl::Notification first_started, release_first;
+  auto pool = InstancePool<FakeTask>::Create(
+      {.instance_count = 2}, batcher.get(), [&](int) {
+        return std::make_unique<FakeRunner>([&](int, Batch<FakeTask>& batch) -> absl::Status {
+          const int id = batch.tasks[0]->id();
+          {
+            absl::MutexLock lock(&mu);
+            alone[id] = batch.alone;
+          }
+          if (id == 1) {
+            first_started.Notify();
+            release_first.WaitForNotification();
+          }
+          return absl::OkStatus();
+        });
+      });
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  auto submit = [&](int id) {
+    auto t = std::make_unique<FakeTask>(&journal, id, 10);
+    ASSERT_TRUE(batcher->Submit(t).ok());
+  };
+  submit(1);
+  first_started.WaitForNotification();
+  submit(2);  // the other instance takes it while task 1 runs
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](std::map<int, bool>* m) { return m->count(2) > 0; }, &alone));
+  }
+  release_first.Notify();
+  // Tasks complete inside Run, before the worker's BatchDone: wait for the batcher's own count.
+  while (batcher->Stats().running_batches > 0) std::this_thread::yield();
+  submit(3);
+  (*pool)->Stop();
+  absl::MutexLock lock(&mu);
+  EXPECT_TRUE(alone[1]);
+  EXPECT_FALSE(alone[2]);
+  EXPECT_TRUE(alone[3]);
+}
+
 static_assert(HasRequestKey<FakeTask>);
 
 // Failure isolation: a runner that fails every batch holding a poisoned task (as ONNX Runtime

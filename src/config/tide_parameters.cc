@@ -73,6 +73,8 @@ constexpr std::pair<std::string_view, LongDocuments> kLongDocuments[] = {
     {"chunk_mean", LongDocuments::kChunkMean}};
 constexpr std::pair<std::string_view, BatchGrouping> kGroupings[] = {
     {"length", BatchGrouping::kLength}, {"fifo", BatchGrouping::kFifo}};
+constexpr std::pair<std::string_view, ThreadLayout> kThreadLayouts[] = {{"adaptive", ThreadLayout::kAdaptive},
+                                                                       {"fixed", ThreadLayout::kFixed}};
 constexpr std::pair<std::string_view, GraphFusion> kFusions[] = {{"auto", GraphFusion::kAuto},
                                                                  {"off", GraphFusion::kOff}};
 
@@ -247,6 +249,7 @@ const ParameterKey kKeys[] = {
     {"inter_op_threads", TIDE_INT(inter_op_threads, int, 0, kMaxThreads)},
     {"inter_op_thread_count", TIDE_INT(inter_op_threads, int, 0, kMaxThreads)},
     {"allow_spinning", TIDE_BOOL(allow_spinning)},
+    {"thread_layout", TIDE_CHOICE(thread_layout, kThreadLayouts)},
     {"graph_optimization_level", TIDE_CHOICE(graph_optimization_level, kLevels)},
     {"enable_cpu_mem_arena", TIDE_BOOL(enable_cpu_mem_arena)},
     {"share_weights", TIDE_BOOL(share_weights)},

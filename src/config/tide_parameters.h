@@ -21,6 +21,10 @@
 //   allow_spinning            "true" | "false"
 //   graph_optimization_level  "all" | "extended" | "basic" | "disable"
 //   enable_cpu_mem_arena      "true" | "false"
+//   thread_layout             "adaptive" | "fixed": adaptive gives a batch that starts with the model's
+//                             other instances idle and nothing queued the threads of all instances
+//                             (count x intra_op_threads, a second session per instance); fixed:
+//                             every batch runs on its instance's intra_op_threads
 //   share_weights             "true" | "false": the instances of the model share one copy of its
 //                             weights and pre-packed weights (runtime::SharedWeights)
 //   max_batch_tokens          integer >= 16: most padded tokens in one batch (TEI's max_batch_tokens)
@@ -81,6 +85,7 @@ enum class ScoreActivation { kSigmoid, kNone, kSoftmax };
 enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
 enum class BatchGrouping { kLength, kFifo };
 enum class GraphFusion { kAuto, kOff };
+enum class ThreadLayout { kAdaptive, kFixed };
 
 struct TideParameters {
   Task task = Task::kRerank;                        // rerank: one score per pair; classify: labels
@@ -91,6 +96,8 @@ struct TideParameters {
   int intra_op_threads = 0;                         // 0: ONNX Runtime default
   int inter_op_threads = 0;                         // 0: ONNX Runtime default
   bool allow_spinning = false;                      // spinning burns CPU that other instances need
+  // adaptive: a lone batch (nothing else running or queued) runs with every instance's threads.
+  ThreadLayout thread_layout = ThreadLayout::kAdaptive;
   GraphOptimizationLevel graph_optimization_level = GraphOptimizationLevel::kAll;
   bool enable_cpu_mem_arena = true;
   bool share_weights = true;                        // false: each instance holds its own copy

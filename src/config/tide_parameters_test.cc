@@ -35,6 +35,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kAll);
   EXPECT_TRUE(p->enable_cpu_mem_arena);
   EXPECT_TRUE(p->share_weights);
+  EXPECT_EQ(p->thread_layout, ThreadLayout::kAdaptive);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kLength);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kAuto);
   EXPECT_FALSE(p->token_type_vocab_size.has_value());
@@ -54,6 +55,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"graph_optimization_level", "basic"},
                                                   {"enable_cpu_mem_arena", "false"},
                                                   {"share_weights", "false"},
+                                                  {"thread_layout", "fixed"},
                                                   {"batch_grouping", "fifo"},
                                                   {"graph_fusion", "off"},
                                                   {"sequence_buckets", "32, 64,128"},
@@ -74,6 +76,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kBasic);
   EXPECT_FALSE(p->enable_cpu_mem_arena);
   EXPECT_FALSE(p->share_weights);
+  EXPECT_EQ(p->thread_layout, ThreadLayout::kFixed);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kFifo);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kOff);
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
@@ -98,6 +101,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"allow_spinning", "maybe", "maybe"},
       {"graph_optimization_level", "max", "\"all\""},
       {"batch_grouping", "sorted", "sorted"},
+      {"thread_layout", "wide", "wide"},
       {"graph_fusion", "on", "\"auto\""},
       {"sequence_buckets", "64,32", "strictly increasing"},
       {"allowed_batch_sizes", "1,4,2", "strictly increasing"},

@@ -6,6 +6,9 @@
 //  - Run takes a dense, padded token batch [batch, seq_len] and writes logits [batch, num_labels]
 //    (num_labels = 1 for a reranker) into `out`, reusing its capacity. It never throws; engine
 //    errors come back as absl::Status (INVALID_ARGUMENT for bad shapes, INTERNAL otherwise).
+//  - RunAlone is Run for a batch that started with the model's other instances idle and nothing
+//    queued (batching::Batch::alone): a backend may use their cores too (OrtBackend: a second
+//    session with more intra-op threads). By default it is Run.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +49,7 @@ class ModelBackend {
  public:
   virtual ~ModelBackend() = default;
   virtual absl::Status Run(const TokenBatch& batch, Logits* out) = 0;
+  virtual absl::Status RunAlone(const TokenBatch& batch, Logits* out) { return Run(batch, out); }
   virtual const ModelSignature& signature() const = 0;
 };
 

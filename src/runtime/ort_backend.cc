@@ -187,16 +187,43 @@ absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string*
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<Ort::Session>> AloneSessionSlot::Get(
+    const std::function<absl::StatusOr<std::shared_ptr<Ort::Session>>()>& open) {
+  absl::MutexLock lock(&mu_);
+  if (auto live = session_.lock()) return live;
+  auto opened = open();
+  if (opened.ok()) session_ = *opened;
+  return opened;
+}
+
 absl::StatusOr<std::unique_ptr<OrtBackend>> OrtBackend::Create(const OrtOptions& options) {
   std::string label;
   std::shared_ptr<SharedModelWeights> weights;
   auto session = OpenSession(options, &label, &weights);
   if (!session.ok()) return session.status();
+  std::shared_ptr<Ort::Session> alone;
+  if (options.alone_intra_op_threads > std::max(options.intra_op_threads, 1)) {
+    auto open = [&]() -> absl::StatusOr<std::shared_ptr<Ort::Session>> {
+      OrtOptions wide = options;
+      wide.intra_op_threads = options.alone_intra_op_threads;
+      std::shared_ptr<SharedModelWeights> same;  // the same entry as `weights` (or none)
+      auto s = OpenSession(wide, &label, &same);
+      if (!s.ok()) return s.status();
+      // The deleter keeps the weights the session reads alive until the session is gone.
+      return std::shared_ptr<Ort::Session>(new Ort::Session(*std::move(s)),
+                                           [same](Ort::Session* p) { delete p; });
+    };
+    auto got = options.alone_session != nullptr ? options.alone_session->Get(open) : open();
+    if (!got.ok()) return got.status();
+    alone = *std::move(got);
+  }
   try {
     auto signature = DiscoverSignature(*session, label);
     if (!signature.ok()) return signature.status();
-    return std::unique_ptr<OrtBackend>(
+    auto backend = std::unique_ptr<OrtBackend>(
         new OrtBackend(std::move(weights), *std::move(session), *std::move(signature)));
+    backend->alone_session_ = std::move(alone);
+    return backend;
   } catch (const Ort::Exception& e) {
     return FromOrt(e, absl::StrCat(label, ": cannot read the signature"));
   }
@@ -235,9 +262,15 @@ OrtBackend::OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session
 
 OrtBackend::~OrtBackend() = default;
 
-absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) {
+absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) { return RunOn(session_, batch, out); }
+
+absl::Status OrtBackend::RunAlone(const TokenBatch& batch, Logits* out) {
+  return RunOn(alone_session_ != nullptr ? *alone_session_ : session_, batch, out);
+}
+
+absl::Status OrtBackend::RunOn(Ort::Session& session, const TokenBatch& batch, Logits* out) {
   try {
-    return RunImpl(batch, out);
+    return RunImpl(session, batch, out);
   } catch (const Ort::Exception& e) {
     // Whatever ONNX Runtime says about a batch (even ORT_INVALID_ARGUMENT for an out-of-range
     // index) is an engine failure, not a malformed client request: INTERNAL, engine text kept for
@@ -248,7 +281,7 @@ absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) {
   }
 }
 
-absl::Status OrtBackend::RunImpl(const TokenBatch& batch, Logits* out) {
+absl::Status OrtBackend::RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out) {
   const int64_t b = batch.batch, s = batch.seq_len;
   if (b <= 0 || s <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("empty batch [", b, ", ", s, "]"));
@@ -305,11 +338,11 @@ absl::Status OrtBackend::RunImpl(const TokenBatch& batch, Logits* out) {
     const std::array<int64_t, 2> out_shape{b, signature_.num_labels};
     Ort::Value output = Ort::Value::CreateTensor<float>(memory_info_, out->values.data(), out->values.size(),
                                                         out_shape.data(), out_shape.size());
-    session_.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, &output, 1);
+    session.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, &output, 1);
     return absl::OkStatus();
   }
   std::vector<Ort::Value> outputs =
-      session_.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, 1);
+      session.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), &output_name_, 1);
   auto info = outputs[0].GetTensorTypeAndShapeInfo();
   const auto out_shape = info.GetShape();
   if (out_shape.size() != 2 || out_shape[0] != b) {

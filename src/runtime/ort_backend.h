@@ -10,6 +10,13 @@
 //    (with enable_cpu_mem_arena) also allocate activations from one CPU arena registered on the
 //    process-wide Env ("session.use_env_allocators"), so an idle instance does not keep its own
 //    arena sized for its largest batch.
+//  - With OrtOptions::alone_intra_op_threads above intra_op_threads, RunAlone runs on a second
+//    session of the same model with that many intra-op threads: a lone batch uses the cores of
+//    the idle instances. Run uses the first. With OrtOptions::alone_session (MakeOrtOptions sets
+//    one per model version) all instances share one such session: a batch runs alone only while
+//    no other batch runs, and ONNX Runtime's Session::Run is thread-safe, so one is enough; the
+//    first Create opens it, the last backend destroyed closes it. With shared_weights it uses the
+//    same weights and pre-packed weights, so it costs its graph and kernels, not a weights copy.
 //  - The model's signature is discovered at Create: inputs named input_ids and attention_mask
 //    (required) and token_type_ids (optional), all int64 or all int32, rank 2 [batch, sequence];
 //    output: the first float output of rank 2, [batch, num_labels] (1 for a reranker score).
@@ -27,9 +34,13 @@
 //    the only place tide calls ONNX Runtime's C++ API.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "absl/status/statusor.h"
 #include "onnxruntime_cxx_api.h"
@@ -39,6 +50,7 @@ namespace tide::runtime {
 
 class SharedWeights;
 struct SharedModelWeights;
+class AloneSessionSlot;
 
 enum class GraphOptimization { kDisable, kBasic, kExtended, kAll };
 
@@ -48,9 +60,26 @@ struct OrtOptions {
   int intra_op_threads = 0;        // 0: ONNX Runtime's default (one per physical core)
   int inter_op_threads = 0;        // 0: ONNX Runtime's default
   bool allow_spinning = false;     // spinning idle threads steal CPU from the other instances
+  // Intra-op threads of RunAlone's session; 0 or <= intra_op_threads: no second session (RunAlone = Run).
+  int alone_intra_op_threads = 0;
+  std::shared_ptr<AloneSessionSlot> alone_session;  // null: each backend opens its own wider session
   GraphOptimization graph_optimization_level = GraphOptimization::kAll;
   bool enable_cpu_mem_arena = true;
   std::shared_ptr<SharedWeights> shared_weights;  // null: this session holds its own weights
+};
+
+// The model version's one wider session (OrtOptions::alone_session), held weakly: it lives as long
+// as a backend uses it. Thread-safe.
+class AloneSessionSlot {
+ public:
+  // The live session, else the one `open` returns (called under the slot's lock, so instances
+  // created in parallel open it once).
+  absl::StatusOr<std::shared_ptr<Ort::Session>> Get(
+      const std::function<absl::StatusOr<std::shared_ptr<Ort::Session>>()>& open);
+
+ private:
+  absl::Mutex mu_;
+  std::weak_ptr<Ort::Session> session_ ABSL_GUARDED_BY(mu_);
 };
 
 class OrtBackend : public ModelBackend {
@@ -61,16 +90,20 @@ class OrtBackend : public ModelBackend {
   static absl::StatusOr<ModelSignature> ReadSignature(const std::string& model_path);
 
   absl::Status Run(const TokenBatch& batch, Logits* out) override;
+  absl::Status RunAlone(const TokenBatch& batch, Logits* out) override;
+  bool has_alone_session() const { return alone_session_ != nullptr; }
   const ModelSignature& signature() const override { return signature_; }
 
   ~OrtBackend() override;
 
  private:
   OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature);
-  absl::Status RunImpl(const TokenBatch& batch, Logits* out);
+  absl::Status RunOn(Ort::Session& session, const TokenBatch& batch, Logits* out);
+  absl::Status RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out);
 
-  std::shared_ptr<SharedModelWeights> weights_;  // declared before session_: outlives it
+  std::shared_ptr<SharedModelWeights> weights_;  // declared before the sessions: outlives them
   Ort::Session session_;
+  std::shared_ptr<Ort::Session> alone_session_;  // null: RunAlone runs on session_; may be shared
   ModelSignature signature_;
   Ort::MemoryInfo memory_info_;
   Ort::RunOptions run_options_;

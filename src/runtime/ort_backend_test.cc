@@ -5,6 +5,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/ort_options.h"
+#include "runtime/shared_weights.h"
 #include "runtime/testing/token_rows.h"
 #include "shared_assets.h"
 
@@ -309,6 +311,71 @@ TEST(OrtBackendTest, BatchedRowsEqualSingleRunsSumModel) {
   }
   EXPECT_NE(seen[0], seen[1]);
   EXPECT_NE(seen[1], seen[2]);
+}
+
+// thread_layout adaptive: a second session with more intra-op threads, RunAlone on it; the same
+// model gives the same logits on either session.
+TEST(OrtBackendTest, AloneSessionGivesTheSameLogits) {
+  const std::string model = SumModel(onnx::TensorProto::INT64, false, false);
+  auto narrow = OrtBackend::Create({.model_data = model, .intra_op_threads = 1});
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  EXPECT_FALSE((*narrow)->has_alone_session());
+  auto wide = OrtBackend::Create({.model_data = model, .intra_op_threads = 1, .alone_intra_op_threads = 2,
+                                  .alone_session = nullptr, .shared_weights = std::make_shared<SharedWeights>()});
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_TRUE((*wide)->has_alone_session());
+  std::vector<std::vector<int64_t>> rows = {{101, 7, 9, 11, 102}, {101, 5, 102}};
+  Logits run, alone;
+  ASSERT_TRUE((*wide)->Run(PackRows(rows), &run).ok());
+  ASSERT_TRUE((*wide)->RunAlone(PackRows(rows), &alone).ok());
+  EXPECT_EQ(run.values, alone.values);
+  EXPECT_NE(run.values[0], run.values[1]);
+  // Without a wider session RunAlone is Run.
+  ASSERT_TRUE((*narrow)->RunAlone(PackRows(rows), &alone).ok());
+  EXPECT_EQ(run.values, alone.values);
+}
+
+// One wider session per model version: the instances given the same slot share it, and it
+// closes with the last of them.
+TEST(OrtBackendTest, InstancesShareOneAloneSession) {
+  const std::string model = SumModel(onnx::TensorProto::INT64, false, false);
+  auto slot = std::make_shared<AloneSessionSlot>();
+  int opened = 0;
+  auto counting_open = [&]() -> absl::StatusOr<std::shared_ptr<Ort::Session>> {
+    ++opened;
+    return absl::InternalError("not used");
+  };
+  OrtOptions o{.model_data = model, .intra_op_threads = 1, .alone_intra_op_threads = 2, .alone_session = slot};
+  auto a = OrtBackend::Create(o);
+  auto b = OrtBackend::Create(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE((*a)->has_alone_session() && (*b)->has_alone_session());
+  auto live = slot->Get(counting_open);  // the backends' session is live: nothing is opened
+  ASSERT_TRUE(live.ok());
+  EXPECT_EQ(opened, 0);
+  EXPECT_EQ(live->use_count(), 3);  // a, b and `live`
+  live->reset();
+  a->reset();
+  b->reset();
+  EXPECT_FALSE(slot->Get(counting_open).ok());  // closed with the last backend: opens anew
+  EXPECT_EQ(opened, 1);
+}
+
+// MakeOrtOptions: the second session only for thread_layout adaptive, a set intra_op_threads and
+// more than one instance; its threads are every instance's.
+TEST(OrtOptionsTest, AloneThreadsAreTheInstancesThreadsWhenAdaptive) {
+  config::TideParameters p;
+  p.intra_op_threads = 1;
+  EXPECT_EQ(MakeOrtOptions(p, "m.onnx", 2).alone_intra_op_threads, 2);
+  EXPECT_NE(MakeOrtOptions(p, "m.onnx", 2).alone_session, nullptr);
+  EXPECT_EQ(MakeOrtOptions(p, "m.onnx", 1).alone_intra_op_threads, 0);
+  p.intra_op_threads = 2;
+  EXPECT_EQ(MakeOrtOptions(p, "m.onnx", 3).alone_intra_op_threads, 6);
+  p.thread_layout = config::ThreadLayout::kFixed;
+  EXPECT_EQ(MakeOrtOptions(p, "m.onnx", 2).alone_intra_op_threads, 0);
+  p.thread_layout = config::ThreadLayout::kAdaptive;
+  p.intra_op_threads = 0;  // ONNX Runtime's default is every core already
+  EXPECT_EQ(MakeOrtOptions(p, "m.onnx", 2).alone_intra_op_threads, 0);
 }
 
 TEST(OrtBackendTest, RejectsModelsTideCannotFeed) {

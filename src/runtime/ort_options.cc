@@ -6,12 +6,18 @@
 
 namespace tide::runtime {
 
-OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file) {
+OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file,
+                          int instances) {
   OrtOptions o;
   o.model_path = model_file.string();
   o.intra_op_threads = params.intra_op_threads;
   o.inter_op_threads = params.inter_op_threads;
   o.allow_spinning = params.allow_spinning;
+  // intra_op_threads 0 is ONNX Runtime's default, every core already: nothing to widen.
+  if (params.thread_layout == config::ThreadLayout::kAdaptive && params.intra_op_threads > 0 && instances > 1) {
+    o.alone_intra_op_threads = params.intra_op_threads * instances;
+    o.alone_session = std::make_shared<AloneSessionSlot>();  // one wider session for the version's instances
+  }
   o.enable_cpu_mem_arena = params.enable_cpu_mem_arena;
   // One SharedWeights per call: per loaded model version, held by that version's instances.
   if (params.share_weights) o.shared_weights = std::make_shared<SharedWeights>();

@@ -1,7 +1,9 @@
 // tide::runtime::MakeOrtOptions — the ONNX Runtime session settings a model's `parameters` ask for.
 //
 // Contract: thread-safe; the parameters are already validated by TideParameters::FromConfig, so
-// it cannot fail. Unless share_weights is "false", the result carries a fresh SharedWeights:
+// it cannot fail. `instances` is the model's instance count (instance_group): with thread_layout
+// adaptive and intra_op_threads > 0, a lone batch may run on instances x intra_op_threads threads
+// (OrtOptions::alone_intra_op_threads, on one session the instances share: alone_session). Unless share_weights is "false", the result carries a fresh SharedWeights:
 // every backend created from it (the model version's instances) shares one copy of the weights.
 #pragma once
 
@@ -12,6 +14,7 @@
 
 namespace tide::runtime {
 
-OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file);
+OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file,
+                          int instances = 1);
 
 }  // namespace tide::runtime

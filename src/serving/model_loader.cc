@@ -1,5 +1,6 @@
 #include "serving/model_loader.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -33,7 +34,9 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
   m->max_sequence_length =
       static_cast<size_t>(m->parameters.EffectiveMaxSequenceLength(m->tokenizer->default_max_length()));
 
-  m->ort = runtime::MakeOrtOptions(m->parameters, version.model_file);
+  int instances = 0;
+  for (const ModelInstanceGroup& g : m->config.instance_group()) instances += std::max(g.count(), 1);
+  m->ort = runtime::MakeOrtOptions(m->parameters, version.model_file, std::max(instances, 1));
   runtime::OrtOptions& ort = m->ort;
   auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
   if (!signature.ok()) return signature.status();

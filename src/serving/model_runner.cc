@@ -60,7 +60,9 @@ void ModelRunner::Fill(const batching::Batch<RowTask>& batch) {
 absl::Status ModelRunner::Run(batching::Batch<RowTask>& batch) {
   const Clock::time_point start = SteadyClock::Get()->Now();
   Fill(batch);
-  if (absl::Status s = backend_->Run(input_, &logits_); !s.ok()) return BackendFailure(batch, s);
+  // A lone batch (nothing else running or queued) may use the idle instances' cores too.
+  absl::Status s = batch.alone ? backend_->RunAlone(input_, &logits_) : backend_->Run(input_, &logits_);
+  if (!s.ok()) return BackendFailure(batch, s);
   const Clock::duration took = SteadyClock::Get()->Now() - start;
   if (logits_.batch < static_cast<int64_t>(batch.tasks.size()) || logits_.num_labels < 1) {
     return BackendFailure(batch, absl::InternalError(absl::StrCat("model returned ", logits_.batch, " rows of ",
@@ -76,11 +78,21 @@ absl::Status ModelRunner::Run(batching::Batch<RowTask>& batch) {
 }
 
 absl::Status ModelRunner::Warmup(const std::vector<BatchShape>& shapes) {
-  for (const BatchShape& shape : shapes) {
+  // RunAlone (a wider session, if the backend has one) on the one-row shapes and the largest:
+  // lone batches are mostly small at light load, and the arena is shared with Run's session
+  // when the model shares weights, so every shape again would only double the start-up.
+  size_t largest = 0;
+  for (size_t i = 1; i < shapes.size(); ++i) {
+    if (shapes[i].batch * shapes[i].seq_len > shapes[largest].batch * shapes[largest].seq_len) largest = i;
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const BatchShape& shape = shapes[i];
     input_.Resize(shape.batch, shape.seq_len, with_type_ids_);
     std::fill(input_.input_ids.begin(), input_.input_ids.end(), pad_id_);
     std::fill(input_.attention_mask.begin(), input_.attention_mask.end(), 1);
-    if (absl::Status s = backend_->Run(input_, &logits_); !s.ok()) {
+    absl::Status s = backend_->Run(input_, &logits_);
+    if (s.ok() && (shape.batch == 1 || i == largest)) s = backend_->RunAlone(input_, &logits_);
+    if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("warm-up at batch ", shape.batch, " x sequence ", shape.seq_len,
                                                  ": ", s.message()));
     }

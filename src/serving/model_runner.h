@@ -4,7 +4,8 @@
 // Contract:
 //  - Owned by one InstancePool worker thread; not thread-safe.
 //  - Run pads the batch to its shape bucket (padded_batch_size x padded_sequence_length) in
-//    buffers reused across calls, runs the backend, and completes every task with its logits row.
+//    buffers reused across calls, runs the backend (RunAlone for a batch formed alone, see
+//    batching::Batch::alone; Run otherwise), and completes every task with its logits row.
 //    On a backend error (or logits of the wrong shape) it completes no task and returns
 //    errors::Backend (INTERNAL, ErrorKind::kBackend: 500, error_type "backend")
 //    "inference failed for model M version V": the engine's own text is logged here (error level,
@@ -12,7 +13,7 @@
 //    the rest counted in the next line) and never reaches a client. The pool then isolates the
 //    failing request (batching/instance_pool.h) and fails only its tasks with that status (500).
 //  - Warmup runs the given shapes once each before the instance serves (memory plans and arena
-//    sized before the first request).
+//    sized before the first request), and RunAlone on the one-row shapes and the largest.
 #pragma once
 
 #include <cstdint>

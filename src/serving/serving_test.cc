@@ -141,12 +141,19 @@ TEST(RerankScore, ActivationsOnTheLastLabel) {
 }
 
 // A backend that returns, per row, the number of attended tokens and the sum of the ids; records
-// the shapes it was given.
+// the shapes it was given (RunAlone's apart).
 class FakeBackend : public runtime::ModelBackend {
  public:
   FakeBackend() { signature_.num_labels = 2; signature_.token_type_ids_name = "token_type_ids"; }
   absl::Status Run(const runtime::TokenBatch& b, runtime::Logits* out) override {
     shapes.push_back({b.batch, b.seq_len});
+    return Compute(b, out);
+  }
+  absl::Status RunAlone(const runtime::TokenBatch& b, runtime::Logits* out) override {
+    alone_shapes.push_back({b.batch, b.seq_len});
+    return Compute(b, out);
+  }
+  absl::Status Compute(const runtime::TokenBatch& b, runtime::Logits* out) {
     if (fail) return fail_status;
     if (poison_id >= 0 && std::find(b.input_ids.begin(), b.input_ids.end(), poison_id) != b.input_ids.end()) {
       return absl::InvalidArgumentError("indices element out of data bounds");
@@ -164,6 +171,7 @@ class FakeBackend : public runtime::ModelBackend {
   }
   const ModelSignature& signature() const override { return signature_; }
   std::vector<std::pair<int64_t, int64_t>> shapes;
+  std::vector<std::pair<int64_t, int64_t>> alone_shapes;
   bool fail = false;
   absl::Status fail_status = absl::InternalError("engine failed");
   int64_t poison_id = -1;  // >= 0: fail every batch holding this token id (like ONNX Runtime)
@@ -202,6 +210,31 @@ TEST(ModelRunner, PadsToTheBatchShapeAndCompletesEveryRow) {
   EXPECT_EQ(got->logits, (std::vector<float>{3, 6 + 35, 1, 4 + 49}));
   EXPECT_EQ(observed, 2);
   for (const auto& t : batch.tasks) EXPECT_EQ(t, nullptr);  // completed tasks are released
+}
+
+// A batch the batcher formed alone goes to the backend's RunAlone (its wider session), any other
+// to Run; warm-up runs RunAlone on the one-row shapes and the largest.
+TEST(ModelRunner, AloneBatchesRunOnTheBackendsWiderPath) {
+  auto backend = std::make_unique<FakeBackend>();
+  FakeBackend* fake = backend.get();
+  ModelRunner runner(std::move(backend), 0, 0, nullptr);
+  ASSERT_TRUE(runner.Warmup({{1, 16}, {2, 16}, {4, 32}, {1, 32}}).ok());
+  EXPECT_EQ(fake->alone_shapes, (std::vector<std::pair<int64_t, int64_t>>{{1, 16}, {4, 32}, {1, 32}}));
+  EXPECT_EQ(fake->shapes.size(), 4u);
+  fake->shapes.clear();
+  fake->alone_shapes.clear();
+  for (const bool alone : {true, false}) {
+    auto request = std::make_shared<InferenceRequest>(1, 2, [](ResultOr) {});
+    batching::Batch<RowTask> batch;
+    batch.tasks.push_back(std::make_unique<RowTask>(request, 0, Row({1, 2}), RowTask::Admission{}));
+    batch.queue_durations.assign(1, Clock::duration{});
+    batch.padded_sequence_length = 16;
+    batch.padded_batch_size = 1;
+    batch.alone = alone;
+    ASSERT_TRUE(runner.Run(batch).ok());
+  }
+  EXPECT_EQ(fake->alone_shapes, (std::vector<std::pair<int64_t, int64_t>>{{1, 16}}));
+  EXPECT_EQ(fake->shapes, (std::vector<std::pair<int64_t, int64_t>>{{1, 16}}));
 }
 
 TEST(ModelRunner, BackendErrorLeavesTasksForThePoolToFail) {
