@@ -453,8 +453,9 @@ void ServiceCore::RerankRows(const CallPtr& call, std::shared_ptr<ServedModel> m
   }
   const size_t hits = n - missing.size();
   if (!call->no_cache()) {
-    metrics_->score_cache_hits->WithLabels({})->Increment(static_cast<double>(hits));
-    metrics_->score_cache_misses->WithLabels({})->Increment(static_cast<double>(missing.size()));
+    const std::string version = std::to_string(model->version());
+    metrics_->score_cache_hits->WithLabels({model->name(), version})->Increment(static_cast<double>(hits));
+    metrics_->score_cache_misses->WithLabels({model->name(), version})->Increment(static_cast<double>(missing.size()));
   }
   const config::ScoreActivation activation = model->parameters().score_activation;
   // Fills `out` with the cached rows (and the model's, already in out) for every document.

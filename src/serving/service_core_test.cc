@@ -447,7 +447,10 @@ TEST(ServiceCore, TheScoreCacheQueuesOnlyPairsItHasNotSeen) {
   ASSERT_TRUE(raw.ok());
   EXPECT_EQ(raw->cache_hits, 1u);
   EXPECT_FLOAT_EQ(raw->scores[0], 0.5f);
-  EXPECT_EQ(h.metrics->score_cache_hits->WithLabels({})->Value(), 4);
+  // Counted per model and version (the dashboard's hit ratio per card).
+  const std::vector<std::string> labels = {model->name(), std::to_string(model->version())};
+  EXPECT_EQ(h.metrics->score_cache_hits->WithLabels(labels)->Value(), 4);
+  EXPECT_EQ(h.metrics->score_cache_misses->WithLabels(labels)->Value(), 3);
 
   // no_cache: nothing read (the answer is stored again).
   CallInfo fresh_info = h.Info();

@@ -68,9 +68,10 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
   check(Assign(r.AddCounter("tide_key_pairs_total", "Pairs (documents or tensor rows) admitted, by API key name.",
                             {"key"}),
                &m->key_pairs));
-  check(Assign(r.AddCounter("tide_score_cache_hits_total", "Pairs answered from the score cache.", {}),
+  check(Assign(r.AddCounter("tide_score_cache_hits_total", "Pairs answered from the score cache.", {"model", "version"}),
                &m->score_cache_hits));
-  check(Assign(r.AddCounter("tide_score_cache_misses_total", "Pairs looked up in the score cache and not found.", {}),
+  check(Assign(r.AddCounter("tide_score_cache_misses_total", "Pairs looked up in the score cache and not found.",
+                            {"model", "version"}),
                &m->score_cache_misses));
   check(Assign(r.AddCounter("tide_score_cache_evictions_total", "Score cache entries evicted to stay in its bytes.", {}),
                &m->score_cache_evictions));
