@@ -94,7 +94,10 @@ int64_t CeilMs(Clock::duration d) {
 
 absl::Status ServiceCore::ChargePairs(const Call& call, size_t pairs) const {
   const std::shared_ptr<guard::Tenant>& tenant = call.tenant();
-  if (tenant == nullptr) return absl::OkStatus();
+  if (tenant == nullptr) {
+    call.pairs_.fetch_add(static_cast<int64_t>(pairs), std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
   if (const Clock::duration wait = tenant->pairs().TryTake(static_cast<double>(pairs)); wait > Clock::duration::zero()) {
     CountKey(*tenant, "over_pairs");
     Shed("key_quota");
@@ -104,6 +107,7 @@ absl::Status ServiceCore::ChargePairs(const Call& call, size_t pairs) const {
                           CeilMs(wait));
   }
   metrics_->key_pairs->WithLabels({tenant->name()})->Increment(static_cast<double>(pairs));
+  call.pairs_.fetch_add(static_cast<int64_t>(pairs), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -122,16 +126,20 @@ absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
     if (!tenant_permit.has_value()) {
       CountKey(t, "over_concurrency");
       Shed("key_quota");
-      return errors::Overloaded(absl::StrCat("API key '", t.name(), "' has ", t.quota().max_concurrent,
-                                             " requests in flight (its max_concurrent)"));
+      return WithKeyName(errors::Overloaded(absl::StrCat("API key '", t.name(), "' has ",
+                                                                 t.quota().max_concurrent,
+                                                                 " requests in flight (its max_concurrent)")),
+                                 t.name());
     }
     if (const Clock::duration wait = t.requests().TryTake(1); wait > Clock::duration::zero()) {
       CountKey(t, "over_requests");
       Shed("key_quota");
-      return WithRetryAfter(errors::Overloaded(absl::StrCat("API key '", t.name(), "' is over its quota of ",
-                                                            t.quota().requests_per_second,
-                                                            " requests per second; retry later")),
-                            CeilMs(wait));
+      return WithKeyName(
+          WithRetryAfter(errors::Overloaded(absl::StrCat("API key '", t.name(), "' is over its quota of ",
+                                                         t.quota().requests_per_second,
+                                                         " requests per second; retry later")),
+                         CeilMs(wait)),
+          t.name());
     }
   }
   std::optional<guard::ConcurrencyLimiter::Permit> permit;
@@ -452,6 +460,7 @@ void ServiceCore::RerankRows(const CallPtr& call, std::shared_ptr<ServedModel> m
     }
   }
   const size_t hits = n - missing.size();
+  call->cache_hits_.fetch_add(static_cast<int64_t>(hits), std::memory_order_relaxed);
   if (!call->no_cache()) {
     const std::string version = std::to_string(model->version());
     metrics_->score_cache_hits->WithLabels({model->name(), version})->Increment(static_cast<double>(hits));

@@ -76,6 +76,7 @@
 #include "guard/api_keys.h"
 #include "guard/concurrency_limiter.h"
 #include "guard/memory_budget.h"
+#include "serving/access_log.h"
 #include "serving/call.h"
 #include "serving/model_manager.h"
 #include "serving/rollout.h"
@@ -122,6 +123,8 @@ struct ServiceCoreOptions {
   // How often the rollout guards are checked besides on every recorded answer and comparison
   // (a rollback comes within this of a bound being crossed by time alone); 0: no timer.
   std::chrono::milliseconds rollout_check_interval{250};
+  // The structured access log (--access-log, access_log.h) both edges write to; null: none.
+  std::shared_ptr<AccessLog> access_log;
 };
 
 // A text input of Tokenize: a text or a (text, text_pair) pair.
@@ -208,6 +211,8 @@ class ServiceCore {
   void ApplyDeclaredRollouts();
   ModelManager& models() const { return *models_; }
   ServingMetrics& metrics() const { return *metrics_; }
+  // The access log; null when off.
+  AccessLog* access_log() const { return options_.access_log.get(); }
   const ServiceCoreOptions& options() const { return options_; }
 
  private:

@@ -97,6 +97,9 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                           "Mean ranking agreement of the candidate with the stable version over the rollout's window "
                           "(measure: spearman, top1, ndcg10).",
                           {"model", "measure"}), &m->rollout_agreement));
+  check(Assign(r.AddCounter("tide_access_log_dropped_total",
+                            "Access log records dropped (--access-log): its writer fell behind or its file failed.", {}),
+               &m->access_log_dropped));
   if (!s.ok()) return s;
   return m;
 }

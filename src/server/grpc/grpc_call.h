@@ -17,8 +17,10 @@
 //    status of the answer's error kind, 200 for OK) and, with timings, the stage histograms; add
 //    `x-tide-model-version` and the timing trailers (x-tokenization-time, x-queue-time,
 //    x-inference-time, x-total-time in whole ms, server-timing in fractional ms) or the error
-//    trailers (grpc_status.h); release the held call's concurrency permit; then finish. An answer
-//    destroyed unfinished finishes INTERNAL (a bug, never silence).
+//    trailers (grpc_status.h); hand the access log (when given) one record, with the request id of
+//    the `x-request-id` metadata (else a new one) also sent as an `x-request-id` trailer; release
+//    the held call's concurrency permit; then finish. An answer destroyed unfinished finishes
+//    INTERNAL (a bug, never silence).
 #pragma once
 
 #include <chrono>
@@ -31,6 +33,7 @@
 #include "common/cancellation_flag.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
+#include "serving/access_log.h"
 #include "serving/call.h"
 #include "serving/inference_request.h"
 #include "serving/serving_metrics.h"
@@ -45,6 +48,16 @@ absl::StatusOr<serving::CallInfo> CallInfoFor(const grpc::CallbackServerContext&
 
 // The timing trailers of an answer (the same values as the HTTP edge's timing headers).
 void AddTimingTrailers(const serving::StageTimings& timings, grpc::CallbackServerContext* context);
+
+// Hands `log` (may be null: nothing) the access record of one answered RPC or stream message.
+// `call` (may be null: not admitted) gives the key name, pairs and cache hits; else a refusal's
+// errors::KeyNameOf.
+void LogAnswer(serving::AccessLog* log, const std::string& model, const std::string& version, const char* endpoint,
+               const absl::Status& status, Steady::time_point received_at, const serving::StageTimings* timings,
+               bool degraded, const serving::Call* call, std::string request_id);
+
+// The request id of a call: its `x-request-id` metadata (first 128 bytes), else a new one.
+std::string RequestIdOf(const grpc::CallbackServerContext& context);
 
 // Records one answered RPC (or one answer on a stream) in the request metrics.
 void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, const std::string& version,
@@ -67,14 +80,20 @@ class UnaryAnswer {
  public:
   // `finish` finishes the RPC (the reactor's Finish); it is called exactly once.
   using FinishFn = absl::AnyInvocable<void(const grpc::Status&) &&>;
+  // `access_log` may be null (none).
   UnaryAnswer(grpc::CallbackServerContext* context, FinishFn finish, serving::ServingMetrics* metrics,
-              const char* endpoint, Steady::time_point received_at)
-      : context_(context), finish_(std::move(finish)), metrics_(metrics), endpoint_(endpoint), received_at_(received_at) {}
+              serving::AccessLog* access_log, const char* endpoint, Steady::time_point received_at)
+      : context_(context),
+        finish_(std::move(finish)),
+        metrics_(metrics),
+        access_log_(access_log),
+        endpoint_(endpoint),
+        received_at_(received_at) {}
   // For a UnaryReactor.
   UnaryAnswer(grpc::CallbackServerContext* context, UnaryReactor* reactor, serving::ServingMetrics* metrics,
-              const char* endpoint, Steady::time_point received_at)
-      : UnaryAnswer(context, [reactor](const grpc::Status& s) { reactor->Finish(s); }, metrics, endpoint,
-                    received_at) {}
+              serving::AccessLog* access_log, const char* endpoint, Steady::time_point received_at)
+      : UnaryAnswer(context, [reactor](const grpc::Status& s) { reactor->Finish(s); }, metrics, access_log,
+                    endpoint, received_at) {}
   UnaryAnswer(UnaryAnswer&& other) noexcept { *this = std::move(other); }
   UnaryAnswer& operator=(UnaryAnswer&& other) noexcept;
   ~UnaryAnswer();
@@ -98,6 +117,7 @@ class UnaryAnswer {
   grpc::CallbackServerContext* context_ = nullptr;
   FinishFn finish_;  // empty once finished (or moved from)
   serving::ServingMetrics* metrics_ = nullptr;
+  serving::AccessLog* access_log_ = nullptr;
   const char* endpoint_ = "";
   Steady::time_point received_at_;
   std::string model_;

@@ -30,7 +30,7 @@ struct Immediate {
 };
 Immediate NewImmediate(grpc::CallbackServerContext* context, serving::ServiceCore* core, const char* endpoint) {
   auto* reactor = new UnaryReactor();
-  return Immediate{reactor, UnaryAnswer(context, reactor, &core->metrics(), endpoint, Steady::now())};
+  return Immediate{reactor, UnaryAnswer(context, reactor, &core->metrics(), core->access_log(), endpoint, Steady::now())};
 }
 
 std::string_view Authorization(const grpc::CallbackServerContext& context) {
@@ -156,17 +156,26 @@ class StreamInferReactor final
       service_->RunInfer(*call, *request, received,
                          [this, seq, request, received, c = *call](KServeService::InferAnswer answer) mutable {
                            c->ReleasePermit();
-                           Answer(seq, *request, received, std::move(answer));
+                           Answer(seq, *request, received, std::move(answer), c.get());
                          });
     });
   }
 
   // Any thread: queue the answer of message `seq` and write what is next in order.
+  // `call`: the admitted call (null when refused), for the access log.
   void Answer(uint64_t seq, const inference::ModelInferRequest& request, Steady::time_point received,
-              KServeService::InferAnswer answer) {
-    RecordAnswer(&service_->core()->metrics(), answer.model, answer.model.empty() ? "" : std::to_string(answer.version),
-                 "stream_infer", answer.status, received,
-                 answer.status.ok() && answer.timings.has_value() ? &*answer.timings : nullptr);
+              KServeService::InferAnswer answer, const serving::Call* call = nullptr) {
+    const std::string version = answer.model.empty() ? "" : std::to_string(answer.version);
+    const serving::StageTimings* timings = answer.status.ok() && answer.timings.has_value() ? &*answer.timings : nullptr;
+    RecordAnswer(&service_->core()->metrics(), answer.model, version, "stream_infer", answer.status, received, timings);
+    // One access record per message; the stream's x-request-id metadata, suffixed with the
+    // message's id when it has one.
+    if (serving::AccessLog* log = service_->core()->access_log(); log != nullptr) {
+      std::string id = RequestIdOf(*context_);
+      if (!request.id().empty()) absl::StrAppend(&id, "/", request.id().substr(0, 128));
+      LogAnswer(log, answer.model, version, "stream_infer", answer.status, received, timings,
+                answer.status.ok() && answer.degraded != nullptr, call, std::move(id));
+    }
     inference::ModelStreamInferResponse out;
     if (answer.status.ok()) {
       *out.mutable_infer_response() = std::move(answer.response);
@@ -438,7 +447,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                                     inference::ModelInferResponse* response) {
   auto* reactor = new UnaryReactor();
   const Steady::time_point received = Steady::now();
-  UnaryAnswer answer(context, reactor, &core_->metrics(), "infer", received);
+  UnaryAnswer answer(context, reactor, &core_->metrics(), core_->access_log(), "infer", received);
   auto info = CallInfoFor(*context, request->ByteSizeLong(), received, reactor->client_gone());
   if (!info.ok()) {
     answer.FinishError(info.status());

@@ -110,7 +110,7 @@ class RerankStreamReactor final : public grpc::ServerReadReactor<tei::v1::Rerank
 grpc::ServerUnaryReactor* TeiInfoService::Info(grpc::CallbackServerContext* context, const tei::v1::InfoRequest*,
                                                tei::v1::InfoResponse* response) {
   auto* reactor = new UnaryReactor();
-  UnaryAnswer answer(context, reactor, &core_->metrics(), "info", Steady::now());
+  UnaryAnswer answer(context, reactor, &core_->metrics(), core_->access_log(), "info", Steady::now());
   auto model = core_->FindModel();
   if (!model.ok()) {
     answer.FinishError(model.status());
@@ -138,7 +138,7 @@ grpc::ServerUnaryReactor* TeiRerankService::Rerank(grpc::CallbackServerContext* 
                                                    const tei::v1::RerankRequest* request,
                                                    tei::v1::RerankResponse* response) {
   auto* reactor = new UnaryReactor();
-  UnaryAnswer answer(context, reactor, &core_->metrics(), "rerank", Steady::now());
+  UnaryAnswer answer(context, reactor, &core_->metrics(), core_->access_log(), "rerank", Steady::now());
   // The message is checked on the tokenization worker, after admission, as HTTP parses there; the
   // conversion copies the texts so the request message is not needed after it.
   auto info = CallInfoFor(*context, request->ByteSizeLong(), answer.received_at(), reactor->client_gone());
@@ -166,7 +166,7 @@ grpc::ServerUnaryReactor* TeiTokenizeService::Tokenize(grpc::CallbackServerConte
                                                        const tei::v1::EncodeRequest* request,
                                                        tei::v1::EncodeResponse* response) {
   auto* reactor = new UnaryReactor();
-  UnaryAnswer answer(context, reactor, &core_->metrics(), "tokenize", Steady::now());
+  UnaryAnswer answer(context, reactor, &core_->metrics(), core_->access_log(), "tokenize", Steady::now());
   auto info = CallInfoFor(*context, request->ByteSizeLong(), answer.received_at(), reactor->client_gone());
   if (!info.ok()) {
     answer.FinishError(info.status());

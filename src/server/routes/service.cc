@@ -78,9 +78,17 @@ absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& mod
 
 }  // namespace
 
+ResponseSender Service::SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const {
+  ResponseSender sender(std::move(respond), metrics_, endpoint, request.received_at);
+  if (serving::AccessLog* log = core_->access_log(); log != nullptr) {
+    sender.set_access_log(log, RequestIdFor(request.header("x-request-id")));
+  }
+  return sender;
+}
+
 void Service::StartInference(http::Request request, http::Responder respond, const char* endpoint,
                              std::string_view model, std::string_view version, Work work) {
-  ResponseSender sender(std::move(respond), metrics_, endpoint, request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), endpoint);
   // On the heap, so that the views CallInfoFor takes into its headers stay where they are.
   auto req = std::make_unique<http::Request>(std::move(request));
   absl::StatusOr<serving::CallInfo> info = CallInfoFor(*req);
@@ -313,7 +321,7 @@ void Service::TokenizeWork(const http::Request& request, ResponseSender sender, 
 // ---- KServe v2: health and metadata ---------------------------------------------------------------
 
 void Service::ServerMetadata(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "server_metadata", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "server_metadata");
   api::ServerMetadata md;
   md.version = options_.version;
   md.extensions = {"binary_tensor_data", "classification", "model_configuration", "model_repository", "statistics"};
@@ -321,25 +329,25 @@ void Service::ServerMetadata(http::Request request, http::Responder respond) {
 }
 
 void Service::Live(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "health_live", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "health_live");
   sender.Send(JsonResponse(R"({"live":true})"));
 }
 
 void Service::Ready(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "health_ready", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "health_ready");
   const bool ready = core_->Ready();
   sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
 }
 
 void Service::Load(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "load", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "load");
   const serving::ServiceCore::Load load = core_->CurrentLoad();
   sender.Send(JsonResponse(
       RenderLoadJson(MakeLoadReport(load.ready, load.in_flight, load.max_concurrent_requests, load.queues))));
 }
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_metadata", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_metadata");
   if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
@@ -350,7 +358,7 @@ void Service::ModelMetadata(http::Request request, const http::PathParams& param
 }
 
 void Service::ModelReady(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_ready", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_ready");
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
@@ -360,7 +368,7 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
 }
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_stats");
   if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
@@ -369,7 +377,7 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
 }
 
 void Service::AllModelStats(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_stats");
   if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   std::vector<api::ModelStatistics> stats;
   for (const auto& model : models_->All()) stats.push_back(model->Statistics());
@@ -377,7 +385,7 @@ void Service::AllModelStats(http::Request request, http::Responder respond) {
 }
 
 void Service::ModelConfig(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_config", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_config");
   if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());

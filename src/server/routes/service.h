@@ -91,6 +91,8 @@ class Service {
   // The opening of every inference route: its ResponseSender for `endpoint` (metrics label), the
   // request's CallInfo (`model` / `version`: the model the path names, if any), then
   // ServiceCore::Start; a refusal is answered here.
+  // The sender of one request's answer: metrics, and the access log when the core has one.
+  ResponseSender SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const;
   void StartInference(http::Request request, http::Responder respond, const char* endpoint,
                       std::string_view model, std::string_view version, Work work);
 
