@@ -510,15 +510,19 @@ void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferR
   if (absl::Status s = call->Refine(*timeout, *priority); !s.ok()) return fail(s, name, version);
   if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return fail(s, name, version);
 
+  auto long_documents = serving::LongDocumentsParameter(parsed->parameters);
+  if (!long_documents.ok()) return fail(long_documents.status(), name, version);
   std::vector<tokenizer::Encoding> rows;
   Clock::duration tokenize{};
-  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) {
+  serving::TensorWindows windows;
+  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, *long_documents, &rows, &windows, &tokenize);
+      !s.ok()) {
     return fail(s, name, version);
   }
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
   core_->Infer(call, *model, std::move(rows),
-               [done = std::move(done), req, m = *model, tokenize, received_at, name,
-                version](absl::StatusOr<serving::InferOutcome> outcome) mutable {
+               [done = std::move(done), req, m = *model, tokenize, received_at, name, version,
+                windows = std::move(windows)](absl::StatusOr<serving::InferOutcome> outcome) mutable {
                  InferAnswer a;
                  a.model = name;
                  a.version = version;
@@ -526,6 +530,7 @@ void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferR
                    a.status = outcome.status();
                    return std::move(done)(std::move(a));
                  }
+                 serving::FoldWindowRows(windows, &outcome->result);
                  const Steady::time_point post = Steady::now();
                  serving::StageTimings t = outcome->result.timings;
                  const char* fallback = outcome->fallback;

@@ -430,11 +430,8 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
     if (!k.ok()) return sender.SendError(k.status());
     if (k->has_value()) classification = *k;
   }
-  if (parsed->parameters.contains("long_documents")) {
-    // Not silently ignored: tensors answer one row per input row, which windows would change.
-    return sender.SendError(errors::InvalidInput(
-        "parameters.long_documents is not supported on KServe tensors; use /rerank or /v1/rerank"));
-  }
+  auto long_documents = serving::LongDocumentsParameter(parsed->parameters);
+  if (!long_documents.ok()) return sender.SendError(long_documents.status());
   auto timeout = IntParameter(parsed->parameters, "timeout");
   if (!timeout.ok()) return sender.SendError(timeout.status());
   auto priority = IntParameter(parsed->parameters, "priority");
@@ -444,13 +441,18 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
 
   std::vector<tokenizer::Encoding> rows;
   Clock::duration tokenize{};
-  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
+  serving::TensorWindows windows;
+  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, *long_documents, &rows, &windows, &tokenize);
+      !s.ok()) {
+    return sender.SendError(s);
+  }
 
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
   core_->Infer(call, *model, std::move(rows),
-               [sender = std::move(sender), req, m = *model, tokenize,
-                classification](absl::StatusOr<serving::InferOutcome> outcome) mutable {
+               [sender = std::move(sender), req, m = *model, tokenize, classification,
+                windows = std::move(windows)](absl::StatusOr<serving::InferOutcome> outcome) mutable {
                  if (!outcome.ok()) return sender.SendError(outcome.status());
+                 serving::FoldWindowRows(windows, &outcome->result);
                  const Steady::time_point post = Steady::now();
                  serving::StageTimings t = outcome->result.timings;
                  const char* fallback = outcome->fallback;
