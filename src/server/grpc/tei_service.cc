@@ -66,7 +66,8 @@ class RerankStreamReactor final : public grpc::ServerReadReactor<tei::v1::Rerank
         response_(response),
         client_gone_(std::make_shared<CancellationFlag>()),
         collector_(service->options().limits),
-        answer_(context, [this](const grpc::Status& s) { Finish(s); }, &service->core()->metrics(), "rerank_stream",
+        answer_(context, [this](const grpc::Status& s) { Finish(s); }, &service->core()->metrics(),
+                service->core()->access_log(), "rerank_stream",
                 Steady::now()) {
     StartRead(&incoming_);
   }
