@@ -189,9 +189,42 @@ absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
   return call;
 }
 
-void ServiceCore::Start(const CallInfo& info, Work work) {
+void ServiceCore::Start(const CallInfo& info, Work work) { Start(info, std::move(work), nullptr); }
+
+namespace {
+std::string PairOptionsKey(const PairOptions& o);
+}  // namespace
+
+std::optional<absl::StatusOr<RerankScores>> ServiceCore::RerankFromCache(const Call& call, const ServedModel& model,
+                                                                         std::string_view query,
+                                                                         std::span<const std::string_view> documents,
+                                                                         const PairOptions& options, bool raw_scores) {
+  if (cache_ == nullptr || call.no_cache() || options.long_documents != LongDocuments::kTruncate ||
+      documents.empty() || rollouts_->Tracks(model.name(), model.version())) {
+    return std::nullopt;
+  }
+  const std::string options_key = PairOptionsKey(options);
+  const config::ScoreActivation activation = model.parameters().score_activation;
+  RerankScores out;
+  out.scores.reserve(documents.size());
+  for (std::string_view document : documents) {
+    std::optional<std::vector<float>> row =
+        cache_->Lookup(ScoreCache::Key(model.generation(), options_key, query, document));
+    if (!row.has_value()) return std::nullopt;
+    out.scores.push_back(RerankScore(*row, activation, raw_scores));
+  }
+  if (absl::Status s = ChargePairs(call, documents.size()); !s.ok()) return absl::StatusOr<RerankScores>(s);
+  out.cache_hits = documents.size();
+  call.cache_hits_.fetch_add(static_cast<int64_t>(documents.size()), std::memory_order_relaxed);
+  metrics_->score_cache_hits->WithLabels({model.name(), std::to_string(model.version())})
+      ->Increment(static_cast<double>(documents.size()));
+  return absl::StatusOr<RerankScores>(std::move(out));
+}
+
+void ServiceCore::Start(const CallInfo& info, Work work, Attempt attempt) {
   absl::StatusOr<CallPtr> call = Admit(info);
   if (!call.ok()) return std::move(work)(call.status());
+  if (attempt && cache_ != nullptr && info.body_bytes <= options_.light_body_bytes && attempt(*call)) return;
   struct Job {
     CallPtr call;
     Work work;

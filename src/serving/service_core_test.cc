@@ -452,6 +452,24 @@ TEST(ServiceCore, TheScoreCacheQueuesOnlyPairsItHasNotSeen) {
   EXPECT_EQ(h.metrics->score_cache_hits->WithLabels(labels)->Value(), 4);
   EXPECT_EQ(h.metrics->score_cache_misses->WithLabels(labels)->Value(), 3);
 
+  // RerankFromCache (the edge's I/O-thread attempt): a request found whole is answered without the
+  // model and counted; one with a pair not found answers nullopt and counts nothing.
+  const std::vector<std::string_view> found = {"b", "c"};
+  auto whole = h.core->RerankFromCache(**call, *model, "a", found, PairOptions{}, /*raw_scores=*/false);
+  ASSERT_TRUE(whole.has_value());
+  ASSERT_TRUE(whole->ok()) << whole->status();
+  EXPECT_EQ((*whole)->cache_hits, 2u);
+  EXPECT_EQ((*whole)->scores, first->scores);
+  EXPECT_EQ(rows_run(), 3);
+  EXPECT_EQ(h.metrics->score_cache_hits->WithLabels(labels)->Value(), 6);
+  const std::vector<std::string_view> partly = {"b", "never seen"};
+  EXPECT_FALSE(h.core->RerankFromCache(**call, *model, "a", partly, PairOptions{}, false).has_value());
+  PairOptions windows;
+  windows.long_documents = LongDocuments::kChunkMax;
+  EXPECT_FALSE(h.core->RerankFromCache(**call, *model, "a", found, windows, false).has_value());
+  EXPECT_EQ(h.metrics->score_cache_hits->WithLabels(labels)->Value(), 6);
+  EXPECT_EQ(h.metrics->score_cache_misses->WithLabels(labels)->Value(), 3);
+
   // no_cache: nothing read (the answer is stored again).
   CallInfo fresh_info = h.Info();
   fresh_info.no_cache = true;

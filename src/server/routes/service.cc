@@ -87,21 +87,34 @@ ResponseSender Service::SenderFor(const http::Request& request, http::Responder 
 }
 
 void Service::StartInference(http::Request request, http::Responder respond, const char* endpoint,
-                             std::string_view model, std::string_view version, Work work) {
+                             std::string_view model, std::string_view version, Work work, CacheAttempt from_cache) {
+  // On the heap, so that the views CallInfoFor takes into its headers stay where they are; shared
+  // by the work and the attempt (which runs first, on this thread, or not at all).
+  struct Pending {
+    http::Request request;
+    ResponseSender sender;
+  };
   ResponseSender sender = SenderFor(request, std::move(respond), endpoint);
-  // On the heap, so that the views CallInfoFor takes into its headers stay where they are.
-  auto req = std::make_unique<http::Request>(std::move(request));
-  absl::StatusOr<serving::CallInfo> info = CallInfoFor(*req);
-  if (!info.ok()) return sender.SendError(info.status());
+  auto pending = std::make_shared<Pending>(Pending{std::move(request), std::move(sender)});
+  absl::StatusOr<serving::CallInfo> info = CallInfoFor(pending->request);
+  if (!info.ok()) return pending->sender.SendError(info.status());
   info->model = model;
   info->model_version = version;
   const serving::CallInfo call_info = *info;
-  core_->Start(call_info, [req = std::move(req), sender = std::move(sender),
-                           work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
-    if (!call.ok()) return sender.SendError(call.status());
-    sender.hold(*call);
-    std::move(work)(*req, std::move(sender), *std::move(call));
-  });
+  serving::ServiceCore::Attempt attempt;
+  if (from_cache) {
+    attempt = [pending, from_cache = std::move(from_cache)](const serving::CallPtr& call) mutable {
+      return from_cache(pending->request, pending->sender, call);
+    };
+  }
+  core_->Start(
+      call_info,
+      [pending, work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
+        if (!call.ok()) return pending->sender.SendError(call.status());
+        pending->sender.hold(*call);
+        std::move(work)(pending->request, std::move(pending->sender), *std::move(call));
+      },
+      std::move(attempt));
 }
 
 absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ServiceCore* core, const ServiceOptions& options) {
@@ -173,10 +186,41 @@ absl::Status Service::AddRoutes() {
 // ---- rerank ------------------------------------------------------------------------------------
 
 void Service::Rerank(http::Request request, http::Responder respond) {
-  StartInference(std::move(request), std::move(respond), "rerank", {}, {},
-                 [this](const http::Request& r, ResponseSender s, serving::CallPtr c) {
-                   RerankWork(r, std::move(s), std::move(c));
-                 });
+  StartInference(
+      std::move(request), std::move(respond), "rerank", {}, {},
+      [this](const http::Request& r, ResponseSender s, serving::CallPtr c) { RerankWork(r, std::move(s), std::move(c)); },
+      [this](const http::Request& r, ResponseSender& s, const serving::CallPtr& c) { return RerankFromCache(r, s, c); });
+}
+
+bool Service::RerankFromCache(const http::Request& request, ResponseSender& sender, const serving::CallPtr& call) {
+  // Anything unusual (a bad body, an unknown model) is left to the worker, which answers it.
+  auto parsed = api::ParseRerankRequest(request.body, options_.limits);
+  if (!parsed.ok()) return false;
+  auto model = core_->FindModel(*call);
+  if (!model.ok()) return false;
+  serving::PairOptions pair_options{
+      parsed->truncate, parsed->truncation_direction.value_or((*model)->parameters().truncation_direction),
+      std::nullopt};
+  pair_options.long_documents = parsed->long_documents.value_or((*model)->parameters().long_documents);
+  const std::vector<std::string_view> docs(parsed->texts.begin(), parsed->texts.end());
+  auto scores = core_->RerankFromCache(*call, **model, parsed->query, docs, pair_options, parsed->raw_scores);
+  if (!scores.has_value()) return false;
+  sender.hold(call);
+  sender.set_model((*model)->name(), (*model)->version());
+  if (!scores->ok()) {
+    sender.SendError(scores->status());
+    return true;
+  }
+  const Steady::time_point post = Steady::now();
+  auto body = api::RenderRerankResponse(*parsed, (*scores)->scores, false);
+  if (!body.ok()) {
+    sender.SendError(body.status());
+    return true;
+  }
+  http::Response response = JsonResponse(*std::move(body));
+  response.headers.emplace_back("x-tide-cache-hits", std::to_string((*scores)->cache_hits));
+  sender.SendAnswer(std::move(response), (*scores)->timings, post, nullptr);
+  return true;
 }
 
 void Service::RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
