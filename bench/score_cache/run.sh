@@ -35,7 +35,7 @@ run() {
     --warmup 5s --duration "$DURATION" --json "$work/$label.json" >/dev/null 2>"$work/bench.err" ||
     { cat "$work/bench.err" >&2; exit 1; }
   local hits
-  hits=$(curl -s "$url/metrics" | awk '/^tide_score_cache_hits_total/ {h=$2} /^tide_score_cache_misses_total/ {m=$2}
+  hits=$(curl -s "$url/metrics" | awk '/^tide_score_cache_hits_total/ {h+=$2} /^tide_score_cache_misses_total/ {m+=$2}
     END {if (h + m > 0) printf "%.1f%%", 100 * h / (h + m); else printf "-"}')
   kill "$server"; wait "$server" 2>/dev/null || true; server=""
   /usr/bin/python3 - "$work/$label.json" "$label" "$hits" <<'PY'

@@ -61,6 +61,37 @@ rows = [
       (f'sum by (reason) (rate(tide_shed_requests_total[{RI}]))', "shed at the edge ({{reason}})")], "short"),
    ts("Model ready", [(f'tide_model_ready{{{SEL}}}', "{{model}} v{{version}}")], "short",
       extra={"fieldConfig": {"defaults": {"unit": "short", "min": 0, "max": 1}, "overrides": []}})],
+  [ts("Score cache hit ratio", [
+      (f'sum by (model, version) (rate(tide_score_cache_hits_total{{{SEL}}}[{RI}])) / (sum by (model, version) (rate(tide_score_cache_hits_total{{{SEL}}}[{RI}])) + sum by (model, version) (rate(tide_score_cache_misses_total{{{SEL}}}[{RI}])))',
+       "{{model}} v{{version}}")], "percentunit",
+      desc="Pairs answered from the per-pair score cache / pairs looked up (--score-cache-bytes; no data when it is off).",
+      extra={"fieldConfig": {"defaults": {"unit": "percentunit", "min": 0, "max": 1}, "overrides": []}}),
+   ts("Score cache: pairs/s and bytes", [
+      (f'sum by (model, version) (rate(tide_score_cache_hits_total{{{SEL}}}[{RI}]))', "hits {{model}} v{{version}}"),
+      (f'sum by (model, version) (rate(tide_score_cache_misses_total{{{SEL}}}[{RI}]))', "misses {{model}} v{{version}}"),
+      (f'rate(tide_score_cache_evictions_total[{RI}])', "evictions (server)"),
+      ('tide_score_cache_bytes', "bytes held (server, right axis)")], "short",
+      desc="Hits and misses per model version; evictions and bytes are the whole cache's.",
+      extra={"fieldConfig": {"defaults": {"unit": "short"}, "overrides": [
+          {"matcher": {"id": "byName", "options": "bytes held (server, right axis)"},
+           "properties": [{"id": "unit", "value": "bytes"}, {"id": "custom.axisPlacement", "value": "right"}]}]}})],
+  [ts("Rollout state", [('tide_rollout_state{model=~"$model"}', "{{model}}")], "short",
+      desc="Gray release per model (PUT /v2/models/{m}/rollout): 0 idle, 1 running, 2 promoted, 3 rolled back. Per-version window stats: GET /v2/models/{m}/rollout or the live dashboard.",
+      extra={"fieldConfig": {"defaults": {"unit": "short", "min": 0, "max": 3, "mappings": [
+          {"type": "value", "options": {"0": {"text": "idle", "color": "text"}, "1": {"text": "running", "color": "blue"},
+                                        "2": {"text": "promoted", "color": "green"}, "3": {"text": "rolled back", "color": "red"}}}]},
+                             "overrides": []}}),
+   ts("Rollout agreement (candidate vs stable) and rollbacks", [
+      ('tide_rollout_agreement{model=~"$model"}', "{{measure}} {{model}}"),
+      (f'sum by (model, reason) (increase(tide_rollout_rollbacks_total{{model=~"$model"}}[{RI}]))', "rollbacks ({{reason}}) {{model}}")], "short",
+      desc="Mean Spearman, top-1 and NDCG@10 agreement over the rollout's window; rollbacks by reason (error_rate, p99_ratio, spearman, top1, ndcg10, manual).")],
+  [ts("Rollout: requests/s and P99 per version", [
+      (f'sum by (model, version) (rate(tide_requests_total{{{SEL}}}[{RI}]))', "req/s {{model}} v{{version}}"),
+      (f'histogram_quantile(0.99, sum by (le, model, version) (rate(tide_request_duration_seconds_bucket{{{SEL}}}[{RI}]))) * 1000',
+       "P99 ms {{model}} v{{version}}")], "short",
+      desc="The stable and the candidate version side by side: the share each answers and their tails (what the rollout guard compares)."),
+   ts("Access log records dropped /s", [(f'rate(tide_access_log_dropped_total[{RI}])', "dropped (server)")], "short",
+      desc="--access-log: records dropped because the writer fell behind or the file failed (requests are never slowed).")],
   [ts("Tokenization queue (server)", [('tide_tokenization_queue', "requests waiting for a tokenization worker")], "short"),
    ts("In-flight request bytes (server)", [('tide_inflight_request_bytes', "admitted inference requests")], "bytes",
       desc="Estimated bytes held by admitted inference requests (--max-inflight-bytes).")],
@@ -76,7 +107,7 @@ for row in rows:
     y += 8
 dash = {
   "__inputs": [{"name": "DS_PROMETHEUS", "label": "Prometheus", "type": "datasource", "pluginId": "prometheus", "pluginName": "Prometheus"}],
-  "title": "tide", "uid": "tide-serving", "description": "tide reranking server: traffic, latency, batching, queues, instances, breaker (metrics from GET /metrics).",
+  "title": "tide", "uid": "tide-serving", "description": "tide reranking server: traffic, latency, batching, queues, instances, breaker, score cache, rollouts (metrics from GET /metrics).",
   "tags": ["tide", "reranker"], "timezone": "browser", "schemaVersion": 39, "version": 1, "editable": True,
   "refresh": "10s", "time": {"from": "now-1h", "to": "now"},
   "templating": {"list": [

@@ -46,6 +46,9 @@ struct ServeFlags {
   bool model_repository_given = false;
   // --api-keys: several keys with quotas (guard/api_keys.h); reloaded on SIGHUP.
   std::string api_keys_file;
+  // --access-log: one JSON line per answered request (serving/access_log.h); "-": stdout; reopened
+  // on SIGHUP. Empty: none.
+  std::string access_log;
   std::string log_level = "info";
   // Model control (Triton's names): none | poll | explicit; poll interval; models loaded at start in
   // explicit mode ("*": all); the key of the repository API (empty: --api-key).
@@ -237,6 +240,18 @@ int Serve(const ServeFlags& f) {
     spdlog::info("API keys: {} key(s) from {}", (*keys)->size(), f.api_keys_file);
     co.api_keys = *std::move(keys);
   }
+  if (!f.access_log.empty()) {
+    auto sink = serving::FileAccessLogSink::Open(f.access_log);
+    serving::AccessLogOptions lo;
+    lo.dropped = (*metrics)->access_log_dropped->WithLabels({});
+    auto log = sink.ok() ? serving::AccessLog::Create(*std::move(sink), lo) : sink.status();
+    if (!log.ok()) {
+      spdlog::error("{}", std::string(log.status().message()));
+      return 1;
+    }
+    co.access_log = *std::move(log);
+    spdlog::info("access log: {}", f.access_log == "-" ? std::string("stdout") : f.access_log);
+  }
   co.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
   if (co.max_concurrent_requests > 0) co.tokenization_queue = static_cast<size_t>(co.max_concurrent_requests);
   auto core = serving::ServiceCore::Create(models->get(), metrics->get(), co);
@@ -346,7 +361,12 @@ int Serve(const ServeFlags& f) {
   for (;;) {
     sigwait(&signals, &signal_number);
     if (signal_number != SIGHUP) break;
-    // SIGHUP: reload the --api-keys file; a file that does not parse leaves the current keys.
+    // SIGHUP: reopen the access log (logrotate renamed it) and reload the --api-keys file; a file
+    // that does not parse leaves the current keys.
+    if (co.access_log != nullptr) {
+      co.access_log->Reopen();
+      spdlog::info("received SIGHUP: reopening the access log {}", f.access_log);
+    }
     if (f.api_keys_file.empty()) {
       spdlog::info("received SIGHUP: no --api-keys file to reload");
       continue;
@@ -391,6 +411,7 @@ int Serve(const ServeFlags& f) {
 #endif
   if (admin) admin->Stop();
   (*server)->Stop();
+  if (co.access_log != nullptr) co.access_log->Flush();  // the last answers' lines
   auto ms_since_signal = [signalled](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(t - signalled).count();
   };
@@ -465,6 +486,11 @@ void RegisterServeCommand(CLI::App* app) {
                   "File of API keys with quotas, one a line: KEY name=NAME [requests_per_second=R] "
                   "[pairs_per_second=P] [max_concurrent=C]; reloaded on SIGHUP")
       ->envname("TIDE_API_KEYS");
+  cmd->add_option("--access-log", flags->access_log,
+                  "Structured access log: one JSON line per answered request (HTTP and gRPC) to this file, or - "
+                  "for stdout; written off the request path (lines dropped and counted in "
+                  "tide_access_log_dropped_total rather than waiting); reopened on SIGHUP (logrotate)")
+      ->envname("TIDE_ACCESS_LOG");
   cmd->add_option("--score-cache-bytes", flags->core.score_cache_bytes,
                   "Bytes of the per-pair score cache (an LRU of the model's logits per (model version, query, "
                   "document, options)); 0: off")

@@ -148,6 +148,20 @@ inline absl::Status WithRetryAfter(absl::Status status, int64_t milliseconds) {
   return status;
 }
 
+// The API key's name (never the key) a refusal belongs to (a key over its quota), carried on the
+// status as a payload for the access log; the call that would know it was never admitted.
+inline constexpr absl::string_view kKeyNamePayloadUrl = "type.tide.dev/KeyName";
+
+inline absl::Status WithKeyName(absl::Status status, absl::string_view name) {
+  status.SetPayload(kKeyNamePayloadUrl, absl::Cord(name));
+  return status;
+}
+
+inline std::string KeyNameOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kKeyNamePayloadUrl);
+  return payload.has_value() ? std::string(*payload) : std::string();
+}
+
 inline std::optional<int64_t> RetryAfterMs(const absl::Status& status) {
   auto payload = status.GetPayload(kRetryAfterPayloadUrl);
   if (!payload.has_value()) return std::nullopt;

@@ -20,6 +20,7 @@
 //    call, before the call's rows are submitted.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -93,6 +94,10 @@ class Call {
   }
   // The API key's tenant (guard/api_keys.h); null when no keys are configured.
   const std::shared_ptr<guard::Tenant>& tenant() const { return tenant_; }
+  // For the access log: pairs (documents, windows, rows) charged to the call so far, and how many
+  // of them the score cache answered.
+  int64_t pairs() const { return pairs_.load(std::memory_order_relaxed); }
+  int64_t cache_hits() const { return cache_hits_.load(std::memory_order_relaxed); }
 
  private:
   friend class ServiceCore;
@@ -104,6 +109,8 @@ class Call {
   bool has_own_priority_;
   bool no_cache_ = false;
   std::vector<std::pair<std::string, std::string>> sticky_values_;
+  mutable std::atomic<int64_t> pairs_{0};       // ServiceCore::ChargePairs
+  mutable std::atomic<int64_t> cache_hits_{0};  // ServiceCore's score-cache split
   std::shared_ptr<guard::Tenant> tenant_;  // declared first: outlives its permit below
   std::optional<guard::ConcurrencyLimiter::Permit> tenant_permit_;
   std::optional<guard::ConcurrencyLimiter::Permit> permit_;

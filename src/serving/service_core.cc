@@ -94,7 +94,10 @@ int64_t CeilMs(Clock::duration d) {
 
 absl::Status ServiceCore::ChargePairs(const Call& call, size_t pairs) const {
   const std::shared_ptr<guard::Tenant>& tenant = call.tenant();
-  if (tenant == nullptr) return absl::OkStatus();
+  if (tenant == nullptr) {
+    call.pairs_.fetch_add(static_cast<int64_t>(pairs), std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
   if (const Clock::duration wait = tenant->pairs().TryTake(static_cast<double>(pairs)); wait > Clock::duration::zero()) {
     CountKey(*tenant, "over_pairs");
     Shed("key_quota");
@@ -104,6 +107,7 @@ absl::Status ServiceCore::ChargePairs(const Call& call, size_t pairs) const {
                           CeilMs(wait));
   }
   metrics_->key_pairs->WithLabels({tenant->name()})->Increment(static_cast<double>(pairs));
+  call.pairs_.fetch_add(static_cast<int64_t>(pairs), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -122,16 +126,20 @@ absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
     if (!tenant_permit.has_value()) {
       CountKey(t, "over_concurrency");
       Shed("key_quota");
-      return errors::Overloaded(absl::StrCat("API key '", t.name(), "' has ", t.quota().max_concurrent,
-                                             " requests in flight (its max_concurrent)"));
+      return WithKeyName(errors::Overloaded(absl::StrCat("API key '", t.name(), "' has ",
+                                                                 t.quota().max_concurrent,
+                                                                 " requests in flight (its max_concurrent)")),
+                                 t.name());
     }
     if (const Clock::duration wait = t.requests().TryTake(1); wait > Clock::duration::zero()) {
       CountKey(t, "over_requests");
       Shed("key_quota");
-      return WithRetryAfter(errors::Overloaded(absl::StrCat("API key '", t.name(), "' is over its quota of ",
-                                                            t.quota().requests_per_second,
-                                                            " requests per second; retry later")),
-                            CeilMs(wait));
+      return WithKeyName(
+          WithRetryAfter(errors::Overloaded(absl::StrCat("API key '", t.name(), "' is over its quota of ",
+                                                         t.quota().requests_per_second,
+                                                         " requests per second; retry later")),
+                         CeilMs(wait)),
+          t.name());
     }
   }
   std::optional<guard::ConcurrencyLimiter::Permit> permit;
@@ -181,9 +189,42 @@ absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
   return call;
 }
 
-void ServiceCore::Start(const CallInfo& info, Work work) {
+void ServiceCore::Start(const CallInfo& info, Work work) { Start(info, std::move(work), nullptr); }
+
+namespace {
+std::string PairOptionsKey(const PairOptions& o);
+}  // namespace
+
+std::optional<absl::StatusOr<RerankScores>> ServiceCore::RerankFromCache(const Call& call, const ServedModel& model,
+                                                                         std::string_view query,
+                                                                         std::span<const std::string_view> documents,
+                                                                         const PairOptions& options, bool raw_scores) {
+  if (cache_ == nullptr || call.no_cache() || options.long_documents != LongDocuments::kTruncate ||
+      documents.empty() || rollouts_->Tracks(model.name(), model.version())) {
+    return std::nullopt;
+  }
+  const std::string options_key = PairOptionsKey(options);
+  const config::ScoreActivation activation = model.parameters().score_activation;
+  RerankScores out;
+  out.scores.reserve(documents.size());
+  for (std::string_view document : documents) {
+    std::optional<std::vector<float>> row =
+        cache_->Lookup(ScoreCache::Key(model.generation(), options_key, query, document));
+    if (!row.has_value()) return std::nullopt;
+    out.scores.push_back(RerankScore(*row, activation, raw_scores));
+  }
+  if (absl::Status s = ChargePairs(call, documents.size()); !s.ok()) return absl::StatusOr<RerankScores>(s);
+  out.cache_hits = documents.size();
+  call.cache_hits_.fetch_add(static_cast<int64_t>(documents.size()), std::memory_order_relaxed);
+  metrics_->score_cache_hits->WithLabels({model.name(), std::to_string(model.version())})
+      ->Increment(static_cast<double>(documents.size()));
+  return absl::StatusOr<RerankScores>(std::move(out));
+}
+
+void ServiceCore::Start(const CallInfo& info, Work work, Attempt attempt) {
   absl::StatusOr<CallPtr> call = Admit(info);
   if (!call.ok()) return std::move(work)(call.status());
+  if (attempt && cache_ != nullptr && info.body_bytes <= options_.light_body_bytes && attempt(*call)) return;
   struct Job {
     CallPtr call;
     Work work;
@@ -452,9 +493,11 @@ void ServiceCore::RerankRows(const CallPtr& call, std::shared_ptr<ServedModel> m
     }
   }
   const size_t hits = n - missing.size();
+  call->cache_hits_.fetch_add(static_cast<int64_t>(hits), std::memory_order_relaxed);
   if (!call->no_cache()) {
-    metrics_->score_cache_hits->WithLabels({})->Increment(static_cast<double>(hits));
-    metrics_->score_cache_misses->WithLabels({})->Increment(static_cast<double>(missing.size()));
+    const std::string version = std::to_string(model->version());
+    metrics_->score_cache_hits->WithLabels({model->name(), version})->Increment(static_cast<double>(hits));
+    metrics_->score_cache_misses->WithLabels({model->name(), version})->Increment(static_cast<double>(missing.size()));
   }
   const config::ScoreActivation activation = model->parameters().score_activation;
   // Fills `out` with the cached rows (and the model's, already in out) for every document.

@@ -76,6 +76,7 @@
 #include "guard/api_keys.h"
 #include "guard/concurrency_limiter.h"
 #include "guard/memory_budget.h"
+#include "serving/access_log.h"
 #include "serving/call.h"
 #include "serving/model_manager.h"
 #include "serving/rollout.h"
@@ -122,6 +123,8 @@ struct ServiceCoreOptions {
   // How often the rollout guards are checked besides on every recorded answer and comparison
   // (a rollback comes within this of a bound being crossed by time alone); 0: no timer.
   std::chrono::milliseconds rollout_check_interval{250};
+  // The structured access log (--access-log, access_log.h) both edges write to; null: none.
+  std::shared_ptr<AccessLog> access_log;
 };
 
 // A text input of Tokenize: a text or a (text, text_pair) pair.
@@ -145,6 +148,21 @@ class ServiceCore {
 
   using Work = absl::AnyInvocable<void(absl::StatusOr<CallPtr>) &&>;
   void Start(const CallInfo& info, Work work);
+  // Start with a first attempt on the caller's thread: with the score cache on and a body on the
+  // light lane, `attempt` gets the admitted call before it is queued for a worker; when it answers
+  // true it has answered the call and `work` is dropped unrun (a request the cache has whole skips
+  // the worker queue, where it would wait behind the misses' tokenization). False: as Start.
+  using Attempt = absl::AnyInvocable<bool(const CallPtr&)>;
+  void Start(const CallInfo& info, Work work, Attempt attempt);
+  // A rerank answered whole from the score cache, without the model: nullopt unless the cache is
+  // on, the call reads it, the options are plain (truncate: no windows), no rollout tracks the
+  // version and every pair is found; then the pairs are charged to the key (the status of a
+  // refusal) and counted as hits. Counts nothing when it answers nullopt (the pairs are looked up
+  // again by Rerank). Cheap enough for an I/O thread: one hash and lookup per pair.
+  std::optional<absl::StatusOr<RerankScores>> RerankFromCache(const Call& call, const ServedModel& model,
+                                                              std::string_view query,
+                                                              std::span<const std::string_view> documents,
+                                                              const PairOptions& options, bool raw_scores);
 
   // `name` empty: the default model (the only one, or the first by name); `version` empty: the
   // newest loaded version.
@@ -208,6 +226,8 @@ class ServiceCore {
   void ApplyDeclaredRollouts();
   ModelManager& models() const { return *models_; }
   ServingMetrics& metrics() const { return *metrics_; }
+  // The access log; null when off.
+  AccessLog* access_log() const { return options_.access_log.get(); }
   const ServiceCoreOptions& options() const { return options_; }
 
  private:

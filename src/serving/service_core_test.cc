@@ -447,7 +447,28 @@ TEST(ServiceCore, TheScoreCacheQueuesOnlyPairsItHasNotSeen) {
   ASSERT_TRUE(raw.ok());
   EXPECT_EQ(raw->cache_hits, 1u);
   EXPECT_FLOAT_EQ(raw->scores[0], 0.5f);
-  EXPECT_EQ(h.metrics->score_cache_hits->WithLabels({})->Value(), 4);
+  // Counted per model and version (the dashboard's hit ratio per card).
+  const std::vector<std::string> labels = {model->name(), std::to_string(model->version())};
+  EXPECT_EQ(h.metrics->score_cache_hits->WithLabels(labels)->Value(), 4);
+  EXPECT_EQ(h.metrics->score_cache_misses->WithLabels(labels)->Value(), 3);
+
+  // RerankFromCache (the edge's I/O-thread attempt): a request found whole is answered without the
+  // model and counted; one with a pair not found answers nullopt and counts nothing.
+  const std::vector<std::string_view> found = {"b", "c"};
+  auto whole = h.core->RerankFromCache(**call, *model, "a", found, PairOptions{}, /*raw_scores=*/false);
+  ASSERT_TRUE(whole.has_value());
+  ASSERT_TRUE(whole->ok()) << whole->status();
+  EXPECT_EQ((*whole)->cache_hits, 2u);
+  EXPECT_EQ((*whole)->scores, first->scores);
+  EXPECT_EQ(rows_run(), 3);
+  EXPECT_EQ(h.metrics->score_cache_hits->WithLabels(labels)->Value(), 6);
+  const std::vector<std::string_view> partly = {"b", "never seen"};
+  EXPECT_FALSE(h.core->RerankFromCache(**call, *model, "a", partly, PairOptions{}, false).has_value());
+  PairOptions windows;
+  windows.long_documents = LongDocuments::kChunkMax;
+  EXPECT_FALSE(h.core->RerankFromCache(**call, *model, "a", found, windows, false).has_value());
+  EXPECT_EQ(h.metrics->score_cache_hits->WithLabels(labels)->Value(), 6);
+  EXPECT_EQ(h.metrics->score_cache_misses->WithLabels(labels)->Value(), 3);
 
   // no_cache: nothing read (the answer is stored again).
   CallInfo fresh_info = h.Info();

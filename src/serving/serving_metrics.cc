@@ -68,9 +68,10 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
   check(Assign(r.AddCounter("tide_key_pairs_total", "Pairs (documents or tensor rows) admitted, by API key name.",
                             {"key"}),
                &m->key_pairs));
-  check(Assign(r.AddCounter("tide_score_cache_hits_total", "Pairs answered from the score cache.", {}),
+  check(Assign(r.AddCounter("tide_score_cache_hits_total", "Pairs answered from the score cache.", {"model", "version"}),
                &m->score_cache_hits));
-  check(Assign(r.AddCounter("tide_score_cache_misses_total", "Pairs looked up in the score cache and not found.", {}),
+  check(Assign(r.AddCounter("tide_score_cache_misses_total", "Pairs looked up in the score cache and not found.",
+                            {"model", "version"}),
                &m->score_cache_misses));
   check(Assign(r.AddCounter("tide_score_cache_evictions_total", "Score cache entries evicted to stay in its bytes.", {}),
                &m->score_cache_evictions));
@@ -96,6 +97,9 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                           "Mean ranking agreement of the candidate with the stable version over the rollout's window "
                           "(measure: spearman, top1, ndcg10).",
                           {"model", "measure"}), &m->rollout_agreement));
+  check(Assign(r.AddCounter("tide_access_log_dropped_total",
+                            "Access log records dropped (--access-log): its writer fell behind or its file failed.", {}),
+               &m->access_log_dropped));
   if (!s.ok()) return s;
   return m;
 }

@@ -68,6 +68,9 @@ struct ServingMetrics {
   metrics::Family<metrics::Gauge>* rollout_state = nullptr;         // tide_rollout_state
   metrics::Family<metrics::Counter>* rollout_rollbacks = nullptr;   // tide_rollout_rollbacks_total
   metrics::Family<metrics::Gauge>* rollout_agreement = nullptr;     // tide_rollout_agreement
+  // The access log (--access-log, serving/access_log.h): records dropped because its writer fell
+  // behind (or its sink failed) rather than slowing requests down.
+  metrics::Family<metrics::Counter>* access_log_dropped = nullptr;  // tide_access_log_dropped_total
 };
 
 }  // namespace tide::serving

@@ -1,10 +1,14 @@
 #include "serving/tensor_rows.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/error.h"
+#include "serving/long_documents.h"
 #include "serving/served_model.h"
 
 namespace tide::serving {
@@ -149,6 +153,106 @@ absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& 
   m.limits = model.token_input_limits();
   m.max_sequence_length = model.max_sequence_length();
   return RowsFromTensors(m, request, rows, tokenize_time);
+}
+
+absl::StatusOr<std::optional<LongDocuments>> LongDocumentsParameter(const api::Parameters& parameters) {
+  auto it = parameters.find("long_documents");
+  if (it == parameters.end()) return std::optional<LongDocuments>();
+  const std::string* name = std::get_if<std::string>(&it->second);
+  std::optional<LongDocuments> mode = name == nullptr ? std::nullopt : ParseLongDocuments(*name);
+  if (!mode.has_value()) {
+    return errors::InvalidInput(
+        "parameters.long_documents must be \"truncate\", \"chunk_max\" or \"chunk_mean\"");
+  }
+  return mode;
+}
+
+absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& request,
+                             std::optional<LongDocuments> requested, std::vector<tokenizer::Encoding>* rows,
+                             TensorWindows* windows, Clock::duration* tokenize_time) {
+  *windows = TensorWindows{};
+  const LongDocuments mode = requested.value_or(model.parameters().long_documents);
+  windows->mode = mode;
+  if (mode == LongDocuments::kTruncate) return RowsFromTensors(model, request, rows, tokenize_time);
+  const api::Tensor* text = nullptr;
+  const api::Tensor* text_pair = nullptr;
+  for (const api::Tensor& t : request.inputs) {
+    if (t.name == "text") text = &t;
+    if (t.name == "text_pair") text_pair = &t;
+  }
+  if (text == nullptr || text_pair == nullptr) {
+    // The model's default applies where it can; a request that asks for it is told why not.
+    if (!requested.has_value()) return RowsFromTensors(model, request, rows, tokenize_time);
+    return errors::InvalidInput(absl::StrCat(
+        "parameters.long_documents ", std::string(LongDocumentsName(mode)),
+        " needs the text inputs 'text' (the query) and 'text_pair' (the document); token tensors and text alone "
+        "are scored as sent"));
+  }
+  // The checks of the plain path (names, types, sizes) first, on a copy without the windows.
+  const auto* texts = std::get_if<std::vector<std::string>>(&text->data);
+  const auto* pairs = std::get_if<std::vector<std::string>>(&text_pair->data);
+  if (texts == nullptr || texts->empty() || pairs == nullptr || pairs->size() != texts->size()) {
+    return RowsFromTensors(model, request, rows, tokenize_time);  // answers the same 422 as without
+  }
+  for (const api::Tensor& t : request.inputs) {
+    if (&t != text && &t != text_pair) return RowsFromTensors(model, request, rows, tokenize_time);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const ChunkOptions chunk = ChunkOptionsFor(model, mode);
+  tokenizer::EncodeOptions opts;
+  opts.max_length = model.max_sequence_length();
+  rows->clear();
+  std::vector<size_t> owner;
+  bool split = false;
+  for (size_t i = 0; i < texts->size(); ++i) {
+    const std::string_view document = (*pairs)[i];
+    DocumentWindows w;
+    if (absl::Status s = SplitLongDocuments(model, (*texts)[i], std::span<const std::string_view>(&document, 1),
+                                            chunk, &w);
+        !s.ok()) {
+      // It names the document as a rerank's texts[0]; here it is text_pair[i].
+      std::string message(s.message());
+      if (message.rfind("texts[0]", 0) == 0) message = absl::StrCat("text_pair[", i, "]", message.substr(8));
+      return errors::InvalidInput(message);
+    }
+    split = split || w.split;
+    for (std::string_view window : w.windows) {
+      rows->emplace_back();
+      if (absl::Status s = model.tokenizer().Encode((*texts)[i], window, opts, &rows->back()); !s.ok()) return s;
+      owner.push_back(i);
+    }
+  }
+  *tokenize_time = std::chrono::steady_clock::now() - start;
+  windows->inputs = texts->size();
+  if (split) windows->owner = std::move(owner);
+  return absl::OkStatus();
+}
+
+void FoldWindowRows(const TensorWindows& windows, InferenceResult* result) {
+  if (!windows.split()) return;
+  const size_t labels = static_cast<size_t>(result->num_labels);
+  std::vector<float> folded(windows.inputs * labels, 0.0f);
+  std::vector<size_t> count(windows.inputs, 0);
+  for (size_t row = 0; row < windows.owner.size(); ++row) {
+    const size_t input = windows.owner[row];
+    for (size_t l = 0; l < labels; ++l) {
+      const float v = result->logits[row * labels + l];
+      float& out = folded[input * labels + l];
+      if (windows.mode == LongDocuments::kChunkMax) {
+        out = count[input] == 0 ? v : std::max(out, v);
+      } else {
+        out += v;
+      }
+    }
+    ++count[input];
+  }
+  if (windows.mode == LongDocuments::kChunkMean) {
+    for (size_t i = 0; i < windows.inputs; ++i) {
+      for (size_t l = 0; l < labels; ++l) folded[i * labels + l] /= static_cast<float>(std::max<size_t>(count[i], 1));
+    }
+  }
+  result->logits = std::move(folded);
+  result->rows = static_cast<int64_t>(windows.inputs);
 }
 
 }  // namespace tide::serving

@@ -15,14 +15,28 @@
 //    and the accepted range. `rows` is unspecified after an error.
 //  - Thread-safe (reads the model's immutable parts only). `tokenize_time` is set for text
 //    inputs only.
+//  - Long documents on text inputs (KServe `parameters.long_documents`, LongDocumentsParameter):
+//    with chunk_max / chunk_mean, each (text, text_pair) row is a (query, document) pair whose
+//    document is split as a rerank's is (serving/long_documents.h: the model's chunk_tokens,
+//    chunk_stride, max_chunks_per_document), every window one row; `windows` records which input
+//    each row belongs to. FoldWindowRows then folds the rows' raw logits back into one row per
+//    input, per label: their max (chunk_max) or mean (chunk_mean), the same as /rerank with
+//    raw_scores. `requested` (the request's parameter) needs text and text_pair (422 for token
+//    tensors or text alone: nothing says which part is the document); without it the model's
+//    `long_documents` parameter applies to text + text_pair inputs only. truncate leaves every
+//    row as it is.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "api/kserve_infer.h"
+#include "common/long_documents.h"
+#include "serving/inference_request.h"
 #include "common/clock.h"
 #include "runtime/model_backend.h"
 #include "serving/token_input_limits.h"
@@ -47,5 +61,27 @@ absl::Status RowsFromTensors(const TensorRowsModel& model, const api::InferReque
 // The same for a loaded model (its signature, tokenizer, limits and max_sequence_length).
 absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& request,
                              std::vector<tokenizer::Encoding>* rows, Clock::duration* tokenize_time);
+
+// `parameters.long_documents` of a KServe request: nullopt when absent; 422 when it is not
+// "truncate", "chunk_max" or "chunk_mean".
+absl::StatusOr<std::optional<LongDocuments>> LongDocumentsParameter(const api::Parameters& parameters);
+
+// Which input each row belongs to, when long documents were split into windows.
+struct TensorWindows {
+  LongDocuments mode = LongDocuments::kTruncate;
+  std::vector<size_t> owner;  // owner[row]: its input; empty when nothing was split
+  size_t inputs = 0;
+  bool split() const { return !owner.empty(); }
+};
+
+// RowsFromTensors with long documents; `windows` tells FoldWindowRows how to fold.
+absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& request,
+                             std::optional<LongDocuments> requested,
+                             std::vector<tokenizer::Encoding>* rows, TensorWindows* windows,
+                             Clock::duration* tokenize_time);
+
+// One row of logits per input again (max or mean per label over its windows); real_tokens and
+// timings stay those of every window. Nothing when nothing was split.
+void FoldWindowRows(const TensorWindows& windows, InferenceResult* result);
 
 }  // namespace tide::serving

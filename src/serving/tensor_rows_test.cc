@@ -231,5 +231,48 @@ TEST(TokenInputLimitsTest, ReadEmbeddingRowsFindsTheGathersTables) {
   std::filesystem::remove(path);
 }
 
+// Long documents on KServe text tensors: window rows fold back per input and per label.
+TEST(FoldWindowRows, MaxOrMeanPerLabelOverEachInputsWindows) {
+  InferenceResult r;
+  r.num_labels = 2;
+  r.rows = 4;  // input 0: one window; input 1: three windows
+  r.logits = {1, -1, /**/ 0.5f, 2, /**/ 3, 0, /**/ -0.5f, 1};
+  r.real_tokens = 40;
+  TensorWindows w;
+  w.owner = {0, 1, 1, 1};
+  w.inputs = 2;
+  w.mode = LongDocuments::kChunkMax;
+  InferenceResult max = r;
+  FoldWindowRows(w, &max);
+  EXPECT_EQ(max.rows, 2);
+  EXPECT_EQ(max.logits, (std::vector<float>{1, -1, 3, 2}));
+  EXPECT_EQ(max.real_tokens, 40u);  // every window's tokens still count
+  w.mode = LongDocuments::kChunkMean;
+  InferenceResult mean = r;
+  FoldWindowRows(w, &mean);
+  EXPECT_EQ(mean.rows, 2);
+  EXPECT_EQ(mean.logits, (std::vector<float>{1, -1, 1, 1}));
+  // Nothing split: untouched.
+  InferenceResult same = r;
+  FoldWindowRows(TensorWindows{}, &same);
+  EXPECT_EQ(same.logits, r.logits);
+  EXPECT_EQ(same.rows, 4);
+}
+
+TEST(LongDocumentsParameter, AbsentNamedOrRefused) {
+  api::Parameters p;
+  auto none = LongDocumentsParameter(p);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  p["long_documents"] = std::string("chunk_mean");
+  auto mean = LongDocumentsParameter(p);
+  ASSERT_TRUE(mean.ok());
+  EXPECT_EQ(*mean, LongDocuments::kChunkMean);
+  p["long_documents"] = std::string("chunk_median");
+  EXPECT_EQ(LongDocumentsParameter(p).status().code(), absl::StatusCode::kFailedPrecondition);
+  p["long_documents"] = int64_t{1};
+  EXPECT_THAT(LongDocumentsParameter(p).status().message(), HasSubstr("long_documents"));
+}
+
 }  // namespace
 }  // namespace tide::serving

@@ -2,9 +2,13 @@
 // /rerank and Cohere's /v1/rerank against the real binary: a short document scores exactly as with
 // truncation; a long one is scored over windows (the best window is at least the mean, usage counts
 // every window's tokens); a bad mode and a document over max_chunks_per_document are 422 naming
-// the field or parameter. The windows' boundaries and folding are unit-tested in
-// src/serving/long_documents_test.cc.
+// the field or parameter. KServe text tensors (text + text_pair) take `parameters.long_documents`
+// and answer each input's raw logits folded over its windows: the same values as /rerank with
+// raw_scores. The windows' boundaries and folding are unit-tested in
+// src/serving/long_documents_test.cc and src/serving/tensor_rows_test.cc.
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "blackbox_support.h"
 #include "gtest/gtest.h"
@@ -82,6 +86,64 @@ TEST_F(ServeLongDocumentsTest, BadModesAndTooManyWindowsAre422) {
   EXPECT_EQ(huge.status, 422) << huge.body;
   EXPECT_NE(huge.body.find("max_chunks_per_document is 8"), std::string::npos) << huge.body;
   EXPECT_NE(huge.body.find("texts[1]"), std::string::npos) << huge.body;
+}
+
+// KServe v2 text tensors: every (text, text_pair) row a (query, document) pair; the windows' raw
+// logits fold per input exactly as /rerank's raw scores do, short documents are untouched, and what
+// cannot be windowed (token tensors, text alone) is refused only when the request asks for it.
+TEST_F(ServeLongDocumentsTest, KServeTextTensorsScoreLongDocumentsLikeRerank) {
+  auto client = NewClient();
+  const std::string query = "a town by the river";
+  const std::vector<std::string> docs = {"quiet hills", Words(150)};
+  auto infer = [&](const json& parameters, const std::vector<std::string>& texts) {
+    json body = {{"inputs", json::array({{{"name", "text"}, {"shape", {texts.size()}}, {"datatype", "BYTES"},
+                                          {"data", std::vector<std::string>(texts.size(), query)}},
+                                         {{"name", "text_pair"}, {"shape", {texts.size()}}, {"datatype", "BYTES"},
+                                          {"data", texts}}})}};
+    if (!parameters.is_null()) body["parameters"] = parameters;
+    return client->Post("/v2/models/m/infer", body.dump());
+  };
+  auto logits = [](const ClientResponse& r) {
+    const json out = ParseJson(r.body)["outputs"][0];
+    EXPECT_EQ(out["shape"], json::array({2, 1})) << r.body;  // one row per input, windows folded
+    return out["data"].get<std::vector<double>>();
+  };
+  auto rerank = [&](const char* mode) {
+    const ClientResponse r = client->Post("/rerank", json{{"query", query}, {"texts", docs}, {"raw_scores", true},
+                                                          {"long_documents", mode}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return std::vector<double>{Score(r, 0), Score(r, 1)};
+  };
+  const ClientResponse plain = infer(nullptr, docs);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const std::vector<double> cut = logits(plain);
+  for (const char* mode : {"truncate", "chunk_max", "chunk_mean"}) {
+    SCOPED_TRACE(mode);
+    const ClientResponse r = infer(json{{"long_documents", mode}}, docs);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::vector<double> got = logits(r);
+    const std::vector<double> want = rerank(mode);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_NEAR(got[0], want[0], 1e-4);
+    EXPECT_NEAR(got[1], want[1], 1e-4);
+    EXPECT_NEAR(got[0], cut[0], 1e-6);  // the short document: the same row as without
+    if (std::string(mode) != "truncate") EXPECT_GT(std::abs(got[1] - cut[1]), 1e-6);  // the long one: windows
+  }
+
+  // Refused, naming what is wrong.
+  const ClientResponse bad = infer(json{{"long_documents", "chunk_median"}}, docs);
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_NE(bad.body.find("long_documents"), std::string::npos) << bad.body;
+  const ClientResponse huge = infer(json{{"long_documents", "chunk_max"}}, {"a", Words(2000)});
+  EXPECT_EQ(huge.status, 422) << huge.body;
+  EXPECT_NE(huge.body.find("text_pair[1]"), std::string::npos) << huge.body;
+  EXPECT_NE(huge.body.find("max_chunks_per_document is 8"), std::string::npos) << huge.body;
+  const ClientResponse alone = client->Post(
+      "/v2/models/m/infer",
+      json{{"inputs", json::array({{{"name", "text"}, {"shape", {1}}, {"datatype", "BYTES"}, {"data", {query}}}})},
+           {"parameters", {{"long_documents", "chunk_max"}}}}.dump());
+  EXPECT_EQ(alone.status, 422) << alone.body;
+  EXPECT_NE(alone.body.find("text_pair"), std::string::npos) << alone.body;
 }
 
 }  // namespace

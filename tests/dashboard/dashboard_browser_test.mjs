@@ -22,8 +22,12 @@
 // 3. The page's counts agree with the test's own bracket S_a..S_b: that window holds the page's
 //    plus two scrape round trips and a DevTools call (tens of ms), in which each closed-loop client
 //    completes at most 1 + gap / P50 requests per edge: that is the allowed excess.
-// 4. Gauges (queue depth, busy ratio, breaker) are P2's values; rollout and cache show "n/a"
-//    while their families are absent.
+// 4. Gauges (queue depth, busy ratio, breaker, rollout state and agreement) are P2's values; the
+//    cache hit ratio is the window's hits / (hits + misses) per model and version, from P1 and P2.
+// 5. The rollout's role and window stats are those of the GET /v2/models/{m}/rollout the page
+//    fetched with P2, which lies between the test's own GETs taken with S_a and S_b.
+// The server runs with the score cache on (half of each request's documents repeat) and a canary
+// rollout of minilm-breaker (versions 1 and 2), so every tile shows a live value.
 import {spawn} from "node:child_process";
 import {createInterface} from "node:readline";
 import fs from "node:fs";
@@ -72,18 +76,21 @@ if (!fs.existsSync(repository) || fs.readdirSync(repository).length === 0) {
 
 // ---- the server -------------------------------------------------------------------------------
 // A repository with every model of `repository` (linked) plus, when it holds minilm-l6, a second
-// model "minilm-breaker" on the same files with a circuit breaker, so that the page shows two
-// models and a breaker state.
+// model "minilm-breaker" on the same files with a circuit breaker and two versions, so that the
+// page shows two models, a breaker state and a rollout (version 2 a canary of version 1).
 function makeRepository() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tide-dashboard-repo-"));
   for (const name of fs.readdirSync(repository)) fs.symlinkSync(path.join(repository, name), path.join(dir, name));
   const base = path.join(repository, "minilm-l6");
   if (fs.existsSync(path.join(base, "config.pbtxt"))) {
     const m = path.join(dir, "minilm-breaker");
-    fs.mkdirSync(path.join(m, "1"), {recursive: true});
-    fs.symlinkSync(path.join(base, "1", "model.onnx"), path.join(m, "1", "model.onnx"));
+    for (const version of ["1", "2"]) {
+      fs.mkdirSync(path.join(m, version), {recursive: true});
+      fs.symlinkSync(path.join(base, "1", "model.onnx"), path.join(m, version, "model.onnx"));
+    }
     fs.symlinkSync(path.join(base, "tokenizer.json"), path.join(m, "tokenizer.json"));
     const config = fs.readFileSync(path.join(base, "config.pbtxt"), "utf8").replace(/name: "minilm-l6"/, 'name: "minilm-breaker"') +
+        'version_policy { all { } }\n' +
         'parameters {\n  key: "breaker_error_rate"\n  value { string_value: "0.5" }\n}\n';
     fs.writeFileSync(path.join(m, "config.pbtxt"), config);
   }
@@ -92,7 +99,8 @@ function makeRepository() {
 
 async function startServer(repo) {
   const child = spawn(path.join(binaryDir, "tide"),
-                      ["serve", "--model-repository", repo, "--host", "127.0.0.1", "--port", "0"],
+                      ["serve", "--model-repository", repo, "--host", "127.0.0.1", "--port", "0",
+                       "--score-cache-bytes", String(16 << 20)],
                       {stdio: ["ignore", "pipe", "inherit"]});
   children.push(child);
   const lines = createInterface({input: child.stdout});
@@ -110,14 +118,19 @@ async function startServer(repo) {
 }
 
 // ---- load: closed-loop clients posting /rerank --------------------------------------------------
-// Cohere-style /v1/rerank, `clients` per model.
+// Cohere-style /v1/rerank, `clients` per model. Half of each request's documents are the same in
+// every request (score-cache hits after the first), half are new (misses: the model scores them).
 function startLoad(base, models, clients, texts) {
   const load = {running: true, ok: 0, failed: 0};
-  const documents = Array.from({length: texts}, (_, i) => `The giant panda is a bear native to China, document ${i}.`);
   const workers = models.flatMap(model => Array.from({length: clients}, () => model));
+  let serial = 0;
   load.done = Promise.all(workers.map(async model => {
-    const body = JSON.stringify({model, query: "what is a panda?", documents});
     while (load.running) {
+      const n = serial++;
+      const documents = Array.from({length: texts}, (_, i) => i < texts / 2
+          ? `The giant panda is a bear native to China, document ${i}.`
+          : `The giant panda is a bear native to China, document ${i} of request ${n}.`);
+      const body = JSON.stringify({model, query: "what is a panda?", documents});
       try {
         const r = await fetch(base + "/v1/rerank", {method: "POST", headers: {"Content-Type": "application/json"}, body});
         await r.arrayBuffer();
@@ -249,6 +262,16 @@ async function main() {
   const models = [...new Set([...index.matchAll(/^tide_model_ready\{model="([^"]+)"/gm)].map(m => m[1]))].sort();
   console.log("models: " + models.join(", "));
   const scrape = async () => (await fetch(base + "/metrics")).text();
+  // A canary of version 2 beside version 1; a guard that never trips (both are the same weights,
+  // but a P99 ratio on a loaded machine could roll back) and a window wider than the run.
+  const ROLLOUT_MODEL = "minilm-breaker";
+  const hasRollout = models.includes(ROLLOUT_MODEL);
+  const getRollout = async () => (await fetch(`${base}/v2/models/${ROLLOUT_MODEL}/rollout`)).json();
+  if (hasRollout) {
+    const r = await fetch(`${base}/v2/models/${ROLLOUT_MODEL}/rollout`, {method: "PUT", body: JSON.stringify(
+        {stable: "1", candidate: "2", mode: "canary", percent: 50, window: 100000, guard: {min_requests: 1000000}})});
+    check(r.status === 200, `PUT ${ROLLOUT_MODEL}'s rollout (canary 50%): HTTP ${r.status}`);
+  }
 
   const page = await (await fetch(base + "/dashboard")).text();
   check(page.startsWith("<!DOCTYPE html>"), "GET /dashboard answers the page");
@@ -269,11 +292,13 @@ async function main() {
     }
 
     const ta = performance.now();
+    const ra = hasRollout ? await getRollout() : null;
     const sa = await scrape();
     await browser.evaluate("tideDashboard.pollNow().then(() => true)");
     await sleep(3000);
     await browser.evaluate("tideDashboard.pollNow().then(() => true)");
     const sb = await scrape();
+    const rb = hasRollout ? await getRollout() : null;
     const tb = performance.now();
 
     const got = await browser.evaluate(`(() => {
@@ -286,7 +311,7 @@ async function main() {
       const server = {};
       for (const e of document.querySelectorAll("#server [data-k]")) server[e.dataset.k] = e.textContent;
       return {server, prevText: st.prevText, lastText: st.lastText, windowSeconds: st.windowSeconds, error: st.error,
-              polls: st.polls, cards, status: document.getElementById("status").textContent};
+              polls: st.polls, cards, rollouts: st.rollouts, status: document.getElementById("status").textContent};
     })()`);
     console.log("page status line: " + got.status);
     check(got.error === null, "the page's polls succeeded");
@@ -317,6 +342,8 @@ async function main() {
     if (present("tide_inflight_request_bytes")) {
       near(got.server.inflight_mib, whole("tide_inflight_request_bytes") / 1048576, "in-flight request MiB");
     }
+    check(present("tide_score_cache_bytes"), "the score cache is on (tide_score_cache_bytes exported)");
+    near(got.server.score_cache_mib, whole("tide_score_cache_bytes") / 1048576, "score cache MiB");
     for (const {model, version, shown} of got.cards) {
       const tag = `${model}/${version}`;
       const r = (name, filter) => (total(P2, name, model, version, filter) - total(P1, name, model, version, filter)) / dt;
@@ -338,10 +365,40 @@ async function main() {
           : {0: "closed", 1: "open", 2: "half-open"}[total(P2, "tide_breaker_state", model, version)];
       check(shown.breaker === breaker, `${tag} breaker: shown ${shown.breaker}, metrics ${breaker}`);
       near(shown.errors_per_s, r("tide_requests_total", l => Number(l.status) >= 500), `${tag} 5xx/s`);
-      const hasRollout = P2.some(s => s.name === "tide_rollout_state");
-      const hasCache = P2.some(s => s.name.startsWith("tide_score_cache_"));
-      if (!hasRollout) check(shown.rollout === "n/a", `${tag} rollout shows n/a while tide_rollout_state is absent`);
-      if (!hasCache) check(shown.cache_hit_ratio === "n/a", `${tag} cache hit ratio shows n/a while tide_score_cache_* is absent`);
+      // Score cache, per model and version: hits / (hits + misses) in the page's window.
+      const dh = r("tide_score_cache_hits_total") * dt, dm = r("tide_score_cache_misses_total") * dt;
+      near(shown.cache_hit_ratio, dh + dm > 0 ? 100 * dh / (dh + dm) : null, `${tag} cache hit ratio % (${dh} hits, ${dm} misses)`);
+      near(shown.cache_hits_per_s, dh / dt, `${tag} cache hits/s`);
+      if (rps > 1) check(dh > 0 && dm > 0, `${tag} the window holds both cache hits (${dh}) and misses (${dm})`);
+      // Rollout: state and agreement are P2's per-model gauges; "n/a" for a model without one.
+      const rolloutSeries = P2.filter(s => s.name === "tide_rollout_state" && s.labels.model === model);
+      if (rolloutSeries.length === 0) {
+        check(shown.rollout === "n/a", `${tag} rollout shows n/a (no rollout)`);
+      } else {
+        const stateName = {0: "idle", 1: "running", 2: "promoted", 3: "rolled_back"}[rolloutSeries[0].value];
+        check(shown.rollout === stateName, `${tag} rollout state: shown ${shown.rollout}, metrics ${stateName}`);
+        for (const m of ["spearman", "top1", "ndcg10"]) {
+          const a = P2.filter(s => s.name === "tide_rollout_agreement" && s.labels.model === model && s.labels.measure === m);
+          near(shown["rollout_" + m], a.length ? a[0].value : null, `${tag} rollout agreement ${m}`);
+        }
+        // Role and window stats: the page's own GET of the rollout, between the test's two.
+        const body = (got.rollouts[model] || {}).body;
+        check(body !== undefined, `${tag} the page read GET /v2/models/${model}/rollout`);
+        if (body !== undefined) {
+          const role = String(body.stable) === version ? "stable" : String(body.candidate) === version ? "candidate" : "other";
+          check(shown.rollout_role === `${role} · ${body.mode} ${body.percent}%`,
+                `${tag} rollout role: shown "${shown.rollout_role}" (${body.mode} ${body.percent}%, stable ${body.stable})`);
+          const w = body.stats[version];
+          near(shown.rollout_window_requests, w.requests, `${tag} rollout window answers`);
+          near(shown.rollout_window_errors, w.errors, `${tag} rollout window errors`);
+          near(shown.rollout_window_p99_ms, w.p99_ms, `${tag} rollout window P99 ms`);
+          const [before, after] = [ra.stats[version].requests, rb.stats[version].requests];
+          check(before <= w.requests && w.requests <= after && after > before,
+                `${tag} rollout window answers ${before} <= ${w.requests} (page) <= ${after}, growing`);
+          check(body.state === stateName && ra.candidate === body.candidate && rb.stable === body.stable,
+                `${tag} the page's rollout (${body.state}) is the server's`);
+        }
+      }
 
       // 3. Live and consistent with the test's own bracket: S_a..S_b holds the page's window plus
       // gaps (wall - dt) of tens of ms; in them each closed-loop client completes at most
@@ -359,21 +416,20 @@ async function main() {
             `${tag} page window ${pagePairs} pairs, test window ${testPairs} (at most ${slack * TEXTS} more allowed)`);
     }
 
-    // Planned families, once exported, are drawn: the page's scrapes plus a rollout state and
-    // score-cache counters (20 hits, 5 misses in the window: 80 %).
-    const [m0] = models;
-    const extra = (hits, misses) =>
-        `tide_rollout_state{model="${m0}",version="1",state="canary"} 1\n` +
-        `tide_score_cache_hits_total{model="${m0}",version="1"} ${hits}\n` +
-        `tide_score_cache_misses_total{model="${m0}",version="1"} ${misses}\n`;
-    const planned = await browser.evaluate(`(() => {
-      tideDashboard.renderTexts(${JSON.stringify(got.prevText + extra(10, 5))}, ${JSON.stringify(got.lastText + extra(30, 10))}, 2);
-      const card = [...document.querySelectorAll("[data-model]")].find(c => c.dataset.model === ${JSON.stringify(m0)});
-      return {rollout: card.querySelector('[data-k="rollout"]').textContent,
-              cache: card.querySelector('[data-k="cache_hit_ratio"]').textContent};
-    })()`);
-    check(planned.rollout === "canary=1", `${m0} rollout drawn when tide_rollout_state is present: ${planned.rollout}`);
-    check(planned.cache === "80", `${m0} cache hit ratio drawn when tide_score_cache_* are present: ${planned.cache} %`);
+    // States a live run rarely shows, drawn from edited scrapes: a rolled-back rollout, and a
+    // server without the score cache ("n/a", not 0 %).
+    if (hasRollout) {
+      const edit = t => t.replace(/^(tide_rollout_state\{[^}]*\}) \S+$/m, "$1 3")
+          .split("\n").filter(l => !l.startsWith("tide_score_cache_")).join("\n");
+      const drawn = await browser.evaluate(`(() => {
+        tideDashboard.renderTexts(${JSON.stringify(edit(got.prevText))}, ${JSON.stringify(edit(got.lastText))}, 2);
+        const card = [...document.querySelectorAll("[data-model]")].find(c => c.dataset.model === ${JSON.stringify(ROLLOUT_MODEL)});
+        return {rollout: card.querySelector('[data-k="rollout"]').textContent,
+                cache: card.querySelector('[data-k="cache_hit_ratio"]').textContent};
+      })()`);
+      check(drawn.rollout === "rolled_back", `${ROLLOUT_MODEL} a rolled-back rollout is drawn: ${drawn.rollout}`);
+      check(drawn.cache === "n/a", `${ROLLOUT_MODEL} cache hit ratio without the cache's families: ${drawn.cache}`);
+    }
     await browser.evaluate("tideDashboard.renderTexts(tideDashboard.state.prevText, tideDashboard.state.lastText, " +
                            "tideDashboard.state.windowSeconds) && true");
 

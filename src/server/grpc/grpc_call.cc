@@ -1,6 +1,8 @@
 #include "server/grpc/grpc_call.h"
 
+#include <atomic>
 #include <charconv>
+#include <random>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -85,13 +87,51 @@ void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, co
   }
 }
 
+std::string RequestIdOf(const grpc::CallbackServerContext& context) {
+  if (std::string_view id = Metadata(context, "x-request-id"); !id.empty()) return std::string(id.substr(0, 128));
+  static const uint32_t process = std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrFormat("%08x-g%d", process, counter.fetch_add(1, std::memory_order_relaxed) + 1);
+}
+
+void LogAnswer(serving::AccessLog* log, const std::string& model, const std::string& version, const char* endpoint,
+               const absl::Status& status, Steady::time_point received_at, const serving::StageTimings* timings,
+               bool degraded, const serving::Call* call, std::string request_id) {
+  if (log == nullptr) return;
+  serving::AccessRecord r;
+  r.time = std::chrono::system_clock::now();
+  r.protocol = "grpc";
+  r.route = endpoint;
+  r.model = model;
+  r.version = version;
+  r.status = status.ok() ? 200 : api::HttpStatusFor(status);
+  if (!status.ok()) r.error_type = std::string(api::ErrorTypeFor(status));
+  if (call != nullptr) {
+    if (call->tenant() != nullptr) r.key = call->tenant()->name();
+    r.pairs = call->pairs();
+    r.cache_hits = call->cache_hits();
+  } else if (!status.ok()) {
+    r.key = KeyNameOf(status);
+  }
+  r.degraded = degraded;
+  if (timings != nullptr) {
+    r.queue_ms = std::chrono::duration<double, std::milli>(timings->queue).count();
+    r.inference_ms = std::chrono::duration<double, std::milli>(timings->inference).count();
+  }
+  r.total_ms = std::chrono::duration<double, std::milli>(Steady::now() - received_at).count();
+  r.request_id = std::move(request_id);
+  log->Log(std::move(r));
+}
+
 UnaryAnswer& UnaryAnswer::operator=(UnaryAnswer&& other) noexcept {
   if (this == &other) return *this;
   if (finish_) Done(errors::Internal("answer replaced unfinished"), nullptr, nullptr);
   context_ = other.context_;
+  id_source_ = other.id_source_;
   finish_ = std::move(other.finish_);
   other.finish_ = nullptr;
   metrics_ = other.metrics_;
+  access_log_ = other.access_log_;
   endpoint_ = other.endpoint_;
   received_at_ = other.received_at_;
   model_ = std::move(other.model_);
@@ -113,8 +153,14 @@ void UnaryAnswer::FinishError(const absl::Status& status) { Done(status, nullptr
 void UnaryAnswer::Done(const absl::Status& status, const serving::StageTimings* timings, const char* degraded) {
   if (!finish_) return;
   RecordAnswer(metrics_, model_, version_, endpoint_, status, received_at_, status.ok() ? timings : nullptr);
+  if (context_ != nullptr && !version_.empty()) context_->AddTrailingMetadata("x-tide-model-version", version_);
+  if (access_log_ != nullptr) {
+    std::string request_id = id_source_ != nullptr ? RequestIdOf(*id_source_) : std::string();
+    if (context_ != nullptr) context_->AddTrailingMetadata("x-request-id", request_id);
+    LogAnswer(access_log_, model_, version_, endpoint_, status, received_at_, status.ok() ? timings : nullptr,
+              status.ok() && degraded != nullptr, call_.get(), std::move(request_id));
+  }
   if (context_ != nullptr) {
-    if (!version_.empty()) context_->AddTrailingMetadata("x-tide-model-version", version_);
     if (!status.ok()) {
       AddErrorTrailers(status, context_);
     } else if (degraded != nullptr) {

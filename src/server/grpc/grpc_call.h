@@ -17,8 +17,11 @@
 //    status of the answer's error kind, 200 for OK) and, with timings, the stage histograms; add
 //    `x-tide-model-version` and the timing trailers (x-tokenization-time, x-queue-time,
 //    x-inference-time, x-total-time in whole ms, server-timing in fractional ms) or the error
-//    trailers (grpc_status.h); release the held call's concurrency permit; then finish. An answer
-//    destroyed unfinished finishes INTERNAL (a bug, never silence).
+//    trailers (grpc_status.h); hand the access log (when given) one record, with the request id of
+//    the `x-request-id` metadata (else a new one) also sent as an `x-request-id` trailer; release
+//    the held call's concurrency permit; then finish. An answer destroyed unfinished finishes
+//    INTERNAL (a bug, never silence). The answer to one message of a stream has no context (no
+//    trailers): its record takes the request id of the stream's context (set_request_id_source).
 //  - StartCall is every inference RPC's opening: CallInfoFor, then ServiceCore::Start (admission);
 //    on success `work(call, answer)` runs on a tokenization worker with the call held by the
 //    answer; any failure finishes the answer with its error. `model` / `model_version` (views
@@ -35,6 +38,7 @@
 #include "common/cancellation_flag.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
+#include "serving/access_log.h"
 #include "serving/call.h"
 #include "serving/inference_request.h"
 #include "serving/service_core.h"
@@ -50,6 +54,16 @@ absl::StatusOr<serving::CallInfo> CallInfoFor(const grpc::CallbackServerContext&
 
 // The timing trailers of an answer (the same values as the HTTP edge's timing headers).
 void AddTimingTrailers(const serving::StageTimings& timings, grpc::CallbackServerContext* context);
+
+// Hands `log` (may be null: nothing) the access record of one answered RPC or stream message.
+// `call` (may be null: not admitted) gives the key name, pairs and cache hits; else a refusal's
+// errors::KeyNameOf.
+void LogAnswer(serving::AccessLog* log, const std::string& model, const std::string& version, const char* endpoint,
+               const absl::Status& status, Steady::time_point received_at, const serving::StageTimings* timings,
+               bool degraded, const serving::Call* call, std::string request_id);
+
+// The request id of a call: its `x-request-id` metadata (first 128 bytes), else a new one.
+std::string RequestIdOf(const grpc::CallbackServerContext& context);
 
 // Records one answered RPC (or one answer on a stream) in the request metrics.
 void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, const std::string& version,
@@ -80,14 +94,21 @@ class UnaryAnswer {
   // `finish` finishes the RPC (the reactor's Finish); it is called exactly once. `context` may be
   // null: the answer to one message of a stream (recorded in the metrics, no trailers).
   using FinishFn = absl::AnyInvocable<void(const grpc::Status&) &&>;
+  // `access_log` may be null (none).
   UnaryAnswer(grpc::CallbackServerContext* context, FinishFn finish, serving::ServingMetrics* metrics,
-              const char* endpoint, Steady::time_point received_at)
-      : context_(context), finish_(std::move(finish)), metrics_(metrics), endpoint_(endpoint), received_at_(received_at) {}
+              serving::AccessLog* access_log, const char* endpoint, Steady::time_point received_at)
+      : context_(context),
+        id_source_(context),
+        finish_(std::move(finish)),
+        metrics_(metrics),
+        access_log_(access_log),
+        endpoint_(endpoint),
+        received_at_(received_at) {}
   // For a UnaryReactor.
   UnaryAnswer(grpc::CallbackServerContext* context, UnaryReactor* reactor, serving::ServingMetrics* metrics,
-              const char* endpoint, Steady::time_point received_at)
-      : UnaryAnswer(context, [reactor](const grpc::Status& s) { reactor->Finish(s); }, metrics, endpoint,
-                    received_at) {}
+              serving::AccessLog* access_log, const char* endpoint, Steady::time_point received_at)
+      : UnaryAnswer(context, [reactor](const grpc::Status& s) { reactor->Finish(s); }, metrics, access_log,
+                    endpoint, received_at) {}
   UnaryAnswer(UnaryAnswer&& other) noexcept { *this = std::move(other); }
   UnaryAnswer& operator=(UnaryAnswer&& other) noexcept;
   ~UnaryAnswer();
@@ -97,6 +118,9 @@ class UnaryAnswer {
     version_ = std::to_string(version);
   }
   void hold(serving::CallPtr call) { call_ = std::move(call); }
+  // The context whose `x-request-id` names this answer in the access log (the stream's, for the
+  // answer to one message of a stream).
+  void set_request_id_source(const grpc::CallbackServerContext* context) { id_source_ = context; }
   grpc::CallbackServerContext* context() const { return context_; }
   Steady::time_point received_at() const { return received_at_; }
 
@@ -109,8 +133,10 @@ class UnaryAnswer {
   void Done(const absl::Status& status, const serving::StageTimings* timings, const char* degraded);
 
   grpc::CallbackServerContext* context_ = nullptr;
+  const grpc::CallbackServerContext* id_source_ = nullptr;
   FinishFn finish_;  // empty once finished (or moved from)
   serving::ServingMetrics* metrics_ = nullptr;
+  serving::AccessLog* access_log_ = nullptr;
   const char* endpoint_ = "";
   Steady::time_point received_at_;
   std::string model_;

@@ -30,7 +30,7 @@ struct Immediate {
 };
 Immediate NewImmediate(grpc::CallbackServerContext* context, serving::ServiceCore* core, const char* endpoint) {
   auto* reactor = new UnaryReactor();
-  return Immediate{reactor, UnaryAnswer(context, reactor, &core->metrics(), endpoint, Steady::now())};
+  return Immediate{reactor, UnaryAnswer(context, reactor, &core->metrics(), core->access_log(), endpoint, Steady::now())};
 }
 
 std::string_view Authorization(const grpc::CallbackServerContext& context) {
@@ -156,17 +156,26 @@ class StreamInferReactor final
       service_->RunInfer(*call, *request, received,
                          [this, seq, request, received, c = *call](KServeService::InferAnswer answer) mutable {
                            c->ReleasePermit();
-                           Answer(seq, *request, received, std::move(answer));
+                           Answer(seq, *request, received, std::move(answer), c.get());
                          });
     });
   }
 
   // Any thread: queue the answer of message `seq` and write what is next in order.
+  // `call`: the admitted call (null when refused), for the access log.
   void Answer(uint64_t seq, const inference::ModelInferRequest& request, Steady::time_point received,
-              KServeService::InferAnswer answer) {
-    RecordAnswer(&service_->core()->metrics(), answer.model, answer.model.empty() ? "" : std::to_string(answer.version),
-                 "stream_infer", answer.status, received,
-                 answer.status.ok() && answer.timings.has_value() ? &*answer.timings : nullptr);
+              KServeService::InferAnswer answer, const serving::Call* call = nullptr) {
+    const std::string version = answer.model.empty() ? "" : std::to_string(answer.version);
+    const serving::StageTimings* timings = answer.status.ok() && answer.timings.has_value() ? &*answer.timings : nullptr;
+    RecordAnswer(&service_->core()->metrics(), answer.model, version, "stream_infer", answer.status, received, timings);
+    // One access record per message; the stream's x-request-id metadata, suffixed with the
+    // message's id when it has one.
+    if (serving::AccessLog* log = service_->core()->access_log(); log != nullptr) {
+      std::string id = RequestIdOf(*context_);
+      if (!request.id().empty()) absl::StrAppend(&id, "/", request.id().substr(0, 128));
+      LogAnswer(log, answer.model, version, "stream_infer", answer.status, received, timings,
+                answer.status.ok() && answer.degraded != nullptr, call, std::move(id));
+    }
     inference::ModelStreamInferResponse out;
     if (answer.status.ok()) {
       *out.mutable_infer_response() = std::move(answer.response);
@@ -439,7 +448,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   auto* reactor = new UnaryReactor();
   const Steady::time_point received = Steady::now();
   StartCall(
-      core_, *context, request->ByteSizeLong(), UnaryAnswer(context, reactor, &core_->metrics(), "infer", received),
+      core_, *context, request->ByteSizeLong(), UnaryAnswer(context, reactor, &core_->metrics(), core_->access_log(), "infer", received),
       reactor->client_gone(),
       [this, request, response, received](serving::CallPtr call, UnaryAnswer answer) {
         RunInfer(call, *request, received, [response, answer = std::move(answer)](InferAnswer result) mutable {
@@ -494,15 +503,19 @@ void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferR
   if (absl::Status s = call->Refine(*timeout, *priority); !s.ok()) return fail(s, name, version);
   if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return fail(s, name, version);
 
+  auto long_documents = serving::LongDocumentsParameter(parsed->parameters);
+  if (!long_documents.ok()) return fail(long_documents.status(), name, version);
   std::vector<tokenizer::Encoding> rows;
   Clock::duration tokenize{};
-  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) {
+  serving::TensorWindows windows;
+  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, *long_documents, &rows, &windows, &tokenize);
+      !s.ok()) {
     return fail(s, name, version);
   }
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
   core_->Infer(call, *model, std::move(rows),
-               [done = std::move(done), req, m = *model, tokenize, received_at, name,
-                version](absl::StatusOr<serving::InferOutcome> outcome) mutable {
+               [done = std::move(done), req, m = *model, tokenize, received_at, name, version,
+                windows = std::move(windows)](absl::StatusOr<serving::InferOutcome> outcome) mutable {
                  InferAnswer a;
                  a.model = name;
                  a.version = version;
@@ -510,6 +523,7 @@ void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferR
                    a.status = outcome.status();
                    return std::move(done)(std::move(a));
                  }
+                 serving::FoldWindowRows(windows, &outcome->result);
                  const Steady::time_point post = Steady::now();
                  serving::StageTimings t = outcome->result.timings;
                  const char* fallback = outcome->fallback;

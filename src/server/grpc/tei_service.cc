@@ -67,7 +67,8 @@ class RerankStreamReactor final : public grpc::ServerReadReactor<tei::v1::Rerank
         response_(response),
         client_gone_(std::make_shared<CancellationFlag>()),
         collector_(service->options().limits),
-        answer_(context, [this](const grpc::Status& s) { Finish(s); }, &service->core()->metrics(), "rerank_stream",
+        answer_(context, [this](const grpc::Status& s) { Finish(s); }, &service->core()->metrics(),
+                service->core()->access_log(), "rerank_stream",
                 Steady::now()) {
     StartRead(&incoming_);
   }
@@ -108,7 +109,7 @@ class RerankStreamReactor final : public grpc::ServerReadReactor<tei::v1::Rerank
 grpc::ServerUnaryReactor* TeiInfoService::Info(grpc::CallbackServerContext* context, const tei::v1::InfoRequest*,
                                                tei::v1::InfoResponse* response) {
   auto* reactor = new UnaryReactor();
-  UnaryAnswer answer(context, reactor, &core_->metrics(), "info", Steady::now());
+  UnaryAnswer answer(context, reactor, &core_->metrics(), core_->access_log(), "info", Steady::now());
   auto model = core_->FindModel();
   if (!model.ok()) {
     answer.FinishError(model.status());
@@ -139,7 +140,7 @@ grpc::ServerUnaryReactor* TeiRerankService::Rerank(grpc::CallbackServerContext* 
   // The message is checked on the tokenization worker, after admission, as HTTP parses there; the
   // conversion copies the texts so the request message is not needed after it.
   StartCall(core_, *context, request->ByteSizeLong(),
-            UnaryAnswer(context, reactor, &core_->metrics(), "rerank", Steady::now()), reactor->client_gone(),
+            UnaryAnswer(context, reactor, &core_->metrics(), core_->access_log(), "rerank", Steady::now()), reactor->client_gone(),
             [this, request, response](serving::CallPtr call, UnaryAnswer answer) {
               auto parsed = RerankRequestFromProto(*request, options_.limits);
               if (!parsed.ok()) return answer.FinishError(parsed.status());
@@ -273,10 +274,11 @@ class SequentialStream final : public grpc::ServerBidiReactor<Req, Resp> {
  public:
   using Handler = std::function<void(const grpc::CallbackServerContext&, const Req*, Resp*, UnaryAnswer,
                                      std::shared_ptr<CancellationFlag>)>;
-  SequentialStream(grpc::CallbackServerContext* context, serving::ServingMetrics* metrics, const char* endpoint,
-                   Handler handle)
+  SequentialStream(grpc::CallbackServerContext* context, serving::ServingMetrics* metrics,
+                   serving::AccessLog* access_log, const char* endpoint, Handler handle)
       : context_(context),
         metrics_(metrics),
+        access_log_(access_log),
         endpoint_(endpoint),
         handle_(std::move(handle)),
         client_gone_(std::make_shared<CancellationFlag>()) {
@@ -288,7 +290,9 @@ class SequentialStream final : public grpc::ServerBidiReactor<Req, Resp> {
                                                       : grpc::Status::OK);
     }
     response_.Clear();
-    UnaryAnswer answer(nullptr, [this](const grpc::Status& s) { Answered(s); }, metrics_, endpoint_, Steady::now());
+    UnaryAnswer answer(nullptr, [this](const grpc::Status& s) { Answered(s); }, metrics_, access_log_, endpoint_,
+                       Steady::now());
+    answer.set_request_id_source(context_);
     handle_(*context_, &request_, &response_, std::move(answer), client_gone_);
   }
   void OnWriteDone(bool ok) override {
@@ -307,6 +311,7 @@ class SequentialStream final : public grpc::ServerBidiReactor<Req, Resp> {
 
   grpc::CallbackServerContext* const context_;
   serving::ServingMetrics* const metrics_;
+  serving::AccessLog* const access_log_;
   const char* const endpoint_;
   const Handler handle_;
   const std::shared_ptr<CancellationFlag> client_gone_;
@@ -323,7 +328,7 @@ template <typename Req, typename Resp>
 grpc::ServerBidiReactor<Req, Resp>* RefusedStream(grpc::CallbackServerContext* context, serving::ServiceCore* core,
                                                   const char* endpoint) {
   return new SequentialStream<Req, Resp>(
-      context, &core->metrics(), endpoint,
+      context, &core->metrics(), core->access_log(), endpoint,
       [](const grpc::CallbackServerContext&, const Req*, Resp*, UnaryAnswer answer, std::shared_ptr<CancellationFlag>) {
         answer.FinishError(NotAnEmbeddingModel());
       });
@@ -332,7 +337,7 @@ grpc::ServerBidiReactor<Req, Resp>* RefusedStream(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* RefusedUnary(grpc::CallbackServerContext* context, serving::ServiceCore* core,
                                        const char* endpoint) {
   auto* reactor = new UnaryReactor();
-  UnaryAnswer(context, reactor, &core->metrics(), endpoint, Steady::now()).FinishError(NotAnEmbeddingModel());
+  UnaryAnswer(context, reactor, &core->metrics(), core->access_log(), endpoint, Steady::now()).FinishError(NotAnEmbeddingModel());
   return reactor;
 }
 
@@ -343,14 +348,14 @@ grpc::ServerUnaryReactor* TeiTokenizeService::Tokenize(grpc::CallbackServerConte
                                                        tei::v1::EncodeResponse* response) {
   auto* reactor = new UnaryReactor();
   TokenizeOne(core_, options_.limits, *context, request, response,
-              UnaryAnswer(context, reactor, &core_->metrics(), "tokenize", Steady::now()), reactor->client_gone());
+              UnaryAnswer(context, reactor, &core_->metrics(), core_->access_log(), "tokenize", Steady::now()), reactor->client_gone());
   return reactor;
 }
 
 grpc::ServerBidiReactor<tei::v1::EncodeRequest, tei::v1::EncodeResponse>* TeiTokenizeService::TokenizeStream(
     grpc::CallbackServerContext* context) {
   return new SequentialStream<tei::v1::EncodeRequest, tei::v1::EncodeResponse>(
-      context, &core_->metrics(), "tokenize_stream",
+      context, &core_->metrics(), core_->access_log(), "tokenize_stream",
       [this](const grpc::CallbackServerContext& c, const tei::v1::EncodeRequest* req, tei::v1::EncodeResponse* resp,
              UnaryAnswer answer, std::shared_ptr<CancellationFlag> gone) {
         TokenizeOne(core_, options_.limits, c, req, resp, std::move(answer), std::move(gone));
@@ -362,14 +367,14 @@ grpc::ServerUnaryReactor* TeiTokenizeService::Decode(grpc::CallbackServerContext
                                                      tei::v1::DecodeResponse* response) {
   auto* reactor = new UnaryReactor();
   DecodeOne(core_, options_.limits, *context, request, response,
-            UnaryAnswer(context, reactor, &core_->metrics(), "decode", Steady::now()), reactor->client_gone());
+            UnaryAnswer(context, reactor, &core_->metrics(), core_->access_log(), "decode", Steady::now()), reactor->client_gone());
   return reactor;
 }
 
 grpc::ServerBidiReactor<tei::v1::DecodeRequest, tei::v1::DecodeResponse>* TeiTokenizeService::DecodeStream(
     grpc::CallbackServerContext* context) {
   return new SequentialStream<tei::v1::DecodeRequest, tei::v1::DecodeResponse>(
-      context, &core_->metrics(), "decode_stream",
+      context, &core_->metrics(), core_->access_log(), "decode_stream",
       [this](const grpc::CallbackServerContext& c, const tei::v1::DecodeRequest* req, tei::v1::DecodeResponse* resp,
              UnaryAnswer answer, std::shared_ptr<CancellationFlag> gone) {
         DecodeOne(core_, options_.limits, c, req, resp, std::move(answer), std::move(gone));
@@ -381,7 +386,7 @@ grpc::ServerUnaryReactor* TeiPredictService::Predict(grpc::CallbackServerContext
                                                      tei::v1::PredictResponse* response) {
   auto* reactor = new UnaryReactor();
   PredictOne(core_, options_.limits, *context, request, response,
-             UnaryAnswer(context, reactor, &core_->metrics(), "predict", Steady::now()), reactor->client_gone());
+             UnaryAnswer(context, reactor, &core_->metrics(), core_->access_log(), "predict", Steady::now()), reactor->client_gone());
   return reactor;
 }
 
@@ -390,14 +395,14 @@ grpc::ServerUnaryReactor* TeiPredictService::PredictPair(grpc::CallbackServerCon
                                                          tei::v1::PredictResponse* response) {
   auto* reactor = new UnaryReactor();
   PredictOne(core_, options_.limits, *context, request, response,
-             UnaryAnswer(context, reactor, &core_->metrics(), "predict_pair", Steady::now()), reactor->client_gone());
+             UnaryAnswer(context, reactor, &core_->metrics(), core_->access_log(), "predict_pair", Steady::now()), reactor->client_gone());
   return reactor;
 }
 
 grpc::ServerBidiReactor<tei::v1::PredictRequest, tei::v1::PredictResponse>* TeiPredictService::PredictStream(
     grpc::CallbackServerContext* context) {
   return new SequentialStream<tei::v1::PredictRequest, tei::v1::PredictResponse>(
-      context, &core_->metrics(), "predict_stream",
+      context, &core_->metrics(), core_->access_log(), "predict_stream",
       [this](const grpc::CallbackServerContext& c, const tei::v1::PredictRequest* req, tei::v1::PredictResponse* resp,
              UnaryAnswer answer, std::shared_ptr<CancellationFlag> gone) {
         PredictOne(core_, options_.limits, c, req, resp, std::move(answer), std::move(gone));
@@ -407,7 +412,7 @@ grpc::ServerBidiReactor<tei::v1::PredictRequest, tei::v1::PredictResponse>* TeiP
 grpc::ServerBidiReactor<tei::v1::PredictPairRequest, tei::v1::PredictResponse>* TeiPredictService::PredictPairStream(
     grpc::CallbackServerContext* context) {
   return new SequentialStream<tei::v1::PredictPairRequest, tei::v1::PredictResponse>(
-      context, &core_->metrics(), "predict_pair_stream",
+      context, &core_->metrics(), core_->access_log(), "predict_pair_stream",
       [this](const grpc::CallbackServerContext& c, const tei::v1::PredictPairRequest* req,
              tei::v1::PredictResponse* resp, UnaryAnswer answer, std::shared_ptr<CancellationFlag> gone) {
         PredictOne(core_, options_.limits, c, req, resp, std::move(answer), std::move(gone));

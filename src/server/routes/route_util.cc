@@ -1,6 +1,8 @@
 #include "server/routes/route_util.h"
 
 #include <algorithm>
+#include <atomic>
+#include <random>
 #include <charconv>
 #include <limits>
 
@@ -117,6 +119,61 @@ void ResponseSender::SendAnswer(http::Response response, serving::StageTimings t
   Send(std::move(response), &timings);
 }
 
+void ResponseSender::SendError(const absl::Status& status) {
+  if (access_log_ != nullptr && call_ == nullptr) refused_key_ = KeyNameOf(status);
+  Send(ErrorResponse(status));
+}
+
+std::string RequestIdFor(std::string_view header_value) {
+  if (!header_value.empty()) return std::string(header_value.substr(0, 128));
+  static const uint32_t process = std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrFormat("%08x-%d", process, counter.fetch_add(1, std::memory_order_relaxed) + 1);
+}
+
+namespace {
+
+// The error_type of an error body ({"error": ..., "error_type": "..."}, ErrorResponse's); "" when
+// none. A plain search: only error answers get here, and their bodies are short.
+std::string ErrorTypeOfBody(const std::string& body) {
+  static constexpr std::string_view kField = "\"error_type\":\"";
+  const size_t at = body.find(kField);
+  if (at == std::string::npos) return {};
+  const size_t begin = at + kField.size();
+  const size_t end = body.find('"', begin);
+  return end == std::string::npos ? std::string() : body.substr(begin, std::min<size_t>(end - begin, 64));
+}
+
+}  // namespace
+
+void ResponseSender::Log(const http::Response& response, double seconds, const serving::StageTimings* timings) {
+  serving::AccessRecord r;
+  r.time = std::chrono::system_clock::now();
+  r.protocol = "http";
+  r.route = endpoint_;
+  r.model = model_;
+  r.version = version_;
+  r.status = response.status;
+  if (response.status >= 400) r.error_type = ErrorTypeOfBody(response.body);
+  if (call_ != nullptr) {
+    if (call_->tenant() != nullptr) r.key = call_->tenant()->name();
+    r.pairs = call_->pairs();
+    r.cache_hits = call_->cache_hits();
+  } else {
+    r.key = refused_key_;
+  }
+  for (const auto& [name, value] : response.headers) {
+    if (name == "x-tide-degraded") r.degraded = true;
+  }
+  if (timings != nullptr) {
+    r.queue_ms = std::chrono::duration<double, std::milli>(timings->queue).count();
+    r.inference_ms = std::chrono::duration<double, std::milli>(timings->inference).count();
+  }
+  r.total_ms = seconds * 1000;
+  r.request_id = request_id_;
+  access_log_->Log(std::move(r));
+}
+
 void ResponseSender::Send(http::Response response, const serving::StageTimings* timings) {
   if (!respond_) return;
   const double seconds =
@@ -135,6 +192,10 @@ void ResponseSender::Send(http::Response response, const serving::StageTimings* 
     }
   }
   if (!version_.empty()) response.headers.emplace_back("x-tide-model-version", version_);
+  if (access_log_ != nullptr) {
+    Log(response, seconds, timings);
+    response.headers.emplace_back("x-request-id", request_id_);
+  }
   // The permit goes first: a client that reads this response and sends its next request at once
   // must find its slot free (else a sequential client at --max-concurrent-requests 1 gets 429s).
   if (call_ != nullptr) call_->ReleasePermit();

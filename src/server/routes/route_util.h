@@ -63,7 +63,9 @@ void AddTimingHeaders(const serving::StageTimings& timings, http::Response* resp
 
 // Sends a response once and records tide_requests_total / tide_request_duration_seconds (and the
 // stage histograms when timings are given) for (model, version, endpoint). Once a model version is
-// chosen (set_model), the response names it in `x-tide-model-version`.
+// chosen (set_model), the response names it in `x-tide-model-version`. With an access log
+// (set_access_log), it also hands the log one record (serving/access_log.h: never blocks) and
+// answers `x-request-id`: the request's own, else the one tide made.
 class ResponseSender {
  public:
   ResponseSender(http::Responder respond, serving::ServingMetrics* metrics, std::string endpoint,
@@ -81,6 +83,11 @@ class ResponseSender {
   // Holds the admitted call (its concurrency permit and memory lease) until the response is sent:
   // the permit is released just before the response is handed to the connection.
   void hold(serving::CallPtr call) { call_ = std::move(call); }
+  // `log` may be null (no access log); `request_id` names the request in the log and the answer.
+  void set_access_log(serving::AccessLog* log, std::string request_id) {
+    access_log_ = log;
+    request_id_ = std::move(request_id);
+  }
   const std::chrono::steady_clock::time_point& received_at() const { return received_at_; }
   void Send(http::Response response, const serving::StageTimings* timings = nullptr);
   // A model's answer: a fallback's (`fallback` set) marked `x-tide-degraded: <fallback>` without
@@ -88,9 +95,11 @@ class ResponseSender {
   // `post` and total from the request's arrival.
   void SendAnswer(http::Response response, serving::StageTimings timings, std::chrono::steady_clock::time_point post,
                   const char* fallback);
-  void SendError(const absl::Status& status) { Send(ErrorResponse(status)); }
+  void SendError(const absl::Status& status);
 
  private:
+  void Log(const http::Response& response, double seconds, const serving::StageTimings* timings);
+
   http::Responder respond_;
   serving::ServingMetrics* metrics_;
   std::string endpoint_;
@@ -98,6 +107,13 @@ class ResponseSender {
   std::string version_;
   std::chrono::steady_clock::time_point received_at_;
   serving::CallPtr call_;
+  serving::AccessLog* access_log_ = nullptr;
+  std::string request_id_;
+  std::string refused_key_;  // the key a refusal names (errors::KeyNameOf), when no call holds it
 };
+
+// The request id of the access log: the request's `x-request-id` (its first 128 bytes), else a
+// new one ("<8 hex digits of this process>-<counter>").
+std::string RequestIdFor(std::string_view header_value);
 
 }  // namespace tide::server

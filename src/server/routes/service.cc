@@ -78,22 +78,43 @@ absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& mod
 
 }  // namespace
 
-void Service::StartInference(http::Request request, http::Responder respond, const char* endpoint,
-                             std::string_view model, std::string_view version, Work work) {
+ResponseSender Service::SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const {
   ResponseSender sender(std::move(respond), metrics_, endpoint, request.received_at);
-  // On the heap, so that the views CallInfoFor takes into its headers stay where they are.
-  auto req = std::make_unique<http::Request>(std::move(request));
-  absl::StatusOr<serving::CallInfo> info = CallInfoFor(*req);
-  if (!info.ok()) return sender.SendError(info.status());
+  if (serving::AccessLog* log = core_->access_log(); log != nullptr) {
+    sender.set_access_log(log, RequestIdFor(request.header("x-request-id")));
+  }
+  return sender;
+}
+
+void Service::StartInference(http::Request request, http::Responder respond, const char* endpoint,
+                             std::string_view model, std::string_view version, Work work, CacheAttempt from_cache) {
+  // On the heap, so that the views CallInfoFor takes into its headers stay where they are; shared
+  // by the work and the attempt (which runs first, on this thread, or not at all).
+  struct Pending {
+    http::Request request;
+    ResponseSender sender;
+  };
+  ResponseSender sender = SenderFor(request, std::move(respond), endpoint);
+  auto pending = std::make_shared<Pending>(Pending{std::move(request), std::move(sender)});
+  absl::StatusOr<serving::CallInfo> info = CallInfoFor(pending->request);
+  if (!info.ok()) return pending->sender.SendError(info.status());
   info->model = model;
   info->model_version = version;
   const serving::CallInfo call_info = *info;
-  core_->Start(call_info, [req = std::move(req), sender = std::move(sender),
-                           work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
-    if (!call.ok()) return sender.SendError(call.status());
-    sender.hold(*call);
-    std::move(work)(*req, std::move(sender), *std::move(call));
-  });
+  serving::ServiceCore::Attempt attempt;
+  if (from_cache) {
+    attempt = [pending, from_cache = std::move(from_cache)](const serving::CallPtr& call) mutable {
+      return from_cache(pending->request, pending->sender, call);
+    };
+  }
+  core_->Start(
+      call_info,
+      [pending, work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
+        if (!call.ok()) return pending->sender.SendError(call.status());
+        pending->sender.hold(*call);
+        std::move(work)(pending->request, std::move(pending->sender), *std::move(call));
+      },
+      std::move(attempt));
 }
 
 absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ServiceCore* core, const ServiceOptions& options) {
@@ -165,10 +186,41 @@ absl::Status Service::AddRoutes() {
 // ---- rerank ------------------------------------------------------------------------------------
 
 void Service::Rerank(http::Request request, http::Responder respond) {
-  StartInference(std::move(request), std::move(respond), "rerank", {}, {},
-                 [this](const http::Request& r, ResponseSender s, serving::CallPtr c) {
-                   RerankWork(r, std::move(s), std::move(c));
-                 });
+  StartInference(
+      std::move(request), std::move(respond), "rerank", {}, {},
+      [this](const http::Request& r, ResponseSender s, serving::CallPtr c) { RerankWork(r, std::move(s), std::move(c)); },
+      [this](const http::Request& r, ResponseSender& s, const serving::CallPtr& c) { return RerankFromCache(r, s, c); });
+}
+
+bool Service::RerankFromCache(const http::Request& request, ResponseSender& sender, const serving::CallPtr& call) {
+  // Anything unusual (a bad body, an unknown model) is left to the worker, which answers it.
+  auto parsed = api::ParseRerankRequest(request.body, options_.limits);
+  if (!parsed.ok()) return false;
+  auto model = core_->FindModel(*call);
+  if (!model.ok()) return false;
+  serving::PairOptions pair_options{
+      parsed->truncate, parsed->truncation_direction.value_or((*model)->parameters().truncation_direction),
+      std::nullopt};
+  pair_options.long_documents = parsed->long_documents.value_or((*model)->parameters().long_documents);
+  const std::vector<std::string_view> docs(parsed->texts.begin(), parsed->texts.end());
+  auto scores = core_->RerankFromCache(*call, **model, parsed->query, docs, pair_options, parsed->raw_scores);
+  if (!scores.has_value()) return false;
+  sender.hold(call);
+  sender.set_model((*model)->name(), (*model)->version());
+  if (!scores->ok()) {
+    sender.SendError(scores->status());
+    return true;
+  }
+  const Steady::time_point post = Steady::now();
+  auto body = api::RenderRerankResponse(*parsed, (*scores)->scores, false);
+  if (!body.ok()) {
+    sender.SendError(body.status());
+    return true;
+  }
+  http::Response response = JsonResponse(*std::move(body));
+  response.headers.emplace_back("x-tide-cache-hits", std::to_string((*scores)->cache_hits));
+  sender.SendAnswer(std::move(response), (*scores)->timings, post, nullptr);
+  return true;
 }
 
 void Service::RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
@@ -313,7 +365,7 @@ void Service::TokenizeWork(const http::Request& request, ResponseSender sender, 
 // ---- KServe v2: health and metadata ---------------------------------------------------------------
 
 void Service::ServerMetadata(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "server_metadata", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "server_metadata");
   api::ServerMetadata md;
   md.version = options_.version;
   md.extensions = {"binary_tensor_data", "classification", "model_configuration", "model_repository", "statistics"};
@@ -321,25 +373,25 @@ void Service::ServerMetadata(http::Request request, http::Responder respond) {
 }
 
 void Service::Live(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "health_live", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "health_live");
   sender.Send(JsonResponse(R"({"live":true})"));
 }
 
 void Service::Ready(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "health_ready", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "health_ready");
   const bool ready = core_->Ready();
   sender.Send(JsonResponse(ready ? R"({"ready":true})" : R"({"ready":false})", ready ? 200 : 503));
 }
 
 void Service::Load(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "load", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "load");
   const serving::ServiceCore::Load load = core_->CurrentLoad();
   sender.Send(JsonResponse(
       RenderLoadJson(MakeLoadReport(load.ready, load.in_flight, load.max_concurrent_requests, load.queues))));
 }
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_metadata", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_metadata");
   if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
@@ -350,7 +402,7 @@ void Service::ModelMetadata(http::Request request, const http::PathParams& param
 }
 
 void Service::ModelReady(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_ready", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_ready");
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
@@ -360,7 +412,7 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
 }
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_stats");
   if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
@@ -369,7 +421,7 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
 }
 
 void Service::AllModelStats(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_stats", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_stats");
   if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   std::vector<api::ModelStatistics> stats;
   for (const auto& model : models_->All()) stats.push_back(model->Statistics());
@@ -377,7 +429,7 @@ void Service::AllModelStats(http::Request request, http::Responder respond) {
 }
 
 void Service::ModelConfig(http::Request request, const http::PathParams& params, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "model_config", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "model_config");
   if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
@@ -422,11 +474,8 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
     if (!k.ok()) return sender.SendError(k.status());
     if (k->has_value()) classification = *k;
   }
-  if (parsed->parameters.contains("long_documents")) {
-    // Not silently ignored: tensors answer one row per input row, which windows would change.
-    return sender.SendError(errors::InvalidInput(
-        "parameters.long_documents is not supported on KServe tensors; use /rerank or /v1/rerank"));
-  }
+  auto long_documents = serving::LongDocumentsParameter(parsed->parameters);
+  if (!long_documents.ok()) return sender.SendError(long_documents.status());
   auto timeout = IntParameter(parsed->parameters, "timeout");
   if (!timeout.ok()) return sender.SendError(timeout.status());
   auto priority = IntParameter(parsed->parameters, "priority");
@@ -436,13 +485,18 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
 
   std::vector<tokenizer::Encoding> rows;
   Clock::duration tokenize{};
-  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, &rows, &tokenize); !s.ok()) return sender.SendError(s);
+  serving::TensorWindows windows;
+  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, *long_documents, &rows, &windows, &tokenize);
+      !s.ok()) {
+    return sender.SendError(s);
+  }
 
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
   core_->Infer(call, *model, std::move(rows),
-               [sender = std::move(sender), req, m = *model, tokenize,
-                classification](absl::StatusOr<serving::InferOutcome> outcome) mutable {
+               [sender = std::move(sender), req, m = *model, tokenize, classification,
+                windows = std::move(windows)](absl::StatusOr<serving::InferOutcome> outcome) mutable {
                  if (!outcome.ok()) return sender.SendError(outcome.status());
+                 serving::FoldWindowRows(windows, &outcome->result);
                  const Steady::time_point post = Steady::now();
                  serving::StageTimings t = outcome->result.timings;
                  const char* fallback = outcome->fallback;

@@ -88,11 +88,18 @@ class Service {
   // The work of an inference route, on a tokenization worker, with its admitted call. The
   // request's headers stay where CallInfoFor saw them (it lives on the heap).
   using Work = absl::AnyInvocable<void(const http::Request&, ResponseSender, serving::CallPtr) &&>;
+  // The sender of one request's answer: metrics, and the access log when the core has one.
+  ResponseSender SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const;
   // The opening of every inference route: its ResponseSender for `endpoint` (metrics label), the
   // request's CallInfo (`model` / `version`: the model the path names, if any), then
-  // ServiceCore::Start; a refusal is answered here.
+  // ServiceCore::Start; a refusal is answered here. `from_cache` (may be empty) is offered the
+  // admitted call on the I/O thread first (ServiceCore::Start's attempt): true when it answered.
+  using CacheAttempt = absl::AnyInvocable<bool(const http::Request&, ResponseSender&, const serving::CallPtr&)>;
   void StartInference(http::Request request, http::Responder respond, const char* endpoint,
-                      std::string_view model, std::string_view version, Work work);
+                      std::string_view model, std::string_view version, Work work,
+                      CacheAttempt from_cache = nullptr);
+  // TEI /rerank answered whole from the score cache on the I/O thread (no worker hop), when it can.
+  bool RerankFromCache(const http::Request& request, ResponseSender& sender, const serving::CallPtr& call);
 
   // The rerank path shared by TEI and Cohere: the core's Rerank, rendered with `render` (degraded
   // when scores.fallback).

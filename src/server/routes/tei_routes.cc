@@ -101,7 +101,7 @@ void Service::DecodeWork(const http::Request& request, ResponseSender sender, se
 }
 
 void Service::Info(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "info", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "info");
   if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = core_->FindModel();
   if (!model.ok()) return sender.SendError(model.status());
@@ -126,7 +126,7 @@ void Service::Info(http::Request request, http::Responder respond) {
 // SageMaker's and TEI's health route: 200 with an empty body when ready, else 503 (as
 // /v2/health/ready).
 void Service::Ping(http::Request request, http::Responder respond) {
-  ResponseSender sender(std::move(respond), metrics_, "ping", request.received_at);
+  ResponseSender sender = SenderFor(request, std::move(respond), "ping");
   if (!core_->Ready()) return sender.SendError(errors::Unavailable("not ready"));
   http::Response r;
   r.content_type.clear();
