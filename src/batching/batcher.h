@@ -14,10 +14,14 @@
 //    without the batcher's lock, on a thread calling WaitForBatch or DropQueued.
 //  - Shutdown(): Submit answers UNAVAILABLE from then on; queued tasks still form batches, without
 //    waiting for max_queue_delay. DropQueued(kShutdown) gives up on whatever is still queued.
+//  - QueuedTasks() reads the queued task count without the lock (a snapshot, at most one change
+//    old): for readers that must never wait for the lock, e.g. a SCHED_IDLE thread asking whether
+//    live work waits (serving/shadow_lane.h).
 //  - The clock must outlive the batcher; destroy the batcher only after every thread has left
 //    WaitForBatch.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -60,6 +64,7 @@ class Batcher {
       absl::MutexLock lock(&mu_);
       if (shutdown_) return errors::Unavailable("batcher is shut down");
       TIDE_RETURN_IF_ERROR(former_->Enqueue(task, clock_->Now()));
+      MirrorQueued();
     }
     cv_.Signal();  // one idle instance is enough; it passes the baton if more work remains
     return absl::OkStatus();
@@ -69,6 +74,7 @@ class Batcher {
     mu_.Lock();
     while (true) {
       typename BatchFormer<Task>::Result result = former_->Form(clock_->Now(), shutdown_);
+      MirrorQueued();
       if (result.batch.has_value()) {
         *out = std::move(*result.batch);
         const bool more = !former_->empty();
@@ -107,6 +113,7 @@ class Batcher {
     {
       absl::MutexLock lock(&mu_);
       dropped = former_->DropAll(reason);
+      MirrorQueued();
     }
     cv_.SignalAll();
     BatchFormer<Task>::CompleteDropped(dropped);
@@ -123,10 +130,16 @@ class Batcher {
     return former_->stats();
   }
 
+  size_t QueuedTasks() const { return queued_.load(std::memory_order_relaxed); }
+
   Clock* clock() const { return clock_; }
   const BatcherOptions& options() const { return former_->options(); }
 
  private:
+  void MirrorQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    queued_.store(former_->stats().queued_tasks, std::memory_order_relaxed);
+  }
+
   Batcher(Clock* clock, BatchHook on_batch, std::unique_ptr<BatchFormer<Task>> former)
       : clock_(clock), on_batch_(std::move(on_batch)), former_(std::move(former)) {}
 
@@ -136,6 +149,7 @@ class Batcher {
   absl::CondVar cv_;
   const std::unique_ptr<BatchFormer<Task>> former_ ABSL_PT_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<size_t> queued_{0};  // former_->stats().queued_tasks, for QueuedTasks()
 };
 
 }  // namespace tide::batching
