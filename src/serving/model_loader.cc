@@ -84,8 +84,10 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
 }
 
 BackendFactory OrtBackendFactory() {
-  return [](const LoadedModel& model, int) -> absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> {
-    auto backend = runtime::OrtBackend::Create(model.ort);
+  return [](const LoadedModel& model, int instance) -> absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> {
+    runtime::OrtOptions ort = model.ort;
+    if (instance == kShadowLaneInstance) ort.enable_cpu_mem_arena = false;
+    auto backend = runtime::OrtBackend::Create(ort);
     if (!backend.ok()) return backend.status();
     return std::unique_ptr<runtime::ModelBackend>(*std::move(backend));
   };

@@ -96,6 +96,11 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                           "Mean ranking agreement of the candidate with the stable version over the rollout's window "
                           "(measure: spearman, top1, ndcg10).",
                           {"model", "measure"}), &m->rollout_agreement));
+  check(Assign(r.AddCounter("tide_rollout_shadow_requests_total",
+                            "Rerank requests offered to a rollout's shadow lane (a shadow on the candidate, a canary's "
+                            "duplicate on the stable version), by outcome: scored, failed, dropped_live_waiting, "
+                            "dropped_deadline, dropped_queue_full, dropped_busy, dropped_not_ready, dropped_closed.",
+                            {"model", "outcome"}), &m->rollout_shadow));
   if (!s.ok()) return s;
   return m;
 }

@@ -68,6 +68,7 @@ struct ServingMetrics {
   metrics::Family<metrics::Gauge>* rollout_state = nullptr;         // tide_rollout_state
   metrics::Family<metrics::Counter>* rollout_rollbacks = nullptr;   // tide_rollout_rollbacks_total
   metrics::Family<metrics::Gauge>* rollout_agreement = nullptr;     // tide_rollout_agreement
+  metrics::Family<metrics::Counter>* rollout_shadow = nullptr;      // tide_rollout_shadow_requests_total
 };
 
 }  // namespace tide::serving
