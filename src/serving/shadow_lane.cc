@@ -124,28 +124,29 @@ void ShadowLane::ReporterLoop() {
 
 void ShadowLane::WorkerLoop() {
   this_thread::SetCurrentThreadName("tide-shadow");
-  if (options_.idle_scheduling) {
-    if (absl::Status s = batching::UseIdleSchedulingForCurrentThread(); !s.ok()) {
-      spdlog::error("model {} version {}: shadow lane: {}; the lane stays closed", model_->name(), model_->version(),
-                    s.ToString());
-      state_.store(State::kFailed, std::memory_order_release);
-    }
-  } else if (absl::Status s = batching::LowerCurrentThreadPriority(options_.nice); !s.ok()) {
+  // Opening and warming up allocate and fault in memory (the process-wide mmap lock, which live
+  // threads need too): done at the lowest nice level, never under SCHED_IDLE, where a preempted
+  // holder could keep live threads waiting. Without idle scheduling: options.nice throughout.
+  const int open_nice = options_.idle_scheduling ? 19 : options_.nice;
+  if (absl::Status s = batching::LowerCurrentThreadPriority(std::clamp(open_nice - batching::CurrentThreadNice(), 0, 19));
+      !s.ok()) {
     spdlog::warn("model {} version {}: shadow lane: {}", model_->name(), model_->version(), s.ToString());
   }
-  if (state_.load() == State::kOpening) {
-    // Opened here, after the switch: the engine's own threads inherit SCHED_IDLE.
-    auto backend = model_->OpenBackend(kShadowLaneInstance);
-    if (backend.ok()) {
-      backend_ = *std::move(backend);
-      state_.store(State::kReady, std::memory_order_release);
-      spdlog::info("model {} version {}: shadow lane open (SCHED_IDLE {})", model_->name(), model_->version(),
-                   options_.idle_scheduling ? "on" : "off");
-    } else {
-      spdlog::error("model {} version {}: shadow lane: opening a backend failed: {}", model_->name(),
-                    model_->version(), backend.status().ToString());
-      state_.store(State::kFailed, std::memory_order_release);
-    }
+  auto backend = model_->OpenBackend(kShadowLaneInstance);
+  absl::Status opened = backend.status();
+  if (opened.ok()) {
+    backend_ = *std::move(backend);
+    opened = WarmUp();
+  }
+  if (opened.ok() && options_.idle_scheduling) opened = batching::UseIdleSchedulingForCurrentThread();
+  if (opened.ok()) {
+    state_.store(State::kReady, std::memory_order_release);
+    spdlog::info("model {} version {}: shadow lane open (SCHED_IDLE {})", model_->name(), model_->version(),
+                 options_.idle_scheduling ? "on" : "off");
+  } else {
+    spdlog::error("model {} version {}: shadow lane not opened: {}", model_->name(), model_->version(),
+                  opened.ToString());
+    state_.store(State::kFailed, std::memory_order_release);
   }
   while (true) {
     ShadowJob job;
@@ -178,6 +179,25 @@ void ShadowLane::WorkerLoop() {
     Report(std::move(job.done), std::move(result));
   }
   backend_.reset();  // closed on this thread, as it was opened
+}
+
+absl::Status ShadowLane::WarmUp() {
+  // The largest batches the lane forms: its arena is then sized, and later runs map no memory.
+  const ServedModel& m = *model_;
+  const bool with_type_ids = !backend_->signature().token_type_ids_name.empty();
+  const int64_t seq = static_cast<int64_t>(m.max_sequence_length());
+  const int64_t rows = static_cast<int64_t>(
+      std::max<size_t>(1, std::min(m.max_batch_size(), m.max_batch_tokens() / std::max<size_t>(m.max_sequence_length(), 1))));
+  const int64_t short_seq = std::max<int64_t>(1, std::min<int64_t>(seq, static_cast<int64_t>(m.max_batch_tokens() / m.max_batch_size())));
+  for (auto [b, s] : {std::pair{rows, seq}, std::pair{static_cast<int64_t>(m.max_batch_size()), short_seq}}) {
+    input_.Resize(b, s, with_type_ids);
+    std::fill(input_.input_ids.begin(), input_.input_ids.end(), m.tokenizer().pad_id());
+    std::fill(input_.attention_mask.begin(), input_.attention_mask.end(), 1);
+    if (absl::Status st = backend_->Run(input_, &logits_); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("warm-up [", b, " x ", s, "]: ", st.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {

@@ -3,12 +3,16 @@
 // CPU time live traffic leaves idle.
 //
 // Contract:
-//  - Create(model, options) starts the lane's worker thread and returns at once. The worker puts
-//    itself under SCHED_IDLE (options.idle_scheduling; batching/thread_priority.h), then opens the
-//    lane's own backend of `model` (ServedModel::OpenBackend(kShadowLaneInstance)), so the engine's
-//    intra-op threads are born idle-scheduled too, and the weights stay shared with the live
-//    instances (runtime/shared_weights.h). Until the backend is open (ready()) every Offer is
-//    refused. A failed open is logged; the lane then refuses everything (kFailed).
+//  - Create(model, options) starts the lane's worker thread and returns at once. The worker opens
+//    the lane's own backend of `model` (ServedModel::OpenBackend(kShadowLaneInstance): one session
+//    running on the calling thread alone, its own arena, weights shared with the live instances,
+//    see runtime/shared_weights.h) at nice 19, runs it once on the largest batch shapes it forms
+//    (its arena sized), and only then puts itself under SCHED_IDLE (options.idle_scheduling;
+//    batching/thread_priority.h). Opening allocates and faults in memory under the process's mmap
+//    lock, which a preempted SCHED_IDLE thread would hold while live threads wait for it; a warm
+//    session maps no more memory. Without idle scheduling the worker runs at options.nice
+//    throughout. Until the lane is open (ready()) every Offer is refused. A failed open is
+//    logged; the lane then refuses everything (failed()).
 //  - Offer(job) never blocks and never waits for a lock the worker may hold: it refuses (returns
 //    the reason, and `job.done` is destroyed unrun) when the lane is not ready, options.live_waiting()
 //    says live rows wait, max_queued_jobs are already queued, or the worker holds the queue's lock
@@ -123,6 +127,8 @@ class ShadowLane {
   bool LiveWaiting() const { return options_.live_waiting && options_.live_waiting(); }
   void WorkerLoop();
   void ReporterLoop();
+  // Runs the largest batch shapes once (sizes the session's arena).
+  absl::Status WarmUp();
   // Scores one job on the worker; the status that abandons it, or its outcome.
   absl::StatusOr<ShadowOutcome> Score(const ShadowJob& job);
   // Hands `done` and its result to the reporter.

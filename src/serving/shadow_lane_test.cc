@@ -21,23 +21,44 @@ namespace {
 using testing::BackendControl;
 using testing::kHang;
 
-// Records where the lane's backend was opened; otherwise the shared fake.
+// Records where the lane's backend was opened and ran; otherwise the shared fake.
 struct OpenedOn {
   std::atomic<int> lane_opens{0};
   std::atomic<bool> lane_opened_idle{false};
+  std::atomic<int> lane_opened_nice{-100};
+  std::atomic<int> lane_runs{0}, lane_runs_idle{0};
   absl::Notification* hold_open = nullptr;  // set: the lane's open waits for it
+};
+
+class RecordingBackend : public runtime::ModelBackend {
+ public:
+  RecordingBackend(std::unique_ptr<runtime::ModelBackend> inner, OpenedOn* opened)
+      : inner_(std::move(inner)), opened_(opened) {}
+  absl::Status Run(const runtime::TokenBatch& b, runtime::Logits* out) override {
+    opened_->lane_runs++;
+    if (batching::CurrentThreadIsIdleScheduled()) opened_->lane_runs_idle++;
+    return inner_->Run(b, out);
+  }
+  const ModelSignature& signature() const override { return inner_->signature(); }
+
+ private:
+  std::unique_ptr<runtime::ModelBackend> inner_;
+  OpenedOn* opened_;
 };
 
 std::shared_ptr<ServedModel> Model(std::shared_ptr<BackendControl> c, OpenedOn* opened) {
   testing::ModelSpec spec;
   BackendFactory fake = testing::Fake(c);
   BackendFactory factory = [fake, opened](const LoadedModel& m, int instance) {
-    if (instance == kShadowLaneInstance) {
-      opened->lane_opens++;
-      opened->lane_opened_idle = batching::CurrentThreadIsIdleScheduled();
-      if (opened->hold_open != nullptr) opened->hold_open->WaitForNotificationWithTimeout(kHang);
-    }
-    return fake(m, instance);
+    if (instance != kShadowLaneInstance) return fake(m, instance);
+    opened->lane_opens++;
+    opened->lane_opened_idle = batching::CurrentThreadIsIdleScheduled();
+    opened->lane_opened_nice = batching::CurrentThreadNice();
+    if (opened->hold_open != nullptr) opened->hold_open->WaitForNotificationWithTimeout(kHang);
+    auto backend = fake(m, instance);
+    if (!backend.ok()) return backend;
+    return absl::StatusOr<std::unique_ptr<runtime::ModelBackend>>(
+        std::make_unique<RecordingBackend>(*std::move(backend), opened));
   };
   ServedModelOptions o;
   auto m = ServedModel::Create(testing::Loaded(spec), factory, o);
@@ -68,6 +89,8 @@ bool WaitReady(const ShadowLane& lane) {
   return lane.ready();
 }
 
+// The lane opens (and warms up) its own backend at nice 19, then scores under SCHED_IDLE; the
+// answer runs on the normal-priority reporter.
 TEST(ShadowLane, ScoresOnItsOwnIdleBackendAndAnswersOnANormalThread) {
   auto control = std::make_shared<BackendControl>();
   control->decisive_token = 6;  // "c"
@@ -77,8 +100,12 @@ TEST(ShadowLane, ScoresOnItsOwnIdleBackendAndAnswersOnANormalThread) {
   auto lane = ShadowLane::Create(model, {});
   ASSERT_TRUE(WaitReady(*lane));
   EXPECT_EQ(opened.lane_opens.load(), 1);
-  EXPECT_TRUE(opened.lane_opened_idle.load());  // so the engine's own threads are born idle too
-  const int warmup_rows = control->rows_run.load();  // the live instance's warm-up
+  // Opened at nice 19, not under SCHED_IDLE: opening maps memory (the mmap lock live threads need).
+  EXPECT_FALSE(opened.lane_opened_idle.load());
+  EXPECT_EQ(opened.lane_opened_nice.load(), 19);
+  EXPECT_EQ(opened.lane_runs.load(), 2);  // the warm-up batches, before the switch
+  EXPECT_EQ(opened.lane_runs_idle.load(), 0);
+  const int warmup_rows = control->rows_run.load();  // the warm-ups' rows
   ASSERT_EQ(lane->Offer(Job(&a)), ShadowLane::Refusal::kNone);
   ASSERT_TRUE(a.done.WaitForNotificationWithTimeout(kHang));
   ASSERT_TRUE(a.result.ok()) << a.result.status();
@@ -89,6 +116,7 @@ TEST(ShadowLane, ScoresOnItsOwnIdleBackendAndAnswersOnANormalThread) {
   EXPECT_FALSE(a.on_idle_thread.load());  // what done locks is never held by an idle thread
   EXPECT_EQ(lane->GetStats().scored, 1u);
   EXPECT_EQ(control->rows_run.load() - warmup_rows, 3);
+  EXPECT_EQ(opened.lane_runs_idle.load(), 3);  // max_batch_size 1: one batch per document, all idle
 }
 
 TEST(ShadowLane, RefusesAtOnceWhenNotReadyLiveRowsWaitOrTheQueueIsFull) {
