@@ -19,10 +19,14 @@
 //    A caller that never calls BatchDone only gets alone == false after its first batch.
 //  - Shutdown(): Submit answers UNAVAILABLE from then on; queued tasks still form batches, without
 //    waiting for max_queue_delay. DropQueued(kShutdown) gives up on whatever is still queued.
+//  - QueuedTasks() reads the queued task count without the lock (a snapshot, at most one change
+//    old): for readers that must never wait for the lock, e.g. a SCHED_IDLE thread asking whether
+//    live work waits (serving/shadow_lane.h).
 //  - The clock must outlive the batcher; destroy the batcher only after every thread has left
 //    WaitForBatch.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -65,6 +69,7 @@ class Batcher {
       absl::MutexLock lock(&mu_);
       if (shutdown_) return errors::Unavailable("batcher is shut down");
       TIDE_RETURN_IF_ERROR(former_->Enqueue(task, clock_->Now()));
+      MirrorQueued();
     }
     cv_.Signal();  // one idle instance is enough; it passes the baton if more work remains
     return absl::OkStatus();
@@ -74,6 +79,7 @@ class Batcher {
     mu_.Lock();
     while (true) {
       typename BatchFormer<Task>::Result result = former_->Form(clock_->Now(), shutdown_);
+      MirrorQueued();
       if (result.batch.has_value()) {
         *out = std::move(*result.batch);
         const bool more = !former_->empty();
@@ -114,6 +120,7 @@ class Batcher {
     {
       absl::MutexLock lock(&mu_);
       dropped = former_->DropAll(reason);
+      MirrorQueued();
     }
     cv_.SignalAll();
     BatchFormer<Task>::CompleteDropped(dropped);
@@ -138,10 +145,16 @@ class Batcher {
     return stats;
   }
 
+  size_t QueuedTasks() const { return queued_.load(std::memory_order_relaxed); }
+
   Clock* clock() const { return clock_; }
   const BatcherOptions& options() const { return former_->options(); }
 
  private:
+  void MirrorQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    queued_.store(former_->stats().queued_tasks, std::memory_order_relaxed);
+  }
+
   Batcher(Clock* clock, BatchHook on_batch, std::unique_ptr<BatchFormer<Task>> former)
       : clock_(clock), on_batch_(std::move(on_batch)), former_(std::move(former)) {}
 
@@ -152,6 +165,7 @@ class Batcher {
   const std::unique_ptr<BatchFormer<Task>> former_ ABSL_PT_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   int running_batches_ ABSL_GUARDED_BY(mu_) = 0;  // returned by WaitForBatch, not yet BatchDone
+  std::atomic<size_t> queued_{0};  // former_->stats().queued_tasks, for QueuedTasks()
 };
 
 }  // namespace tide::batching

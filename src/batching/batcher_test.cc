@@ -67,6 +67,26 @@ TEST(BatcherTest, WaitingInstanceWakesAtTheComputedDelayOnTheInjectedClock) {
   EXPECT_EQ(batch.queue_durations[0], microseconds(1000));
 }
 
+// QueuedTasks (read without the lock) follows every submit, formed batch and drop.
+TEST(BatcherTest, QueuedTasksFollowsSubmitFormAndDrop) {
+  Journal journal;
+  BatcherOptions o;
+  o.max_batch_size = 2;
+  auto batcher = MakeBatcher(o, SteadyClock::Get());
+  EXPECT_EQ(batcher->QueuedTasks(), 0u);
+  for (int id = 1; id <= 3; ++id) {
+    auto t = std::make_unique<FakeTask>(&journal, id, 10);
+    ASSERT_TRUE(batcher->Submit(t).ok());
+  }
+  EXPECT_EQ(batcher->QueuedTasks(), 3u);
+  Batch<FakeTask> batch;
+  ASSERT_TRUE(batcher->WaitForBatch(&batch));
+  EXPECT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batcher->QueuedTasks(), 1u);
+  batcher->DropQueued(DropReason::kShutdown);
+  EXPECT_EQ(batcher->QueuedTasks(), 0u);
+}
+
 TEST(BatcherTest, SubmitAfterShutdownFailsAndKeepsTheTask) {
   Journal journal;
   auto batcher = MakeBatcher(BatcherOptions{}, SteadyClock::Get());

@@ -491,6 +491,25 @@ TEST(InstancePoolTest, ConcurrentSubmitAndRunCompletesEveryTaskExactlyOnce) {
 namespace tide::batching {
 namespace {
 
+// SCHED_IDLE is per thread: the thread that asks gets it, a thread it creates afterwards (an
+// inference library's pool) inherits it, and the rest of the process keeps its policy.
+TEST(ThreadPriorityTest, IdleSchedulingIsPerThreadAndInherited) {
+  ASSERT_FALSE(CurrentThreadIsIdleScheduled());
+  std::atomic<int> self{-1}, child{-1};
+  absl::Status status;
+  std::thread t([&] {
+    status = UseIdleSchedulingForCurrentThread();
+    self = CurrentThreadIsIdleScheduled() ? 1 : 0;
+    std::thread c([&] { child = CurrentThreadIsIdleScheduled() ? 1 : 0; });
+    c.join();
+  });
+  t.join();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(self.load(), 1);
+  EXPECT_EQ(child.load(), 1);
+  EXPECT_FALSE(CurrentThreadIsIdleScheduled());
+}
+
 TEST(InstancePoolTest, WorkersAreNamedAndWorkerNiceLowersThemAndTheThreadsRunnersCreateButNotTheCaller) {
   const int base = CurrentThreadNice();
   if (base + 3 > 19) GTEST_SKIP() << "this process already runs at nice " << base;

@@ -1,5 +1,6 @@
 #include "batching/thread_priority.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -42,5 +43,15 @@ absl::Status RunOnLoweredThread(int increment, const std::function<absl::Status(
   t.join();
   return result;
 }
+
+absl::Status UseIdleSchedulingForCurrentThread() {
+  sched_param param{};
+  param.sched_priority = 0;
+  if (::sched_setscheduler(static_cast<pid_t>(CurrentThreadId()), SCHED_IDLE, &param) != 0)
+    return absl::InternalError(absl::StrCat("sched_setscheduler(SCHED_IDLE): ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+bool CurrentThreadIsIdleScheduled() { return ::sched_getscheduler(static_cast<pid_t>(CurrentThreadId())) == SCHED_IDLE; }
 
 }  // namespace tide::batching

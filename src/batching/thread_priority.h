@@ -13,6 +13,13 @@
 //  - RunOnLoweredThread(n, fn): runs fn on a new thread lowered by n and waits for it, so that every
 //    thread fn creates (e.g. an inference library's own thread pool) is born lowered too. Returns
 //    fn's status, or the lowering error (fn then does not run).
+//  - UseIdleSchedulingForCurrentThread(): puts the calling thread under SCHED_IDLE (Linux): it runs
+//    only when no normal thread of the machine wants its CPU, and a normal thread that wakes up
+//    preempts it at once. No privilege is needed to enter it; leaving it needs one, so use it on
+//    dedicated threads only (serving/shadow_lane.h). Threads it creates afterwards inherit it.
+//    Errors: INTERNAL with the errno text. CurrentThreadIsIdleScheduled() says whether it is in force.
+//  - A thread under SCHED_IDLE must not hold a lock that a normal thread waits for on a request
+//    path: when preempted it keeps the lock until the CPU is idle again (priority inversion).
 #pragma once
 
 #include <functional>
@@ -24,5 +31,7 @@ namespace tide::batching {
 absl::Status LowerCurrentThreadPriority(int increment);
 int CurrentThreadNice();
 absl::Status RunOnLoweredThread(int increment, const std::function<absl::Status()>& fn);
+absl::Status UseIdleSchedulingForCurrentThread();
+bool CurrentThreadIsIdleScheduled();
 
 }  // namespace tide::batching

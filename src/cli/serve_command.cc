@@ -78,6 +78,10 @@ struct ServeFlags {
   // `tide serve`'s own policy where it deliberately differs from the libraries' neutral defaults
   // (which tests and embedders get): a deadline, a concurrency cap, and inference threads niced.
   int64_t default_timeout_ms = 30000;
+  // Shadow lanes' threads (serving/shadow_lane.h): idle (SCHED_IDLE) | normal.
+  std::string shadow_scheduling = "idle";
+  // Rollouts started through the API, kept across restarts (serving/rollout_state_file.h); "": none.
+  std::string rollout_state_file;
   ServeFlags() {
     core.max_concurrent_requests = 512;
     // Measured (bench/overload/shed_latency.sh, 10x overload): shed-answer p99 5.2 -> 2.1 ms and
@@ -253,10 +257,19 @@ int Serve(const ServeFlags& f) {
     spdlog::info("access log: {}", f.access_log == "-" ? std::string("stdout") : f.access_log);
   }
   co.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
+  co.shadow_idle_scheduling = f.shadow_scheduling == "idle";
+  co.shadow_nice = f.model.inference_nice;
+  co.rollout_state_file = f.rollout_state_file;
   if (co.max_concurrent_requests > 0) co.tokenization_queue = static_cast<size_t>(co.max_concurrent_requests);
   auto core = serving::ServiceCore::Create(models->get(), metrics->get(), co);
   if (!core.ok()) {
     spdlog::error("service core: {}", core.status().ToString());
+    return 1;
+  }
+  // After the models loaded: saved rollouts whose versions are loaded come back now, the others
+  // as their versions load (a rollout config.pbtxt declares wins for its model).
+  if (absl::Status s = (*core)->LoadRolloutState(); !s.ok()) {
+    spdlog::error("{}", s.ToString());
     return 1;
   }
   // Triton's repository extension: admin endpoints, guarded by --admin-api-key (else --api-key;
@@ -498,6 +511,16 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--max-concurrent-requests", flags->core.max_concurrent_requests,
                   "Inference requests in flight beyond which new ones get 429 at once (0: unlimited)")
       ->envname("TIDE_MAX_CONCURRENT_REQUESTS")->capture_default_str();
+  cmd->add_option("--shadow-scheduling", flags->shadow_scheduling,
+                  "Scheduling of a rollout's shadow lane (shadow scoring, canary duplicates): idle runs it under "
+                  "SCHED_IDLE, only on CPU time nothing else wants; normal at the inference threads' priority "
+                  "(--inference-nice; for test machines shared with other work)")
+      ->envname("TIDE_SHADOW_SCHEDULING")->check(CLI::IsMember({"idle", "normal"}))->capture_default_str();
+  cmd->add_option("--rollout-state-file", flags->rollout_state_file,
+                  "File where rollouts (started through the API or declared) are kept across restarts, rewritten "
+                  "atomically on every change; read at start-up, after the models load. A rollout the model's "
+                  "config.pbtxt declares wins over the saved one (empty: not kept)")
+      ->envname("TIDE_ROLLOUT_STATE_FILE");
   cmd->add_option("--inference-nice", flags->model.inference_nice,
                   "Nice steps added to the inference threads so the HTTP threads preempt them (0: same priority)")
       ->envname("TIDE_INFERENCE_NICE")->check(CLI::Range(0, 19))->capture_default_str();

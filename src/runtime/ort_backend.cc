@@ -166,7 +166,7 @@ absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string*
     Ort::SessionOptions so = MakeSessionOptions(options);
     OrtPrepackedWeightsContainer* prepacked = nullptr;
     if (shared != nullptr) {
-      if (options.enable_cpu_mem_arena) {
+      if (options.enable_cpu_mem_arena && options.share_env_arena) {
         RegisterSharedArena();
         so.AddConfigEntry("session.use_env_allocators", "1");
       }

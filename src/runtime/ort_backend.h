@@ -65,6 +65,10 @@ struct OrtOptions {
   std::shared_ptr<AloneSessionSlot> alone_session;  // null: each backend opens its own wider session
   GraphOptimization graph_optimization_level = GraphOptimization::kAll;
   bool enable_cpu_mem_arena = true;
+  // With shared_weights and the arena: take activations from the process-wide arena (one lock for
+  // every such session); false: this session's own arena (a shadow lane's SCHED_IDLE session must
+  // share no lock with the live ones).
+  bool share_env_arena = true;
   std::shared_ptr<SharedWeights> shared_weights;  // null: this session holds its own weights
 };
 

@@ -87,8 +87,15 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
 }
 
 BackendFactory OrtBackendFactory() {
-  return [](const LoadedModel& model, int) -> absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> {
-    auto backend = runtime::OrtBackend::Create(model.ort);
+  return [](const LoadedModel& model, int instance) -> absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> {
+    runtime::OrtOptions ort = model.ort;
+    if (instance == kShadowLaneInstance) {
+      // One thread (the lane's own: no intra-op pool to create or schedule) and its own arena, so
+      // that once warmed up it neither maps memory nor shares an allocator lock with live sessions.
+      ort.intra_op_threads = 1;
+      ort.share_env_arena = false;
+    }
+    auto backend = runtime::OrtBackend::Create(ort);
     if (!backend.ok()) return backend.status();
     return std::unique_ptr<runtime::ModelBackend>(*std::move(backend));
   };

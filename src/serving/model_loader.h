@@ -54,7 +54,12 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
                                                              const LoaderOptions& options = {});
 
 // Opens the backend of instance `instance` (0-based) of `model`. Called once per instance while
-// the model's scheduler is built, from the building thread.
+// the model's scheduler is built, from the building thread, and with kShadowLaneInstance for the
+// extra backend a shadow lane (serving/shadow_lane.h) opens on its own thread: the ONNX Runtime one
+// then runs on that thread alone (intra_op_threads 1) and allocates from its own arena, not the
+// process-wide shared one, so that no allocator lock is shared between an idle-priority session
+// and the live ones.
+inline constexpr int kShadowLaneInstance = -1;
 using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<runtime::ModelBackend>>(
     const LoadedModel& model, int instance)>;
 

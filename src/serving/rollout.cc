@@ -60,7 +60,7 @@ WindowStats Summarize(const Samples& samples) {
       ++s.errors;
       continue;
     }
-    ms.push_back(x.ms);
+    if (x.ms >= 0) ms.push_back(x.ms);
   }
   std::sort(ms.begin(), ms.end());
   s.p50 = Percentile(ms, 0.50);
@@ -151,6 +151,40 @@ absl::Status Rollouts::Start(const std::string& model, const RolloutSpec& spec) 
   return absl::OkStatus();
 }
 
+absl::Status Rollouts::Restore(const std::string& model, const RolloutSpec& spec, RolloutState state,
+                               std::string reason, int64_t promoted_from) {
+  // A promoted rollout's stable version is its candidate: only a running one needs two versions.
+  if (spec.candidate == spec.stable && state != RolloutState::kPromoted) {
+    return errors::InvalidInput(absl::StrCat("candidate and stable are the same version (", spec.stable, ")"));
+  }
+  if (!(spec.percent >= 0 && spec.percent <= 100)) return errors::InvalidInput("percent must be within 0..100");
+  if (spec.guard.min_requests < 1) return errors::InvalidInput("guard.min_requests must be at least 1");
+  absl::MutexLock lock(&mu_);
+  Entry& e = rollouts_[model];
+  e = Entry{};
+  e.spec = spec;
+  if (e.spec.window == 0) e.spec.window = 1000;
+  e.spec.window = std::max<size_t>(e.spec.window, static_cast<size_t>(spec.guard.min_requests));
+  e.sums = RankingAgreement{0, 0, 0};
+  e.state = state;
+  e.reason = std::move(reason);
+  e.promoted_from = state == RolloutState::kPromoted ? promoted_from : 0;
+  bool sticky = false;
+  for (const auto& [name, r] : rollouts_) sticky = sticky || !r.spec.sticky_header.empty();
+  has_sticky_.store(sticky);
+  spdlog::info("rollout of model {}: restored as {} (stable {} candidate {})", model, RolloutStateName(state),
+               spec.stable, spec.candidate);
+  ExportState(model, e);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Rollouts::Models() const {
+  std::vector<std::string> out;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [name, e] : rollouts_) out.push_back(name);
+  return out;
+}
+
 absl::Status Rollouts::Promote(const std::string& model) {
   absl::MutexLock lock(&mu_);
   auto it = rollouts_.find(model);
@@ -200,6 +234,8 @@ void Rollouts::RollbackLocked(const std::string& model, Entry& e, std::string_vi
 }
 
 void Rollouts::ExportState(const std::string& model, const Entry& e) const {
+  // Called on every change of a spec or state (under mu_).
+  changes_.fetch_add(1, std::memory_order_acq_rel);
   if (metrics_ == nullptr) return;
   metrics_->rollout_state->WithLabels({model})->Set(static_cast<double>(static_cast<int>(e.state)));
 }
@@ -213,6 +249,7 @@ std::optional<RolloutStatus> Rollouts::Get(const std::string& model) const {
   s.spec = e.spec;
   s.state = e.state;
   s.reason = e.reason;
+  s.promoted_from = e.promoted_from;
   for (const auto& [version, samples] : {std::pair{e.spec.stable, &e.stable}, std::pair{e.spec.candidate, &e.candidate}}) {
     const WindowStats w = Summarize(*samples);
     s.stats.push_back({version, w.requests, w.errors, w.p50, w.p99});
@@ -270,6 +307,20 @@ std::optional<int64_t> Rollouts::DuplicateOf(const std::string& model, int64_t a
   return e.spec.stable;
 }
 
+std::vector<Rollouts::LaneWanted> Rollouts::ShadowLanesWanted() const {
+  std::vector<LaneWanted> out;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [name, e] : rollouts_) {
+    if (e.state != RolloutState::kRunning) continue;
+    if (e.spec.mode == RolloutMode::kShadow && e.spec.percent > 0) {
+      out.push_back({name, e.spec.candidate, e.spec.stable, e.spec.candidate});
+    } else if (e.spec.mode == RolloutMode::kCanary && e.spec.percent > 0) {
+      out.push_back({name, e.spec.stable, e.spec.stable, e.spec.candidate});
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> Rollouts::StickyHeaders() const {
   std::vector<std::string> out;
   absl::ReaderMutexLock lock(&mu_);
@@ -296,14 +347,15 @@ std::string Rollouts::StickyHeaderOf(const std::string& model) const {
   return it->second.spec.sticky_header;
 }
 
-void Rollouts::RecordOutcome(const std::string& model, int64_t version, bool ok, Clock::duration latency) {
+void Rollouts::RecordOutcome(const std::string& model, int64_t version, bool ok,
+                             std::optional<Clock::duration> latency) {
   absl::MutexLock lock(&mu_);
   auto it = rollouts_.find(model);
   if (it == rollouts_.end() || it->second.state != RolloutState::kRunning) return;
   Entry& e = it->second;
   std::deque<Sample>* window = version == e.spec.stable ? &e.stable : version == e.spec.candidate ? &e.candidate : nullptr;
   if (window == nullptr) return;
-  window->push_back({ok, std::chrono::duration<double, std::milli>(latency).count()});
+  window->push_back({ok, latency.has_value() ? std::chrono::duration<double, std::milli>(*latency).count() : -1.0});
   while (window->size() > e.spec.window) window->pop_front();
   Check(model, e);
 }

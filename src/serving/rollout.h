@@ -18,8 +18,12 @@
 //  - ShadowOf(model) answers the candidate a rerank answered by the stable version should also be
 //    scored on (shadow mode, drawn by `percent`); canary mode: DuplicateOf(model, version) answers
 //    the stable version a request the candidate answered is re-scored on (every one), so that
-//    both modes feed the agreement window. The caller submits those rows at the lowest priority,
-//    only when the target's queue is empty, and never returns their answers.
+//    both modes feed the agreement window. The caller scores those on a shadow lane of the target
+//    version (serving/shadow_lane.h: idle CPU only) and never returns their answers.
+//    ShadowLanesWanted() lists, per running rollout, the version such extra scoring goes to (shadow:
+//    the candidate; canary: the stable one) with both versions, for the caller to keep one lane each.
+//  - RecordOutcome's latency may be absent (an answer that counts for the error rate only: a shadow
+//    answer that idle-priority scoring delayed); the P99s are over the answers that have one.
 //  - RecordOutcome(model, version, ok, latency) counts a stable or candidate answer (live, shadow
 //    or duplicate) in the version's rolling window; RecordComparison(model, stable, candidate)
 //    adds one request's CompareRankings to the agreement window. Each one then checks the guard;
@@ -99,6 +103,7 @@ struct RolloutStatus {
   std::vector<VersionStats> stats;  // stable first
   int64_t pairs = 0;
   RankingAgreement agreement;
+  int64_t promoted_from = 0;  // promoted: the stable version the promotion replaced (0: none)
 };
 
 struct RolloutsOptions {
@@ -120,6 +125,16 @@ class Rollouts {
   absl::Status Promote(const std::string& model);
   absl::Status Rollback(const std::string& model, std::string_view reason = "manual");
   std::optional<RolloutStatus> Get(const std::string& model) const;
+  // Every model with a rollout, by name.
+  std::vector<std::string> Models() const;
+  // Puts back a rollout saved earlier (serving/rollout_state_file.h) as it was: spec, state, reason
+  // and the promotion it may undo, with empty windows; counts no rollback. kInvalidInput as Start
+  // (a promoted rollout's stable version is its candidate, which Start would refuse).
+  absl::Status Restore(const std::string& model, const RolloutSpec& spec, RolloutState state, std::string reason,
+                       int64_t promoted_from);
+  // Grows on every change of a rollout's spec or state (start, promote, rollback by hand or by
+  // the guard, restore): a persister writes when it moved.
+  uint64_t changes() const { return changes_.load(std::memory_order_acquire); }
 
   std::optional<int64_t> Route(const std::string& model, std::string_view sticky);
   std::optional<int64_t> ShadowOf(const std::string& model, int64_t answered_by);
@@ -132,7 +147,13 @@ class Rollouts {
   std::string StickyHeaderOf(const std::string& model) const;
   bool HasSticky() const { return has_sticky_.load(std::memory_order_relaxed); }
 
-  void RecordOutcome(const std::string& model, int64_t version, bool ok, Clock::duration latency);
+  void RecordOutcome(const std::string& model, int64_t version, bool ok, std::optional<Clock::duration> latency);
+  struct LaneWanted {
+    std::string model;
+    int64_t scored = 0;  // the version that scores the extra rows
+    int64_t stable = 0, candidate = 0;
+  };
+  std::vector<LaneWanted> ShadowLanesWanted() const;
   void RecordComparison(const std::string& model, std::span<const float> stable, std::span<const float> candidate);
   void CheckGuards();
   // Stops the timer thread (idempotent; the destructor calls it).
@@ -144,7 +165,7 @@ class Rollouts {
   // Implementation details follow.
   struct Sample {
     bool ok;
-    double ms;
+    double ms;     // < 0: no latency (error rate only)
   };
   struct Entry {
     RolloutSpec spec;
@@ -170,6 +191,7 @@ class Rollouts {
   std::map<std::string, Entry, std::less<>> rollouts_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> draws_{0};
   std::atomic<bool> has_sticky_{false};
+  mutable std::atomic<uint64_t> changes_{0};  // bumped by ExportState
   absl::Mutex stop_mu_;
   absl::CondVar stop_cv_;
   bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;

@@ -4,6 +4,7 @@
 #include "serving/rollout.h"
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "serving/ranking_agreement.h"
+#include "serving/rollout_state_file.h"
 #include "serving/service_core.h"
 #include "serving/testing/fake_backend.h"
 
@@ -207,7 +209,7 @@ TEST(Rollouts, TheGuardRollsBackOnErrorRateAndP99Ratio) {
 // ---- the service core: canary routing, shadow and duplicate comparisons ----------------------------
 
 struct CoreHarness {
-  CoreHarness() {
+  explicit CoreHarness(std::string state_file = {}) {
     auto m = ServingMetrics::Create();
     EXPECT_TRUE(m.ok());
     metrics = *std::move(m);
@@ -216,6 +218,8 @@ struct CoreHarness {
     o.tokenization_workers = 1;
     o.clock = &clock;
     o.rollout_check_interval = std::chrono::milliseconds(0);
+    o.shadow_idle_scheduling = false;  // a loaded test machine would starve an idle-scheduled lane
+    o.rollout_state_file = std::move(state_file);
     auto c = ServiceCore::Create(models.get(), metrics.get(), o);
     EXPECT_TRUE(c.ok()) << c.status();
     core = *std::move(c);
@@ -265,6 +269,14 @@ struct CoreHarness {
     EXPECT_TRUE(done.WaitForNotificationWithTimeout(kHang));
     return out;
   }
+  // Starts the rollout and opens its shadow lane (what StartRollout and the rollout timer do).
+  void Start(const RolloutSpec& spec) {
+    ASSERT_TRUE(core->rollouts().Start("m", spec).ok());
+    core->SyncShadowLanes();
+    const int64_t scored = spec.mode == RolloutMode::kShadow ? spec.candidate : spec.stable;
+    for (int i = 0; i < 10000 && !core->ShadowLaneReady("m", scored); ++i) absl::SleepFor(absl::Milliseconds(1));
+    ASSERT_TRUE(core->ShadowLaneReady("m", scored));
+  }
   // Waits (bounded) until the rollout has compared `pairs` requests: the other version's answer
   // arrives on its instance thread after the live one.
   bool WaitForPairs(int64_t pairs) {
@@ -312,7 +324,7 @@ TEST(ServiceCoreRollout, ShadowAnswersWithStableAndComparesAnIdenticalCandidateA
   RolloutSpec spec = Canary(100);
   spec.mode = RolloutMode::kShadow;
   spec.guard.min_requests = 10;
-  ASSERT_TRUE(h.core->rollouts().Start("m", spec).ok());
+  h.Start(spec);
   for (int i = 0; i < 10; ++i) {
     CallPtr call = h.Admit();
     auto model = h.core->FindModel(*call, "m");
@@ -337,7 +349,7 @@ TEST(ServiceCoreRollout, AShadowCandidateThatRanksDifferentlyIsRolledBackAndItsA
   RolloutSpec spec = Canary(100);
   spec.mode = RolloutMode::kShadow;
   spec.guard.min_requests = 5;
-  ASSERT_TRUE(h.core->rollouts().Start("m", spec).ok());
+  h.Start(spec);
   for (int i = 0; i < 5; ++i) {
     CallPtr call = h.Admit();
     auto model = h.core->FindModel(*call, "m");
@@ -363,7 +375,7 @@ TEST(ServiceCoreRollout, CanaryAnswersAreComparedWithTheStableVersion) {
   h.AddVersions(5, 6);
   RolloutSpec spec = Canary(100);
   spec.guard.min_requests = 3;
-  ASSERT_TRUE(h.core->rollouts().Start("m", spec).ok());
+  h.Start(spec);
   for (int i = 0; i < 3; ++i) {
     CallPtr call = h.Admit();
     auto model = h.core->FindModel(*call, "m");
@@ -408,6 +420,163 @@ TEST(ServiceCoreRollout, ARolloutDeclaredInConfigStartsOnceItsCandidateIsLoaded)
   ASSERT_TRUE(bad.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
   bad.core->ApplyDeclaredRollouts();
   EXPECT_FALSE(bad.core->rollouts().Get("m").has_value());
+}
+
+
+// ---- the rollout state file: restarts keep rollouts ----------------------------------------------
+
+std::string TempStateFile(const char* name) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + (dir.empty() || dir.back() == '/' ? "" : "/") + name;
+  std::remove(path.c_str());
+  return path;
+}
+
+TEST(RolloutStateFile, RoundTripsEveryFieldAndRefusesWhatItDidNotWrite) {
+  SavedRollout r;
+  r.model = "m";
+  r.spec = Canary(25, "x-user-id");
+  r.spec.guard.min_spearman = 0.5;
+  r.spec.window = 300;
+  r.state = RolloutState::kPromoted;
+  r.reason = "version 2 promoted";
+  r.promoted_from = 1;
+  auto back = ParseRolloutState(RolloutStateJson({r}));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 1u);
+  const SavedRollout& b = (*back)[0];
+  EXPECT_EQ(b.model, "m");
+  EXPECT_EQ(b.spec.stable, 1);
+  EXPECT_EQ(b.spec.candidate, 2);
+  EXPECT_EQ(b.spec.mode, RolloutMode::kCanary);
+  EXPECT_DOUBLE_EQ(b.spec.percent, 25);
+  EXPECT_EQ(b.spec.sticky_header, "x-user-id");
+  EXPECT_DOUBLE_EQ(b.spec.guard.min_spearman, 0.5);
+  EXPECT_EQ(b.spec.guard.min_requests, 50);
+  EXPECT_EQ(b.spec.window, 300u);
+  EXPECT_EQ(b.state, RolloutState::kPromoted);
+  EXPECT_EQ(b.reason, "version 2 promoted");
+  EXPECT_EQ(b.promoted_from, 1);
+  for (const char* bad : {"", "[]", R"({"version": 2, "rollouts": {}})", R"({"version": 1})",
+                          R"({"version": 1, "rollouts": {"m": {"state": "running"}}})",
+                          R"({"version": 1, "rollouts": {"m": {"rollout": {"candidate": "2"}, "state": "running"}}})",
+                          R"({"version": 1, "rollouts": {"m": {"rollout": {"candidate": "2", "stable": "1"}, "state": "x"}}})"}) {
+    EXPECT_FALSE(ParseRolloutState(bad).ok()) << bad;
+  }
+  const std::string path = TempStateFile("tide-rollout-roundtrip.json");
+  auto none = ReadFileIfExists(path);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(WriteFileAtomically(path, "one").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, "two").ok());
+  auto read = ReadFileIfExists(path);
+  ASSERT_TRUE(read.ok() && read->has_value());
+  EXPECT_EQ(**read, "two");
+  EXPECT_FALSE(WriteFileAtomically("/nonexistent-dir/x.json", "x").ok());
+}
+
+// A restart (a new core over the same file) finds each rollout as it was: running, promoted (and
+// still undoable), rolled back; a rollout whose versions are not loaded yet waits for them.
+TEST(RolloutStateFile, ANewCoreRestoresWhatTheLastOneStartedPromotedOrRolledBack) {
+  const std::string path = TempStateFile("tide-rollout-restart.json");
+  {
+    CoreHarness h(path);
+    h.AddVersions(5, 5);
+    RolloutDeclaration d;
+    d.spec = Canary(30, "x-user-id");
+    d.stable = 1;
+    ASSERT_TRUE(h.core->StartRollout("m", d).ok());
+    ASSERT_TRUE(h.core->PromoteRollout("m").ok());
+  }
+  {
+    CoreHarness h(path);
+    h.AddVersions(5, 5);
+    ASSERT_TRUE(h.core->LoadRolloutState().ok());
+    auto st = h.core->rollouts().Get("m");
+    ASSERT_TRUE(st.has_value());
+    EXPECT_EQ(st->state, RolloutState::kPromoted);
+    EXPECT_EQ(st->spec.stable, 2);
+    EXPECT_EQ(st->spec.sticky_header, "x-user-id");
+    CallPtr call = h.Admit();
+    EXPECT_EQ((*h.core->FindModel(*call, "m"))->version(), 2);
+    // The fast rollback still knows the version the promotion replaced.
+    ASSERT_TRUE(h.core->RollbackRollout("m", "manual").ok());
+    EXPECT_EQ(h.core->rollouts().Get("m")->spec.stable, 1);
+  }
+  {
+    CoreHarness h(path);
+    ASSERT_TRUE(h.core->LoadRolloutState().ok());  // no version loaded yet
+    EXPECT_FALSE(h.core->rollouts().Get("m").has_value());
+    h.AddVersions(5, 5);
+    h.core->ApplySavedRollouts();  // what the rollout timer does
+    auto st = h.core->rollouts().Get("m");
+    ASSERT_TRUE(st.has_value());
+    EXPECT_EQ(st->state, RolloutState::kRolledBack);
+    EXPECT_EQ(st->spec.stable, 1);
+    CallPtr call = h.Admit();
+    EXPECT_EQ((*h.core->FindModel(*call, "m"))->version(), 1);
+  }
+  // A file that is not a rollout state stops the start-up.
+  ASSERT_TRUE(WriteFileAtomically(path, "not json").ok());
+  CoreHarness h(path);
+  EXPECT_FALSE(h.core->LoadRolloutState().ok());
+}
+
+TEST(RolloutStateFile, ARolloutDeclaredInConfigWinsOverTheSavedOne) {
+  const std::string path = TempStateFile("tide-rollout-declared.json");
+  {
+    CoreHarness h(path);
+    h.AddVersions(5, 5);
+    RolloutDeclaration d;
+    d.spec = Canary(30);
+    d.stable = 1;
+    ASSERT_TRUE(h.core->StartRollout("m", d).ok());
+    ASSERT_TRUE(h.core->RollbackRollout("m", "manual").ok());
+  }
+  CoreHarness h(path);
+  testing::ModelSpec spec;
+  spec.name = "m";
+  spec.parameters.rollout = R"({"candidate": "2", "mode": "canary", "percent": 100})";
+  for (int64_t v : {1, 2}) {
+    spec.version = v;
+    ASSERT_TRUE(h.models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
+  }
+  ASSERT_TRUE(h.core->LoadRolloutState().ok());
+  EXPECT_FALSE(h.core->rollouts().Get("m").has_value());  // not restored
+  h.core->ApplyDeclaredRollouts();
+  EXPECT_EQ(h.core->rollouts().Get("m")->state, RolloutState::kRunning);
+  EXPECT_DOUBLE_EQ(h.core->rollouts().Get("m")->spec.percent, 100);
+}
+
+// Shadow rows are offered to the candidate's lane only while no live row waits; a refused or
+// dropped one is counted, never queued behind live rows.
+TEST(ServiceCoreRollout, ShadowRowsAreNotOfferedWhileLiveRowsWait) {
+  CoreHarness h;
+  h.AddVersions(5, 5);
+  RolloutSpec spec = Canary(100);
+  spec.mode = RolloutMode::kShadow;
+  spec.guard.min_requests = 1000;
+  h.Start(spec);
+  // Hold version 1's instance on a batch so the next request's rows wait in its queue.
+  h.stable_control->armed = true;
+  absl::Notification first_done, second_done;
+  CallPtr c1 = h.Admit(), c2 = h.Admit();
+  auto m = *h.core->FindModel(*c1, "m");
+  const std::vector<std::string_view> docs = {"b", "c", "d"};
+  h.core->Rerank(c1, m, "a", docs, PairOptions{}, false, [&](absl::StatusOr<RerankScores>) { first_done.Notify(); });
+  ASSERT_TRUE(h.stable_control->entered.WaitForNotificationWithTimeout(kHang));
+  h.core->Rerank(c1, m, "a", docs, PairOptions{}, false, [&](absl::StatusOr<RerankScores>) { second_done.Notify(); });
+  ASSERT_GT(m->QueuedRows(), 0u);
+  // Live rows wait: this request's shadow is refused at once.
+  h.core->Rerank(c2, m, "a", docs, PairOptions{}, false, [](absl::StatusOr<RerankScores>) {});
+  EXPECT_GE(h.metrics->rollout_shadow->WithLabels({"m", "dropped_live_waiting"})->Value(), 1);
+  h.stable_control->gate.Notify();
+  ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(kHang));
+  ASSERT_TRUE(second_done.WaitForNotificationWithTimeout(kHang));
+  // The shadow lane closes when the rollout ends.
+  ASSERT_TRUE(h.core->rollouts().Rollback("m").ok());
+  h.core->SyncShadowLanes();
+  EXPECT_FALSE(h.core->ShadowLaneStats("m").has_value());
 }
 
 }  // namespace

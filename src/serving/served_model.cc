@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
   }
   std::unique_ptr<ServedModel> m(new ServedModel());
   m->loaded_ = loaded;
+  m->backends_ = backends;
   static std::atomic<uint64_t> generations{0};
   m->generation_ = generations.fetch_add(1, std::memory_order_relaxed) + 1;
   const LoadedModel& lm = *loaded;
@@ -119,6 +120,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
   // not at all), not per row by the batcher, which would split a request.
   batching::BatcherOptions batcher_options = batcher_options_in;
   m->max_batch_tokens_ = batcher_options.max_batch_tokens;
+  m->max_batch_size_ = batcher_options.max_batch_size;
   m->max_queue_size_ = batcher_options.default_queue_policy.max_queue_size;
   batcher_options.default_queue_policy.max_queue_size = 0;
   for (auto& [level, policy] : batcher_options.priority_queue_policy) policy.max_queue_size = 0;

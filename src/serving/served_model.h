@@ -89,6 +89,16 @@ class ServedModel {
   size_t max_sequence_length() const { return loaded_->max_sequence_length; }
   // Most padded tokens in one batch (the batcher's max_batch_tokens, TEI's /info field).
   size_t max_batch_tokens() const { return max_batch_tokens_; }
+  // Most rows in one batch (config max_batch_size, at least 1).
+  size_t max_batch_size() const { return max_batch_size_; }
+  // Rows waiting in this version's queue, read without any lock (a snapshot): what a thread that
+  // must never wait for a live thread's lock (serving/shadow_lane.h) asks.
+  size_t QueuedRows() const { return batcher_->QueuedTasks(); }
+  // Opens one more backend of this version (the factory its instances came from), e.g. for a
+  // shadow lane (instance kShadowLaneInstance). Thread-safe as the factory is.
+  absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> OpenBackend(int instance) const {
+    return backends_(*loaded_, instance);
+  }
   // What KServe token tensors may carry (serving/token_input_limits.h), decided at load.
   const TokenInputLimits& token_input_limits() const { return loaded_->token_input_limits; }
   // The immutable loaded model this version schedules.
@@ -130,6 +140,8 @@ class ServedModel {
   uint64_t generation_ = 0;
   size_t max_queue_size_ = 0;
   size_t max_batch_tokens_ = 0;
+  size_t max_batch_size_ = 1;
+  BackendFactory backends_;
   std::chrono::milliseconds shutdown_grace_{10000};
   ServingMetrics* metrics_ = nullptr;
   std::unique_ptr<guard::CircuitBreaker> breaker_;  // null: no breaker trigger configured

@@ -3,6 +3,8 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <array>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,12 @@ ServiceCore::ServiceCore(ModelManager* models, ServingMetrics* metrics, const Se
 ServiceCore::~ServiceCore() {
   // The rollout timer's on_tick uses this core (shadow answers may keep rollouts_ alive longer).
   if (rollouts_ != nullptr) rollouts_->StopTimer();
+  std::map<std::string, LaneEntry> lanes;
+  {
+    absl::MutexLock lock(&lanes_mu_);
+    lanes.swap(lanes_);
+  }
+  lanes.clear();  // joins the shadow lanes' threads
   pool_.reset();
 }
 
@@ -46,7 +54,12 @@ absl::StatusOr<std::unique_ptr<ServiceCore>> ServiceCore::Create(ModelManager* m
   RolloutsOptions rollouts;
   rollouts.clock = core->clock_;
   rollouts.check_interval = options.rollout_check_interval;
-  rollouts.on_tick = [c = core.get()] { c->ApplyDeclaredRollouts(); };
+  rollouts.on_tick = [c = core.get()] {
+    c->ApplySavedRollouts();
+    c->ApplyDeclaredRollouts();
+    c->SyncShadowLanes();
+    c->PersistRollouts();
+  };
   core->rollouts_ = std::make_shared<Rollouts>(metrics, rollouts);
   if (absl::Status s = core->SetApiKeys(options.api_keys); !s.ok()) return s;
   return core;
@@ -290,7 +303,111 @@ absl::Status ServiceCore::StartRollout(const std::string& model, const RolloutDe
   for (int64_t v : {spec.stable, spec.candidate}) {
     if (auto found = models_->Find(model, std::to_string(v)); !found.ok()) return found.status();
   }
-  return rollouts_->Start(model, spec);
+  if (absl::Status s = rollouts_->Start(model, spec); !s.ok()) return s;
+  PersistRollouts();
+  SyncShadowLanes();
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::PromoteRollout(const std::string& model) {
+  if (absl::Status s = rollouts_->Promote(model); !s.ok()) return s;
+  PersistRollouts();
+  SyncShadowLanes();  // the rollout no longer compares: its lane closes
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::RollbackRollout(const std::string& model, std::string_view reason) {
+  if (absl::Status s = rollouts_->Rollback(model, reason); !s.ok()) return s;
+  PersistRollouts();
+  SyncShadowLanes();
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::LoadRolloutState() {
+  if (options_.rollout_state_file.empty()) return absl::OkStatus();
+  auto text = ReadFileIfExists(options_.rollout_state_file);
+  if (!text.ok()) return text.status();
+  if (!text->has_value()) {
+    spdlog::info("--rollout-state-file {}: none yet; it is written on the first rollout change",
+                 options_.rollout_state_file);
+    return absl::OkStatus();
+  }
+  auto saved = ParseRolloutState(**text);
+  if (!saved.ok()) {
+    return absl::Status(saved.status().code(),
+                        absl::StrCat("--rollout-state-file ", options_.rollout_state_file, ": ", saved.status().message()));
+  }
+  spdlog::info("--rollout-state-file {}: {} saved rollout(s)", options_.rollout_state_file, saved->size());
+  {
+    absl::MutexLock lock(&state_mu_);
+    saved_ = *std::move(saved);
+  }
+  ApplySavedRollouts();
+  return absl::OkStatus();
+}
+
+void ServiceCore::ApplySavedRollouts() {
+  std::vector<SavedRollout> pending;
+  {
+    absl::MutexLock lock(&state_mu_);
+    if (saved_.empty()) return;
+    pending.swap(saved_);
+  }
+  std::vector<SavedRollout> later;
+  bool restored = false;
+  for (SavedRollout& r : pending) {
+    // A rollout the model's newest version declares in config.pbtxt wins over the saved one.
+    std::shared_ptr<ServedModel> newest;
+    for (const auto& m : models_->All()) {
+      if (m->name() == r.model && (newest == nullptr || m->version() > newest->version())) newest = m;
+    }
+    if (newest != nullptr && !newest->parameters().rollout.empty()) {
+      spdlog::info("model {}: its config.pbtxt declares a rollout; the saved one is not restored", r.model);
+      continue;
+    }
+    const bool loaded = models_->Find(r.model, std::to_string(r.spec.stable)).ok() &&
+                        models_->Find(r.model, std::to_string(r.spec.candidate)).ok() &&
+                        (r.promoted_from == 0 || models_->Find(r.model, std::to_string(r.promoted_from)).ok() ||
+                         r.state != RolloutState::kPromoted);
+    if (!loaded) {
+      later.push_back(std::move(r));  // the versions may still be loading (poll, explicit): next tick
+      continue;
+    }
+    if (absl::Status s = rollouts_->Restore(r.model, r.spec, r.state, r.reason, r.promoted_from); !s.ok()) {
+      spdlog::error("model {}: the saved rollout was not restored: {}", r.model, s.ToString());
+      continue;
+    }
+    restored = true;
+  }
+  {
+    absl::MutexLock lock(&state_mu_);
+    for (SavedRollout& r : later) saved_.push_back(std::move(r));
+  }
+  if (restored) SyncShadowLanes();
+}
+
+void ServiceCore::PersistRollouts() {
+  if (options_.rollout_state_file.empty()) return;
+  absl::MutexLock lock(&state_mu_);
+  const uint64_t changes = rollouts_->changes();
+  if (persisted_once_ && changes == persisted_changes_) return;
+  if (!persisted_once_ && changes == 0) return;  // nothing ever changed: keep the file as it is
+  std::vector<SavedRollout> all;
+  for (const std::string& model : rollouts_->Models()) {
+    std::optional<RolloutStatus> st = rollouts_->Get(model);
+    if (!st.has_value()) continue;
+    all.push_back({model, st->spec, st->state, st->reason, st->promoted_from});
+  }
+  // Saved rollouts still waiting for their versions stay in the file.
+  for (const SavedRollout& r : saved_) {
+    if (std::none_of(all.begin(), all.end(), [&](const SavedRollout& a) { return a.model == r.model; })) all.push_back(r);
+  }
+  if (absl::Status s = WriteFileAtomically(options_.rollout_state_file, RolloutStateJson(all)); !s.ok()) {
+    spdlog::error("--rollout-state-file: {}", s.ToString());
+    return;
+  }
+  persisted_changes_ = changes;
+  persisted_once_ = true;
 }
 
 void ServiceCore::ApplyDeclaredRollouts() {
@@ -385,27 +502,70 @@ void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model
   if (!rollouts_->Tracks(name, version)) {
     return RerankLive(call, std::move(model), query, documents, options, raw_scores, std::move(done));
   }
-  // The other version scores the same pairs when the rollout asks for it and its queue is empty.
-  std::shared_ptr<ServedModel> other;
+  // The other version scores the same pairs when the rollout asks for it, on its shadow lane.
   bool live_is_stable = true;
   std::optional<int64_t> other_version = rollouts_->ShadowOf(name, version);
   if (!other_version.has_value()) {
     other_version = rollouts_->DuplicateOf(name, version);
     live_is_stable = false;
   }
-  // Idle capacity only: both queues empty (live rows waiting anywhere mean the instances, which
-  // share the CPU or the accelerator, have no time to spare).
-  if (other_version.has_value() && options.long_documents == LongDocuments::kTruncate &&
-      model->GetStats().batcher.queued_tasks == 0) {
-    auto found = models_->Find(name, std::to_string(*other_version));
-    if (found.ok() && (*found)->GetStats().batcher.queued_tasks == 0) other = *std::move(found);
-  }
   std::shared_ptr<RolloutComparison> compare;
-  if (other != nullptr) {
-    compare = std::make_shared<RolloutComparison>();
-    compare->rollouts = rollouts_;
-    compare->model = name;
-    compare->live_is_stable = live_is_stable;
+  if (other_version.has_value()) {
+    metrics::Family<metrics::Counter>* counted = metrics_->rollout_shadow;
+    auto count = [counted, name](std::string_view outcome) {
+      if (counted != nullptr) counted->WithLabels({name, std::string(outcome)})->Increment();
+    };
+    if (options.long_documents != LongDocuments::kTruncate) {
+      count("dropped_long_documents");
+    } else {
+      compare = std::make_shared<RolloutComparison>();
+      compare->rollouts = rollouts_;
+      compare->model = name;
+      compare->live_is_stable = live_is_stable;
+      ShadowJob job;
+      job.query = std::string(query);
+      job.documents.assign(documents.begin(), documents.end());
+      job.options = options;
+      job.raw_scores = raw_scores;
+      job.deadline = call->admission().deadline;
+      // Runs on the lane's reporter thread (normal priority), never on its idle worker.
+      job.done = [rollouts = rollouts_, name, other_v = *other_version, live_is_stable, compare,
+                  count](absl::StatusOr<ShadowOutcome> scored) mutable {
+        if (scored.ok()) {
+          count("scored");
+          // A shadow answer is all the candidate has to show; a canary duplicate on the stable
+          // version would only blur the stable version's figures. Its time is a latency sample
+          // only when no live row contended with it (idle-priority time is not the model's).
+          if (live_is_stable) {
+            rollouts->RecordOutcome(name, other_v, true,
+                                    scored->contended ? std::nullopt : std::optional<Clock::duration>(scored->run_time));
+          }
+          compare->Offer(false, &scored->scores);
+          return;
+        }
+        switch (scored.status().code()) {
+          case absl::StatusCode::kUnavailable: count("dropped_live_waiting"); break;
+          case absl::StatusCode::kDeadlineExceeded: count("dropped_deadline"); break;
+          case absl::StatusCode::kCancelled: count("dropped_closed"); break;
+          default:
+            count("failed");
+            if (live_is_stable) rollouts->RecordOutcome(name, other_v, false, std::nullopt);
+        }
+        compare->Offer(false, nullptr);
+      };
+      ShadowLane::Refusal refusal = ShadowLane::Refusal::kNotReady;
+      {
+        absl::ReaderMutexLock lock(&lanes_mu_);
+        auto it = lanes_.find(name);
+        if (it != lanes_.end() && it->second.wanted.scored == *other_version) {
+          refusal = it->second.lane->Offer(std::move(job));
+        }
+      }
+      if (refusal != ShadowLane::Refusal::kNone) {
+        count(absl::StrCat("dropped_", std::string(ShadowRefusalName(refusal))));
+        compare = nullptr;
+      }
+    }
   }
   const Clock::time_point start = clock_->Now();
   RerankLive(call, std::move(model), query, documents, options, raw_scores,
@@ -418,26 +578,90 @@ void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model
                if (compare != nullptr) compare->Offer(true, scores.ok() && !degraded ? &scores->scores : nullptr);
                std::move(done)(std::move(scores));
              });
-  if (other == nullptr) return;
-  // Only idle capacity: the lowest priority level of the other version's queue, so that its live
-  // rows (canary, or a request naming it) go first and these are dropped first.
-  RowTask::Admission admission = call->admission();
-  admission.priority = other->config().dynamic_batching().priority_levels();
-  admission.client_gone = nullptr;
-  const int64_t other_v = other->version();
-  const Clock::time_point other_start = clock_->Now();
-  ScoreOrFallback(other, admission, query, documents, options, raw_scores, /*metrics=*/nullptr,
-                  [] { return absl::OkStatus(); },
-                  [rollouts = rollouts_, clock = clock_, name, other_v, other_start, live_is_stable,
-                   compare](absl::StatusOr<RerankScores> scores) mutable {
-                    const bool degraded = scores.ok() && scores->fallback != nullptr;
-                    // A shadow answer is all the candidate has to show; a canary duplicate on the
-                    // stable version (lowest priority) would only blur the stable version's figures.
-                    if (auto ok = RolloutOutcome(scores.status(), degraded); ok.has_value() && live_is_stable) {
-                      rollouts->RecordOutcome(name, other_v, *ok, clock->Now() - other_start);
-                    }
-                    compare->Offer(false, scores.ok() && !degraded ? &scores->scores : nullptr);
-                  });
+}
+
+void ServiceCore::SyncShadowLanes() {
+  absl::MutexLock sync(&sync_mu_);  // the only writer of lanes_
+  auto find = [this](const std::string& model, int64_t version) -> std::shared_ptr<ServedModel> {
+    auto found = models_->Find(model, std::to_string(version));
+    return found.ok() ? *std::move(found) : nullptr;
+  };
+  auto gen = [](const std::shared_ptr<ServedModel>& m) -> uint64_t { return m != nullptr ? m->generation() : 0; };
+  // What should be open now, with the versions' current objects.
+  std::map<std::string, LaneEntry> wanted;
+  std::map<std::string, std::array<std::shared_ptr<ServedModel>, 3>> served;
+  for (const Rollouts::LaneWanted& w : rollouts_->ShadowLanesWanted()) {
+    std::array<std::shared_ptr<ServedModel>, 3> v = {find(w.model, w.scored), find(w.model, w.stable),
+                                                     find(w.model, w.candidate)};
+    if (v[0] == nullptr || v[1] == nullptr || v[2] == nullptr) continue;
+    LaneEntry& e = wanted[w.model];
+    e.wanted = w;
+    e.scored_generation = gen(v[0]);
+    e.stable_generation = gen(v[1]);
+    e.candidate_generation = gen(v[2]);
+    served[w.model] = std::move(v);
+  }
+  auto same = [](const LaneEntry& a, const LaneEntry& b) {
+    return a.wanted.scored == b.wanted.scored && a.wanted.stable == b.wanted.stable &&
+           a.wanted.candidate == b.wanted.candidate && a.scored_generation == b.scored_generation &&
+           a.stable_generation == b.stable_generation && a.candidate_generation == b.candidate_generation;
+  };
+  std::set<std::string> kept;
+  {
+    absl::ReaderMutexLock lock(&lanes_mu_);
+    for (const auto& [model, entry] : lanes_) {
+      auto it = wanted.find(model);
+      if (it != wanted.end() && same(it->second, entry)) {
+        kept.insert(model);
+        wanted.erase(it);
+      }
+    }
+  }
+  // What is left in `wanted` gets a new lane (its backend opens on the lane's own idle thread).
+  for (auto& [model, entry] : wanted) {
+    auto& [scored, stable, candidate] = served[model];
+    ShadowLaneOptions lo;
+    // Live rows waiting for either version: the lane yields (both share the CPU with it).
+    lo.live_waiting = [stable = stable, candidate = candidate] {
+      return stable->QueuedRows() > 0 || candidate->QueuedRows() > 0;
+    };
+    lo.max_queued_jobs = std::max<size_t>(options_.shadow_max_queued_jobs, 1);
+    lo.max_yield = options_.shadow_max_yield;
+    lo.idle_scheduling = options_.shadow_idle_scheduling;
+    lo.nice = options_.shadow_nice;
+    lo.clock = clock_;
+    entry.lane = ShadowLane::Create(scored, std::move(lo));
+  }
+  std::vector<std::unique_ptr<ShadowLane>> closed;
+  {
+    absl::MutexLock lock(&lanes_mu_);
+    for (auto it = lanes_.begin(); it != lanes_.end();) {
+      if (!kept.contains(it->first)) {
+        closed.push_back(std::move(it->second.lane));
+        it = lanes_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& [model, entry] : wanted) lanes_[model] = std::move(entry);
+  }
+  for (auto& lane : closed) {
+    spdlog::info("model {} version {}: shadow lane closed", lane->model().name(), lane->model().version());
+  }
+  closed.clear();  // joins the lanes' threads, outside every lock live requests take
+}
+
+std::optional<ShadowLane::Stats> ServiceCore::ShadowLaneStats(const std::string& model) const {
+  absl::ReaderMutexLock lock(&lanes_mu_);
+  auto it = lanes_.find(model);
+  if (it == lanes_.end()) return std::nullopt;
+  return it->second.lane->GetStats();
+}
+
+bool ServiceCore::ShadowLaneReady(const std::string& model, int64_t version) const {
+  absl::ReaderMutexLock lock(&lanes_mu_);
+  auto it = lanes_.find(model);
+  return it != lanes_.end() && it->second.wanted.scored == version && it->second.lane->ready();
 }
 
 void ServiceCore::RerankLive(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,

@@ -49,11 +49,17 @@
 //    StickyValue of the rollout's sticky_header; after a rollback the stable version, after a
 //    promotion the candidate); a named version bypasses the split. Live Rerank and Infer answers of
 //    a rollout's stable or candidate version, and the candidate's shadow answers, are recorded
-//    (error, latency); a canary duplicate on the stable version is only compared. A rerank the stable
-//    version answers in shadow mode (drawn by percent), and every one the candidate answers in
-//    canary mode, is also scored by the other version when both versions' queues are empty, at its
-//    lowest priority level, with the same deadline; that answer is only compared
-//    (Rollouts::RecordComparison) and never returned, and its failure fails nothing live.
+//    (error; latency only for a shadow answer no live row contended with, see shadow_lane.h); a
+//    canary duplicate on the stable version is only compared. A rerank the stable version answers
+//    in shadow mode (drawn by percent), and every one the candidate answers in canary mode, is also
+//    offered to the other version's shadow lane (serving/shadow_lane.h: its own backend, SCHED_IDLE
+//    threads, yields while live rows wait, never blocks the live request), with the same deadline;
+//    that answer is only compared (Rollouts::RecordComparison) and never returned, and its failure
+//    fails nothing live. Every offer's outcome is counted in
+//    tide_rollout_shadow_requests_total{model,outcome}. Long-document requests are not shadowed.
+//  - SyncShadowLanes() opens a lane for each Rollouts::ShadowLanesWanted entry (opening runs on
+//    the lane's own idle thread) and closes lanes no longer wanted or whose versions were reloaded
+//    or unloaded. It runs on the rollout timer and after StartRollout; public for tests.
 //  - Thread-safe. The model manager and the metrics must outlive the core.
 #pragma once
 
@@ -81,9 +87,11 @@
 #include "serving/model_manager.h"
 #include "serving/rollout.h"
 #include "serving/rollout_json.h"
+#include "serving/rollout_state_file.h"
 #include "serving/score_cache.h"
 #include "serving/scoring.h"
 #include "serving/serving_metrics.h"
+#include "serving/shadow_lane.h"
 #include "serving/work_pool.h"
 
 namespace tide::serving {
@@ -125,6 +133,14 @@ struct ServiceCoreOptions {
   std::chrono::milliseconds rollout_check_interval{250};
   // The structured access log (--access-log, access_log.h) both edges write to; null: none.
   std::shared_ptr<AccessLog> access_log;
+  // Shadow lanes (serving/shadow_lane.h): SCHED_IDLE (false only for tests), queued jobs per lane,
+  // and how long a job yields to live rows before it is dropped.
+  bool shadow_idle_scheduling = true;
+  int shadow_nice = 0;  // without idle scheduling: nice steps added to the lanes' threads (0..19)
+  size_t shadow_max_queued_jobs = 2;
+  std::chrono::milliseconds shadow_max_yield{1000};
+  // Where rollouts are kept across restarts (serving/rollout_state_file.h); empty: nowhere.
+  std::string rollout_state_file;
 };
 
 // A text input of Tokenize: a text or a (text, text_pair) pair.
@@ -224,6 +240,25 @@ class ServiceCore {
   // is retried on the next call, one that is invalid is logged once. Runs on the rollout timer
   // (every rollout_check_interval); public for tests.
   void ApplyDeclaredRollouts();
+  void SyncShadowLanes();
+  // Promote / Rollback (serving/rollout.h) through the API: the change is saved before answering.
+  absl::Status PromoteRollout(const std::string& model);
+  absl::Status RollbackRollout(const std::string& model, std::string_view reason);
+  // --rollout-state-file. LoadRolloutState reads the file once at start-up (none yet: OK; a file
+  // that cannot be read or parsed: the error, and tide refuses to start); its rollouts are put
+  // back (Rollouts::Restore) by ApplySavedRollouts once both of their versions are loaded, on the
+  // rollout timer, except for a model whose newest version declares a rollout in config.pbtxt:
+  // the declared one wins. PersistRollouts writes every rollout (WriteFileAtomically) when any
+  // changed since the last write: after StartRollout, PromoteRollout and RollbackRollout before
+  // they return, and on every timer tick (a guard's rollback is on disk within
+  // rollout_check_interval). Write errors are logged and retried on the next change or tick.
+  absl::Status LoadRolloutState();
+  void ApplySavedRollouts();
+  void PersistRollouts();
+  // The model's open shadow lane's counters (tests, diagnostics); nullopt: none open.
+  std::optional<ShadowLane::Stats> ShadowLaneStats(const std::string& model) const;
+  // Whether the model's shadow lane for `version` has its backend open.
+  bool ShadowLaneReady(const std::string& model, int64_t version) const;
   ModelManager& models() const { return *models_; }
   ServingMetrics& metrics() const { return *metrics_; }
   // The access log; null when off.
@@ -265,6 +300,20 @@ class ServiceCore {
   std::map<std::string, std::string> declared_ ABSL_GUARDED_BY(declared_mu_);
   mutable absl::Mutex refresh_mu_;
   mutable uint64_t mirrored_evictions_ ABSL_GUARDED_BY(refresh_mu_) = 0;
+  struct LaneEntry {
+    Rollouts::LaneWanted wanted;
+    uint64_t scored_generation = 0, stable_generation = 0, candidate_generation = 0;
+    std::unique_ptr<ShadowLane> lane;
+  };
+  // Live threads offer under a reader lock (Offer never blocks); SyncShadowLanes swaps entries
+  // under the writer lock and destroys closed lanes outside it.
+  mutable absl::Mutex lanes_mu_;
+  std::map<std::string, LaneEntry> lanes_ ABSL_GUARDED_BY(lanes_mu_);
+  absl::Mutex sync_mu_;  // one SyncShadowLanes at a time
+  absl::Mutex state_mu_;  // the state file: saved rollouts waiting for their versions, last write
+  std::vector<SavedRollout> saved_ ABSL_GUARDED_BY(state_mu_);
+  uint64_t persisted_changes_ ABSL_GUARDED_BY(state_mu_) = 0;
+  bool persisted_once_ ABSL_GUARDED_BY(state_mu_) = false;
   // Last: destroyed first, so no worker runs while the members above go away.
   std::unique_ptr<WorkPool> pool_;
 };

@@ -100,6 +100,11 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
   check(Assign(r.AddCounter("tide_access_log_dropped_total",
                             "Access log records dropped (--access-log): its writer fell behind or its file failed.", {}),
                &m->access_log_dropped));
+  check(Assign(r.AddCounter("tide_rollout_shadow_requests_total",
+                            "Rerank requests offered to a rollout's shadow lane (a shadow on the candidate, a canary's "
+                            "duplicate on the stable version), by outcome: scored, failed, dropped_live_waiting, "
+                            "dropped_deadline, dropped_queue_full, dropped_busy, dropped_not_ready, dropped_closed.",
+                            {"model", "outcome"}), &m->rollout_shadow));
   if (!s.ok()) return s;
   return m;
 }

@@ -71,6 +71,7 @@ struct ServingMetrics {
   // The access log (--access-log, serving/access_log.h): records dropped because its writer fell
   // behind (or its sink failed) rather than slowing requests down.
   metrics::Family<metrics::Counter>* access_log_dropped = nullptr;  // tide_access_log_dropped_total
+  metrics::Family<metrics::Counter>* rollout_shadow = nullptr;      // tide_rollout_shadow_requests_total
 };
 
 }  // namespace tide::serving

@@ -9,6 +9,8 @@
 //         cancellation and overload to happen while they are queued
 //   verdict  tiny-bert as a classifier whose breaker opens when a call fills its 2-row queue past
 //         half, then answers breaker_default_result [-1.5] marked degraded (as in the guard test)
+// Separate servers: the repository RPCs (explicit model control), and a canary whose sticky_header
+// is read from gRPC metadata (two versions of m).
 // Skips (with the reason) when tide was built without gRPC.
 #include "gtest/gtest.h"
 
@@ -27,6 +29,7 @@ TEST(ServeGrpcTest, Skipped) {
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -930,6 +933,80 @@ TEST_F(ServeGrpcRepositoryTest, LoadAndUnloadFollowTheIndex) {
   load.set_model_name("absent");
   auto ctx4 = Admin();
   EXPECT_EQ(kserve_->RepositoryModelLoad(ctx4.get(), load, &lr).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+
+// A canary's sticky_header is read from gRPC metadata as from HTTP headers: one user lands on one
+// version over both edges; calls without it are drawn.
+class ServeGrpcStickyTest : public SharedServerSuite<ServeGrpcStickyTest> {
+ protected:
+  static void SetUpTestSuite() {
+    grpc_port_ = FreePort();
+    StartSharedServer(
+        [](const fs::path& repository) -> absl::Status {
+          if (absl::Status s = AddTinyBert(repository, "m", Common(1000) + "version_policy { all { } }\n"); !s.ok()) {
+            return s;
+          }
+          std::error_code ec;
+          fs::create_directories(repository / "m" / "2", ec);
+          if (!ec) fs::create_symlink(fs::read_symlink(repository / "m" / "1" / "model.onnx"),
+                                      repository / "m" / "2" / "model.onnx", ec);
+          if (ec) return absl::InternalError("cannot add version 2: " + ec.message());
+          return absl::OkStatus();
+        },
+        {"--grpc-port", std::to_string(grpc_port_), "--admin-api-key", "admin", "--log-level", "warn"});
+  }
+  void SetUp() override {
+    SharedServerSuite::SetUp();
+    if (HasFatalFailure()) return;
+    rerank_ = tei::v1::Rerank::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials()));
+  }
+  // The version that answered a tei.v1 Rerank carrying `user` in x-user-id ("" : no metadata).
+  std::string GrpcVersion(const std::string& user) {
+    tei::v1::RerankRequest req;
+    req.set_query("what is a panda?");
+    req.add_texts("a bear");
+    req.add_texts("a city");
+    tei::v1::RerankResponse r;
+    grpc::ClientContext ctx;
+    if (!user.empty()) ctx.AddMetadata("x-user-id", user);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const grpc::Status s = rerank_->Rerank(&ctx, req, &r);
+    if (!s.ok()) return "error: " + s.error_message();
+    return Trailer(ctx, "x-tide-model-version");
+  }
+  static inline int grpc_port_ = 0;
+  std::unique_ptr<tei::v1::Rerank::Stub> rerank_;
+};
+
+TEST_F(ServeGrpcStickyTest, TheCanarysStickyHeaderIsReadFromMetadata) {
+  auto client = NewClient();
+  auto put = client->Send("PUT", "/v2/models/m/rollout",
+                          R"({"candidate": "2", "stable": "1", "mode": "canary", "percent": 50,
+                              "sticky_header": "x-user-id", "guard": {"min_requests": 100000}})",
+                          {{"Authorization", "Bearer admin"}, {"Content-Type", "application/json"}});
+  ASSERT_EQ(put.status, 200) << put.body;
+  std::map<std::string, int> users_per_version;
+  for (int u = 0; u < 30; ++u) {
+    const std::string user = "user-" + std::to_string(u);
+    const std::string first = GrpcVersion(user);
+    ASSERT_TRUE(first == "1" || first == "2") << first;
+    for (int k = 0; k < 4; ++k) ASSERT_EQ(GrpcVersion(user), first) << user;
+    // The same value over HTTP lands on the same version.
+    auto http = client->Post("/rerank", R"({"query": "q", "texts": ["a", "b"]})", {{"x-user-id", user}});
+    ASSERT_EQ(http.status, 200) << http.body;
+    EXPECT_EQ(http.header("x-tide-model-version"), first) << user;
+    users_per_version[first]++;
+  }
+  // 30 users at 50%: both versions have users (all on one: p = 2^-29).
+  EXPECT_GT(users_per_version["1"], 0);
+  EXPECT_GT(users_per_version["2"], 0);
+  // Without the metadata each call is drawn: both versions answer over 60 calls.
+  std::map<std::string, int> drawn;
+  for (int i = 0; i < 60; ++i) drawn[GrpcVersion("")]++;
+  EXPECT_GT(drawn["1"], 0);
+  EXPECT_GT(drawn["2"], 0);
 }
 
 }  // namespace

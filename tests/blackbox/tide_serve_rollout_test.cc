@@ -9,7 +9,9 @@
 //    candidate that ranks differently is rolled back by the guard at the very comparison that
 //    crosses min_requests (the window holds exactly min_requests pairs), with the reason in the
 //    API and the metrics, and nothing in flight fails;
-//  - promote makes the candidate the stable version.
+//  - promote makes the candidate the stable version;
+//  - with --rollout-state-file, a rollout started, promoted and rolled back through the API is
+//    found as it was after each restart.
 // Closed-loop clients run throughout each rollout and every answer is checked.
 #include <atomic>
 #include <chrono>
@@ -70,30 +72,34 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeou
   return done();
 }
 
+// Versions 1 and 2 of m (tiny-bert, the same weights) and 3 (exported with another seed).
+absl::Status PopulateThreeVersions(const fs::path& repo) {
+  auto tiny = ExportedTinyBert();
+  if (!tiny.ok()) return tiny.status();
+  auto other = ExportedTinyBert(kOtherSeed);
+  if (!other.ok()) return other.status();
+  const std::string config =
+      "backend: \"onnxruntime\"\nmax_batch_size: 8\n"
+      "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
+      "version_policy { all { } }\n";
+  if (absl::Status s = AddTinyBert(repo, "m", config); !s.ok()) return s;
+  for (const auto& [version, file] : {std::pair{"2", *tiny / "1" / "model.onnx"},
+                                      std::pair{"3", *other / "1" / "model.onnx"}}) {
+    std::error_code ec;
+    fs::create_directories(repo / "m" / version, ec);
+    if (!ec) fs::create_symlink(fs::absolute(file), repo / "m" / version / "model.onnx", ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot add version ", version, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
 class ServeRolloutTest : public SharedServerSuite<ServeRolloutTest> {
  protected:
   static void SetUpTestSuite() {
-    StartSharedServer(
-        [](const fs::path& repo) -> absl::Status {
-          auto tiny = ExportedTinyBert();
-          if (!tiny.ok()) return tiny.status();
-          auto other = ExportedTinyBert(kOtherSeed);
-          if (!other.ok()) return other.status();
-          const std::string config =
-              "backend: \"onnxruntime\"\nmax_batch_size: 8\n"
-              "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
-              "version_policy { all { } }\n";
-          if (absl::Status s = AddTinyBert(repo, "m", config); !s.ok()) return s;
-          for (const auto& [version, file] : {std::pair{"2", *tiny / "1" / "model.onnx"},
-                                              std::pair{"3", *other / "1" / "model.onnx"}}) {
-            std::error_code ec;
-            fs::create_directories(repo / "m" / version, ec);
-            if (!ec) fs::create_symlink(fs::absolute(file), repo / "m" / version / "model.onnx", ec);
-            if (ec) return absl::InternalError(absl::StrCat("cannot add version ", version, ": ", ec.message()));
-          }
-          return absl::OkStatus();
-        },
-        {"--log-level", "info", "--admin-api-key", kAdminKey});
+    StartSharedServer(PopulateThreeVersions,
+        // Shadow lanes at the inference threads' priority: a test machine shared with other work
+        // would starve SCHED_IDLE threads (the default, measured by bench/rollout/shadow.sh).
+        {"--log-level", "info", "--admin-api-key", kAdminKey, "--shadow-scheduling", "normal"});
   }
 
   static json Rollout() { return ParseJson(NewClient()->Get("/v2/models/m/rollout", Admin()).body); }
@@ -283,6 +289,83 @@ TEST_F(ServeRolloutTest, PromoteMakesTheCandidateStable) {
   }
   // Promoting again is refused: the rollout is over.
   EXPECT_EQ(client->Post("/v2/models/m/rollout/promote", "", Admin()).status, 422);
+}
+
+// --rollout-state-file: a rollout started, promoted and rolled back through the API is found as it
+// was after each restart of the server (same repository, same file).
+TEST(ServeRolloutStateTest, RolloutsStartedThroughTheApiSurviveRestarts) {
+  TempDir dir;
+  const fs::path repo = dir.path() / "repo";
+  ASSERT_TRUE(PopulateThreeVersions(repo).ok());
+  const std::string state_file = (dir.path() / "rollouts.json").string();
+  const std::vector<std::string> flags = {"--admin-api-key", kAdminKey, "--rollout-state-file", state_file,
+                                          "--shadow-scheduling", "normal", "--log-level", "info"};
+  auto versions_answering = [](HttpClient& client) {
+    std::set<std::string> seen;
+    for (int i = 0; i < 10; ++i) {
+      auto r = client.Post("/rerank", RerankBody(i));
+      seen.insert(r.status == 200 ? std::string(r.header("x-tide-model-version")) : "error " + r.body);
+    }
+    return seen;
+  };
+  auto rollout = [](HttpClient& client) { return ParseJson(client.Get("/v2/models/m/rollout", Admin()).body); };
+  auto start = [&]() {
+    auto server = StartTideServe(repo, flags);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  };
+  {
+    auto server = start();
+    ASSERT_NE(server, nullptr);
+    HttpClient client(server->host(), server->port());
+    EXPECT_EQ(rollout(client).value("state", ""), "idle");
+    auto put = client.Send("PUT", "/v2/models/m/rollout",
+                           R"({"candidate": "2", "stable": "1", "mode": "canary", "percent": 100,
+                               "guard": {"min_requests": 100000}})",
+                           {{"Authorization", std::string("Bearer ") + kAdminKey}, {"Content-Type", "application/json"}});
+    ASSERT_EQ(put.status, 200) << put.body;
+    EXPECT_EQ(versions_answering(client), std::set<std::string>{"2"});
+  }
+  ASSERT_TRUE(fs::exists(state_file));  // written before the PUT was answered
+  {
+    auto server = start();
+    ASSERT_NE(server, nullptr);
+    HttpClient client(server->host(), server->port());
+    const json st = rollout(client);
+    EXPECT_EQ(st.value("state", ""), "running") << st.dump();
+    EXPECT_EQ(st.value("candidate", ""), "2");
+    EXPECT_EQ(st.value("percent", 0.0), 100.0);
+    EXPECT_EQ(versions_answering(client), std::set<std::string>{"2"});
+    ASSERT_EQ(client.Post("/v2/models/m/rollout/promote", "", Admin()).status, 200);
+  }
+  {
+    auto server = start();
+    ASSERT_NE(server, nullptr);
+    HttpClient client(server->host(), server->port());
+    const json st = rollout(client);
+    EXPECT_EQ(st.value("state", ""), "promoted") << st.dump();
+    EXPECT_EQ(st.value("stable", ""), "2");
+    EXPECT_EQ(versions_answering(client), std::set<std::string>{"2"});  // not the newest (3)
+    // The promotion is still undoable after the restart: version 1 is stable again.
+    auto back = client.Post("/v2/models/m/rollout/rollback", "", Admin());
+    ASSERT_EQ(back.status, 200) << back.body;
+  }
+  {
+    auto server = start();
+    ASSERT_NE(server, nullptr);
+    HttpClient client(server->host(), server->port());
+    const json st = rollout(client);
+    EXPECT_EQ(st.value("state", ""), "rolled_back") << st.dump();
+    EXPECT_EQ(st.value("stable", ""), "1");
+    EXPECT_THAT(st.value("reason", ""), HasSubstr("manual"));
+    EXPECT_EQ(versions_answering(client), std::set<std::string>{"1"});
+  }
+  // A file that is not a rollout state stops the start-up instead of forgetting rollouts.
+  {
+    std::ofstream(state_file) << "not json";
+  }
+  auto refused = StartTideServe(repo, flags, std::chrono::milliseconds(60000));
+  EXPECT_FALSE(refused.ok());
 }
 
 // GitOps: a rollout declared in config.pbtxt starts when a poll applies the change.

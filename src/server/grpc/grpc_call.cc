@@ -35,6 +35,9 @@ absl::StatusOr<serving::CallInfo> CallInfoFor(const grpc::CallbackServerContext&
   info.body_bytes = message_bytes;
   info.received_at = received_at;
   info.client_gone = std::move(client_gone);
+  // A canary's sticky_header is read from the call's metadata as HTTP reads it from its headers
+  // (gRPC keys are lower case, like sticky_header). Used during admission, while `context` lives.
+  info.header = [&context](std::string_view name) { return Metadata(context, name); };
   const auto deadline = context.deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());

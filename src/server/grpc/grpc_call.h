@@ -6,8 +6,9 @@
 //  - CallInfoFor reads the `authorization` metadata ("Bearer <key>"), the client's deadline (the
 //    time left, at least 1 us, becomes CallInfo.timeout_us, so the core's one deadline rule applies:
 //    it may only shorten --default-timeout-ms; an expired deadline is answered DEADLINE_EXCEEDED),
-//    `x-priority` metadata (INVALID_ARGUMENT when not an integer), the message size (body_bytes)
-//    and the call's client-gone flag. The views it returns point into the context's metadata,
+//    `x-priority` metadata (INVALID_ARGUMENT when not an integer), the message size (body_bytes),
+//    the call's client-gone flag, and CallInfo.header over the metadata (a rollout's sticky_header
+//    is read there, serving/rollout.h). The views it returns point into the context's metadata,
 //    which lives as long as the call.
 //  - UnaryReactor raises its client-gone flag when gRPC reports the call cancelled (the client
 //    cancelled or left, or its deadline passed), so queued rows of the call are dropped unrun; it

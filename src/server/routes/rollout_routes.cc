@@ -105,13 +105,13 @@ http::Response RolloutRoutes::Put(const http::Request& request, const std::strin
 
 http::Response RolloutRoutes::Promote(const http::Request& request, const std::string& model) const {
   if (auto denied = Unauthorized(request)) return *std::move(denied);
-  if (absl::Status s = core_->rollouts().Promote(model); !s.ok()) return Error(s);
+  if (absl::Status s = core_->PromoteRollout(model); !s.ok()) return Error(s);
   return Render(model);
 }
 
 http::Response RolloutRoutes::Rollback(const http::Request& request, const std::string& model) const {
   if (auto denied = Unauthorized(request)) return *std::move(denied);
-  if (absl::Status s = core_->rollouts().Rollback(model, "manual rollback (POST /v2/models/{m}/rollout/rollback)");
+  if (absl::Status s = core_->RollbackRollout(model, "manual rollback (POST /v2/models/{m}/rollout/rollback)");
       !s.ok()) {
     return Error(s);
   }

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# What a 100% shadow rollout costs live traffic (issue 13: "shadow rows never delay live rows"):
+# one `tide serve` per scheduling variant serves minilm-l6 as versions 1 and 2 of model m (the same
+# weights), CONCURRENCY closed-loop clients keep /rerank saturated, and phases of DURATION
+# alternate shadow off (no rollout running) and shadow on (PUT rollout: candidate 2, shadow 100%),
+# PAIRS times, so slow drifts of a shared machine fall on both sides alike. Each on phase starts
+# once the shadow lane's session is open (the steady state; the time to open is printed).
+# Per variant: each phase's requests/s, pairs/s, P50/P99 and failures, the mean of the on/off
+# ratios of throughput and P99 over the pairs, and how many shadow requests were scored or dropped.
+# Variants (VARIANTS="idle normal" by default):
+#   idle    --shadow-scheduling idle: the shadow lane's threads under SCHED_IDLE (the default)
+#   normal  --shadow-scheduling normal: the lane at the inference threads' priority (nice 10), to
+#           show what SCHED_IDLE buys
+# usage: bench/rollout/shadow.sh   (after `make models`; CONCURRENCY=4 DURATION=10s PAIRS=3 DOCS=4)
+# output: bench/results/rollout-shadow-<UTC time>.txt
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD_DIR:-build}
+MODELS=${TIDE_MODEL_REPOSITORY:-models}
+TIDE=${TIDE:-$BUILD/tide}
+CONCURRENCY=${CONCURRENCY:-4} DURATION=${DURATION:-10s} PAIRS=${PAIRS:-3} DOCS=${DOCS:-4}
+VARIANTS=${VARIANTS:-idle normal}
+[ -x "$TIDE" ] || { echo "shadow: build $TIDE first (make build)" >&2; exit 2; }
+[ -f "$MODELS/minilm-l6/1/model.onnx" ] || { echo "shadow: run make models first" >&2; exit 2; }
+source bench/lib/tide_server.sh
+
+work=$(mktemp -d /tmp/tide-shadow-XXXXXX)
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+repo=$work/repo
+mkdir -p "$repo/m/1" "$repo/m/2"
+for v in 1 2; do ln -s "$(pwd)/$MODELS/minilm-l6/1/model.onnx" "$repo/m/$v/model.onnx"; done
+cp "$MODELS/minilm-l6/tokenizer.json" "$repo/m/"
+{ sed 's/^name: .*/name: "m"/' "$MODELS/minilm-l6/config.pbtxt" | grep -v '^version_policy'
+  echo 'version_policy { all { } }'; } >"$repo/m/config.pbtxt"
+mkdir -p bench/results
+out=bench/results/rollout-shadow-$(date -u +%Y%m%dT%H%MZ).txt
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+shadow_counts() {  # the shadow outcome counters, as outcome=value pairs
+  curl -s "$url/metrics" | grep '^tide_rollout_shadow_requests_total' |
+    sed -E 's/.*outcome="([a-z_]+)".*\} ([0-9.e+]+)$/\1=\2/' | tr '\n' ' '
+}
+
+phase() {  # phase VARIANT LABEL INDEX
+  "$TIDE" bench --url "$url" --endpoint rerank --tokenizer "$MODELS/minilm-l6/tokenizer.json" \
+    --documents "$DOCS" --query-tokens 8 --doc-tokens 32 --concurrency "$CONCURRENCY" --warmup 1s --duration "$DURATION" \
+    --json "$work/$1-$2-$3.json" >/dev/null 2>"$work/bench.err" || { cat "$work/bench.err" >&2; exit 1; }
+}
+
+for variant in $VARIANTS; do
+  start_tide "$work/tide-$variant.log" --model-repository "$repo" --shadow-scheduling "$variant" --log-level info
+  put() { curl -s -o /dev/null -w '%{http_code}' -X PUT "$url/v2/models/m/rollout" -d "$1"; }
+  for i in $(seq "$PAIRS"); do
+    phase "$variant" off "$i"
+    [ "$(put '{"candidate": "2", "stable": "1", "mode": "shadow", "percent": 100, "guard": {"min_requests": 1000000}}')" = 200 ]
+    # The on phase measures the lane in its steady state: wait (no load) until its session is open
+    # and warm (it opens at nice 19; under saturation that takes long, see the README).
+    opened=$(grep -c 'shadow lane open' "$work/tide-$variant.log" || true)
+    t0=$(date +%s.%N)
+    for _ in $(seq 1200); do
+      [ "$(grep -c 'shadow lane open' "$work/tide-$variant.log" || true)" -gt "$opened" ] && break
+      sleep 0.1
+    done
+    echo "$variant pair $i: lane open after $(echo "$(date +%s.%N) - $t0" | bc) s (no load)" >>"$work/opens"
+    if [ "$i" = 1 ]; then  # scheduling class (IDL = SCHED_IDLE, TS = normal), nice and name of every thread
+      echo "$variant, shadow on: $(ps -L -o cls=,ni=,comm= -p "$server" | sort | uniq -c | tr -s ' ' | tr '\n' ';')" >>"$work/threads"
+    fi
+    phase "$variant" on "$i"
+    echo "$variant pair $i: $(curl -s "$url/v2/models/m/rollout" | /usr/bin/python3 -c 'import json,sys; print("compared", json.load(sys.stdin)["agreement"]["pairs"])'); $(shadow_counts)" >>"$work/counts"
+    curl -s -o /dev/null -X POST "$url/v2/models/m/rollout/rollback"
+    sleep 1  # the lane closes on the next rollout tick
+  done
+  grep -E 'shadow lane' "$work/tide-$variant.log" | sed 's/^[^ ]* //' | sort | uniq -c >>"$work/lanes"
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  server=""
+done
+
+{
+  echo "# bench/rollout/shadow.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg); tide $(git rev-parse --short HEAD))"
+  echo "# minilm-l6 as versions 1 and 2 (same weights), CONCURRENCY=$CONCURRENCY DURATION=$DURATION DOCS=$DOCS (8 + 32 tokens), /rerank closed loop;"
+  echo "# phases alternate shadow off (no rollout) / on (shadow 100%, candidate 2), PAIRS=$PAIRS pairs per variant"
+  /usr/bin/python3 - "$work" "$PAIRS" $VARIANTS <<'PY'
+import json, sys
+work, pairs, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def run(v, label, i):
+    r = json.load(open(f"{work}/{v}-{label}-{i}.json"))["runs"][0]
+    return r["qps"], r["pairs_per_s"], r["latency_ms"]["p50"], r["latency_ms"]["p99"], r["error_count"]
+print(f"{'variant':8} {'pair':>4} {'phase':5} {'req/s':>8} {'pairs/s':>9} {'p50_ms':>8} {'p99_ms':>8} {'failed':>7}")
+for v in variants:
+    thr, p99 = [], []
+    for i in range(1, pairs + 1):
+        off, on = run(v, "off", i), run(v, "on", i)
+        for label, r in (("off", off), ("on", on)):
+            print(f"{v:8} {i:4} {label:5} {r[0]:8.1f} {r[1]:9.1f} {r[2]:8.1f} {r[3]:8.1f} {r[4]:7}")
+        thr.append(on[1] / off[1])
+        p99.append(on[3] / off[3])
+    print(f"{v:8} shadow on / off: throughput {sum(thr) / len(thr):.3f}x (pairs: {', '.join(f'{x:.3f}' for x in thr)}), "
+          f"P99 {sum(p99) / len(p99):.3f}x (pairs: {', '.join(f'{x:.3f}' for x in p99)})")
+PY
+  echo "# shadow requests per on-phase (compared = the rollout's agreement pairs; outcomes cumulative per server):"
+  cat "$work/counts"
+  echo "# time from PUT to an open shadow lane:"
+  cat "$work/opens"
+  echo "# threads (count, class, nice, name) with the shadow lane open:"
+  cat "$work/threads"
+  echo "# lane log lines:"
+  cat "$work/lanes"
+} | tee "$out"

@@ -1,0 +1,257 @@
+// ShadowLane: the policy that keeps shadow scoring on idle capacity, over fake backends: its own
+// backend opened on an idle-scheduled thread, answers on the normal-priority reporter, refusals
+// that never wait (not ready, live rows waiting, queue full), yielding to live rows and dropping
+// the shadow job first, deadlines, and closing with jobs queued.
+#include "serving/shadow_lane.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "batching/thread_priority.h"
+#include "gtest/gtest.h"
+#include "serving/testing/fake_backend.h"
+
+namespace tide::serving {
+namespace {
+
+using testing::BackendControl;
+using testing::kHang;
+
+// Records where the lane's backend was opened and ran; otherwise the shared fake.
+struct OpenedOn {
+  std::atomic<int> lane_opens{0};
+  std::atomic<bool> lane_opened_idle{false};
+  std::atomic<int> lane_opened_nice{-100};
+  std::atomic<int> lane_runs{0}, lane_runs_idle{0};
+  absl::Notification* hold_open = nullptr;  // set: the lane's open waits for it
+};
+
+class RecordingBackend : public runtime::ModelBackend {
+ public:
+  RecordingBackend(std::unique_ptr<runtime::ModelBackend> inner, OpenedOn* opened)
+      : inner_(std::move(inner)), opened_(opened) {}
+  absl::Status Run(const runtime::TokenBatch& b, runtime::Logits* out) override {
+    opened_->lane_runs++;
+    if (batching::CurrentThreadIsIdleScheduled()) opened_->lane_runs_idle++;
+    return inner_->Run(b, out);
+  }
+  const ModelSignature& signature() const override { return inner_->signature(); }
+
+ private:
+  std::unique_ptr<runtime::ModelBackend> inner_;
+  OpenedOn* opened_;
+};
+
+std::shared_ptr<ServedModel> Model(std::shared_ptr<BackendControl> c, OpenedOn* opened) {
+  testing::ModelSpec spec;
+  BackendFactory fake = testing::Fake(c);
+  BackendFactory factory = [fake, opened](const LoadedModel& m, int instance) {
+    if (instance != kShadowLaneInstance) return fake(m, instance);
+    opened->lane_opens++;
+    opened->lane_opened_idle = batching::CurrentThreadIsIdleScheduled();
+    opened->lane_opened_nice = batching::CurrentThreadNice();
+    if (opened->hold_open != nullptr) opened->hold_open->WaitForNotificationWithTimeout(kHang);
+    auto backend = fake(m, instance);
+    if (!backend.ok()) return backend;
+    return absl::StatusOr<std::unique_ptr<runtime::ModelBackend>>(
+        std::make_unique<RecordingBackend>(*std::move(backend), opened));
+  };
+  ServedModelOptions o;
+  auto m = ServedModel::Create(testing::Loaded(spec), factory, o);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? std::shared_ptr<ServedModel>(*std::move(m)) : nullptr;
+}
+
+struct Answer {
+  absl::Notification done;
+  absl::StatusOr<ShadowOutcome> result = absl::UnknownError("no answer");
+  std::atomic<bool> on_idle_thread{true};
+};
+
+ShadowJob Job(Answer* answer, std::vector<std::string> docs = {"b", "c", "d"}) {
+  ShadowJob job;
+  job.query = "a";
+  job.documents = std::move(docs);
+  job.done = [answer](absl::StatusOr<ShadowOutcome> r) {
+    answer->on_idle_thread = batching::CurrentThreadIsIdleScheduled();
+    answer->result = std::move(r);
+    answer->done.Notify();
+  };
+  return job;
+}
+
+bool WaitReady(const ShadowLane& lane) {
+  for (int i = 0; i < 10000 && !lane.ready(); ++i) absl::SleepFor(absl::Milliseconds(1));
+  return lane.ready();
+}
+
+// The lane opens (and warms up) its own backend at nice 19, then scores under SCHED_IDLE; the
+// answer runs on the normal-priority reporter.
+TEST(ShadowLane, ScoresOnItsOwnIdleBackendAndAnswersOnANormalThread) {
+  auto control = std::make_shared<BackendControl>();
+  control->decisive_token = 6;  // "c"
+  OpenedOn opened;
+  auto model = Model(control, &opened);
+  Answer a;  // outlives the lane, whose threads may still answer it
+  auto lane = ShadowLane::Create(model, {});
+  ASSERT_TRUE(WaitReady(*lane));
+  EXPECT_EQ(opened.lane_opens.load(), 1);
+  // Opened at nice 19, not under SCHED_IDLE: opening maps memory (the mmap lock live threads need).
+  EXPECT_FALSE(opened.lane_opened_idle.load());
+  EXPECT_EQ(opened.lane_opened_nice.load(), 19);
+  EXPECT_EQ(opened.lane_runs.load(), 2);  // the warm-up batches, before the switch
+  EXPECT_EQ(opened.lane_runs_idle.load(), 0);
+  const int warmup_rows = control->rows_run.load();  // the warm-ups' rows
+  ASSERT_EQ(lane->Offer(Job(&a)), ShadowLane::Refusal::kNone);
+  ASSERT_TRUE(a.done.WaitForNotificationWithTimeout(kHang));
+  ASSERT_TRUE(a.result.ok()) << a.result.status();
+  ASSERT_EQ(a.result->scores.size(), 3u);
+  EXPECT_LT(a.result->scores[0], a.result->scores[1]);  // "c" ranks first
+  EXPECT_GT(a.result->scores[1], a.result->scores[2]);
+  EXPECT_FALSE(a.result->contended);
+  EXPECT_FALSE(a.on_idle_thread.load());  // what done locks is never held by an idle thread
+  EXPECT_EQ(lane->GetStats().scored, 1u);
+  EXPECT_EQ(control->rows_run.load() - warmup_rows, 3);
+  EXPECT_EQ(opened.lane_runs_idle.load(), 3);  // max_batch_size 1: one batch per document, all idle
+}
+
+TEST(ShadowLane, RefusesAtOnceWhenNotReadyLiveRowsWaitOrTheQueueIsFull) {
+  auto control = std::make_shared<BackendControl>();
+  absl::Notification open;
+  OpenedOn opened;
+  opened.hold_open = &open;
+  auto model = Model(control, &opened);
+  std::atomic<bool> live{false};
+  ShadowLaneOptions o;
+  o.live_waiting = [&live] { return live.load(); };
+  o.max_queued_jobs = 1;
+  o.idle_scheduling = false;
+  Answer refused, running, queued;
+  auto lane = ShadowLane::Create(model, o);
+  EXPECT_EQ(lane->Offer(Job(&refused)), ShadowLane::Refusal::kNotReady);  // its backend is still opening
+  open.Notify();
+  ASSERT_TRUE(WaitReady(*lane));
+  live = true;
+  EXPECT_EQ(lane->Offer(Job(&refused)), ShadowLane::Refusal::kLiveWaiting);
+  live = false;
+  // One job held inside the backend, one queued: the next is refused, not queued.
+  control->armed = true;
+  ASSERT_EQ(lane->Offer(Job(&running)), ShadowLane::Refusal::kNone);
+  ASSERT_TRUE(control->entered.WaitForNotificationWithTimeout(kHang));
+  ASSERT_EQ(lane->Offer(Job(&queued)), ShadowLane::Refusal::kNone);
+  EXPECT_EQ(lane->Offer(Job(&refused)), ShadowLane::Refusal::kQueueFull);
+  control->gate.Notify();
+  ASSERT_TRUE(running.done.WaitForNotificationWithTimeout(kHang));
+  ASSERT_TRUE(queued.done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_TRUE(running.result.ok());
+  EXPECT_TRUE(queued.result.ok());
+  EXPECT_FALSE(refused.done.HasBeenNotified());  // a refused job's done never runs
+  const ShadowLane::Stats s = lane->GetStats();
+  EXPECT_EQ(s.refused_not_ready, 1u);
+  EXPECT_EQ(s.refused_live_waiting, 1u);
+  EXPECT_EQ(s.refused_queue_full, 1u);
+  EXPECT_EQ(s.scored, 2u);
+}
+
+// A job that finds live rows waiting yields; it runs once they are gone, and is dropped (not the
+// live rows) when they keep waiting for max_yield.
+TEST(ShadowLane, YieldsToLiveRowsAndIsDroppedWhenTheyKeepWaiting) {
+  auto control = std::make_shared<BackendControl>();
+  OpenedOn opened;
+  auto model = Model(control, &opened);  // max_batch_size 1: a job runs one batch per document
+  std::atomic<bool> live{false};
+  std::atomic<int> live_from_rows{1 << 30};  // live rows "arrive" once the backend ran this many rows
+  ShadowLaneOptions o;
+  o.live_waiting = [&] { return live.load() || control->rows_run.load() >= live_from_rows.load(); };
+  o.max_yield = std::chrono::milliseconds(1000);
+  o.idle_scheduling = false;
+  o.max_queued_jobs = 4;
+  Answer first, waits, cut;
+  auto lane = ShadowLane::Create(model, o);
+  ASSERT_TRUE(WaitReady(*lane));
+  const int base = control->rows_run.load();  // the live instance's warm-up
+  control->armed = true;
+  ASSERT_EQ(lane->Offer(Job(&first, {"b"})), ShadowLane::Refusal::kNone);
+  ASSERT_TRUE(control->entered.WaitForNotificationWithTimeout(kHang));
+  ASSERT_EQ(lane->Offer(Job(&waits, {"b"})), ShadowLane::Refusal::kNone);
+  live = true;  // live rows arrive while the first job's batch runs
+  control->gate.Notify();
+  ASSERT_TRUE(first.done.WaitForNotificationWithTimeout(kHang));
+  ASSERT_TRUE(first.result.ok()) << first.result.status();
+  EXPECT_TRUE(first.result->contended);  // its time is no latency sample
+  // The second yields (it does not run while live rows wait) ...
+  EXPECT_FALSE(waits.done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  EXPECT_EQ(control->rows_run.load() - base, 1);
+  live = false;  // ... and runs once they are gone.
+  ASSERT_TRUE(waits.done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_TRUE(waits.result.ok());
+  EXPECT_EQ(control->rows_run.load() - base, 2);
+  // Live rows that keep waiting: the shadow job is the one dropped, also between the batches of
+  // one job: a 3-document job (3 batches) that sees live rows arrive after its first batch yields
+  // for max_yield and stops there.
+  live = false;
+  live_from_rows = control->rows_run.load() + 1;
+  ASSERT_EQ(lane->Offer(Job(&cut, {"b", "c", "d"})), ShadowLane::Refusal::kNone);
+  ASSERT_TRUE(cut.done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_EQ(cut.result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(control->rows_run.load() - base, 3);
+  EXPECT_EQ(lane->GetStats().abandoned_live_waiting, 1u);
+}
+
+TEST(ShadowLane, AJobPastItsDeadlineIsDroppedUnrun) {
+  auto control = std::make_shared<BackendControl>();
+  OpenedOn opened;
+  auto model = Model(control, &opened);
+  FakeClock clock;
+  ShadowLaneOptions o;
+  o.clock = &clock;
+  o.idle_scheduling = false;
+  Answer a;
+  auto lane = ShadowLane::Create(model, o);
+  ASSERT_TRUE(WaitReady(*lane));
+  const int base = control->rows_run.load();
+  ShadowJob job = Job(&a);
+  job.deadline = clock.Now() - std::chrono::milliseconds(1);
+  ASSERT_EQ(lane->Offer(std::move(job)), ShadowLane::Refusal::kNone);
+  ASSERT_TRUE(a.done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_EQ(a.result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(lane->GetStats().abandoned_deadline, 1u);
+  EXPECT_EQ(control->rows_run.load(), base);
+}
+
+TEST(ShadowLane, ClosingAnswersQueuedJobsCancelledAndFinishesTheRunningOne) {
+  auto control = std::make_shared<BackendControl>();
+  OpenedOn opened;
+  auto model = Model(control, &opened);
+  ShadowLaneOptions o;
+  o.idle_scheduling = false;
+  o.max_queued_jobs = 1;  // the probes below are refused while the lane still runs
+  Answer running, queued, probe;
+  auto lane = ShadowLane::Create(model, o);
+  ASSERT_TRUE(WaitReady(*lane));
+  control->armed = true;
+  ASSERT_EQ(lane->Offer(Job(&running)), ShadowLane::Refusal::kNone);
+  ASSERT_TRUE(control->entered.WaitForNotificationWithTimeout(kHang));
+  ASSERT_EQ(lane->Offer(Job(&queued)), ShadowLane::Refusal::kNone);
+  ShadowLane* raw = lane.get();  // alive until the worker, held in the backend, is joined
+  std::thread closer([&] { lane.reset(); });
+  ShadowLane::Refusal r = ShadowLane::Refusal::kNone;
+  for (int i = 0; i < 10000 && r != ShadowLane::Refusal::kStopped; ++i) {
+    r = raw->Offer(Job(&probe));
+    if (r != ShadowLane::Refusal::kStopped) absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(r, ShadowLane::Refusal::kStopped);
+  control->gate.Notify();
+  closer.join();
+  ASSERT_TRUE(running.done.HasBeenNotified());
+  ASSERT_TRUE(queued.done.HasBeenNotified());
+  EXPECT_TRUE(running.result.ok());
+  EXPECT_EQ(queued.result.status().code(), absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace tide::serving
