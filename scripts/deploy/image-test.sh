@@ -4,6 +4,8 @@
 # HEALTHCHECK command), serves a rerank request, checks the process runs as uid 10001 as PID 1,
 # then `podman stop` (SIGTERM) must end it with exit code 0 well within the grace period.
 # Takes about a minute with the image built (the model's warm-up dominates). Not part of make test.
+#
+#   [IMAGE=...] [SKIP_IMAGE_BUILD=1] [GRACE_MS=5000] scripts/deploy/image-test.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 IMAGE=${IMAGE:-localhost/tide:latest}
@@ -16,7 +18,8 @@ fail() { echo "image-test: FAIL: $*" >&2; $P logs "$name" 2>&1 | tail -20 >&2 ||
 cleanup() { $P rm -f -t 0 "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-scripts/deploy/image.sh
+# SKIP_IMAGE_BUILD=1: test $IMAGE as it is (e.g. IMAGE=localhost/tide:source built with BUILD_FROM=source).
+[ "${SKIP_IMAGE_BUILD:-0}" = 1 ] || scripts/deploy/image.sh
 echo "image-test: run $IMAGE on 127.0.0.1:$port, models from $MODELS_DIR"
 # 2>/dev/null: podman reports that it cannot start the healthcheck timer without systemd; the
 # HEALTHCHECK command is run by hand below instead.
