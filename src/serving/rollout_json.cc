@@ -113,4 +113,21 @@ absl::StatusOr<RolloutDeclaration> ParseRolloutJson(std::string_view body) {
   return out;
 }
 
+json RolloutSpecToJson(const RolloutSpec& spec) {
+  const RolloutGuard& g = spec.guard;
+  return {{"stable", std::to_string(spec.stable)},
+          {"candidate", std::to_string(spec.candidate)},
+          {"mode", std::string(RolloutModeName(spec.mode))},
+          {"percent", spec.percent},
+          {"sticky_header", spec.sticky_header},
+          {"window", spec.window},
+          {"guard",
+           {{"min_requests", g.min_requests},
+            {"max_error_rate", g.max_error_rate},
+            {"max_p99_ratio", g.max_p99_ratio},
+            {"min_spearman", g.min_spearman},
+            {"min_top1", g.min_top1},
+            {"min_ndcg10", g.min_ndcg10}}}};
+}
+
 }  // namespace tide::serving

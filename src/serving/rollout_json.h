@@ -11,13 +11,16 @@
 //    now (ServiceCore::StartRollout decides); guard fields default as RolloutGuard's. The header
 //    name is lower-cased. An unknown field, a value of the wrong type or out of range is
 //    kInvalidInput naming it; text that is not JSON is kMalformedRequest.
-//  - Pure function; thread-safe.
+//  - RolloutSpecToJson is the inverse: the spec as that JSON, `stable` included (the rollout
+//    routes' GET answer and the rollout state file write it; ParseRolloutJson reads it back).
+//  - Pure functions; thread-safe.
 #pragma once
 
 #include <optional>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 #include "serving/rollout.h"
 
 namespace tide::serving {
@@ -28,5 +31,6 @@ struct RolloutDeclaration {
 };
 
 absl::StatusOr<RolloutDeclaration> ParseRolloutJson(std::string_view text);
+nlohmann::json RolloutSpecToJson(const RolloutSpec& spec);
 
 }  // namespace tide::serving

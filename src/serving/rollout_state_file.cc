@@ -19,23 +19,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json SpecObject(const RolloutSpec& spec) {
-  const RolloutGuard& g = spec.guard;
-  return {{"stable", std::to_string(spec.stable)},
-          {"candidate", std::to_string(spec.candidate)},
-          {"mode", std::string(RolloutModeName(spec.mode))},
-          {"percent", spec.percent},
-          {"sticky_header", spec.sticky_header},
-          {"window", spec.window},
-          {"guard",
-           {{"min_requests", g.min_requests},
-            {"max_error_rate", g.max_error_rate},
-            {"max_p99_ratio", g.max_p99_ratio},
-            {"min_spearman", g.min_spearman},
-            {"min_top1", g.min_top1},
-            {"min_ndcg10", g.min_ndcg10}}}};
-}
-
 std::optional<RolloutState> ParseState(std::string_view name) {
   for (RolloutState s : {RolloutState::kIdle, RolloutState::kRunning, RolloutState::kPromoted, RolloutState::kRolledBack}) {
     if (RolloutStateName(s) == name) return s;
@@ -49,12 +32,10 @@ absl::Status SysError(std::string_view what, const std::string& path) {
 
 }  // namespace
 
-std::string RolloutSpecJson(const RolloutSpec& spec) { return SpecObject(spec).dump(); }
-
 std::string RolloutStateJson(const std::vector<SavedRollout>& rollouts) {
   json all = json::object();
   for (const SavedRollout& r : rollouts) {
-    all[r.model] = {{"rollout", SpecObject(r.spec)},
+    all[r.model] = {{"rollout", RolloutSpecToJson(r.spec)},
                     {"state", std::string(RolloutStateName(r.state))},
                     {"reason", r.reason},
                     {"promoted_from", r.promoted_from}};

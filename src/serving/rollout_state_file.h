@@ -36,8 +36,6 @@ struct SavedRollout {
   int64_t promoted_from = 0;
 };
 
-// A spec as the JSON ParseRolloutJson reads (stable included).
-std::string RolloutSpecJson(const RolloutSpec& spec);
 std::string RolloutStateJson(const std::vector<SavedRollout>& rollouts);
 absl::StatusOr<std::vector<SavedRollout>> ParseRolloutState(std::string_view text);
 

@@ -55,22 +55,9 @@ http::Response RolloutRoutes::Render(const std::string& model) const {
     return Json(out.dump());
   }
   const serving::RolloutSpec& spec = status->spec;
-  const serving::RolloutGuard& g = spec.guard;
-  out = {{"stable", std::to_string(spec.stable)},
-         {"candidate", std::to_string(spec.candidate)},
-         {"mode", std::string(serving::RolloutModeName(spec.mode))},
-         {"percent", spec.percent},
-         {"sticky_header", spec.sticky_header},
-         {"window", spec.window},
-         {"state", std::string(serving::RolloutStateName(status->state))},
-         {"reason", status->reason},
-         {"guard",
-          {{"min_requests", g.min_requests},
-           {"max_error_rate", g.max_error_rate},
-           {"max_p99_ratio", g.max_p99_ratio},
-           {"min_spearman", g.min_spearman},
-           {"min_top1", g.min_top1},
-           {"min_ndcg10", g.min_ndcg10}}}};
+  out = serving::RolloutSpecToJson(spec);
+  out["state"] = std::string(serving::RolloutStateName(status->state));
+  out["reason"] = status->reason;
   json stats = json::object();
   for (const auto& v : status->stats) {
     stats[std::to_string(v.version)] = {
