@@ -128,21 +128,25 @@ TEST(RunBenchCommand, DumpRequestsWritesThePoolAndSendsNothing) {
   fs::remove_all(tmp);
 }
 
+// A model repository with the shared tiny DistilBERT export as model "distil" (version 1).
+void WriteDistilRepository(const fs::path& repo) {
+  fs::create_directories(repo / "distil" / "1");
+  fs::copy_file(tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel), repo / "distil" / "1" / "model.onnx");
+  fs::copy_file(tide::testing::SharedAssetPath(tide::testing::kBertBaseUncasedTokenizer),
+                repo / "distil" / "tokenizer.json");
+  std::ofstream(repo / "distil" / "config.pbtxt")
+      << "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
+         "dynamic_batching { max_queue_delay_microseconds: 2000 }\n";
+}
+
 TEST(TideBenchBlackBox, ShortRunAgainstARealServer) {
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kBertBaseUncasedTokenizer);
-  const fs::path model = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
-  const fs::path tokenizer = tide::testing::SharedAssetPath(tide::testing::kBertBaseUncasedTokenizer);
-
   char tmpl[] = "/tmp/tide-bench-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const fs::path tmp = tmpl;
-  fs::create_directories(tmp / "repo" / "distil" / "1");
-  fs::copy_file(model, tmp / "repo" / "distil" / "1" / "model.onnx");
-  fs::copy_file(tokenizer, tmp / "repo" / "distil" / "tokenizer.json");
-  std::ofstream(tmp / "repo" / "distil" / "config.pbtxt")
-      << "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
-         "dynamic_batching { max_queue_delay_microseconds: 2000 }\n";
+  WriteDistilRepository(tmp / "repo");
+  const fs::path tokenizer = tide::testing::SharedAssetPath(tide::testing::kBertBaseUncasedTokenizer);
 
   tide::testing::ServerProcessOptions so;
   so.binary = TIDE_BINARY_PATH;
@@ -241,17 +245,11 @@ int FreePort() {
 TEST(TideBenchBlackBox, GrpcRerankAndModelInferAgainstARealServer) {
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kBertBaseUncasedTokenizer);
-  const fs::path model = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel);
-  const fs::path tokenizer = tide::testing::SharedAssetPath(tide::testing::kBertBaseUncasedTokenizer);
   char tmpl[] = "/tmp/tide-bench-grpc-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const fs::path tmp = tmpl;
-  fs::create_directories(tmp / "repo" / "distil" / "1");
-  fs::copy_file(model, tmp / "repo" / "distil" / "1" / "model.onnx");
-  fs::copy_file(tokenizer, tmp / "repo" / "distil" / "tokenizer.json");
-  std::ofstream(tmp / "repo" / "distil" / "config.pbtxt")
-      << "backend: \"onnxruntime\"\nmax_batch_size: 16\n"
-         "dynamic_batching { max_queue_delay_microseconds: 2000 }\n";
+  WriteDistilRepository(tmp / "repo");
+  const fs::path tokenizer = tide::testing::SharedAssetPath(tide::testing::kBertBaseUncasedTokenizer);
   const int grpc_port = FreePort();
   ASSERT_GT(grpc_port, 0);
   tide::testing::ServerProcessOptions so;

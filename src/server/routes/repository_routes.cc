@@ -16,16 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-http::Response Json(std::string body, int status = 200) {
-  http::Response r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
-
-// Errors as every route renders them (route_util.h).
-http::Response Error(const absl::Status& status) { return ErrorResponse(status); }
-
 // The request body as a JSON object; an empty body is an empty object.
 absl::StatusOr<json> BodyObject(const http::Request& request) {
   if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
@@ -47,10 +37,10 @@ std::optional<http::Response> RepositoryRoutes::Unauthorized(const http::Request
 http::Response RepositoryRoutes::Index(const http::Request& request) const {
   if (auto denied = Unauthorized(request)) return *std::move(denied);
   auto body = BodyObject(request);
-  if (!body.ok()) return Error(body.status());
+  if (!body.ok()) return ErrorResponse(body.status());
   bool ready_only = false;
   if (auto it = body->find("ready"); it != body->end()) {
-    if (!it->is_boolean()) return Error(errors::InvalidInput("ready must be a boolean"));
+    if (!it->is_boolean()) return ErrorResponse(errors::InvalidInput("ready must be a boolean"));
     ready_only = it->get<bool>();
   }
   json out = json::array();
@@ -60,48 +50,48 @@ http::Response RepositoryRoutes::Index(const http::Request& request) const {
                    {"state", std::string(serving::ModelStateName(e.state))},
                    {"reason", e.reason}});
   }
-  return Json(out.dump(-1, ' ', false, json::error_handler_t::replace));
+  return JsonResponse(out.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 void RepositoryRoutes::Load(const http::Request& request, std::string model, http::Responder respond) const {
   if (auto denied = Unauthorized(request)) return std::move(respond)(*std::move(denied));
   auto body = BodyObject(request);
-  if (!body.ok()) return std::move(respond)(Error(body.status()));
+  if (!body.ok()) return std::move(respond)(ErrorResponse(body.status()));
   std::optional<std::string> config;
   if (auto params = body->find("parameters"); params != body->end()) {
-    if (!params->is_object()) return std::move(respond)(Error(errors::InvalidInput("parameters must be an object")));
+    if (!params->is_object()) return std::move(respond)(ErrorResponse(errors::InvalidInput("parameters must be an object")));
     for (const auto& [key, value] : params->items()) {
       if (key != "config") {
-        return std::move(respond)(Error(errors::InvalidInput(absl::StrCat(
+        return std::move(respond)(ErrorResponse(errors::InvalidInput(absl::StrCat(
             "parameters.", key.substr(0, 128), ": unsupported (tide takes parameters.config only; model files "
             "are read from the repository)"))));
       }
       if (!value.is_string()) {
         return std::move(respond)(
-            Error(errors::InvalidInput("parameters.config must be a string holding the JSON model configuration")));
+            ErrorResponse(errors::InvalidInput("parameters.config must be a string holding the JSON model configuration")));
       }
       config = value.get<std::string>();
     }
   }
   controller_->LoadAsync(std::move(model), std::move(config),
                          [respond = std::move(respond)](absl::Status status) mutable {
-                           std::move(respond)(status.ok() ? Json("{}") : Error(status));
+                           std::move(respond)(status.ok() ? JsonResponse("{}") : ErrorResponse(status));
                          });
 }
 
 void RepositoryRoutes::Unload(const http::Request& request, std::string model, http::Responder respond) const {
   if (auto denied = Unauthorized(request)) return std::move(respond)(*std::move(denied));
   auto body = BodyObject(request);
-  if (!body.ok()) return std::move(respond)(Error(body.status()));
+  if (!body.ok()) return std::move(respond)(ErrorResponse(body.status()));
   controller_->UnloadAsync(std::move(model), [respond = std::move(respond)](absl::Status status) mutable {
-    std::move(respond)(status.ok() ? Json("{}") : Error(status));
+    std::move(respond)(status.ok() ? JsonResponse("{}") : ErrorResponse(status));
   });
 }
 
 http::RouteHandler RepositoryRouteHandler(const RepositoryRoutes* routes, Endpoint endpoint) {
   if (routes == nullptr) {
     return [](http::Request, http::PathParams, http::Responder respond) {
-      std::move(respond)(Error(errors::NotFound("the model repository extension is not enabled on this server")));
+      std::move(respond)(ErrorResponse(errors::NotFound("the model repository extension is not enabled on this server")));
     };
   }
   switch (endpoint) {

@@ -19,16 +19,6 @@ namespace {
 
 using json = nlohmann::json;
 
-http::Response Json(std::string body, int status = 200) {
-  http::Response r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
-
-// Errors as every route renders them (route_util.h).
-http::Response Error(const absl::Status& status) { return ErrorResponse(status); }
-
 }  // namespace
 
 RolloutRoutes::RolloutRoutes(serving::ServiceCore* core, RolloutRoutesOptions options)
@@ -40,7 +30,7 @@ std::optional<http::Response> RolloutRoutes::Unauthorized(const http::Request& r
 
 http::Response RolloutRoutes::Render(const std::string& model) const {
   auto newest = core_->FindModel(model);
-  if (!newest.ok()) return Error(newest.status());
+  if (!newest.ok()) return ErrorResponse(newest.status());
   std::optional<serving::RolloutStatus> status = core_->rollouts().Get(model);
   json out;
   if (!status.has_value()) {
@@ -52,7 +42,7 @@ http::Response RolloutRoutes::Render(const std::string& model) const {
            {"reason", ""},
            {"stats", json::object()},
            {"agreement", {{"pairs", 0}, {"spearman", nullptr}, {"top1", nullptr}, {"ndcg10", nullptr}}}};
-    return Json(out.dump());
+    return JsonResponse(out.dump());
   }
   const serving::RolloutSpec& spec = status->spec;
   out = serving::RolloutSpecToJson(spec);
@@ -73,7 +63,7 @@ http::Response RolloutRoutes::Render(const std::string& model) const {
     agreement["spearman"] = agreement["top1"] = agreement["ndcg10"] = nullptr;
   }
   out["agreement"] = std::move(agreement);
-  return Json(out.dump(-1, ' ', false, json::error_handler_t::replace));
+  return JsonResponse(out.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 http::Response RolloutRoutes::Get(const http::Request& request, const std::string& model) const {
@@ -83,16 +73,16 @@ http::Response RolloutRoutes::Get(const http::Request& request, const std::strin
 
 http::Response RolloutRoutes::Put(const http::Request& request, const std::string& model) const {
   if (auto denied = Unauthorized(request)) return *std::move(denied);
-  if (auto found = core_->FindModel(model); !found.ok()) return Error(found.status());
+  if (auto found = core_->FindModel(model); !found.ok()) return ErrorResponse(found.status());
   auto put = serving::ParseRolloutJson(request.body);
-  if (!put.ok()) return Error(put.status());
-  if (absl::Status s = core_->StartRollout(model, *put); !s.ok()) return Error(s);
+  if (!put.ok()) return ErrorResponse(put.status());
+  if (absl::Status s = core_->StartRollout(model, *put); !s.ok()) return ErrorResponse(s);
   return Render(model);
 }
 
 http::Response RolloutRoutes::Promote(const http::Request& request, const std::string& model) const {
   if (auto denied = Unauthorized(request)) return *std::move(denied);
-  if (absl::Status s = core_->PromoteRollout(model); !s.ok()) return Error(s);
+  if (absl::Status s = core_->PromoteRollout(model); !s.ok()) return ErrorResponse(s);
   return Render(model);
 }
 
@@ -100,7 +90,7 @@ http::Response RolloutRoutes::Rollback(const http::Request& request, const std::
   if (auto denied = Unauthorized(request)) return *std::move(denied);
   if (absl::Status s = core_->RollbackRollout(model, "manual rollback (POST /v2/models/{m}/rollout/rollback)");
       !s.ok()) {
-    return Error(s);
+    return ErrorResponse(s);
   }
   return Render(model);
 }
@@ -108,7 +98,7 @@ http::Response RolloutRoutes::Rollback(const http::Request& request, const std::
 http::RouteHandler RolloutRouteHandler(const RolloutRoutes* routes, Endpoint endpoint) {
   if (routes == nullptr) {
     return [](http::Request, http::PathParams, http::Responder respond) {
-      std::move(respond)(Error(errors::NotFound("the rollout API is not enabled on this server")));
+      std::move(respond)(ErrorResponse(errors::NotFound("the rollout API is not enabled on this server")));
     };
   }
   using Method = http::Response (RolloutRoutes::*)(const http::Request&, const std::string&) const;
