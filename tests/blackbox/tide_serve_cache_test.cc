@@ -44,11 +44,19 @@ TEST_F(ServeCacheTest, RepeatedPairsComeFromTheCache) {
   EXPECT_EQ(ParseJson(again.body), ParseJson(first.body));  // same scores, same order
   EXPECT_EQ(Rows(client->Get("/metrics").body), rows_after_first);  // the model ran nothing
 
-  const ClientResponse partly = client->Post(
-      "/rerank", R"({"query": "what is a panda?", "texts": ["a bear", "a mountain"]})");
+  // A partial hit goes on to a worker with the request parsed on the I/O thread: its options
+  // (return_text) and order must be those of the same request answered without the cache.
+  const std::string partly_body =
+      R"({"query": "what is a panda?", "texts": ["a bear", "a mountain"], "return_text": true})";
+  const ClientResponse partly = client->Post("/rerank", partly_body);
   ASSERT_EQ(partly.status, 200) << partly.body;
   EXPECT_EQ(partly.header("x-tide-cache-hits"), "1");
   EXPECT_EQ(Rows(client->Get("/metrics").body), rows_after_first + 1);  // only the new pair ran
+  const ClientResponse partly_fresh = client->Post("/rerank", partly_body, {{"Cache-Control", "no-cache"}});
+  ASSERT_EQ(partly_fresh.status, 200) << partly_fresh.body;
+  EXPECT_EQ(ParseJson(partly.body), ParseJson(partly_fresh.body));
+  ASSERT_EQ(ParseJson(partly.body).size(), 2u);
+  EXPECT_TRUE(ParseJson(partly.body)[0].contains("text")) << partly.body;
 
   const ClientResponse bypass = client->Post("/rerank", body, {{"Cache-Control", "no-cache"}});
   ASSERT_EQ(bypass.status, 200) << bypass.body;

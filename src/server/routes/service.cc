@@ -186,13 +186,20 @@ absl::Status Service::AddRoutes() {
 // ---- rerank ------------------------------------------------------------------------------------
 
 void Service::Rerank(http::Request request, http::Responder respond) {
+  // The attempt runs (on the I/O thread) before the work (on a worker), never beside it.
+  auto parsed_slot = std::make_shared<std::optional<api::RerankRequest>>();
   StartInference(
       std::move(request), std::move(respond), "rerank", {}, {},
-      [this](const http::Request& r, ResponseSender s, serving::CallPtr c) { RerankWork(r, std::move(s), std::move(c)); },
-      [this](const http::Request& r, ResponseSender& s, const serving::CallPtr& c) { return RerankFromCache(r, s, c); });
+      [this, parsed_slot](const http::Request& r, ResponseSender s, serving::CallPtr c) {
+        RerankWork(r, std::move(s), std::move(c), parsed_slot);
+      },
+      [this, parsed_slot](const http::Request& r, ResponseSender& s, const serving::CallPtr& c) {
+        return RerankFromCache(r, s, c, parsed_slot);
+      });
 }
 
-bool Service::RerankFromCache(const http::Request& request, ResponseSender& sender, const serving::CallPtr& call) {
+bool Service::RerankFromCache(const http::Request& request, ResponseSender& sender, const serving::CallPtr& call,
+                              const ParsedRerank& parsed_slot) {
   // Anything unusual (a bad body, an unknown model) is left to the worker, which answers it.
   auto parsed = api::ParseRerankRequest(request.body, options_.limits);
   if (!parsed.ok()) return false;
@@ -204,7 +211,10 @@ bool Service::RerankFromCache(const http::Request& request, ResponseSender& send
   pair_options.long_documents = parsed->long_documents.value_or((*model)->parameters().long_documents);
   const std::vector<std::string_view> docs(parsed->texts.begin(), parsed->texts.end());
   auto scores = core_->RerankFromCache(*call, **model, parsed->query, docs, pair_options, parsed->raw_scores);
-  if (!scores.has_value()) return false;
+  if (!scores.has_value()) {  // not whole in the cache: the worker takes this parse over
+    parsed_slot->emplace(*std::move(parsed));
+    return false;
+  }
   sender.hold(call);
   sender.set_model((*model)->name(), (*model)->version());
   if (!scores->ok()) {
@@ -223,8 +233,12 @@ bool Service::RerankFromCache(const http::Request& request, ResponseSender& send
   return true;
 }
 
-void Service::RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
-  auto parsed = api::ParseRerankRequest(request.body, options_.limits);
+void Service::RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call,
+                         const ParsedRerank& parsed_slot) {
+  const bool kept = parsed_slot != nullptr && parsed_slot->has_value();
+  absl::StatusOr<api::RerankRequest> parsed = kept ? absl::StatusOr<api::RerankRequest>(*std::move(*parsed_slot))
+                                                   : api::ParseRerankRequest(request.body, options_.limits);
+  if (kept) parsed_slot->reset();
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto model = core_->FindModel(*call);
   if (!model.ok()) return sender.SendError(model.status());

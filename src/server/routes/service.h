@@ -49,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "api/cohere_rerank.h"
 #include "api/request_limits.h"
+#include "api/rerank.h"
 #include "absl/functional/any_invocable.h"
 #include "common/version.h"
 #include "server/http/router.h"
@@ -99,7 +100,11 @@ class Service {
                       std::string_view model, std::string_view version, Work work,
                       CacheAttempt from_cache = nullptr);
   // TEI /rerank answered whole from the score cache on the I/O thread (no worker hop), when it can.
-  bool RerankFromCache(const http::Request& request, ResponseSender& sender, const serving::CallPtr& call);
+  // The request body parsed once: by the cache attempt on the I/O thread when there is one (a
+  // request the cache has only in part keeps its parse for the worker), else by the worker.
+  using ParsedRerank = std::shared_ptr<std::optional<api::RerankRequest>>;
+  bool RerankFromCache(const http::Request& request, ResponseSender& sender, const serving::CallPtr& call,
+                       const ParsedRerank& parsed_slot);
 
   // The rerank path shared by TEI and Cohere: the core's Rerank, rendered with `render` (degraded
   // when scores.fallback).
@@ -108,7 +113,8 @@ class Service {
                   std::string_view query, const std::vector<std::string>& documents,
                   const serving::PairOptions& pair_options, bool raw_scores, RerankRenderer render);
   // The bodies of the inference routes, on a tokenization worker.
-  void RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
+  void RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call,
+                  const ParsedRerank& parsed_slot = nullptr);
   void CohereRerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call,
                         api::CohereApiVersion api_version);
   void PredictWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
