@@ -14,7 +14,9 @@
 # Environment: TIDE_BINARY (build/tide), MODEL_REPOSITORY (models), REPLICAS (3), CLIENTS (6),
 # REPLICA_PORT (18500), DOCS (8), SKEW (small:large:share, e.g. 2:48:0.2), BALANCE (leastconn),
 # AGENT=1 (haproxy agent-check from each replica's GET /load through load_agent.py),
-# ONLY_STEADY=1 (steady state only: the balancing comparison of bench/replicas/compare.sh).
+# ONLY_STEADY=1 (steady state only: the balancing comparison of bench/replicas/compare.sh),
+# PIN=1 (replica i runs on CPU core (i-1) mod nproc only, taskset: a host per replica, as on a
+# cluster, instead of every replica sharing every core).
 # Loopback only: the replicas bind 127.0.0.2..; haproxy binds 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -60,7 +62,9 @@ addr() { echo "127.0.0.$(( $1 + 1 ))"; }
 now() { date +%s.%N; }
 event() { echo "$(now) $*" >> "$work/events.txt"; echo "replicas: $(date -u +%T) $*"; }
 start_replica() {  # $1 = index (1-based)
-  "$TIDE" serve --model-repository "$work/models" --host "$(addr "$1")" --port "$PORT" --io-threads 1 \
+  local pin=()
+  [ "${PIN:-0}" = 1 ] && pin=(taskset -c $(( ($1 - 1) % $(nproc) )))
+  "${pin[@]}" "$TIDE" serve --model-repository "$work/models" --host "$(addr "$1")" --port "$PORT" --io-threads 1 \
     --max-concurrent-requests "$MAXC" --shutdown-grace-ms 5000 --log-level warn \
     >> "$work/replica-$1.log" 2>&1 &
   pids[$1]=$!
