@@ -55,21 +55,21 @@ class AloneSessionSlot;
 enum class GraphOptimization { kDisable, kBasic, kExtended, kAll };
 
 struct OrtOptions {
-  std::string model_path;          // the .onnx file
-  std::string model_data;          // or the serialized model itself (used when model_path is empty)
+  std::string model_path = {};     // the .onnx file
+  std::string model_data = {};     // or the serialized model itself (used when model_path is empty)
   int intra_op_threads = 0;        // 0: ONNX Runtime's default (one per physical core)
   int inter_op_threads = 0;        // 0: ONNX Runtime's default
   bool allow_spinning = false;     // spinning idle threads steal CPU from the other instances
   // Intra-op threads of RunAlone's session; 0 or <= intra_op_threads: no second session (RunAlone = Run).
   int alone_intra_op_threads = 0;
-  std::shared_ptr<AloneSessionSlot> alone_session;  // null: each backend opens its own wider session
+  std::shared_ptr<AloneSessionSlot> alone_session = nullptr;  // null: each backend opens its own wider session
   GraphOptimization graph_optimization_level = GraphOptimization::kAll;
   bool enable_cpu_mem_arena = true;
   // With shared_weights and the arena: take activations from the process-wide arena (one lock for
   // every such session); false: this session's own arena (a shadow lane's SCHED_IDLE session must
   // share no lock with the live ones).
   bool share_env_arena = true;
-  std::shared_ptr<SharedWeights> shared_weights;  // null: this session holds its own weights
+  std::shared_ptr<SharedWeights> shared_weights = nullptr;  // null: this session holds its own weights
 };
 
 // The model version's one wider session (OrtOptions::alone_session), held weakly: it lives as long

@@ -34,7 +34,7 @@ struct ModelSpec {
   std::string name = "m";
   int64_t version = 1;
   int max_queue_size = 0;
-  config::TideParameters parameters;
+  config::TideParameters parameters = {};
   size_t max_sequence_length = 16;
   // The tokenizer's words (ids 4, 5, ... in this order; "##x" entries are word-piece continuations).
   std::vector<std::string> vocabulary = {"a", "b", "c", "d", "e", "f"};
