@@ -3,7 +3,10 @@
 # run here; nothing is applied anywhere):
 #   1. kubectl kustomize deploy/k8s/base and each overlay;
 #   2. the Helm chart: helm lint + helm template when a helm binary exists; otherwise (Debian 12
-#      and npm ship none) a static check of Chart.yaml, values.yaml and every .Values reference;
+#      and npm ship none) build/tools/helm-render (deploy/check/helm-render: Helm's template engine,
+#      Go text/template + Sprig v3, built from Debian's Go packages) lints it (strict render, every
+#      document named) and renders it, with a self-test that a misspelt value fails the lint; then a
+#      static check of Chart.yaml, values.yaml and every .Values reference;
 #   3. every rendered object and the KServe manifests: Kubernetes schema + unknown-field check
 #      (deploy/check/validate.mjs), then a self-test that a misspelt field does fail it;
 #   4. settings that must agree (deploy/check/consistency.mjs): CPUs = instances x threads,
@@ -40,8 +43,21 @@ if command -v helm >/dev/null 2>&1; then
   helm template tide deploy/helm/tide > "$out/rendered/helm-default.yaml"
   helm template tide deploy/helm/tide --set autoscaling.enabled=false,model.existingClaim=models > "$out/rendered/helm-pvc.yaml"
 else
-  echo "helm: NOT AVAILABLE (no Debian 12 package, no npm package ships the binary): templates are not rendered;"
-  echo "      static check only (Chart.yaml, values.yaml, .Values references)"
+  echo "helm: not available (no Debian 12 package; npm's wrappers download it from GitHub): rendering with"
+  echo "      build/tools/helm-render, Helm's template engine (text/template + Sprig v3), not helm itself"
+  HR=build/tools/helm-render
+  $HR --lint deploy/helm/tide
+  $HR --name tide deploy/helm/tide > "$out/rendered/helm-default.yaml"
+  $HR --name tide --set autoscaling.enabled=false,model.existingClaim=models deploy/helm/tide > "$out/rendered/helm-pvc.yaml"
+  $HR --name tide --set probes.protocol=http deploy/helm/tide > "$out/rendered/helm-http-probes.yaml"
+  echo "rendered deploy/helm/tide: $(cat "$out"/rendered/helm-*.yaml | grep -c '^kind:') objects in 3 value sets"
+  # Self-test: a template reading a value that values.yaml lacks must fail the lint.
+  rm -rf "$out/selftest-chart" && cp -r deploy/helm/tide "$out/selftest-chart"
+  sed -i '0,/\.Values\.model\.instances/s//.Values.model.instanses/' "$out/selftest-chart/templates/_helpers.tpl"
+  if $HR --lint "$out/selftest-chart" >/dev/null 2>&1; then
+    echo "deploy-check: FAIL: helm-render --lint accepted a misspelt value" >&2; exit 1
+  fi
+  echo "self-test: a template reading a misspelt value (.Values.model.instanses) fails the lint"
 fi
 node deploy/check/helm-static.mjs "$out" deploy/helm/tide
 
