@@ -6,6 +6,9 @@
 #   make fuzz [FUZZ_SECONDS=60]             clang + ASan/UBSan build in build-fuzz, run each fuzz target
 #   make fuzz-smoke [FUZZ_SMOKE_SECONDS=10]  the same, a short run per target (CI: .ci/run)
 #   make bench                              run every bench/*/run.sh
+#   make bench-models [BENCH_MODELS=DIR]    export bge-reranker-base (XLM-R, seeded random weights) FP32 + INT8
+#                                           into DIR (default build/bench-models) for bench/run_all --model
+#                                           (not part of `make models`: 1.1 GB + 0.3 GB, minutes)
 #   make models | build | bootstrap | clean
 #
 # Deployment (outside make test and CI; each installs its host tools with scripts/deploy/install-tools.sh):
@@ -26,8 +29,10 @@ MODELS        ?= $(or $(TIDE_MODEL_REPOSITORY),models)
 CTEST_JOBS    ?= 2
 CMAKE_FLAGS   ?=
 TIDE_BINARY   ?= $(BUILD_DIR)/tide
+BENCH_MODELS  ?= $(BUILD_DIR)/bench-models
+BENCH_PRESETS ?= bge-reranker-base
 
-.PHONY: all bootstrap build models run test fuzz fuzz-smoke bench clean image image-test deploy-check replicas-test
+.PHONY: all bootstrap build models bench-models run test fuzz fuzz-smoke bench clean image image-test deploy-check replicas-test
 
 all: build
 
@@ -42,6 +47,16 @@ build: bootstrap
 
 models: build
 	@TIDE_MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/ensure_models.sh
+
+# Each preset P becomes $(BENCH_MODELS)/P and P-int8 (tools/export_model.py --int8: verified against
+# PyTorch, then tide quantize --int8); an entry already there is kept (delete it to re-export).
+bench-models: build
+	@for p in $(BENCH_PRESETS); do \
+	  if [ -f "$(BENCH_MODELS)/$$p/1/model.onnx" ] && [ -f "$(BENCH_MODELS)/$$p-int8/1/model.onnx" ]; then \
+	    echo "bench-models: $(BENCH_MODELS)/$$p and $$p-int8 present"; continue; fi; \
+	  /usr/bin/python3 tools/export_model.py --preset $$p --repository "$(BENCH_MODELS)" --int8 \
+	    --tide-binary "$(TIDE_BINARY)" || exit $$?; \
+	done
 
 run: models
 	@echo "tide: serving $(MODELS)/ on http://$(HOST):$(PORT) (the default model has random weights: its scores mean nothing)"

@@ -9,7 +9,10 @@ It implements what BERT-style tokenizer.json files use, with HF tokenizers' sema
   - BertPreTokenizer: split on whitespace, isolate each punctuation character,
   - WordPiece: greedy longest match first, "##" continuations, [UNK] for a word with any
     unknown piece or longer than max_input_chars_per_word,
-  - pair encoding [CLS] A [SEP] B [SEP] with token_type_ids 0 / 1 and LongestFirst truncation.
+  - pair encoding with LongestFirst truncation, from the post_processor: TemplateProcessing /
+    BertProcessing [CLS] A [SEP] B [SEP] with token_type_ids 0 / 1 (BERT), or RobertaProcessing
+    <s> A </s></s> B </s> with every token_type_id 0 (XLM-RoBERTa layout of
+    tools/make_wordpiece_tokenizer.py, which keeps the WordPiece model and BertNormalizer).
 Anything else in the file (another normalizer, pre-tokenizer or model) raises ValueError naming it.
 `bench/peers/check_tokenizer.py` compares it with `tide tokenize` (itself at parity with HF).
 """
@@ -70,8 +73,16 @@ class BertTokenizer:
         self.prefix = model.get("continuing_subword_prefix", "##")
         self.max_chars = model.get("max_input_chars_per_word", 100)
         self.unk_id = self.vocab[self.unk_token]
-        self.cls_id = self.vocab["[CLS]"]
-        self.sep_id = self.vocab["[SEP]"]
+        post = spec.get("post_processor") or {}
+        self.roberta = post.get("type") == "RobertaProcessing"
+        if self.roberta:
+            self.cls_id, self.sep_id = int(post["cls"][1]), int(post["sep"][1])
+        elif post.get("type") in (None, "TemplateProcessing", "BertProcessing"):
+            self.cls_id = self.vocab["[CLS]"]
+            self.sep_id = self.vocab["[SEP]"]
+        else:
+            raise ValueError(f"{path}: post_processor {post.get('type')!r} is not supported "
+                             "(TemplateProcessing, BertProcessing or RobertaProcessing)")
         added = sorted((t for t in spec.get("added_tokens") or [] if t.get("content")),
                        key=lambda t: -len(t["content"]))
         self.added = {t["content"]: t["id"] for t in added}
@@ -160,11 +171,13 @@ class BertTokenizer:
         return ids
 
     def encode_pair(self, text: str, pair: str, max_length: Optional[int] = 512) -> Dict[str, List[int]]:
-        """[CLS] text [SEP] pair [SEP], truncated LongestFirst to max_length (None: no truncation)."""
+        """[CLS] text [SEP] pair [SEP] (or <s> text </s></s> pair </s>), truncated LongestFirst to
+        max_length (None: no truncation)."""
         a = self.encode_text(text)
         b = self.encode_text(pair)
-        if max_length is not None and len(a) + len(b) + 3 > max_length:
-            budget = max(max_length - 3, 0)
+        added = 4 if self.roberta else 3
+        if max_length is not None and len(a) + len(b) + added > max_length:
+            budget = max(max_length - added, 0)
             n1, n2 = len(a), len(b)
             swap = n1 > n2
             if swap:
@@ -176,6 +189,10 @@ class BertTokenizer:
             if swap:
                 n1, n2 = n2, n1
             a, b = a[:n1], b[:n2]
-        input_ids = [self.cls_id] + a + [self.sep_id] + b + [self.sep_id]
-        token_type_ids = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        if self.roberta:
+            input_ids = [self.cls_id] + a + [self.sep_id, self.sep_id] + b + [self.sep_id]
+            token_type_ids = [0] * len(input_ids)
+        else:
+            input_ids = [self.cls_id] + a + [self.sep_id] + b + [self.sep_id]
+            token_type_ids = [0] * (len(a) + 2) + [1] * (len(b) + 1)
         return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": [1] * len(input_ids)}

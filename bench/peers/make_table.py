@@ -95,18 +95,32 @@ def roofline_ceilings(raw):
     return out
 
 
-def flops_per_pair(raw, documents):
-    """Useful FLOPs of one (query, document) pair of the workload's mean length, minilm-l6's shape
-    (the formula of bench/batching: 2 L layers W + layers 4 L^2 hidden; the mean length makes the
-    quadratic term a slight underestimate)."""
+# minilm-l6's shape: what run_all measured before it recorded the model (older raw/ folders).
+_DEFAULT_SHAPE = {"model_preset": "minilm-l6", "model_model_type": "bert", "model_layers": "6", "model_hidden": "384",
+                  "model_intermediate": "1536"}
+
+
+def model_shape(machine):
+    """(preset, model_type, layers, hidden, intermediate) of the served model, from machine.facts."""
+    f = machine if "model_layers" in machine else dict(machine, **_DEFAULT_SHAPE)
+    return (f.get("model_preset", "?"), f.get("model_model_type", "bert"), int(f["model_layers"]),
+            int(f["model_hidden"]), int(f["model_intermediate"]))
+
+
+def flops_per_pair(raw, machine):
+    """Useful FLOPs of one (query, document) pair of the workload's mean length for the served
+    model's shape (the formula of bench/batching: 2 L layers W + layers 4 L^2 hidden, W the weights
+    one token meets in a layer; embeddings and the classifier head are left out; the mean length
+    makes the quadratic term a slight underestimate)."""
     path = os.path.join(raw, "requests.txt")
     if not os.path.exists(path):
         return None, None
     m = re.search(r"mean tokens query ([0-9.]+), document ([0-9.]+)", open(path).read())
     if not m:
         return None, None
-    length = float(m.group(1)) + float(m.group(2)) + 3  # [CLS] query [SEP] document [SEP]
-    layers, h, i = 6, 384, 1536
+    _, model_type, layers, h, i = model_shape(machine)
+    # [CLS] query [SEP] document [SEP], or <s> query </s></s> document </s> for XLM-RoBERTa
+    length = float(m.group(1)) + float(m.group(2)) + (3 if model_type == "bert" else 4)
     w = 4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h
     return 2 * length * layers * w + layers * 4 * length * length * h, length
 
@@ -117,6 +131,7 @@ def main():
     machine = read_facts(os.path.join(raw, "machine.facts"))
     cores = int(machine.get("cores", "1"))
     docs = int(machine.get("documents", "1"))
+    preset, model_type, layers, hidden, _ = model_shape(machine)
     summary = {"machine": machine, "rows": {}, "cross_checks": {}, "targets": {}}
     lines = []
     w = lines.append
@@ -135,7 +150,9 @@ def main():
       f"{machine.get('duration')} s measured per row — **scaled down from the seeds' 30-minute runs**. Workload: "
       f"1 query (~21 tokens) + {docs} document(s) of {machine.get('doc_tokens')} lengths per request "
       "(`tide bench --dump-requests`, seed 42, words from the model's vocabulary), model "
-      "minilm-l6 (6 x 384, random weights) in every row.")
+      f"{preset} ({model_type}, {layers} x {hidden}, seeded random weights: real cost, meaningless scores) in every "
+      "row" + (f" ({machine['model']}" + (f"; INT8 row {machine['model_int8']}" if machine.get("model_int8") else "") +
+               ")." if machine.get("model") else "."))
     w("")
     proto = load_run(os.path.join(raw, "prototype-closed.json"))
     proto_open = load_run(os.path.join(raw, "prototype-open.json"))
@@ -209,7 +226,7 @@ def main():
 
     # Useful GFLOP/s against the nominal peak and the measured ceilings (issue 18 item 1).
     ceilings = roofline_ceilings(raw)
-    flops, length = flops_per_pair(raw, docs)
+    flops, length = flops_per_pair(raw, machine)
     if flops and ceilings:
         fp32 = [c["fp32_ceiling_gflops"] for c in ceilings.values() if c.get("fp32_ceiling_gflops")]
         int8 = [c["int8_ceiling_gflops"] for c in ceilings.values() if c.get("int8_ceiling_gflops")]

@@ -4,8 +4,9 @@
 //
 // usage: node bench/peers/node_server.js --port PORT [--model models/minilm-l6]
 // POST /rerank {"query", "texts", "raw_scores"?} -> [{"index", "score"}] sorted by score (TEI's
-// shape); GET /health. Pairs are truncated LongestFirst at 512 tokens and padded to the longest pair
-// of the request. Prints "node: listening on ..." once the session is loaded.
+// shape); GET /health. Pairs are truncated LongestFirst at the entry's max_sequence_length (512) and padded to the longest pair
+// of the request with the tokenizer's pad id (padding.pad_id, else [PAD], else <pad>, else 0: tide's
+// rule; XLM-RoBERTa exports derive position ids from input_ids != pad). Prints "node: listening on ..." once the session is loaded.
 // Modules: ONNX Runtime from third_party/peers/node (bench/peers/setup.sh), tokenizers from
 // third_party/node (scripts/bootstrap.sh); TIDE_NODE_ORT / TIDE_NODE_TOKENIZERS override them.
 'use strict';
@@ -29,23 +30,49 @@ function reply(res, status, value) {
   res.end(body);
 }
 
+// The entry's max_sequence_length parameter (tools/export_model.py writes min(512, the position table)),
+// as tide truncates; 512 when absent.
+function configMaxLength(configPbtxt) {
+  try {
+    const text = require('fs').readFileSync(configPbtxt, 'utf8');
+    const m = text.match(/key:\s*"max_sequence_length"\s*value\s*\{\s*string_value:\s*"(\d+)"/);
+    if (m) return Number(m[1]);
+  } catch (e) { /* no config: the default */ }
+  return 512;
+}
+
+// The id tide pads input_ids with (src/tokenizer/tokenizer.cc): padding.pad_id, else [PAD], else <pad>.
+function padTokenId(tokenizerJson) {
+  const spec = JSON.parse(require('fs').readFileSync(tokenizerJson, 'utf8'));
+  if (spec.padding && Number.isInteger(spec.padding.pad_id)) return spec.padding.pad_id;
+  const vocab = (spec.model && spec.model.vocab) || {};
+  const added = {};
+  for (const t of spec.added_tokens || []) added[t.content] = t.id;
+  for (const name of ['[PAD]', '<pad>']) {
+    if (name in added) return added[name];
+    if (!Array.isArray(vocab) && name in vocab) return vocab[name];
+  }
+  return 0;
+}
+
 async function main() {
   const port = Number(flag('--port', '0'));
   const host = flag('--host', '127.0.0.1');
   const modelDir = flag('--model', path.join(root, 'models', 'minilm-l6'));
-  const maxLength = Number(flag('--max-length', '512'));
+  const maxLength = Number(flag('--max-length', String(configMaxLength(path.join(modelDir, 'config.pbtxt')))));
 
   const session = await ort.InferenceSession.create(path.join(modelDir, '1', 'model.onnx'));
   const tokenizer = Tokenizer.fromFile(path.join(modelDir, 'tokenizer.json'));
   tokenizer.setTruncation(maxLength);  // LongestFirst, as tide and the prototype truncate pairs
   tokenizer.disablePadding();
   const wantsTypeIds = session.inputNames.includes('token_type_ids');
+  const padId = BigInt(padTokenId(path.join(modelDir, 'tokenizer.json')));
 
   async function rerank(request) {
     const encodings = await Promise.all(request.texts.map((t) => tokenizer.encode(request.query, t)));
     const rows = encodings.length;
     const longest = Math.max(...encodings.map((e) => e.getIds().length));
-    const ids = new BigInt64Array(rows * longest);
+    const ids = new BigInt64Array(rows * longest).fill(padId);
     const mask = new BigInt64Array(rows * longest);
     const types = new BigInt64Array(rows * longest);
     encodings.forEach((e, r) => {

@@ -8,11 +8,13 @@
 #   tide-nobatch  tide serve, max_batch_size 1 and no dynamic_batching: every pair runs alone
 #   tide-batch    tide serve with the model entry's own config.pbtxt (dynamic batching, FP32)
 #                 (tide rows run with --default-timeout-ms 0: no deadline, as the other peers)
-#   tide-int8     the same config, model quantized by `tide quantize --int8`
+#   tide-int8     the same config, model quantized by `tide quantize --int8` (or MODEL_INT8's entry)
 # usage: bench/peers/start.sh PEER PORT WORKDIR
 #   WORKDIR: a scratch folder for the tide model repositories (and the INT8 model, made once).
 # env: BUILD_DIR (build), MODEL (models/minilm-l6), PRESET (minilm-l6), SEED (20240611: the export
-#      default, so the prototype's weights are the exported ones).
+#      default, so the prototype's weights are the exported ones), MODEL_INT8 (an entry already
+#      quantized, e.g. tools/export_model.py --int8's <name>-int8: tide-int8 serves its model.onnx
+#      instead of quantizing MODEL into WORKDIR at start-up).
 # Readiness: tide answers GET /v2/health/ready, the others GET /health.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -73,7 +75,9 @@ case "$peer" in
   tide-nobatch|tide-batch|tide-int8)
     [ -x "$TIDE" ] || { echo "start: $TIDE not built" >&2; exit 2; }
     onnx="$model_abs/1/model.onnx"
-    if [ "$peer" = tide-int8 ]; then
+    if [ "$peer" = tide-int8 ] && [ -n "${MODEL_INT8:-}" ]; then
+      onnx="$(cd "$MODEL_INT8" && pwd)/1/model.onnx"
+    elif [ "$peer" = tide-int8 ]; then
       onnx="$work/model-int8.onnx"
       if [ ! -f "$onnx" ]; then
         echo "start: $TIDE quantize --int8 $MODEL/1/model.onnx"

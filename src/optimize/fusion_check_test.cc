@@ -1,6 +1,7 @@
 // Fused vs unfused logits through tide's ONNX Runtime backend on real exports: the repository's
-// MiniLM-L6 (zero biases, shared initializers), tools/export_model.py's tiny-bert (real biases),
-// both in FP32 and after `tide quantize --int8`, on padded batches of mixed lengths; plus the
+// MiniLM-L6 (zero biases, shared initializers), tools/export_model.py's tiny-bert and tiny-xlmr
+// (XLM-RoBERTa: position ids from a cumsum of input_ids != pad, no token_type_ids input; real
+// biases), both in FP32 and after `tide quantize --int8`, on padded batches of mixed lengths; plus the
 // load-time check (PrepareFusedModel) accepting them and a model where nothing matches.
 #include "optimize/fusion_check.h"
 
@@ -21,17 +22,17 @@ namespace {
 
 using tide::testing::SourceRoot;
 
-// Mixed lengths (full, ~half, 2 tokens, 1 token) in one padded batch.
-runtime::TokenBatch PaddedBatch(const ModelSignature& sig, int64_t seq, int64_t vocab) {
+// Mixed lengths (full, ~half, 2 tokens, 1 token) in one padded batch; token ids above pad_id.
+runtime::TokenBatch PaddedBatch(const ModelSignature& sig, int64_t seq, int64_t vocab, int64_t pad_id = 0) {
   runtime::TokenBatch b;
   const int64_t lengths[] = {seq, seq / 2 + 1, 2, 1};
   b.Resize(4, seq, !sig.token_type_ids_name.empty());
   std::mt19937 rng(5);
-  std::uniform_int_distribution<int64_t> id(1, vocab - 1);
+  std::uniform_int_distribution<int64_t> id(pad_id + 1, vocab - 1);
   for (int64_t r = 0; r < 4; ++r) {
     for (int64_t t = 0; t < seq; ++t) {
       const bool valid = t < lengths[r];
-      b.input_ids[r * seq + t] = valid ? id(rng) : 0;
+      b.input_ids[r * seq + t] = valid ? id(rng) : pad_id;
       b.attention_mask[r * seq + t] = valid;
       if (!b.token_type_ids.empty()) b.token_type_ids[r * seq + t] = valid && t >= lengths[r] / 2;
     }
@@ -125,32 +126,71 @@ void RandomizeVectors(onnx::ModelProto* m) {
   }
 }
 
-// tools/export_model.py's tiny-bert (2 layers, hidden 64), exported once into the build folder
-// (skipped where the exporter's python3-torch is unavailable), with distinct random biases; FP32
-// and both INT8 layouts of tide quantize.
-TEST(FusionCheckTest, TinyBertWithBiasesFp32AndInt8) {
+// tools/export_model.py's `preset`, exported once into the build folder; "" where the exporter's
+// python3-torch is unavailable (the caller skips).
+std::string ExportedPreset(const std::string& preset) {
   const char* bin = std::getenv("TIDE_BINARY_DIR");
   const std::filesystem::path binary_dir = bin != nullptr ? bin : TIDE_BUILD_DIR;
   const std::filesystem::path repo = binary_dir / "optimize_models";
-  const std::filesystem::path path = repo / "tiny-bert/1/model.onnx";
+  const std::filesystem::path path = repo / preset / "1/model.onnx";
   if (!std::filesystem::exists(path)) {
     const std::string cmd = "/usr/bin/python3 '" + (SourceRoot() / "tools/export_model.py").string() +
-                            "' --preset tiny-bert --repository '" + repo.string() + "' --name tiny-bert --tide-binary '" +
-                            (binary_dir / "tide").string() + "' --quiet > /dev/null 2>&1";
-    if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(path)) {
-      GTEST_SKIP() << "could not export tiny-bert (" << cmd << ")";
-    }
+                            "' --preset " + preset + " --repository '" + repo.string() + "' --name " + preset +
+                            " --tide-binary '" + (binary_dir / "tide").string() + "' --quiet > /dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(path)) return "";
   }
-  auto model = onnx_graph::LoadModel(path.string());
+  return path.string();
+}
+
+// tiny-bert (2 layers, hidden 64) with distinct random biases; FP32 and both INT8 layouts of tide
+// quantize.
+TEST(FusionCheckTest, TinyBertWithBiasesFp32AndInt8) {
+  const std::string path = ExportedPreset("tiny-bert");
+  if (path.empty()) GTEST_SKIP() << "could not export tiny-bert with tools/export_model.py";
+  auto model = onnx_graph::LoadModel(path);
   ASSERT_TRUE(model.ok()) << model.status();
   RandomizeVectors(&*model);
-  auto sig = runtime::OrtBackend::ReadSignature(path.string());
+  auto sig = runtime::OrtBackend::ReadSignature(path);
   ASSERT_TRUE(sig.ok());
   const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 100);
   ExpectSameLogits(*model, {}, 2, batch, 1e-4);
   ExpectSameLogits(Int8(*model), {}, 2, batch, 1e-4);
   // --format onnx: DynamicQuantizeLinear + MatMulInteger + Cast + Mul projections.
   ExpectSameLogits(Int8(*model, quantize::Int8OpFormat::kMatMulInteger), {}, 2, batch, 1e-4);
+}
+
+// tiny-xlmr, the bge-reranker family's layout (XLM-RoBERTa: no token_type_ids input, position ids
+// cumsum(input_ids != 1) * mask + 1, pad id 1, RobertaClassificationHead): every layer's attention
+// and both residual LayerNorms fuse, FP32 and INT8, with the same logits.
+TEST(FusionCheckTest, TinyXlmrWithBiasesFp32AndInt8) {
+  const std::string path = ExportedPreset("tiny-xlmr");
+  if (path.empty()) GTEST_SKIP() << "could not export tiny-xlmr with tools/export_model.py";
+  auto model = onnx_graph::LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  RandomizeVectors(&*model);
+  auto sig = runtime::OrtBackend::ReadSignature(path);
+  ASSERT_TRUE(sig.ok());
+  ASSERT_TRUE(sig->token_type_ids_name.empty()) << "an XLM-R export takes no token_type_ids";
+  const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 100, /*pad_id=*/1);
+  ExpectSameLogits(*model, {}, 2, batch, 1e-4);
+  ExpectSameLogits(Int8(*model), {}, 2, batch, 1e-4);
+  ExpectSameLogits(Int8(*model, quantize::Int8OpFormat::kMatMulInteger), {}, 2, batch, 1e-4);
+}
+
+// The load-time check on the XLM-R export: fused, and within its tolerance on the probe batch.
+TEST(FusionCheckTest, PrepareFusedModelAcceptsTinyXlmr) {
+  const std::string path = ExportedPreset("tiny-xlmr");
+  if (path.empty()) GTEST_SKIP() << "could not export tiny-xlmr with tools/export_model.py";
+  auto sig = runtime::OrtBackend::ReadSignature(path);
+  ASSERT_TRUE(sig.ok());
+  runtime::OrtOptions o;
+  o.model_path = path;
+  o.intra_op_threads = 1;
+  FusedModel f = PrepareFusedModel(o, ProbeBatch(*sig, 2048, 128));
+  EXPECT_TRUE(f.fused) << f.reason;
+  EXPECT_EQ(f.report.attention_fused, 2) << f.report.Summary();
+  EXPECT_EQ(f.report.skip_layer_norm_fused, 4) << f.report.Summary();
+  EXPECT_LE(f.max_abs_diff, f.tolerance);
 }
 
 TEST(FusionCheckTest, PrepareFusedModelAcceptsMiniLm) {
