@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -68,8 +69,20 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
     if (fused.fused) {
       spdlog::info("model {} version {}: graph fusion: {}; probe max |fused - original| {:.3g} (limit {:.3g}); {:.0f} ms",
                    m->name, m->version, fused.report.Summary(), fused.max_abs_diff, fused.tolerance, fuse_ms);
-      ort.model_path.clear();
-      ort.model_data = std::move(fused.model_data);
+      // Not held in memory for the model's lifetime (as large as its weights): an unnamed file,
+      // which ONNX Runtime reads by path whenever an instance (or a shadow lane) opens.
+      std::error_code ec;
+      const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+      auto file = runtime::UnlinkedFile::Write(ec ? std::string("/tmp") : tmp.string(), fused.model_data);
+      if (file.ok()) {
+        ort.model_path = (*file)->path();
+        m->fused_file = *std::move(file);
+      } else {
+        spdlog::warn("model {} version {}: the fused graph stays in memory ({} MB): {}", m->name, m->version,
+                     fused.model_data.size() >> 20, file.status().message());
+        ort.model_path.clear();
+        ort.model_data = std::move(fused.model_data);
+      }
     } else if (fused.check_failed) {
       spdlog::error("model {} version {}: graph fusion rejected, serving the unfused model: {}", m->name,
                     m->version, fused.reason);

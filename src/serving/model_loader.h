@@ -23,6 +23,7 @@
 #include "config/tide_parameters.h"
 #include "runtime/model_backend.h"
 #include "runtime/ort_backend.h"
+#include "runtime/unlinked_file.h"
 #include "serving/token_input_limits.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,8 +41,11 @@ struct LoadedModel {
   TokenInputLimits token_input_limits;
   // Label names in id order (a HuggingFace folder's id2label); empty: unnamed (LABEL_i).
   std::vector<std::string> labels;
-  // The graph the instances run: the model file, or (graph fusion) the fused bytes in model_data.
+  // The graph the instances run: the model file, or (graph fusion) the fused graph, written to
+  // fused_file (an unnamed file in the temp directory, TMPDIR or /tmp: ort.model_path is its
+  // /proc/self/fd path) or, where no such file can be written, held in ort.model_data.
   runtime::OrtOptions ort;
+  std::shared_ptr<const runtime::UnlinkedFile> fused_file;
 };
 
 struct LoaderOptions {
