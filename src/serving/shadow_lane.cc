@@ -216,6 +216,12 @@ absl::Status ShadowLane::WarmUp() {
 
 absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
   Clock::duration yielded{};  // real time spent yielding to live rows
+  auto pause = [&] {
+    // Real time, whatever clock the deadlines use.
+    const auto before = std::chrono::steady_clock::now();
+    absl::SleepFor(absl::FromChrono(options_.yield_poll));
+    yielded += std::chrono::duration_cast<Clock::duration>(std::chrono::steady_clock::now() - before);
+  };
   auto yield = [&]() -> absl::Status {
     while (true) {
       if (clock_->Now() >= job.deadline) return absl::DeadlineExceededError("shadow: deadline passed");
@@ -223,10 +229,7 @@ absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
       if (!own_live_pending && !LiveWaiting()) return absl::OkStatus();
       if (yielded >= options_.max_yield) return absl::UnavailableError("shadow: live rows kept waiting");
       if (stopping_.load(std::memory_order_acquire)) return absl::CancelledError("shadow lane closed");
-      // Real time, whatever clock the deadlines use.
-      const auto before = std::chrono::steady_clock::now();
-      absl::SleepFor(absl::FromChrono(options_.yield_poll));
-      yielded += std::chrono::duration_cast<Clock::duration>(std::chrono::steady_clock::now() - before);
+      pause();
     }
   };
   if (absl::Status s = yield(); !s.ok()) return s;
@@ -260,10 +263,15 @@ absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
     // Clear the terminator first, then look for live rows: a live Submit after the look stops the
     // Run below; one before it is seen by the look. A signal that came while yielding (live rows
     // queued and already taken) is cleared and looked at again.
-    do {
+    // Live rows signalled meanwhile (and already taken by an instance): they get one more poll
+    // interval, counted as yielding, before the batch starts.
+    while (true) {
       if (terminator_ != nullptr) terminator_->Reset();
       if (absl::Status s = yield(); !s.ok()) return s;
-    } while (terminator_ != nullptr && terminator_->terminated());
+      if (terminator_ == nullptr || !terminator_->terminated()) break;
+      if (yielded >= options_.max_yield) return absl::UnavailableError("shadow: live rows kept arriving");
+      pause();
+    }
     // As many rows as fit max_batch_size and max_batch_tokens (padded to the longest).
     size_t end = begin, longest = 0;
     while (end < rows.size() && end - begin < m.max_batch_size()) {

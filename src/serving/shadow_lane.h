@@ -33,7 +33,8 @@
 //    at once (ONNX Runtime's RunOptions::SetTerminate; lock-free on the live thread). The job is
 //    then dropped: done(kAborted), counted preempted, never a failure of the version. Before each
 //    batch the worker clears the terminator and only then looks for waiting live rows, so a
-//    signal is never lost between the look and the Run. A backend without a terminator is not
+//    signal is never lost between the look and the Run; live rows signalled during the look (and
+//    taken by an instance at once) delay the batch by one more yield_poll, counted as yielding. A backend without a terminator is not
 //    pre-empted (its batch runs to the end, under SCHED_IDLE only while a CPU is otherwise idle).
 //  - Every `done` runs on the lane's reporter thread (normal priority), never on the idle worker:
 //    what `done` locks (the rollout's windows, shared with live requests) is then never held by a
