@@ -9,6 +9,8 @@
 //  - RunAlone is Run for a batch that started with the model's other instances idle and nothing
 //    queued (batching::Batch::alone): a backend may use their cores too (OrtBackend: a second
 //    session with more intra-op threads). By default it is Run.
+//  - terminator() (null by default: Run cannot be stopped) lets another thread stop this
+//    backend's Run in progress (a shadow lane's batch when live rows arrive): see RunTerminator.
 #pragma once
 
 #include <cstdint>
@@ -45,12 +47,28 @@ struct Logits {
   float at(int64_t row, int64_t label) const { return values[row * num_labels + label]; }
 };
 
+// Stops a backend's Run from another thread (ONNX Runtime: RunOptions::SetTerminate).
+//  - Terminate() is thread-safe, lock-free and never blocks; it may be called at any time. The Run
+//    in progress, and any Run started before the next Reset, then returns CANCELLED soon (ONNX
+//    Runtime looks between kernels) without the engine logging an error.
+//  - Reset() and terminated() belong to the thread that calls Run: Reset before a Run that should
+//    not inherit an earlier Terminate; terminated() says whether Terminate came since the last Reset.
+//  - Owned by its backend (valid while the backend lives).
+class RunTerminator {
+ public:
+  virtual ~RunTerminator() = default;
+  virtual void Terminate() noexcept = 0;
+  virtual void Reset() noexcept = 0;
+  virtual bool terminated() const noexcept = 0;
+};
+
 class ModelBackend {
  public:
   virtual ~ModelBackend() = default;
   virtual absl::Status Run(const TokenBatch& batch, Logits* out) = 0;
   virtual absl::Status RunAlone(const TokenBatch& batch, Logits* out) { return Run(batch, out); }
   virtual const ModelSignature& signature() const = 0;
+  virtual RunTerminator* terminator() { return nullptr; }
 };
 
 }  // namespace tide::runtime

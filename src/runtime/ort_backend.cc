@@ -262,6 +262,17 @@ OrtBackend::OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session
 
 OrtBackend::~OrtBackend() = default;
 
+void OrtBackend::Terminator::Terminate() noexcept {
+  terminated_.store(true, std::memory_order_release);
+  // The C API: no exception on a live thread; it only stores ONNX Runtime's atomic flag.
+  if (OrtStatus* st = Ort::GetApi().RunOptionsSetTerminate(options_); st != nullptr) Ort::GetApi().ReleaseStatus(st);
+}
+
+void OrtBackend::Terminator::Reset() noexcept {
+  terminated_.store(false, std::memory_order_release);
+  if (OrtStatus* st = Ort::GetApi().RunOptionsUnsetTerminate(options_); st != nullptr) Ort::GetApi().ReleaseStatus(st);
+}
+
 absl::Status OrtBackend::Run(const TokenBatch& batch, Logits* out) { return RunOn(session_, batch, out); }
 
 absl::Status OrtBackend::RunAlone(const TokenBatch& batch, Logits* out) {
@@ -272,6 +283,7 @@ absl::Status OrtBackend::RunOn(Ort::Session& session, const TokenBatch& batch, L
   try {
     return RunImpl(session, batch, out);
   } catch (const Ort::Exception& e) {
+    if (terminator_.terminated()) return absl::CancelledError("onnxruntime Run terminated");
     // Whatever ONNX Runtime says about a batch (even ORT_INVALID_ARGUMENT for an out-of-range
     // index) is an engine failure, not a malformed client request: INTERNAL, engine text kept for
     // the log (serving::ModelRunner answers clients with a generic message).

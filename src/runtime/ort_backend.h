@@ -30,10 +30,12 @@
 //    failure, never a client's 400; the message keeps the engine's code and text for the log),
 //    and RESOURCE_EXHAUSTED when memory runs out. Run does not let ONNX Runtime log its errors
 //    itself (run log severity FATAL): the caller logs them.
-//    Create/ReadSignature keep ONNX Runtime's code. Never throws: Ort::Exception is caught here,
+//    Create/ReadSignature keep ONNX Runtime's code. A Run stopped by terminator()->Terminate()
+//    (RunOptions::SetTerminate on this backend's run options) -> CANCELLED. Never throws: Ort::Exception is caught here,
 //    the only place tide calls ONNX Runtime's C++ API.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -97,6 +99,7 @@ class OrtBackend : public ModelBackend {
   absl::Status RunAlone(const TokenBatch& batch, Logits* out) override;
   bool has_alone_session() const { return alone_session_ != nullptr; }
   const ModelSignature& signature() const override { return signature_; }
+  RunTerminator* terminator() override { return &terminator_; }
 
   ~OrtBackend() override;
 
@@ -111,6 +114,20 @@ class OrtBackend : public ModelBackend {
   ModelSignature signature_;
   Ort::MemoryInfo memory_info_;
   Ort::RunOptions run_options_;
+  // Sets and clears run_options_'s terminate flag (ONNX Runtime reads it atomically), and keeps
+  // its own copy to tell a terminated Run from a failed one.
+  class Terminator : public RunTerminator {
+   public:
+    explicit Terminator(OrtRunOptions* options) : options_(options) {}
+    void Terminate() noexcept override;
+    void Reset() noexcept override;
+    bool terminated() const noexcept override { return terminated_.load(std::memory_order_acquire); }
+
+   private:
+    OrtRunOptions* const options_;
+    std::atomic<bool> terminated_{false};
+  };
+  Terminator terminator_{run_options_};
   std::vector<const char*> input_names_;   // point into signature_ strings
   const char* output_name_ = nullptr;
   // Per-instance buffers, reused across Run calls (no allocation once warmed up).

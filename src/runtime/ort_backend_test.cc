@@ -99,6 +99,26 @@ TEST(OrtBackendDistilBertTest, RejectsInconsistentShapes) {
   EXPECT_EQ((*backend)->Run(empty, &out).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The terminator sets ONNX Runtime's terminate flag on the backend's run options: a Run answers
+// CANCELLED (not a backend failure) until Reset, and then runs as before.
+TEST(OrtBackendDistilBertTest, ATerminatedRunAnswersCancelledUntilReset) {
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  auto backend = OrtBackend::Create({.model_path = DistilBertModel().string(), .intra_op_threads = 1});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  RunTerminator* terminator = (*backend)->terminator();
+  ASSERT_NE(terminator, nullptr);
+  EXPECT_FALSE(terminator->terminated());
+  Logits out;
+  terminator->Terminate();
+  EXPECT_TRUE(terminator->terminated());
+  absl::Status s = (*backend)->Run(PackRows({kPandaIds}), &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  terminator->Reset();
+  EXPECT_FALSE(terminator->terminated());
+  ASSERT_TRUE((*backend)->Run(PackRows({kPandaIds}), &out).ok());
+  EXPECT_EQ(out.batch, 1);
+}
+
 TEST(OrtBackendTest, MissingAndCorruptModels) {
   auto missing = OrtBackend::Create({.model_path = "no/such/model.onnx"});
   ASSERT_FALSE(missing.ok());

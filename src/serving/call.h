@@ -98,6 +98,9 @@ class Call {
   // of them the score cache answered.
   int64_t pairs() const { return pairs_.load(std::memory_order_relaxed); }
   int64_t cache_hits() const { return cache_hits_.load(std::memory_order_relaxed); }
+  // Whether the call asked for a version by name (ServiceCore::FindModel): it bypasses the model's
+  // rollout (no split, no shadow comparison).
+  bool named_version() const { return named_version_.load(std::memory_order_relaxed); }
 
  private:
   friend class ServiceCore;
@@ -111,6 +114,7 @@ class Call {
   std::vector<std::pair<std::string, std::string>> sticky_values_;
   mutable std::atomic<int64_t> pairs_{0};       // ServiceCore::ChargePairs
   mutable std::atomic<int64_t> cache_hits_{0};  // ServiceCore's score-cache split
+  mutable std::atomic<bool> named_version_{false};  // ServiceCore::FindModel
   std::shared_ptr<guard::Tenant> tenant_;  // declared first: outlives its permit below
   std::optional<guard::ConcurrencyLimiter::Permit> tenant_permit_;
   std::optional<guard::ConcurrencyLimiter::Permit> permit_;

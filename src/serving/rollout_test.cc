@@ -12,6 +12,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "serving/long_documents.h"
 #include "serving/ranking_agreement.h"
 #include "serving/rollout_state_file.h"
 #include "serving/service_core.h"
@@ -264,6 +265,20 @@ struct CoreHarness {
     const std::vector<std::string_view> docs = {"b", "c", "d"};
     core->Rerank(call, std::move(model), "a", docs, PairOptions{}, false, [&](absl::StatusOr<RerankScores> s) {
       out = std::move(s);
+      done.Notify();
+    });
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+    return out;
+  }
+  // KServe infer of the rows (query "a", one row per document) as the edge tokenizes BYTES text.
+  absl::StatusOr<InferOutcome> Infer(const CallPtr& call, std::shared_ptr<ServedModel> model) {
+    const std::vector<std::string_view> docs = {"b", "c", "d"};
+    std::vector<tokenizer::Encoding> rows;
+    EXPECT_TRUE(TokenizePairs(*model, "a", docs, PairOptions{}, &rows).ok());
+    absl::StatusOr<InferOutcome> out = absl::UnknownError("no answer");
+    absl::Notification done;
+    core->Infer(call, std::move(model), std::move(rows), [&](absl::StatusOr<InferOutcome> o) {
+      out = std::move(o);
       done.Notify();
     });
     EXPECT_TRUE(done.WaitForNotificationWithTimeout(kHang));
@@ -577,6 +592,111 @@ TEST(ServiceCoreRollout, ShadowRowsAreNotOfferedWhileLiveRowsWait) {
   ASSERT_TRUE(h.core->rollouts().Rollback("m").ok());
   h.core->SyncShadowLanes();
   EXPECT_FALSE(h.core->ShadowLaneStats("m").has_value());
+}
+
+// A shadow batch that live rows stop is dropped and counted "preempted": never an error of the
+// candidate (its error-rate guard sees nothing), and the next shadow is compared as usual.
+TEST(ServiceCoreRollout, AShadowBatchStoppedByLiveRowsIsCountedPreemptedNeverAsAnError) {
+  CoreHarness h;
+  h.AddVersions(5, 5);
+  RolloutSpec spec = Canary(100);
+  spec.mode = RolloutMode::kShadow;
+  spec.guard.min_requests = 1;
+  spec.guard.max_error_rate = 0.0;  // one error would roll back
+  h.Start(spec);
+  // The candidate's lane (it shares the candidate's fake control) blocks until terminated; in
+  // shadow mode the candidate's live instances take no rows.
+  h.candidate_control->block_until_terminated = true;
+  CallPtr c1 = h.Admit();
+  auto m = *h.core->FindModel(*c1, "m");
+  ASSERT_EQ(m->version(), 1);
+  ASSERT_TRUE(h.Rerank(c1, m).ok());
+  for (int i = 0; i < 10000 && h.candidate_control->blocked_runs.load() == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(h.candidate_control->blocked_runs.load(), 1);
+  // The next live request's rows stop the running shadow batch; its own shadow then runs.
+  CallPtr c2 = h.Admit();
+  ASSERT_TRUE(h.Rerank(c2, m).ok());
+  auto* preempted = h.metrics->rollout_shadow->WithLabels({"m", "preempted"});
+  for (int i = 0; i < 10000 && preempted->Value() < 1; ++i) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(preempted->Value(), 1);
+  h.candidate_control->block_until_terminated = false;
+  ASSERT_TRUE(h.WaitForPairs(1));
+  auto status = h.core->rollouts().Get("m");
+  EXPECT_EQ(status->state, RolloutState::kRunning) << status->reason;
+  EXPECT_EQ(status->stats[1].errors, 0);
+  EXPECT_EQ(status->stats[1].requests, 1);  // the shadow that ran; the stopped one is not counted
+  EXPECT_EQ(h.metrics->rollout_shadow->WithLabels({"m", "failed"})->Value(), 0);
+  EXPECT_EQ(h.core->ShadowLaneStats("m")->preempted, 1u);
+}
+
+// KServe infer rows of a reranker are shadowed too: the candidate scores the same rows on its lane
+// and the rows' order is compared as one ranked list. A call that names its version bypasses.
+TEST(ServiceCoreRollout, KServeInferRowsAreShadowedAndComparedAsOneRankedList) {
+  CoreHarness h;
+  h.AddVersions(/*stable: "b"*/ 5, /*candidate: "c"*/ 6);
+  RolloutSpec spec = Canary(100);
+  spec.mode = RolloutMode::kShadow;
+  spec.guard.min_requests = 3;
+  h.Start(spec);
+  CallPtr named = h.Admit();
+  auto v1 = h.core->FindModel(*named, "m", "1");
+  ASSERT_TRUE(v1.ok());
+  ASSERT_TRUE(h.Infer(named, *v1).ok());  // named: answered, never shadowed
+  for (int i = 0; i < 3; ++i) {
+    CallPtr call = h.Admit();
+    auto model = h.core->FindModel(*call, "m");
+    ASSERT_EQ((*model)->version(), 1);
+    auto out = h.Infer(call, *model);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->result.rows, 3);
+    EXPECT_GT(out->result.at(0, 0), out->result.at(1, 0));  // the stable answer: "b" first
+    ASSERT_TRUE(h.WaitForPairs(i + 1));
+  }
+  auto status = h.core->rollouts().Get("m");
+  EXPECT_EQ(status->pairs, 3);
+  EXPECT_EQ(status->state, RolloutState::kRolledBack) << status->reason;
+  EXPECT_DOUBLE_EQ(status->agreement.top1, 0.0);
+  EXPECT_LT(status->agreement.spearman, 0.9);
+  EXPECT_EQ(h.metrics->rollout_shadow->WithLabels({"m", "scored"})->Value(), 3);  // not the named call
+}
+
+// Long documents (chunk_max) are shadowed at the document level: the lane splits them into the
+// same windows and folds their scores per document as the live answer does.
+TEST(ServiceCoreRollout, LongDocumentsAreComparedPerDocumentThroughTheLane) {
+  CoreHarness h;
+  h.AddVersions(/*stable: "b"*/ 5, /*candidate: "c"*/ 6);
+  RolloutSpec spec = Canary(100);
+  spec.mode = RolloutMode::kShadow;
+  spec.guard.min_requests = 1000;
+  h.Start(spec);
+  // The candidate's "c" is only in the long document's last window: truncated, it would not count.
+  std::string long_doc;
+  for (int i = 0; i < 20; ++i) long_doc += "d e f ";
+  long_doc += "c";
+  const std::vector<std::string_view> docs = {"b d e", long_doc};
+  PairOptions options;
+  options.long_documents = LongDocuments::kChunkMax;
+  CallPtr call = h.Admit();
+  auto model = *h.core->FindModel(*call, "m");
+  DocumentWindows windows;
+  ASSERT_TRUE(SplitLongDocuments(*model, "a", docs, ChunkOptionsFor(*model, LongDocuments::kChunkMax), &windows).ok());
+  ASSERT_TRUE(windows.split);
+  const int candidate_rows = h.candidate_control->rows_run.load();
+  absl::StatusOr<RerankScores> live = absl::UnknownError("no answer");
+  absl::Notification done;
+  h.core->Rerank(call, model, "a", docs, options, false, [&](absl::StatusOr<RerankScores> s) {
+    live = std::move(s);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_EQ(live->scores.size(), 2u);
+  EXPECT_GT(live->scores[0], live->scores[1]);  // stable: "b d e" first
+  ASSERT_TRUE(h.WaitForPairs(1));
+  auto status = h.core->rollouts().Get("m");
+  EXPECT_DOUBLE_EQ(status->agreement.top1, 0.0);  // candidate: the long document first (its last window)
+  EXPECT_EQ(h.candidate_control->rows_run.load() - candidate_rows, static_cast<int>(windows.windows.size()));
+  EXPECT_EQ(h.metrics->rollout_shadow->WithLabels({"m", "scored"})->Value(), 1);
 }
 
 }  // namespace

@@ -255,6 +255,8 @@ void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::
       return;
     }
   }
+  // Live rows wait now: a shadow batch running beside them stops (one atomic load without one).
+  live_preemption_->LiveRowsQueued();
 }
 
 ServedModel::Stats ServedModel::GetStats() const {

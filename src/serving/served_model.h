@@ -10,7 +10,8 @@
 //    version, options) is LoadModel + OrtBackendFactory.
 //  - Thread-safe: Submit may be called from any thread. It never blocks: rows are queued and the
 //    callback runs later on an instance thread, exactly once. A queue over capacity answers
-//    UNAVAILABLE at once (the edge maps it to 503 + Retry-After).
+//    UNAVAILABLE at once (the edge maps it to 503 + Retry-After). Once rows are queued, Submit
+//    signals live_preemption() (lock-free): a shadow lane's running batch stops for them.
 //  - Shutdown stops taking work and lets queued work finish within the grace period (or until the
 //    given deadline), then drops what is still queued (UNAVAILABLE) and waits for running batches.
 #pragma once
@@ -34,6 +35,7 @@
 #include "runtime/model_backend.h"
 #include "serving/deadline_timer.h"
 #include "serving/inference_request.h"
+#include "serving/live_preemption.h"
 #include "serving/model_loader.h"
 #include "serving/model_runner.h"
 #include "serving/serving_metrics.h"
@@ -94,6 +96,9 @@ class ServedModel {
   // Rows waiting in this version's queue, read without any lock (a snapshot): what a thread that
   // must never wait for a live thread's lock (serving/shadow_lane.h) asks.
   size_t QueuedRows() const { return batcher_->QueuedTasks(); }
+  // Signalled by every Submit once its rows are queued: stops the running batch of the shadow
+  // lane attached to it (serving/live_preemption.h, shadow_lane.h).
+  LivePreemption& live_preemption() const { return *live_preemption_; }
   // Opens one more backend of this version (the factory its instances came from), e.g. for a
   // shadow lane (instance kShadowLaneInstance). Thread-safe as the factory is.
   absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> OpenBackend(int instance) const {
@@ -146,6 +151,7 @@ class ServedModel {
   ServingMetrics* metrics_ = nullptr;
   std::unique_ptr<guard::CircuitBreaker> breaker_;  // null: no breaker trigger configured
   std::unique_ptr<DeadlineTimer> deadlines_ = std::make_unique<DeadlineTimer>();
+  std::unique_ptr<LivePreemption> live_preemption_ = std::make_unique<LivePreemption>();
   std::unique_ptr<batching::Batcher<RowTask>> batcher_;
   std::unique_ptr<batching::InstancePool<RowTask>> pool_;
   std::atomic<bool> shut_down_{false};

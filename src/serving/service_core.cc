@@ -270,7 +270,10 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServiceCore::FindModel(std::string_
 
 absl::StatusOr<std::shared_ptr<ServedModel>> ServiceCore::FindModel(const Call& call, std::string_view name,
                                                                     std::string_view version) const {
-  if (!version.empty()) return FindModel(name, version);
+  if (!version.empty()) {
+    call.named_version_.store(true, std::memory_order_relaxed);
+    return FindModel(name, version);
+  }
   auto model = FindModel(name);
   if (!model.ok()) return model;
   const std::string& model_name = (*model)->name();
@@ -454,6 +457,18 @@ std::optional<bool> RolloutOutcome(const absl::Status& status, bool degraded) {
   }
 }
 
+// The tokenization options that change a pair's model input, as part of a score cache key.
+std::string PairOptionsKey(const PairOptions& o) {
+  std::string key;
+  key.push_back(o.truncate ? 't' : 'f');
+  key.push_back(!o.direction.has_value() ? 'u' : (*o.direction == tokenizer::TruncationDirection::kLeft ? 'l' : 'r'));
+  // (Windows of long documents are keyed by their own text, so the chunking mode needs no place.)
+  if (o.max_tokens_per_doc.has_value()) key.append(std::to_string(*o.max_tokens_per_doc));
+  return key;
+}
+
+}  // namespace
+
 // The two answers of a compared request; whichever arrives second compares them.
 struct RolloutComparison {
   std::shared_ptr<Rollouts> rollouts;
@@ -482,17 +497,61 @@ struct RolloutComparison {
   }
 };
 
-// The tokenization options that change a pair's model input, as part of a score cache key.
-std::string PairOptionsKey(const PairOptions& o) {
-  std::string key;
-  key.push_back(o.truncate ? 't' : 'f');
-  key.push_back(!o.direction.has_value() ? 'u' : (*o.direction == tokenizer::TruncationDirection::kLeft ? 'l' : 'r'));
-  // (Windows of long documents are keyed by their own text, so the chunking mode needs no place.)
-  if (o.max_tokens_per_doc.has_value()) key.append(std::to_string(*o.max_tokens_per_doc));
-  return key;
+// A rollout's other version scores the live request's rows on its shadow lane: the comparison
+// both answers go to, or null (counted) when the lane did not take the job. `fold`: the rows are
+// windows of long documents (KServe), folded per input before comparing.
+std::shared_ptr<RolloutComparison> ServiceCore::OfferShadow(const std::string& name, int64_t other_version,
+                                                            bool live_is_stable, ShadowJob job, TensorWindows fold) {
+  metrics::Family<metrics::Counter>* counted = metrics_->rollout_shadow;
+  auto count = [counted, name](std::string_view outcome) {
+    if (counted != nullptr) counted->WithLabels({name, std::string(outcome)})->Increment();
+  };
+  auto compare = std::make_shared<RolloutComparison>();
+  compare->rollouts = rollouts_;
+  compare->model = name;
+  compare->live_is_stable = live_is_stable;
+  // Runs on the lane's reporter thread (normal priority), never on its idle worker.
+  job.done = [rollouts = rollouts_, name, other_version, live_is_stable, compare, count,
+              fold = std::move(fold)](absl::StatusOr<ShadowOutcome> scored) mutable {
+    if (scored.ok()) {
+      count("scored");
+      // A shadow answer is all the candidate has to show; a canary duplicate on the stable
+      // version would only blur the stable version's figures. Its time is a latency sample
+      // only when no live row contended with it (idle-priority time is not the model's).
+      if (live_is_stable) {
+        rollouts->RecordOutcome(name, other_version, true,
+                                scored->contended ? std::nullopt : std::optional<Clock::duration>(scored->run_time));
+      }
+      if (fold.split()) scored->scores = FoldWindowScores(fold.mode, fold.owner, scored->scores, fold.inputs);
+      compare->Offer(false, &scored->scores);
+      return;
+    }
+    switch (scored.status().code()) {
+      case absl::StatusCode::kUnavailable: count("dropped_live_waiting"); break;
+      case absl::StatusCode::kDeadlineExceeded: count("dropped_deadline"); break;
+      case absl::StatusCode::kCancelled: count("dropped_closed"); break;
+      // Its batch stopped for live rows (shadow_lane.h): dropped, never the version's error.
+      case absl::StatusCode::kAborted: count("preempted"); break;
+      default:
+        count("failed");
+        if (live_is_stable) rollouts->RecordOutcome(name, other_version, false, std::nullopt);
+    }
+    compare->Offer(false, nullptr);
+  };
+  ShadowLane::Refusal refusal = ShadowLane::Refusal::kNotReady;
+  {
+    absl::ReaderMutexLock lock(&lanes_mu_);
+    auto it = lanes_.find(name);
+    if (it != lanes_.end() && it->second.wanted.scored == other_version) {
+      refusal = it->second.lane->Offer(std::move(job));
+    }
+  }
+  if (refusal != ShadowLane::Refusal::kNone) {
+    count(absl::StrCat("dropped_", std::string(ShadowRefusalName(refusal))));
+    return nullptr;
+  }
+  return compare;
 }
-
-}  // namespace
 
 void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                          std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
@@ -503,69 +562,29 @@ void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model
     return RerankLive(call, std::move(model), query, documents, options, raw_scores, std::move(done));
   }
   // The other version scores the same pairs when the rollout asks for it, on its shadow lane.
+  // A call that named its version bypasses the rollout: its answer is recorded, never compared.
   bool live_is_stable = true;
-  std::optional<int64_t> other_version = rollouts_->ShadowOf(name, version);
-  if (!other_version.has_value()) {
-    other_version = rollouts_->DuplicateOf(name, version);
-    live_is_stable = false;
+  std::optional<int64_t> other_version;
+  if (!call->named_version()) {
+    other_version = rollouts_->ShadowOf(name, version);
+    if (!other_version.has_value()) {
+      other_version = rollouts_->DuplicateOf(name, version);
+      live_is_stable = false;
+    }
   }
   std::shared_ptr<RolloutComparison> compare;
+  // Set once this request's live rows are queued: its shadow starts after them, so that their
+  // arrival does not stop it (ServedModel::live_preemption).
+  auto live_submitted = std::make_shared<std::atomic<bool>>(false);
   if (other_version.has_value()) {
-    metrics::Family<metrics::Counter>* counted = metrics_->rollout_shadow;
-    auto count = [counted, name](std::string_view outcome) {
-      if (counted != nullptr) counted->WithLabels({name, std::string(outcome)})->Increment();
-    };
-    if (options.long_documents != LongDocuments::kTruncate) {
-      count("dropped_long_documents");
-    } else {
-      compare = std::make_shared<RolloutComparison>();
-      compare->rollouts = rollouts_;
-      compare->model = name;
-      compare->live_is_stable = live_is_stable;
-      ShadowJob job;
-      job.query = std::string(query);
-      job.documents.assign(documents.begin(), documents.end());
-      job.options = options;
-      job.raw_scores = raw_scores;
-      job.deadline = call->admission().deadline;
-      // Runs on the lane's reporter thread (normal priority), never on its idle worker.
-      job.done = [rollouts = rollouts_, name, other_v = *other_version, live_is_stable, compare,
-                  count](absl::StatusOr<ShadowOutcome> scored) mutable {
-        if (scored.ok()) {
-          count("scored");
-          // A shadow answer is all the candidate has to show; a canary duplicate on the stable
-          // version would only blur the stable version's figures. Its time is a latency sample
-          // only when no live row contended with it (idle-priority time is not the model's).
-          if (live_is_stable) {
-            rollouts->RecordOutcome(name, other_v, true,
-                                    scored->contended ? std::nullopt : std::optional<Clock::duration>(scored->run_time));
-          }
-          compare->Offer(false, &scored->scores);
-          return;
-        }
-        switch (scored.status().code()) {
-          case absl::StatusCode::kUnavailable: count("dropped_live_waiting"); break;
-          case absl::StatusCode::kDeadlineExceeded: count("dropped_deadline"); break;
-          case absl::StatusCode::kCancelled: count("dropped_closed"); break;
-          default:
-            count("failed");
-            if (live_is_stable) rollouts->RecordOutcome(name, other_v, false, std::nullopt);
-        }
-        compare->Offer(false, nullptr);
-      };
-      ShadowLane::Refusal refusal = ShadowLane::Refusal::kNotReady;
-      {
-        absl::ReaderMutexLock lock(&lanes_mu_);
-        auto it = lanes_.find(name);
-        if (it != lanes_.end() && it->second.wanted.scored == *other_version) {
-          refusal = it->second.lane->Offer(std::move(job));
-        }
-      }
-      if (refusal != ShadowLane::Refusal::kNone) {
-        count(absl::StrCat("dropped_", std::string(ShadowRefusalName(refusal))));
-        compare = nullptr;
-      }
-    }
+    ShadowJob job;
+    job.query = std::string(query);
+    job.documents.assign(documents.begin(), documents.end());
+    job.options = options;  // long documents: split and folded on the lane, compared per document
+    job.raw_scores = raw_scores;
+    job.deadline = call->admission().deadline;
+    job.live_submitted = live_submitted;
+    compare = OfferShadow(name, *other_version, live_is_stable, std::move(job), {});
   }
   const Clock::time_point start = clock_->Now();
   RerankLive(call, std::move(model), query, documents, options, raw_scores,
@@ -578,6 +597,7 @@ void ServiceCore::Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model
                if (compare != nullptr) compare->Offer(true, scores.ok() && !degraded ? &scores->scores : nullptr);
                std::move(done)(std::move(scores));
              });
+  live_submitted->store(true, std::memory_order_release);
 }
 
 void ServiceCore::SyncShadowLanes() {
@@ -625,6 +645,8 @@ void ServiceCore::SyncShadowLanes() {
     lo.live_waiting = [stable = stable, candidate = candidate] {
       return stable->QueuedRows() > 0 || candidate->QueuedRows() > 0;
     };
+    // ... and their live rows stop its running batch at once.
+    lo.preempted_by = {stable, candidate};
     lo.max_queued_jobs = std::max<size_t>(options_.shadow_max_queued_jobs, 1);
     lo.max_yield = options_.shadow_max_yield;
     lo.idle_scheduling = options_.shadow_idle_scheduling;
@@ -773,7 +795,7 @@ void ServiceCore::RerankRows(const CallPtr& call, std::shared_ptr<ServedModel> m
 }
 
 void ServiceCore::Infer(const CallPtr& call, std::shared_ptr<ServedModel> model,
-                        std::vector<tokenizer::Encoding> rows, InferDone done) {
+                        std::vector<tokenizer::Encoding> rows, InferDone done, TensorWindows windows) {
   if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return std::move(done)(s);
   if (absl::Status s = ChargePairs(*call, rows.size()); !s.ok()) return std::move(done)(s);
   if (!model->AdmitToModel()) {
@@ -787,17 +809,60 @@ void ServiceCore::Infer(const CallPtr& call, std::shared_ptr<ServedModel> model,
   ServedModel* m = model.get();
   std::shared_ptr<Rollouts> rollouts;
   if (rollouts_->Tracks(m->name(), m->version())) rollouts = rollouts_;
+  // A reranker's rows, compared as one ranked list (per input when long documents were split)
+  // with the other version's scores of the same rows on its shadow lane.
+  std::shared_ptr<RolloutComparison> compare;
+  auto live_submitted = std::make_shared<std::atomic<bool>>(false);
+  if (rollouts != nullptr && m->num_labels() == 1 && !call->named_version()) {
+    bool live_is_stable = true;
+    std::optional<int64_t> other_version = rollouts_->ShadowOf(m->name(), m->version());
+    if (!other_version.has_value()) {
+      other_version = rollouts_->DuplicateOf(m->name(), m->version());
+      live_is_stable = false;
+    }
+    if (other_version.has_value()) {
+      // The rows were encoded for this version: the other one must read the same ids and fit them.
+      auto other = models_->Find(m->name(), std::to_string(*other_version));
+      size_t longest = 0;
+      for (const tokenizer::Encoding& e : rows) longest = std::max(longest, e.ids.size());
+      if (!other.ok() || (*other)->num_labels() != 1 ||
+          (*other)->tokenizer().vocab_size() != m->tokenizer().vocab_size() ||
+          longest > (*other)->max_sequence_length()) {
+        if (metrics_->rollout_shadow != nullptr) {
+          metrics_->rollout_shadow->WithLabels({m->name(), "dropped_incompatible"})->Increment();
+        }
+      } else {
+        ShadowJob job;
+        job.rows = rows;
+        job.raw_scores = true;
+        job.deadline = call->admission().deadline;
+        job.live_submitted = live_submitted;
+        compare = OfferShadow(m->name(), *other_version, live_is_stable, std::move(job), windows);
+      }
+    }
+  }
   m->Submit(rows, call->admission(),
             [call, model = std::move(model), done = std::move(done), rollouts, clock = clock_,
-             start = clock_->Now()](absl::StatusOr<InferenceResult> result) mutable {
+             start = clock_->Now(), compare, windows = std::move(windows)](absl::StatusOr<InferenceResult> result) mutable {
               if (rollouts != nullptr) {
                 if (auto ok = RolloutOutcome(result.status(), false); ok.has_value()) {
                   rollouts->RecordOutcome(model->name(), model->version(), *ok, clock->Now() - start);
                 }
               }
+              if (compare != nullptr) {
+                if (!result.ok()) {
+                  compare->Offer(true, nullptr);
+                } else {
+                  // The raw logit of every row (one label), folded per input as the edge will.
+                  std::vector<float> scores(result->logits.begin(), result->logits.end());
+                  if (windows.split()) scores = FoldWindowScores(windows.mode, windows.owner, scores, windows.inputs);
+                  compare->Offer(true, &scores);
+                }
+              }
               if (!result.ok()) return std::move(done)(result.status());
               std::move(done)(InferOutcome{*std::move(result), nullptr});
             });
+  live_submitted->store(true, std::memory_order_release);
 }
 
 absl::Status ServiceCore::Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,

@@ -47,16 +47,21 @@
 //  - Gray release (serving/rollout.h, rollouts()): FindModel(call, name, version) with an empty
 //    version asks the model's rollout which version answers (canary share, sticky by the call's
 //    StickyValue of the rollout's sticky_header; after a rollback the stable version, after a
-//    promotion the candidate); a named version bypasses the split. Live Rerank and Infer answers of
+//    promotion the candidate); a named version bypasses the split, and the call is then never
+//    compared (Call::named_version). Live Rerank and Infer answers of
 //    a rollout's stable or candidate version, and the candidate's shadow answers, are recorded
 //    (error; latency only for a shadow answer no live row contended with, see shadow_lane.h); a
-//    canary duplicate on the stable version is only compared. A rerank the stable version answers
-//    in shadow mode (drawn by percent), and every one the candidate answers in canary mode, is also
-//    offered to the other version's shadow lane (serving/shadow_lane.h: its own backend, SCHED_IDLE
-//    threads, yields while live rows wait, never blocks the live request), with the same deadline;
-//    that answer is only compared (Rollouts::RecordComparison) and never returned, and its failure
-//    fails nothing live. Every offer's outcome is counted in
-//    tide_rollout_shadow_requests_total{model,outcome}. Long-document requests are not shadowed.
+//    canary duplicate on the stable version is only compared. A rerank (or a 1-label model's Infer
+//    rows) the stable version answers in shadow mode (drawn by percent), and every one the
+//    candidate answers in canary mode, is also offered to the other version's shadow lane
+//    (serving/shadow_lane.h: its own backend, SCHED_IDLE threads, yields while live rows wait,
+//    pre-empted by live rows, never blocks the live request), with the same deadline, once the
+//    live rows are queued; that answer is only compared (Rollouts::RecordComparison) and never
+//    returned, and its failure fails nothing live; a pre-empted one is no failure. Compared: a
+//    rerank's document scores (long documents: per document, the lane splits and folds as the
+//    live path does); Infer rows as one ranked list of raw logits (folded per input by `windows`),
+//    only when the other version reads the same ids (vocabulary size) and fits the rows. Every
+//    offer's outcome is counted in tide_rollout_shadow_requests_total{model,outcome}.
 //  - SyncShadowLanes() opens a lane for each Rollouts::ShadowLanesWanted entry (opening runs on
 //    the lane's own idle thread) and closes lanes no longer wanted or whose versions were reloaded
 //    or unloaded. It runs on the rollout timer and after StartRollout; public for tests.
@@ -92,6 +97,7 @@
 #include "serving/scoring.h"
 #include "serving/serving_metrics.h"
 #include "serving/shadow_lane.h"
+#include "serving/tensor_rows.h"
 #include "serving/work_pool.h"
 
 namespace tide::serving {
@@ -156,6 +162,8 @@ struct InferOutcome {
 };
 using InferDone = absl::AnyInvocable<void(absl::StatusOr<InferOutcome>) &&>;
 
+struct RolloutComparison;  // the two answers of one compared request (service_core.cc)
+
 class ServiceCore {
  public:
   static absl::StatusOr<std::unique_ptr<ServiceCore>> Create(ModelManager* models, ServingMetrics* metrics,
@@ -193,9 +201,11 @@ class ServiceCore {
   void Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
               std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
               RerankDone done);
-  // Runs token rows (KServe tensors) through `model`.
+  // Runs token rows (KServe tensors) through `model`. `windows`: which input each row belongs to
+  // when long documents were split (what the edge folds the answer with); a rollout compares per
+  // input.
   void Infer(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
-             InferDone done);
+             InferDone done, TensorWindows windows = {});
   // Encodes each input with the model's tokenizer, cut to its max_sequence_length from the end
   // `direction` names (unset: the tokenizer's own; see Encoding::truncated to refuse a cut input).
   absl::Status Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,
@@ -277,6 +287,10 @@ class ServiceCore {
   void RerankLive(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                   std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                   RerankDone done);
+  // Offers `job` to the shadow lane of `other_version`; the comparison the live answer joins, or
+  // null when the lane refused (counted in tide_rollout_shadow_requests_total).
+  std::shared_ptr<RolloutComparison> OfferShadow(const std::string& name, int64_t other_version,
+                                                        bool live_is_stable, ShadowJob job, TensorWindows fold);
   void Shed(const char* reason) const;
   void CountKey(const guard::Tenant& tenant, const char* outcome) const;
   std::shared_ptr<guard::ApiKeys> Keys() const;

@@ -101,9 +101,11 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                             "Access log records dropped (--access-log): its writer fell behind or its file failed.", {}),
                &m->access_log_dropped));
   check(Assign(r.AddCounter("tide_rollout_shadow_requests_total",
-                            "Rerank requests offered to a rollout's shadow lane (a shadow on the candidate, a canary's "
-                            "duplicate on the stable version), by outcome: scored, failed, dropped_live_waiting, "
-                            "dropped_deadline, dropped_queue_full, dropped_busy, dropped_not_ready, dropped_closed.",
+                            "Rerank and KServe infer requests offered to a rollout's shadow lane (a shadow on the "
+                            "candidate, a canary's duplicate on the stable version), by outcome: scored, failed, "
+                            "preempted (its batch stopped for live rows), dropped_live_waiting, dropped_deadline, "
+                            "dropped_queue_full, dropped_busy, dropped_not_ready, dropped_closed, dropped_stopped, "
+                            "dropped_incompatible.",
                             {"model", "outcome"}), &m->rollout_shadow));
   if (!s.ok()) return s;
   return m;

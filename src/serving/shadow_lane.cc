@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "batching/thread_priority.h"
 #include "common/this_thread.h"
+#include "serving/long_documents.h"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -97,6 +98,7 @@ ShadowLane::Stats ShadowLane::GetStats() const {
   s.refused_busy = busy_.load();
   s.abandoned_live_waiting = abandoned_live_.load();
   s.abandoned_deadline = abandoned_deadline_.load();
+  s.preempted = preempted_.load();
   return s;
 }
 
@@ -140,6 +142,11 @@ void ShadowLane::WorkerLoop() {
   }
   if (opened.ok() && options_.idle_scheduling) opened = batching::UseIdleSchedulingForCurrentThread();
   if (opened.ok()) {
+    // From now on live rows queued on these versions stop the running batch.
+    terminator_ = backend_->terminator();
+    if (terminator_ != nullptr) {
+      for (const auto& live : options_.preempted_by) live->live_preemption().Attach(terminator_);
+    }
     state_.store(State::kReady, std::memory_order_release);
     spdlog::info("model {} version {}: shadow lane open (SCHED_IDLE {})", model_->name(), model_->version(),
                  options_.idle_scheduling ? "on" : "off");
@@ -173,10 +180,17 @@ void ShadowLane::WorkerLoop() {
       abandoned_live_.fetch_add(1, std::memory_order_relaxed);
     } else if (result.status().code() == absl::StatusCode::kDeadlineExceeded) {
       abandoned_deadline_.fetch_add(1, std::memory_order_relaxed);
+    } else if (result.status().code() == absl::StatusCode::kAborted) {
+      preempted_.fetch_add(1, std::memory_order_relaxed);
     } else {
       failed_.fetch_add(1, std::memory_order_relaxed);
     }
     Report(std::move(job.done), std::move(result));
+  }
+  if (terminator_ != nullptr) {
+    // Once detached no live thread reaches the terminator: the backend may go.
+    for (const auto& live : options_.preempted_by) live->live_preemption().Detach(terminator_);
+    terminator_ = nullptr;
   }
   backend_.reset();  // closed on this thread, as it was opened
 }
@@ -202,27 +216,41 @@ absl::Status ShadowLane::WarmUp() {
 
 absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
   Clock::duration yielded{};  // real time spent yielding to live rows
+  auto pause = [&] {
+    // Real time, whatever clock the deadlines use.
+    const auto before = std::chrono::steady_clock::now();
+    absl::SleepFor(absl::FromChrono(options_.yield_poll));
+    yielded += std::chrono::duration_cast<Clock::duration>(std::chrono::steady_clock::now() - before);
+  };
   auto yield = [&]() -> absl::Status {
     while (true) {
       if (clock_->Now() >= job.deadline) return absl::DeadlineExceededError("shadow: deadline passed");
-      if (!LiveWaiting()) return absl::OkStatus();
+      const bool own_live_pending = job.live_submitted != nullptr && !job.live_submitted->load(std::memory_order_acquire);
+      if (!own_live_pending && !LiveWaiting()) return absl::OkStatus();
       if (yielded >= options_.max_yield) return absl::UnavailableError("shadow: live rows kept waiting");
       if (stopping_.load(std::memory_order_acquire)) return absl::CancelledError("shadow lane closed");
-      // Real time, whatever clock the deadlines use.
-      const auto before = std::chrono::steady_clock::now();
-      absl::SleepFor(absl::FromChrono(options_.yield_poll));
-      yielded += std::chrono::duration_cast<Clock::duration>(std::chrono::steady_clock::now() - before);
+      pause();
     }
   };
   if (absl::Status s = yield(); !s.ok()) return s;
   const auto start = std::chrono::steady_clock::now();  // run_time is real time, like `yielded`
   const Clock::duration yielded_before_start = yielded;
-  if (job.options.long_documents != LongDocuments::kTruncate) {
-    return absl::InvalidArgumentError("shadow: long documents are not shadowed");
+  std::vector<tokenizer::Encoding> tokenized;
+  DocumentWindows windows;  // split: long documents, folded back below
+  if (job.rows.empty()) {
+    std::vector<std::string_view> docs(job.documents.begin(), job.documents.end());
+    if (job.options.long_documents != LongDocuments::kTruncate) {
+      if (absl::Status s = SplitLongDocuments(*model_, job.query, docs,
+                                              ChunkOptionsFor(*model_, job.options.long_documents), &windows);
+          !s.ok()) {
+        return s;
+      }
+    }
+    std::span<const std::string_view> inputs = windows.split ? std::span<const std::string_view>(windows.windows)
+                                                             : std::span<const std::string_view>(docs);
+    if (absl::Status s = TokenizePairs(*model_, job.query, inputs, job.options, &tokenized, yield); !s.ok()) return s;
   }
-  std::vector<std::string_view> docs(job.documents.begin(), job.documents.end());
-  std::vector<tokenizer::Encoding> rows;
-  if (absl::Status s = TokenizePairs(*model_, job.query, docs, job.options, &rows, yield); !s.ok()) return s;
+  const std::vector<tokenizer::Encoding>& rows = job.rows.empty() ? tokenized : job.rows;
   const ServedModel& m = *model_;
   const int64_t labels = m.num_labels();
   const bool with_type_ids = !backend_->signature().token_type_ids_name.empty();
@@ -232,7 +260,18 @@ absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
   out.scores.resize(rows.size());
   size_t begin = 0;
   while (begin < rows.size()) {
-    if (absl::Status s = yield(); !s.ok()) return s;
+    // Clear the terminator first, then look for live rows: a live Submit after the look stops the
+    // Run below; one before it is seen by the look. A signal that came while yielding (live rows
+    // queued and already taken) is cleared and looked at again.
+    // Live rows signalled meanwhile (and already taken by an instance): they get one more poll
+    // interval, counted as yielding, before the batch starts.
+    while (true) {
+      if (terminator_ != nullptr) terminator_->Reset();
+      if (absl::Status s = yield(); !s.ok()) return s;
+      if (terminator_ == nullptr || !terminator_->terminated()) break;
+      if (yielded >= options_.max_yield) return absl::UnavailableError("shadow: live rows kept arriving");
+      pause();
+    }
     // As many rows as fit max_batch_size and max_batch_tokens (padded to the longest).
     size_t end = begin, longest = 0;
     while (end < rows.size() && end - begin < m.max_batch_size()) {
@@ -252,6 +291,10 @@ absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
       if (with_type_ids) std::copy(e.type_ids.begin(), e.type_ids.end(), input_.token_type_ids.begin() + base);
     }
     if (absl::Status s = backend_->Run(input_, &logits_); !s.ok()) {
+      // Stopped for live rows: dropped, not the version's failure.
+      if (terminator_ != nullptr && terminator_->terminated()) {
+        return absl::AbortedError("shadow: preempted by live rows");
+      }
       return absl::InternalError(absl::StrCat("shadow: inference failed: ", s.message()));
     }
     if (logits_.batch != n || logits_.num_labels != labels ||
@@ -264,6 +307,9 @@ absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
                       activation, job.raw_scores);
     }
     begin = end;
+  }
+  if (windows.split) {
+    out.scores = FoldWindowScores(job.options.long_documents, windows.owner, out.scores, job.documents.size());
   }
   out.run_time = std::chrono::duration_cast<Clock::duration>(std::chrono::steady_clock::now() - start) -
                  (yielded - yielded_before_start);

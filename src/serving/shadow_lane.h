@@ -22,10 +22,20 @@
 //    options.yield_poll, and abandons the job (done(kUnavailable), counted abandoned_live_waiting)
 //    once it has yielded for options.max_yield in all, or (done(kDeadlineExceeded)) once the job's
 //    deadline passed. So shadow rows are the ones dropped when live rows wait. Otherwise it
-//    tokenizes the pairs (TokenizePairs with the job's options), runs them in batches of at most
-//    max_batch_size rows and max_batch_tokens padded tokens, and answers every document's score
-//    (RerankScore of the model's activation, raw as asked). A batch already running is not
-//    interrupted: under SCHED_IDLE it only runs while a CPU is otherwise idle.
+//    tokenizes the pairs (TokenizePairs with the job's options; long documents split into windows
+//    first, serving/long_documents.h) or takes the job's ready rows, runs them in batches of at
+//    most max_batch_size rows and max_batch_tokens padded tokens, and answers every document's
+//    score (RerankScore of the model's activation, raw as asked; a long document's folded from
+//    its windows' as the live answer's) or every ready row's.
+//  - Pre-emption: while the lane is open, its backend's RunTerminator (runtime/model_backend.h)
+//    is attached to the LivePreemption of every version in options.preempted_by
+//    (serving/live_preemption.h): live rows submitted to one of them stop the running shadow batch
+//    at once (ONNX Runtime's RunOptions::SetTerminate; lock-free on the live thread). The job is
+//    then dropped: done(kAborted), counted preempted, never a failure of the version. Before each
+//    batch the worker clears the terminator and only then looks for waiting live rows, so a
+//    signal is never lost between the look and the Run; live rows signalled during the look (and
+//    taken by an instance at once) delay the batch by one more yield_poll, counted as yielding. A backend without a terminator is not
+//    pre-empted (its batch runs to the end, under SCHED_IDLE only while a CPU is otherwise idle).
 //  - Every `done` runs on the lane's reporter thread (normal priority), never on the idle worker:
 //    what `done` locks (the rollout's windows, shared with live requests) is then never held by a
 //    thread that a live thread can starve (priority inversion). The reporter and the worker share
@@ -71,9 +81,18 @@ using ShadowDone = absl::AnyInvocable<void(absl::StatusOr<ShadowOutcome>) &&>;
 struct ShadowJob {
   std::string query;
   std::vector<std::string> documents;
-  PairOptions options;  // long_documents must be kTruncate (windows are not shadowed)
+  // Long documents (chunk_max / chunk_mean) are split into windows with the lane model's chunk
+  // settings, as a live rerank's are, and each document's score is folded from its windows'.
+  PairOptions options;
+  // Instead of query + documents: rows already tokenized (a KServe request's), scored as they are
+  // (one score per row, unfolded).
+  std::vector<tokenizer::Encoding> rows;
   bool raw_scores = false;
   Clock::time_point deadline = Clock::time_point::max();
+  // Set (non-null): the job starts only once it holds true, i.e. once the live request it shadows
+  // queued its own rows (whose arrival would otherwise stop it, see pre-emption below). Waiting
+  // for it counts as yielding to live rows.
+  std::shared_ptr<const std::atomic<bool>> live_submitted;
   ShadowDone done;
 };
 
@@ -81,6 +100,9 @@ struct ShadowLaneOptions {
   // True when live rows wait anywhere the lane's work would compete with (the stable and the
   // candidate version's queues). Null: never.
   std::function<bool()> live_waiting;
+  // Versions whose live rows stop the lane's running batch (their ServedModel::live_preemption());
+  // the lane keeps them alive while it is open. Empty: the batch is never stopped.
+  std::vector<std::shared_ptr<ServedModel>> preempted_by;
   // Jobs queued on the lane beyond which Offer refuses: a shadow that cannot keep up drops
   // requests instead of building a backlog that would run on stale requests.
   size_t max_queued_jobs = 2;
@@ -104,6 +126,7 @@ class ShadowLane {
     uint64_t failed = 0;
     uint64_t refused_not_ready = 0, refused_live_waiting = 0, refused_queue_full = 0, refused_busy = 0;
     uint64_t abandoned_live_waiting = 0, abandoned_deadline = 0;
+    uint64_t preempted = 0;  // running batch stopped by live rows
   };
 
   static std::unique_ptr<ShadowLane> Create(std::shared_ptr<ServedModel> model, ShadowLaneOptions options);
@@ -139,6 +162,9 @@ class ShadowLane {
   const Clock* const clock_;
   std::atomic<State> state_{State::kOpening};
   std::unique_ptr<runtime::ModelBackend> backend_;  // the worker's only
+  // backend_'s, or null. The worker's only; live threads reach it through the LivePreemptions it
+  // is attached to.
+  runtime::RunTerminator* terminator_ = nullptr;
   runtime::TokenBatch input_;                       // the worker's only, reused
   runtime::Logits logits_;
 
@@ -155,7 +181,7 @@ class ShadowLane {
   bool mail_closed_ ABSL_GUARDED_BY(mail_mu_) = false;
 
   std::atomic<uint64_t> scored_{0}, failed_{0}, not_ready_{0}, live_refused_{0}, full_{0}, busy_{0};
-  std::atomic<uint64_t> abandoned_live_{0}, abandoned_deadline_{0};
+  std::atomic<uint64_t> abandoned_live_{0}, abandoned_deadline_{0}, preempted_{0};
   std::thread worker_, reporter_;
 };
 

@@ -1,10 +1,12 @@
 // ShadowLane: the policy that keeps shadow scoring on idle capacity, over fake backends: its own
 // backend opened on an idle-scheduled thread, answers on the normal-priority reporter, refusals
 // that never wait (not ready, live rows waiting, queue full), yielding to live rows and dropping
-// the shadow job first, deadlines, and closing with jobs queued.
+// the shadow job first, deadlines, closing with jobs queued, and pre-emption: live rows queued on
+// either version stop the running shadow batch (LivePreemption -> the backend's RunTerminator).
 #include "serving/shadow_lane.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "batching/thread_priority.h"
 #include "gtest/gtest.h"
+#include "serving/live_preemption.h"
 #include "serving/testing/fake_backend.h"
 
 namespace tide::serving {
@@ -251,6 +254,140 @@ TEST(ShadowLane, ClosingAnswersQueuedJobsCancelledAndFinishesTheRunningOne) {
   ASSERT_TRUE(queued.done.HasBeenNotified());
   EXPECT_TRUE(running.result.ok());
   EXPECT_EQ(queued.result.status().code(), absl::StatusCode::kCancelled);
+}
+
+// ---- pre-emption -----------------------------------------------------------------------------
+
+// A terminator that records any Terminate reaching it after its Detach returned.
+class CheckedTerminator : public runtime::RunTerminator {
+ public:
+  void Terminate() noexcept override {
+    if (detached.load()) late.fetch_add(1);
+    terminated_.store(true);
+  }
+  void Reset() noexcept override { terminated_.store(false); }
+  bool terminated() const noexcept override { return terminated_.load(); }
+  std::atomic<bool> detached{false};
+  std::atomic<int> late{0};
+
+ private:
+  std::atomic<bool> terminated_{false};
+};
+
+TEST(LivePreemption, StopsOnlyTheAttachedRunAndNothingReachesATerminatorAfterItsDetach) {
+  CheckedTerminator a, b;
+  LivePreemption p;
+  p.LiveRowsQueued();  // nothing attached: nothing to stop
+  p.Attach(&a);
+  p.LiveRowsQueued();
+  EXPECT_TRUE(a.terminated());
+  a.Reset();
+  p.Attach(&b);  // replaces a
+  p.Detach(&a);  // a no-op: b stays attached
+  p.LiveRowsQueued();
+  EXPECT_FALSE(a.terminated());
+  EXPECT_TRUE(b.terminated());
+  b.Reset();
+  p.Detach(&b);
+  p.LiveRowsQueued();
+  EXPECT_FALSE(b.terminated());
+  // Live threads signal without pause while terminators are attached and detached: once Detach
+  // returned, no Terminate reaches the detached one (it could be destroyed).
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> live;
+  for (int t = 0; t < 2; ++t) {
+    live.emplace_back([&] {
+      while (!stop.load()) p.LiveRowsQueued();
+    });
+  }
+  std::vector<std::unique_ptr<CheckedTerminator>> used;
+  for (int i = 0; i < 2000; ++i) {
+    used.push_back(std::make_unique<CheckedTerminator>());
+    p.Attach(used.back().get());
+    p.Detach(used.back().get());
+    used.back()->detached.store(true);
+  }
+  stop = true;
+  for (auto& t : live) t.join();
+  int late = 0;
+  for (const auto& t : used) late += t->late.load();
+  EXPECT_EQ(late, 0);
+}
+
+bool WaitUntil(const std::function<bool()>& done) {
+  for (int i = 0; i < 10000 && !done(); ++i) absl::SleepFor(absl::Milliseconds(1));
+  return done();
+}
+
+// Live rows queued on the stable or on the candidate version stop the lane's running batch at
+// once: the job is dropped (kAborted, counted preempted), the live rows are answered, and the next
+// job is not stopped by the old signal. A job whose own live request has not queued its rows yet
+// waits for them instead of being stopped by them.
+TEST(ShadowLane, LiveRowsQueuedOnEitherVersionStopTheRunningBatch) {
+  auto stable_control = std::make_shared<BackendControl>();
+  auto candidate_live = std::make_shared<BackendControl>();
+  auto lane_control = std::make_shared<BackendControl>();
+  testing::ModelSpec spec;
+  spec.version = 1;
+  std::shared_ptr<ServedModel> stable = testing::Served(spec, stable_control);
+  spec.version = 2;
+  auto created = ServedModel::Create(testing::Loaded(spec), testing::FakeWithLane(candidate_live, lane_control), {});
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::shared_ptr<ServedModel> candidate = *std::move(created);
+  FakeClock clock;
+  ShadowLaneOptions o;
+  o.live_waiting = [&] { return stable->QueuedRows() > 0 || candidate->QueuedRows() > 0; };
+  o.preempted_by = {stable, candidate};
+  o.idle_scheduling = false;
+  o.clock = &clock;
+  auto lane = ShadowLane::Create(candidate, o);
+  ASSERT_TRUE(WaitReady(*lane));
+  int round = 0;
+  for (const std::shared_ptr<ServedModel>& live : {stable, candidate}) {
+    ++round;
+    lane_control->block_until_terminated = true;
+    Answer shadow;
+    ASSERT_EQ(lane->Offer(Job(&shadow, {"b"})), ShadowLane::Refusal::kNone);
+    ASSERT_TRUE(WaitUntil([&] { return lane_control->blocked_runs.load() == round; }));
+    std::vector<tokenizer::Encoding> rows = testing::Rows(1);
+    absl::Notification live_done;
+    live->Submit(rows, RowTask::Admission{}, [&](absl::StatusOr<InferenceResult> r) {
+      EXPECT_TRUE(r.ok()) << r.status();
+      live_done.Notify();
+    });
+    ASSERT_TRUE(shadow.done.WaitForNotificationWithTimeout(kHang));
+    EXPECT_EQ(shadow.result.status().code(), absl::StatusCode::kAborted) << "version " << live->version();
+    EXPECT_EQ(lane->GetStats().preempted, static_cast<uint64_t>(round));
+    EXPECT_EQ(lane_control->terminated_runs.load(), round);
+    EXPECT_EQ(lane->GetStats().failed, 0u);
+    ASSERT_TRUE(live_done.WaitForNotificationWithTimeout(kHang));
+  }
+  // The next job runs to its end: the terminator was cleared before it.
+  lane_control->block_until_terminated = false;
+  Answer after;
+  ASSERT_EQ(lane->Offer(Job(&after, {"b"})), ShadowLane::Refusal::kNone);
+  ASSERT_TRUE(after.done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_TRUE(after.result.ok()) << after.result.status();
+  // A job that shadows a live request waits for that request's rows before it starts.
+  auto submitted = std::make_shared<std::atomic<bool>>(false);
+  Answer own;
+  ShadowJob job = Job(&own, {"b"});
+  job.live_submitted = submitted;
+  const int rows_before = lane_control->rows_run.load();
+  ASSERT_EQ(lane->Offer(std::move(job)), ShadowLane::Refusal::kNone);
+  EXPECT_FALSE(own.done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  EXPECT_EQ(lane_control->rows_run.load(), rows_before);
+  submitted->store(true);
+  ASSERT_TRUE(own.done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_TRUE(own.result.ok()) << own.result.status();
+  EXPECT_EQ(lane->GetStats().scored, 2u);
+  EXPECT_EQ(lane->GetStats().preempted, 2u);
+  // A closed lane is detached: live rows after it touch nothing of it.
+  lane.reset();
+  std::vector<tokenizer::Encoding> rows = testing::Rows(1);
+  absl::Notification live_done;
+  stable->Submit(rows, RowTask::Admission{}, [&](absl::StatusOr<InferenceResult>) { live_done.Notify(); });
+  ASSERT_TRUE(live_done.WaitForNotificationWithTimeout(kHang));
 }
 
 }  // namespace

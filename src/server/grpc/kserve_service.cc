@@ -513,6 +513,7 @@ void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferR
     return fail(s, name, version);
   }
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
+  serving::TensorWindows compared = windows;  // a rollout compares per input (the lambda takes `windows`)
   core_->Infer(call, *model, std::move(rows),
                [done = std::move(done), req, m = *model, tokenize, received_at, name, version,
                 windows = std::move(windows)](absl::StatusOr<serving::InferOutcome> outcome) mutable {
@@ -540,7 +541,8 @@ void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferR
                    a.timings = t;
                  }
                  std::move(done)(std::move(a));
-               });
+               },
+               std::move(compared));
 }
 
 }  // namespace tide::grpc_edge

@@ -506,6 +506,7 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
   }
 
   auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
+  serving::TensorWindows compared = windows;  // a rollout compares per input (the lambda takes `windows`)
   core_->Infer(call, *model, std::move(rows),
                [sender = std::move(sender), req, m = *model, tokenize, classification,
                 windows = std::move(windows)](absl::StatusOr<serving::InferOutcome> outcome) mutable {
@@ -518,7 +519,8 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
                  if (!response.ok()) return sender.SendError(response.status());
                  t.tokenize = tokenize;
                  sender.SendAnswer(*std::move(response), t, post, fallback);
-               });
+               },
+               std::move(compared));
 }
 
 // ---- metrics -------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 // tide::serving::testing — a served model without files or ONNX Runtime, for in-process tests of
 // the serving layer: what the loader would produce for a small 1-label reranker (Loaded), scheduled
 // on fake backends (FakeBackend) that a test controls through a shared BackendControl (the logit
-// every row gets, a gate that holds batches, failures, and a count of backends closed).
+// every row gets, a gate that holds batches, failures, and a count of backends closed). Each fake
+// has a RunTerminator like OrtBackend's; with BackendControl::block_until_terminated its Run waits
+// until it is terminated (then CANCELLED, as ONNX Runtime's terminated Run) or the flag is cleared.
 //
 // Contract: test-only; header-only; the fakes are thread-safe as the instance pool uses them.
 #pragma once
@@ -71,6 +73,21 @@ struct BackendControl {
   std::atomic<int64_t> decisive_token{-1};
   absl::Notification all_destroyed;
   int instances = 1;
+  // Set: Run blocks until its terminator is told to stop (answers CANCELLED) or this is cleared.
+  std::atomic<bool> block_until_terminated{false};
+  std::atomic<int> blocked_runs{0};     // Runs that blocked so
+  std::atomic<int> terminated_runs{0};  // Runs answered CANCELLED for a Terminate
+};
+
+// Like OrtBackend's: a flag Terminate sets and Reset clears; lock-free.
+class FakeTerminator : public runtime::RunTerminator {
+ public:
+  void Terminate() noexcept override { terminated_.store(true); }
+  void Reset() noexcept override { terminated_.store(false); }
+  bool terminated() const noexcept override { return terminated_.load(); }
+
+ private:
+  std::atomic<bool> terminated_{false};
 };
 
 class FakeBackend : public runtime::ModelBackend {
@@ -80,6 +97,17 @@ class FakeBackend : public runtime::ModelBackend {
     if (c_->destroyed.fetch_add(1) + 1 == c_->instances) c_->all_destroyed.Notify();
   }
   absl::Status Run(const runtime::TokenBatch& b, runtime::Logits* out) override {
+    if (c_->block_until_terminated.load()) {
+      c_->blocked_runs++;
+      const absl::Time give_up = absl::Now() + kHang;
+      while (c_->block_until_terminated.load() && !terminator_.terminated() && absl::Now() < give_up) {
+        absl::SleepFor(absl::Microseconds(200));
+      }
+    }
+    if (terminator_.terminated()) {
+      c_->terminated_runs++;
+      return absl::CancelledError("run terminated");
+    }
     if (c_->armed.load()) {
       if (!c_->entered.HasBeenNotified()) c_->entered.Notify();
       c_->gate.WaitForNotificationWithTimeout(kHang);
@@ -98,15 +126,25 @@ class FakeBackend : public runtime::ModelBackend {
     return absl::OkStatus();
   }
   const ModelSignature& signature() const override { return signature_; }
+  runtime::RunTerminator* terminator() override { return &terminator_; }
 
  private:
   std::shared_ptr<BackendControl> c_;
   ModelSignature signature_;
+  FakeTerminator terminator_;
 };
 
 inline BackendFactory Fake(std::shared_ptr<BackendControl> c) {
   return [c](const LoadedModel&, int) -> absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> {
     return std::unique_ptr<runtime::ModelBackend>(std::make_unique<FakeBackend>(c));
+  };
+}
+
+// Live instances on `live`, a shadow lane's backend (kShadowLaneInstance) on `lane`.
+inline BackendFactory FakeWithLane(std::shared_ptr<BackendControl> live, std::shared_ptr<BackendControl> lane) {
+  return [live, lane](const LoadedModel&, int instance) -> absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> {
+    return std::unique_ptr<runtime::ModelBackend>(
+        std::make_unique<FakeBackend>(instance == kShadowLaneInstance ? lane : live));
   };
 }
 
