@@ -6,8 +6,11 @@ minilm-l6-int8), then drives POST /v1/rerank with `--clients` concurrent keep-al
 sending one query with `--docs` documents of SciFact-like length (words drawn from a word list,
 seeded), alternating the model per round (fp32, int8, fp32, int8, ...) so that background load on a
 shared machine hits both alike. Prints per round pairs/s, the mean tokens per pair (from the
-responses' usage.total_tokens) and how many cores the server process kept busy (from /proc: near
-the core count means saturated), then the INT8/FP32 ratio of the mean rates.
+responses' usage.total_tokens), how many cores the server process kept busy (from /proc: near
+the core count means saturated) and pairs per second of the server's CPU time (what the server
+does with the CPU it actually gets: steadier than pairs/s on a loaded machine), then the
+INT8/FP32 ratio of the mean rates. `--models A,B,C` serves more entries (alternating in that
+order) and `--ratio X/Y` prints more ratios, e.g. the same models before and after a change.
 Standard library only (no PyPI here).
 """
 import argparse
@@ -77,6 +80,8 @@ def main():
     p.add_argument("--repository", required=True)
     p.add_argument("--fp32", default="minilm-l6")
     p.add_argument("--int8", default="minilm-l6-int8")
+    p.add_argument("--models", default="", help="comma-separated entries to alternate (default: --fp32,--int8)")
+    p.add_argument("--ratio", action="append", default=[], help="X/Y: also print entry X's rates over entry Y's")
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--docs", type=int, default=16, help="documents per request")
     p.add_argument("--mean-words", type=int, default=150, help="mean words per document (~300 tokens per pair)")
@@ -109,25 +114,43 @@ def main():
         if port is None:
             sys.exit("tide serve did not start")
         print(f"tide serve ready after {time.monotonic() - started:.0f} s (loading and warming up both models)", flush=True)
-        results = {args.fp32: [], args.int8: []}
-        for model in (args.fp32, args.int8):  # warm-up, not counted
+        models = [m for m in args.models.split(",") if m] or [args.fp32, args.int8]
+        results = {m: [] for m in models}        # pairs/s per round
+        per_cpu = {m: [] for m in models}        # pairs per server CPU-second per round
+        for model in models:  # warm-up, not counted
             body = json.dumps({"model": model, "query": requests[0][0], "documents": requests[0][1]})
             drive(port, model, [(args.docs, body)], 1, 0.1)
         errors_total = 0
         for r in range(args.rounds):
-            for model in (args.fp32, args.int8):
+            for model in models:
                 bodies = [(args.docs, json.dumps({"model": model, "query": q, "documents": d})) for q, d in requests]
                 cpu0, t0 = cpu_seconds(server.pid), time.monotonic()
                 rate, errors, tokens = drive(port, model, bodies, args.clients, args.seconds)
-                cores = (cpu_seconds(server.pid) - cpu0) / (time.monotonic() - t0)
+                elapsed = time.monotonic() - t0
+                cpu = cpu_seconds(server.pid) - cpu0
+                cores = cpu / elapsed
                 results[model].append(rate)
+                per_cpu[model].append(rate * elapsed / cpu if cpu > 0 else 0.0)
                 errors_total += errors
                 print(f"round {r + 1} {model}: {rate:.1f} pairs/s, {tokens:.0f} tokens per pair, "
-                      f"server busy {cores:.2f} of {os.cpu_count()} cores ({errors} errors)", flush=True)
-        fp32 = sum(results[args.fp32]) / len(results[args.fp32])
-        int8 = sum(results[args.int8]) / len(results[args.int8])
-        print(f"fp32 {fp32:.1f} pairs/s, int8 {int8:.1f} pairs/s, int8/fp32 = {int8 / fp32:.2f}x"
-              + (f" ({errors_total} errors: the ratio is not valid)" if errors_total else ""))
+                      f"server busy {cores:.2f} of {os.cpu_count()} cores, {per_cpu[model][-1]:.2f} pairs per "
+                      f"server CPU-s ({errors} errors)", flush=True)
+        invalid = f" ({errors_total} errors: the ratio is not valid)" if errors_total else ""
+        mean = {m: sum(v) / len(v) for m, v in results.items()}
+        mean_cpu = {m: sum(v) / len(v) for m, v in per_cpu.items()}
+        for m in models:
+            print(f"{m}: {mean[m]:.1f} pairs/s, {mean_cpu[m]:.2f} pairs per server CPU-s")
+        ratios = list(args.ratio)
+        if args.fp32 in results and args.int8 in results:
+            print(f"fp32 {mean[args.fp32]:.1f} pairs/s, int8 {mean[args.int8]:.1f} pairs/s, "
+                  f"int8/fp32 = {mean[args.int8] / mean[args.fp32]:.2f}x" + invalid)
+            ratios.insert(0, f"{args.int8}/{args.fp32}")
+        for ratio in ratios:
+            x, y = ratio.split("/", 1)
+            if x not in results or y not in results:
+                sys.exit(f"--ratio {ratio}: both entries must be among --models")
+            print(f"{x}/{y} = {mean[x] / mean[y]:.2f}x pairs/s, {mean_cpu[x] / mean_cpu[y]:.2f}x pairs per server CPU-s"
+                  + invalid)
     finally:
         server.terminate()
         server.wait()

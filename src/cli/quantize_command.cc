@@ -58,6 +58,9 @@ void RegisterQuantizeCommand(CLI::App* app) {
   cmd->add_flag("--reduce-range", options->int8_options.reduce_range,
                 "7-bit weights: avoids int16 saturation in u8s8 kernels on CPUs without VNNI")
       ->envname("TIDE_QUANTIZE_REDUCE_RANGE");
+  cmd->add_flag("--share-input-quantization", options->int8_options.share_input_quantization,
+                "MatMuls reading one activation (Q, K, V) share one DynamicQuantizeLinear (MatMulIntegerToFloat each)")
+      ->envname("TIDE_QUANTIZE_SHARE_INPUT_QUANTIZATION");
   static const std::map<std::string, quantize::Int8OpFormat> kFormats = {
       {"contrib", quantize::Int8OpFormat::kDynamicQuantizeMatMul}, {"onnx", quantize::Int8OpFormat::kMatMulInteger}};
   cmd->add_option("--format", options->int8_options.op_format,

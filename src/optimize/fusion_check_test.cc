@@ -88,8 +88,15 @@ TEST(FusionCheckTest, MiniLmFp32AndInt8) {
   const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 30000);
   ExpectSameLogits(*model, {}, 6, batch, 1e-4);
   const onnx::ModelProto int8 = Int8(*model);
-  // MultiHeadAttention reproduces the INT8 model's attention to the last bit here.
-  ExpectSameLogits(int8, AttentionOnly(), 6, batch, 1e-4);
+  // MultiHeadAttention with its key_padding_mask reproduces the INT8 model's attention to the last
+  // bit here.
+  FusionOptions mask_input = AttentionOnly();
+  mask_input.padding_mask_in_keys = false;
+  ExpectSameLogits(int8, mask_input, 6, batch, 1e-4);
+  // With the mask as a key column (padding_mask_in_keys.h) ONNX Runtime's flash path sums the
+  // softmax in another order (~1e-7 relative); the next layer's activation quantization amplifies
+  // that like the SkipLayerNormalization rounding below.
+  ExpectSameLogits(int8, AttentionOnly(), 6, batch, 0.2);
   // SkipLayerNormalization rounds differently from Add + LayerNormalization (~1e-7 relative), and
   // this random-weight model amplifies that through the next layer's dynamic activation
   // quantization: scaling its LayerNorm gammas by 1 +- 1e-7 alone moves the INT8 logits (|l| ~ 11)

@@ -4,6 +4,7 @@
 #include "onnx_graph/graph_util.h"
 #include "optimize/attention_fusion.h"
 #include "optimize/graph_rewrite.h"
+#include "optimize/padding_mask_in_keys.h"
 #include "optimize/skip_layer_norm_fusion.h"
 
 namespace tide::optimize {
@@ -29,6 +30,7 @@ absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx:
   const int opset = static_cast<int>(onnx_graph::OpsetVersion(*model, ""));
   if (options.attention) report.attention_fused = FuseAttention(g, opset, &report.skipped);
   if (options.skip_layer_norm) report.skip_layer_norm_fused = FuseSkipLayerNorm(g, &report.skipped);
+  if (options.padding_mask_in_keys && report.attention_fused > 0) MovePaddingMaskIntoKeys(g, opset, &report.skipped);
   if (report.fused() > 0) {
     onnx_graph::EnsureOpset(model, "com.microsoft", 1);
     RemoveDeadNodes(g);

@@ -41,6 +41,7 @@ namespace tide::optimize {
 struct FusionOptions {
   bool attention = true;        // MultiHeadAttention
   bool skip_layer_norm = true;  // SkipLayerNormalization
+  bool padding_mask_in_keys = true;  // fused attention's mask as an extra key column (padding_mask_in_keys.h)
 };
 
 struct FusionReport {

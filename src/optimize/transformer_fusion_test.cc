@@ -3,6 +3,7 @@
 #include "optimize/transformer_fusion.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "onnxruntime_cxx_api.h"
 #include "optimize/graph_rewrite.h"
+#include "optimize/padding_mask_in_keys.h"
 
 namespace tide::optimize {
 namespace {
@@ -202,9 +204,16 @@ std::vector<float> RunLayer(const onnx::ModelProto& m, const std::vector<float>&
   return std::vector<float>(y, y + batch * seq * kHidden);
 }
 
+// The attention fusion itself: the mask stays MultiHeadAttention's key_padding_mask.
+FusionOptions MaskAsInput() {
+  FusionOptions o;
+  o.padding_mask_in_keys = false;
+  return o;
+}
+
 TEST(TransformerFusionTest, FusesAttentionAndSkipLayerNorm) {
   onnx::ModelProto m = BertLayer();
-  auto report = FuseTransformer({}, &m);
+  auto report = FuseTransformer(MaskAsInput(), &m);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->attention_fused, 1);
   EXPECT_EQ(report->skip_layer_norm_fused, 1);
@@ -314,7 +323,7 @@ TEST(TransformerFusionTest, Int32MaskIsUsedAsItIsAndMulScaleIsRead) {
   var.int32_mask = true;
   var.mul_scale = true;
   onnx::ModelProto m = BertLayer(var);
-  auto report = FuseTransformer({}, &m);
+  auto report = FuseTransformer(MaskAsInput(), &m);
   ASSERT_TRUE(report.ok());
   ASSERT_EQ(report->attention_fused, 1);
   const onnx::NodeProto* mha = FindOp(m, "MultiHeadAttention");
@@ -324,6 +333,93 @@ TEST(TransformerFusionTest, Int32MaskIsUsedAsItIsAndMulScaleIsRead) {
   for (const auto& a : mha->attribute()) {
     if (a.name() == "scale") EXPECT_FLOAT_EQ(a.f(), 0.5f);
   }
+}
+
+// padding_mask_in_keys.h: by default the fused attention has no mask input; each head's query
+// gains a 1 and its key (1 - mask) * mask_filter_value / scale, and the outputs stay those of the
+// masked attention on a padded batch (ONNX Runtime then runs its flash path).
+TEST(TransformerFusionTest, PaddingMaskBecomesAKeyColumn) {
+  for (bool int32_mask : {false, true}) {
+    LayerVariant var;
+    var.int32_mask = int32_mask;
+    const onnx::ModelProto original = BertLayer(var);
+    onnx::ModelProto with_input = original, in_keys = original;
+    ASSERT_TRUE(FuseTransformer(MaskAsInput(), &with_input).ok());
+    auto report = FuseTransformer({}, &in_keys);
+    ASSERT_TRUE(report.ok());
+    ASSERT_EQ(report->attention_fused, 1);
+    const onnx::NodeProto* mha = FindOp(in_keys, "MultiHeadAttention");
+    ASSERT_NE(mha, nullptr);
+    ASSERT_EQ(mha->input_size(), 4) << "the key_padding_mask input is gone";
+    float scale = 0;
+    for (const auto& a : mha->attribute()) {
+      if (a.name() == "scale") scale = a.f();
+    }
+    EXPECT_FLOAT_EQ(scale, 0.5f) << "1/sqrt(4) written explicitly: the head size is now 5";
+    EXPECT_EQ(CountOps(in_keys, "Pad"), 1);
+    EXPECT_EQ(CountOps(in_keys, "Concat"), 1);
+    EXPECT_EQ(CountOps(in_keys, "Expand"), 1);
+    // The int32 Cast fed only the old mask input: removed as dead.
+    for (const auto& n : in_keys.graph().node()) {
+      if (n.op_type() == "Cast") {
+        EXPECT_NE(n.attribute(0).i(), onnx::TensorProto::INT32);
+      }
+    }
+    const onnx::TensorProto* bias = nullptr;
+    for (const auto& t : in_keys.graph().initializer()) {
+      if (t.name() == mha->input(3)) bias = &t;
+    }
+    ASSERT_NE(bias, nullptr);
+    ASSERT_EQ(bias->dims(0), 2 * kHeads * (kHeadSize + 1) + kHidden);
+    std::vector<float> b(static_cast<size_t>(bias->dims(0)));
+    ASSERT_EQ(bias->raw_data().size(), b.size() * sizeof(float));
+    std::memcpy(b.data(), bias->raw_data().data(), bias->raw_data().size());
+    for (int64_t part = 0; part < 2; ++part) {
+      for (int64_t h = 0; h < kHeads; ++h) EXPECT_EQ(b[static_cast<size_t>((part * kHeads + h) * (kHeadSize + 1) + kHeadSize)], 0.0f);
+    }
+
+    const int64_t batch = 3, seq = 6;
+    const int64_t lengths[batch] = {6, 3, 1};
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist;
+    std::vector<float> x(batch * seq * kHidden);
+    for (float& f : x) f = dist(rng);
+    std::vector<int64_t> mask(batch * seq);
+    for (int64_t r = 0; r < batch; ++r) {
+      for (int64_t t = 0; t < seq; ++t) mask[r * seq + t] = t < lengths[r];
+    }
+    if (int32_mask) continue;  // RunLayer feeds an int64 mask; the structure above is what differs
+    const std::vector<float> a = RunLayer(with_input, x, mask, batch, seq);
+    const std::vector<float> c = RunLayer(in_keys, x, mask, batch, seq);
+    for (int64_t r = 0; r < batch; ++r) {
+      for (int64_t t = 0; t < lengths[r]; ++t) {
+        for (int64_t h = 0; h < kHidden; ++h) {
+          const size_t i = static_cast<size_t>((r * seq + t) * kHidden + h);
+          EXPECT_NEAR(a[i], c[i], 1e-5) << "row " << r << " token " << t;
+        }
+      }
+    }
+  }
+}
+
+TEST(TransformerFusionTest, PaddingMaskStaysAnInputBelowOpset11) {
+  onnx::ModelProto m = BertLayer();
+  ASSERT_TRUE(FuseTransformer(MaskAsInput(), &m).ok());
+  std::vector<std::string> skipped;
+  EXPECT_EQ(MovePaddingMaskIntoKeys(m.mutable_graph(), 10, &skipped), 0);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("opset 10"), std::string::npos) << skipped[0];
+  EXPECT_EQ(FindOp(m, "MultiHeadAttention")->input_size(), 5);
+  // A MultiHeadAttention without a constant bias is left alone, with the reason.
+  onnx::ModelProto n = BertLayer();
+  ASSERT_TRUE(FuseTransformer(MaskAsInput(), &n).ok());
+  for (auto& node : *n.mutable_graph()->mutable_node()) {
+    if (node.op_type() == "MultiHeadAttention") node.set_input(3, "x");
+  }
+  skipped.clear();
+  EXPECT_EQ(MovePaddingMaskIntoKeys(n.mutable_graph(), 17, &skipped), 0);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("constant float bias"), std::string::npos) << skipped[0];
 }
 
 TEST(TransformerFusionTest, QueryWithoutBiasGetsZeroBias) {

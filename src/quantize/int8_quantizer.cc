@@ -164,6 +164,16 @@ absl::StatusOr<QuantizeReport> QuantizeInt8(const Int8Options& options, onnx::Mo
 
   Namer namer(*g);
   std::map<std::tuple<std::string, bool, float>, QuantizedWeight> cache;  // shared weights quantized once
+  // Activations read by more than one selected MatMul: quantized once (DynamicQuantizeLinear), the
+  // first time a reader is rewritten; each reader becomes MatMulIntegerToFloat.
+  struct SharedInput {
+    int readers = 0;
+    std::string q, scale, zero_point;  // empty until quantized
+  };
+  std::map<std::string, SharedInput> shared_inputs;
+  if (options.op_format == Int8OpFormat::kDynamicQuantizeMatMul && options.share_input_quantization && opset >= 11) {
+    for (const auto& [index, plan] : plans) ++shared_inputs[g->node(index).input(0)].readers;
+  }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
   for (int i = 0; i < g->node_size(); ++i) {
     auto it = plans.find(i);
@@ -185,7 +195,19 @@ absl::StatusOr<QuantizeReport> QuantizeInt8(const Int8Options& options, onnx::Mo
     const std::string& y = n.output(0);
     // With a Gemm bias the product goes to a fresh name and an Add writes the node's output.
     const std::string product = p.op.bias.empty() ? y : namer.Fresh(base + "_product");
-    if (options.op_format == Int8OpFormat::kDynamicQuantizeMatMul) {
+    auto shared = shared_inputs.find(n.input(0));
+    if (shared != shared_inputs.end() && shared->second.readers > 1) {
+      SharedInput& in = shared->second;
+      if (in.q.empty()) {
+        in.q = namer.Fresh(n.input(0) + "_quantized");
+        in.scale = namer.Fresh(n.input(0) + "_scale");
+        in.zero_point = namer.Fresh(n.input(0) + "_zero_point");
+        *nodes.Add() = MakeNode("DynamicQuantizeLinear", "", namer.Fresh(base + "_shared_input_quant"), {n.input(0)},
+                                {in.q, in.scale, in.zero_point});
+      }
+      *nodes.Add() = MakeNode("MatMulIntegerToFloat", kMsDomain, namer.Fresh(base + "_quant"),
+                              {in.q, qw.values, in.scale, qw.scale, in.zero_point, qw.zero_point}, {product});
+    } else if (options.op_format == Int8OpFormat::kDynamicQuantizeMatMul) {
       *nodes.Add() = MakeNode("DynamicQuantizeMatMul", kMsDomain, namer.Fresh(base + "_quant"),
                               {n.input(0), qw.values, qw.scale, qw.zero_point}, {product});
     } else {

@@ -6,7 +6,8 @@
 //    matrix multiplication: weights become symmetric int8 (zero point 0, scale max|w| / 127, one
 //    scale for the tensor or one per output column), activations are quantized to uint8 at run
 //    time (dynamic range). Everything else — embeddings (Gather), LayerNormalization, Softmax,
-//    the attention score MatMuls (no constant weight) — stays float32. Bias Adds after a MatMul
+//    the attention score MatMuls (no constant weight) — stays float32. Selected MatMuls that read one
+//    activation may share its quantization (Int8Options::share_input_quantization). Bias Adds after a MatMul
 //    stay separate nodes so ONNX Runtime can still fuse them; a Gemm's bias becomes such an Add.
 //  - Selection: a node is quantized when its name or its weight's name matches an include
 //    pattern (all nodes when there are none) and matches no exclude pattern. The default
@@ -38,6 +39,12 @@ struct Int8Options {
   bool per_channel = false;    // one weight scale per output column instead of one per tensor
   bool reduce_range = false;   // 7-bit weights [-63, 63]: avoids int16 saturation of u8s8 kernels on non-VNNI CPUs
   Int8OpFormat op_format = Int8OpFormat::kDynamicQuantizeMatMul;
+  // kDynamicQuantizeMatMul only: MatMuls that read the same activation (an attention block's Q, K
+  // and V projections) share one DynamicQuantizeLinear and each become com.microsoft
+  // MatMulIntegerToFloat, instead of each quantizing that activation again. Same arithmetic.
+  // Needs ONNX opset >= 11 (DynamicQuantizeLinear); older models keep one DynamicQuantizeMatMul each.
+  // Off by default: no gain measured on MiniLM-L6 (CPU time 0.99x, bench/results/int8-profile.txt).
+  bool share_input_quantization = false;
   bool quantize_gemm = true;   // Gemm nodes (Linear layers exported as Gemm) too, when selected
   std::vector<std::string> include_patterns;                                  // empty: every node
   std::vector<std::string> exclude_patterns = {"classifier", "pooler", "score"};  // the head stays FP32

@@ -278,6 +278,67 @@ TEST(QuantizeInt8Test, SharedWeightIsQuantizedOnce) {
   EXPECT_EQ(quantized_copies, 1);
 }
 
+// Two MatMuls reading one activation (like Q, K and V): one DynamicQuantizeLinear and two
+// MatMulIntegerToFloat, the same scores as one DynamicQuantizeMatMul each (same arithmetic), and a
+// MatMul with its own input keeps DynamicQuantizeMatMul.
+TEST(QuantizeInt8Test, MatMulsReadingOneActivationShareItsQuantization) {
+  for (bool per_channel : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "per_channel " << per_channel);
+    onnx::ModelProto fp32 = TinyReranker();
+    onnx::GraphProto* g = fp32.mutable_graph();
+    std::mt19937 rng(3);
+    AddFloatInit(g, "ffn.w1b", {kHidden, kFfn}, &rng, 0.2f);
+    // h1 = emb x w1 + emb x w1b (a second reader of emb with its own weight).
+    for (auto& n : *g->mutable_node()) {
+      if (n.name() == "layer.0/intermediate/Add") n.set_input(0, "h1_sum");
+    }
+    onnx::NodeProto second;
+    second.set_op_type("MatMul");
+    second.set_name("layer.0/second/MatMul");
+    second.add_input("emb");
+    second.add_input("ffn.w1b");
+    second.add_output("h1_second");
+    onnx::NodeProto sum;
+    sum.set_op_type("Add");
+    sum.set_name("layer.0/sum/Add");
+    sum.add_input("h1");
+    sum.add_input("h1_second");
+    sum.add_output("h1_sum");
+    // Insert after layer.0/intermediate/MatMul (index 1) to keep the topological order.
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    for (int i = 0; i < g->node_size(); ++i) {
+      *nodes.Add() = g->node(i);
+      if (g->node(i).name() == "layer.0/intermediate/MatMul") {
+        *nodes.Add() = second;
+        *nodes.Add() = sum;
+      }
+    }
+    g->mutable_node()->Swap(&nodes);
+
+    onnx::ModelProto shared = fp32, separate = fp32;
+    ASSERT_TRUE(QuantizeInt8({.per_channel = per_channel, .share_input_quantization = true}, &shared).ok());
+    ASSERT_TRUE(QuantizeInt8({.per_channel = per_channel, .share_input_quantization = false}, &separate).ok());
+    const std::vector<std::string> ops = OpTypes(shared);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "DynamicQuantizeLinear"), 1);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "MatMulIntegerToFloat"), 2);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "DynamicQuantizeMatMul"), 2);  // output MatMul, head dense
+    const std::vector<std::string> ops2 = OpTypes(separate);
+    EXPECT_EQ(std::count(ops2.begin(), ops2.end(), "DynamicQuantizeMatMul"), 4);
+    EXPECT_EQ(std::count(ops2.begin(), ops2.end(), "DynamicQuantizeLinear"), 0);
+    const runtime::TokenBatch batch = RandomBatch(8, 20, kVocab, 5);
+    auto a = Score(separate, batch);
+    auto b = Score(shared, batch);
+    auto ref = Score(fp32, batch);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    const Diff same = Compare(*a, *b);
+    EXPECT_LE(same.max_abs, 1e-5 * std::max(1.0, same.max_ref));
+    const Diff d = Compare(*ref, *b);
+    EXPECT_LE(d.max_abs, kInt8RelativeTolerance * d.max_ref);
+  }
+}
+
 TEST(QuantizeInt8Test, RefusesAnAlreadyQuantizedModel) {
   onnx::ModelProto m = TinyReranker();
   ASSERT_TRUE(QuantizeInt8({}, &m).ok());

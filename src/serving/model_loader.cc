@@ -79,7 +79,7 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
         m->fused_file = *std::move(file);
       } else {
         spdlog::warn("model {} version {}: the fused graph stays in memory ({} MB): {}", m->name, m->version,
-                     fused.model_data.size() >> 20, file.status().message());
+                     fused.model_data.size() >> 20, std::string(file.status().message()));
         ort.model_path.clear();
         ort.model_data = std::move(fused.model_data);
       }
