@@ -31,7 +31,7 @@ enum class Fp16Mode { kMatMul, kWeightsOnly };
 
 struct Fp16Options {
   Fp16Mode mode = Fp16Mode::kMatMul;
-  std::vector<std::string> include_patterns;                                  // empty: every node
+  std::vector<std::string> include_patterns = {};                             // empty: every node
   std::vector<std::string> exclude_patterns = {"classifier", "pooler", "score"};  // the head stays FP32
 };
 

@@ -46,7 +46,7 @@ struct Int8Options {
   // Off by default: no gain measured on MiniLM-L6 (CPU time 0.99x, bench/results/int8-profile.txt).
   bool share_input_quantization = false;
   bool quantize_gemm = true;   // Gemm nodes (Linear layers exported as Gemm) too, when selected
-  std::vector<std::string> include_patterns;                                  // empty: every node
+  std::vector<std::string> include_patterns = {};                             // empty: every node
   std::vector<std::string> exclude_patterns = {"classifier", "pooler", "score"};  // the head stays FP32
 };
 
