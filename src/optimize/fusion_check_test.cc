@@ -5,6 +5,8 @@
 // load-time check (PrepareFusedModel) accepting them and a model where nothing matches.
 #include "optimize/fusion_check.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -141,10 +143,17 @@ std::string ExportedPreset(const std::string& preset) {
   const std::filesystem::path repo = binary_dir / "optimize_models";
   const std::filesystem::path path = repo / preset / "1/model.onnx";
   if (!std::filesystem::exists(path)) {
+    // Tests run as parallel processes (ctest -j): each exports into its own folder and renames the
+    // finished entry into place; a process that loses the race uses the winner's.
+    const std::filesystem::path staging = repo / ("staging-" + std::to_string(::getpid()));
     const std::string cmd = "/usr/bin/python3 '" + (SourceRoot() / "tools/export_model.py").string() +
-                            "' --preset " + preset + " --repository '" + repo.string() + "' --name " + preset +
+                            "' --preset " + preset + " --repository '" + staging.string() + "' --name " + preset +
                             " --tide-binary '" + (binary_dir / "tide").string() + "' --quiet > /dev/null 2>&1";
-    if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(path)) return "";
+    const bool exported = std::system(cmd.c_str()) == 0 && std::filesystem::exists(staging / preset / "1/model.onnx");
+    std::error_code ec;
+    if (exported) std::filesystem::rename(staging / preset, repo / preset, ec);
+    std::filesystem::remove_all(staging, ec);
+    if (!std::filesystem::exists(path)) return "";
   }
   return path.string();
 }
