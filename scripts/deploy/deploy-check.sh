@@ -127,5 +127,10 @@ body=$(curl -s -m 30 "http://127.0.0.1:$port/rerank" -H 'Content-Type: applicati
 echo "$body" | /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); assert sorted(x["index"] for x in r)==[0,1]' \
   || { echo "deploy-check: FAIL: rerank answered $body" >&2; exit 1; }
 deployed=$($P exec dev-tide-pod-0-tide sh -c 'grep -c "intra_op_threads" /models/minilm-l6/config.pbtxt; id -u')
+# Read-only root, /tmp an emptyDir: the fused graph must still go to an unnamed file there.
+pod_log=$($P logs dev-tide-pod-0-tide 2>&1)
+if grep -q 'the fused graph stays in memory' <<<"$pod_log"; then
+  echo "deploy-check: FAIL: $(grep -m1 'stays in memory' <<<"$pod_log")" >&2; exit 1
+fi
 echo "pod ready after $(( $(date +%s) - start )) s on 127.0.0.1:$port; rerank: $body; uid $(echo $deployed | cut -d' ' -f2), deployed config.pbtxt in place"
 echo "deploy-check: PASSED"
