@@ -30,18 +30,8 @@ body+=']}'
 measure() {  # BINARY -> "rss_kib hwm_kib"
   TIDE=$1
   start_tide "$work/serve.log" --model-repository "$work/repo"
-  for _ in $(seq "$WARM_REQUESTS"); do
-    curl -sf -o /dev/null -H 'Content-Type: application/json' -d "$body" "$url/rerank" ||
-      { echo "fused_graph.sh: rerank failed with $1" >&2; cat "$work/serve.log" >&2; exit 1; }
-  done
-  sleep 1
-  local rss hwm
-  rss=$(awk '/^VmRSS:/{print $2}' "/proc/$server/status")
-  hwm=$(awk '/^VmHWM:/{print $2}' "/proc/$server/status")
   grep -q "graph fusion:" "$work/serve.log" || echo "fused_graph.sh: note: $1 did not fuse $MODEL" >&2
-  kill "$server"; wait "$server" 2>/dev/null || true
-  server=""
-  echo "$rss $hwm"
+  rss_after_warmup "$work/serve.log" "$body" "$WARM_REQUESTS"
 }
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) bench/memory/fused_graph.sh $ROUNDS (model $MODEL, $(du -Lh "$MODEL/1/model.onnx" | cut -f1) on disk; old $OLD, new $NEW); load $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$ROUNDS"); do

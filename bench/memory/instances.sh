@@ -58,17 +58,7 @@ measure() {
   rm -rf "$dir"
   make_repo "$dir" "$count" "$share"
   start_tide "$work/serve-$count-$share.log" --model-repository "$dir"
-  for _ in $(seq "$WARM_REQUESTS"); do
-    curl -sf -o /dev/null -H 'Content-Type: application/json' -d "$body" "$url/rerank" ||
-      { echo "instances.sh: rerank request failed (count $count, share $share)" >&2; cat "$work/serve-$count-$share.log" >&2; exit 1; }
-  done
-  sleep 1
-  local rss hwm
-  rss=$(awk '/^VmRSS:/{print $2}' "/proc/$server/status")
-  hwm=$(awk '/^VmHWM:/{print $2}' "/proc/$server/status")
-  kill "$server"; wait "$server" 2>/dev/null || true
-  server=""
-  echo "$rss $hwm"
+  rss_after_warmup "$work/serve-$count-$share.log" "$body" "$WARM_REQUESTS"
 }
 
 out=bench/results/shared-weights.txt
