@@ -8,6 +8,7 @@
 //     check's bound: per-batch activation quantization turns float rounding into whole steps).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -102,6 +103,19 @@ TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
     EXPECT_THAT(log, Not(HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion"))));
   }
   EXPECT_THAT(log, Not(HasSubstr("graph fusion rejected")));
+  // Each fused graph lives in an unnamed file the server keeps open, not in its memory.
+  EXPECT_THAT(log, Not(HasSubstr("the fused graph stays in memory")));
+  int unnamed = 0;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(server().pid()) + "/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    // O_TMPFILE in the temp directory: "/tmp/#<inode> (deleted)"
+    if (!ec && target.rfind(std::filesystem::temp_directory_path().string() + "/#", 0) == 0 &&
+        target.find("(deleted)") != std::string::npos) {
+      ++unnamed;
+    }
+  }
+  EXPECT_GE(unnamed, 2) << "one unnamed file per fused model (fp32-fused, int8-fused)";
 }
 
 TEST_F(ServeFusionTest, FusedAndUnfusedAnswerTheSamePaddedBatch) {
