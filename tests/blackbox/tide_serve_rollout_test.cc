@@ -272,7 +272,18 @@ TEST_F(ServeRolloutTest, ShadowComparesKServeInferRowsAndLongDocuments) {
       }
       for (auto& th : pool) th.join();
     }
-    EXPECT_TRUE(WaitFor([&] { return scored() >= before + 10; })) << path << ": " << Rollout().dump();
+    // A machine busy with other work can leave the closed loop no idle gap at all: then single
+    // requests, each leaving the CPU idle after it, until 10 were compared.
+    auto single = NewClient();
+    EXPECT_TRUE(WaitFor([&] {
+      if (scored() >= before + 10) return true;
+      auto r = single->Post(path, body);
+      std::lock_guard<std::mutex> lock(mu);
+      if (r.status != 200 || r.header("x-tide-model-version") != "1") {
+        if (++bad == 1) first_bad = absl::StrCat(path, ": ", r.status, " ", r.body);
+      }
+      return scored() >= before + 10;
+    })) << path << ": " << Rollout().dump();
   }
   EXPECT_EQ(bad, 0) << first_bad;
   const json status = Rollout();
