@@ -22,12 +22,17 @@
 //  - QueuedTasks() reads the queued task count without the lock (a snapshot, at most one change
 //    old): for readers that must never wait for the lock, e.g. a SCHED_IDLE thread asking whether
 //    live work waits (serving/shadow_lane.h).
+//  - IdleFor(quiet) says, also without the lock, whether the batcher has been idle (nothing queued
+//    and no batch running, i.e. taken by WaitForBatch and not yet BatchDone) for at least `quiet`
+//    by the batcher's clock: for work that should start only once live traffic left a real gap,
+//    not in the instant between two batches (the shadow lane's hold-off). Idle from creation.
 //  - The clock must outlive the batcher; destroy the batcher only after every thread has left
 //    WaitForBatch.
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -69,7 +74,7 @@ class Batcher {
       absl::MutexLock lock(&mu_);
       if (shutdown_) return errors::Unavailable("batcher is shut down");
       TIDE_RETURN_IF_ERROR(former_->Enqueue(task, clock_->Now()));
-      MirrorQueued();
+      MirrorState();
     }
     cv_.Signal();  // one idle instance is enough; it passes the baton if more work remains
     return absl::OkStatus();
@@ -79,18 +84,19 @@ class Batcher {
     mu_.Lock();
     while (true) {
       typename BatchFormer<Task>::Result result = former_->Form(clock_->Now(), shutdown_);
-      MirrorQueued();
       if (result.batch.has_value()) {
         *out = std::move(*result.batch);
         const bool more = !former_->empty();
         out->alone = !more && running_batches_ == 0;
         ++running_batches_;
+        MirrorState();
         mu_.Unlock();
         if (more) cv_.Signal();
         BatchFormer<Task>::CompleteDropped(result.dropped);
         if (on_batch_) on_batch_(*out);
         return true;
       }
+      MirrorState();
       if (!result.dropped.empty()) {
         mu_.Unlock();
         BatchFormer<Task>::CompleteDropped(result.dropped);
@@ -120,7 +126,7 @@ class Batcher {
     {
       absl::MutexLock lock(&mu_);
       dropped = former_->DropAll(reason);
-      MirrorQueued();
+      MirrorState();
     }
     cv_.SignalAll();
     BatchFormer<Task>::CompleteDropped(dropped);
@@ -130,6 +136,7 @@ class Batcher {
   void BatchDone() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (running_batches_ > 0) --running_batches_;
+    MirrorState();
   }
 
   // Counts tasks dropped elsewhere (InstancePool: kRunnerError) in Stats().
@@ -147,16 +154,32 @@ class Batcher {
 
   size_t QueuedTasks() const { return queued_.load(std::memory_order_relaxed); }
 
+  bool IdleFor(Clock::duration quiet) const {
+    const Clock::duration::rep since = idle_since_.load(std::memory_order_relaxed);
+    if (since == kBusy) return false;
+    return clock_->Now() - Clock::time_point(Clock::duration(since)) >= quiet;
+  }
+
   Clock* clock() const { return clock_; }
   const BatcherOptions& options() const { return former_->options(); }
 
  private:
-  void MirrorQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    queued_.store(former_->stats().queued_tasks, std::memory_order_relaxed);
+  static constexpr Clock::duration::rep kBusy = std::numeric_limits<Clock::duration::rep>::max();
+
+  // Publishes the queued count and the idle-since time for the lock-free readers.
+  void MirrorState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t queued = former_->stats().queued_tasks;
+    queued_.store(queued, std::memory_order_relaxed);
+    if (queued > 0 || running_batches_ > 0) {
+      idle_since_.store(kBusy, std::memory_order_relaxed);
+    } else if (idle_since_.load(std::memory_order_relaxed) == kBusy) {
+      idle_since_.store(clock_->Now().time_since_epoch().count(), std::memory_order_relaxed);
+    }
   }
 
   Batcher(Clock* clock, BatchHook on_batch, std::unique_ptr<BatchFormer<Task>> former)
-      : clock_(clock), on_batch_(std::move(on_batch)), former_(std::move(former)) {}
+      : clock_(clock), on_batch_(std::move(on_batch)), former_(std::move(former)),
+        idle_since_(clock->Now().time_since_epoch().count()) {}
 
   Clock* const clock_;
   const BatchHook on_batch_;
@@ -166,6 +189,8 @@ class Batcher {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   int running_batches_ ABSL_GUARDED_BY(mu_) = 0;  // returned by WaitForBatch, not yet BatchDone
   std::atomic<size_t> queued_{0};  // former_->stats().queued_tasks, for QueuedTasks()
+  // When the batcher last became idle (clock ticks), or kBusy while it is not: for IdleFor().
+  std::atomic<Clock::duration::rep> idle_since_;
 };
 
 }  // namespace tide::batching

@@ -192,6 +192,42 @@ TEST(BatcherTest, BatchIsAloneOnlyWithNothingElseRunningOrQueued) {
   EXPECT_THAT(Ids(first), ElementsAre(5));
 }
 
+// IdleFor (read without the lock): idle only with nothing queued and no batch running, and only
+// once that has lasted the asked time on the batcher's clock.
+TEST(BatcherTest, IdleForCountsFromTheEndOfTheLastQueuedOrRunningWork) {
+  FakeClock clock;
+  BatcherOptions o;
+  o.max_batch_size = 1;
+  Journal journal;
+  auto batcher = MakeBatcher(o, &clock);
+  const auto ms = [](int n) { return std::chrono::milliseconds(n); };
+  EXPECT_TRUE(batcher->IdleFor(ms(0)));  // idle since it was created
+  EXPECT_FALSE(batcher->IdleFor(ms(10)));
+  clock.Advance(ms(10));
+  EXPECT_TRUE(batcher->IdleFor(ms(10)));
+  auto t = std::make_unique<FakeTask>(&journal, 1, 10);
+  ASSERT_TRUE(batcher->Submit(t).ok());
+  EXPECT_FALSE(batcher->IdleFor(ms(0)));  // queued
+  Batch<FakeTask> batch;
+  ASSERT_TRUE(batcher->WaitForBatch(&batch));
+  EXPECT_EQ(batcher->QueuedTasks(), 0u);
+  clock.Advance(ms(50));
+  EXPECT_FALSE(batcher->IdleFor(ms(0)));  // running, however long
+  batcher->BatchDone();
+  EXPECT_TRUE(batcher->IdleFor(ms(0)));
+  EXPECT_FALSE(batcher->IdleFor(ms(5)));  // counted from the batch's end, not from the submit
+  clock.Advance(ms(5));
+  EXPECT_TRUE(batcher->IdleFor(ms(5)));
+  // A drop that empties the queue makes it idle from then on.
+  auto u = std::make_unique<FakeTask>(&journal, 2, 10);
+  ASSERT_TRUE(batcher->Submit(u).ok());
+  clock.Advance(ms(20));
+  EXPECT_FALSE(batcher->IdleFor(ms(0)));
+  batcher->DropQueued(DropReason::kShutdown);
+  EXPECT_TRUE(batcher->IdleFor(ms(0)));
+  EXPECT_FALSE(batcher->IdleFor(ms(1)));
+}
+
 TEST(BatcherTest, QueueFullAnswersUnavailable) {
   BatcherOptions o;
   o.default_queue_policy.max_queue_size = 1;

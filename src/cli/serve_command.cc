@@ -80,6 +80,7 @@ struct ServeFlags {
   int64_t default_timeout_ms = 30000;
   // Shadow lanes' threads (serving/shadow_lane.h): idle (SCHED_IDLE) | normal.
   std::string shadow_scheduling = "idle";
+  int shadow_hold_off_ms = 10;
   // Rollouts started through the API, kept across restarts (serving/rollout_state_file.h); "": none.
   std::string rollout_state_file;
   ServeFlags() {
@@ -259,6 +260,7 @@ int Serve(const ServeFlags& f) {
   co.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
   co.shadow_idle_scheduling = f.shadow_scheduling == "idle";
   co.shadow_nice = f.model.inference_nice;
+  co.shadow_hold_off = std::chrono::milliseconds(f.shadow_hold_off_ms);
   co.rollout_state_file = f.rollout_state_file;
   if (co.max_concurrent_requests > 0) co.tokenization_queue = static_cast<size_t>(co.max_concurrent_requests);
   auto core = serving::ServiceCore::Create(models->get(), metrics->get(), co);
@@ -516,6 +518,11 @@ void RegisterServeCommand(CLI::App* app) {
                   "SCHED_IDLE, only on CPU time nothing else wants; normal at the inference threads' priority "
                   "(--inference-nice; for test machines shared with other work)")
       ->envname("TIDE_SHADOW_SCHEDULING")->check(CLI::IsMember({"idle", "normal"}))->capture_default_str();
+  cmd->add_option("--shadow-hold-off-ms", flags->shadow_hold_off_ms,
+                  "A shadow batch starts only after live traffic left both versions idle (nothing queued or "
+                  "running) for this long: the instants between two live batches of a busy server are not idle "
+                  "capacity (0: start whenever no live row waits)")
+      ->envname("TIDE_SHADOW_HOLD_OFF_MS")->check(CLI::Range(0, 60000))->capture_default_str();
   cmd->add_option("--rollout-state-file", flags->rollout_state_file,
                   "File where rollouts (started through the API or declared) are kept across restarts, rewritten "
                   "atomically on every change; read at start-up, after the models load. A rollout the model's "

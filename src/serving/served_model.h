@@ -96,6 +96,9 @@ class ServedModel {
   // Rows waiting in this version's queue, read without any lock (a snapshot): what a thread that
   // must never wait for a live thread's lock (serving/shadow_lane.h) asks.
   size_t QueuedRows() const { return batcher_->QueuedTasks(); }
+  // True when no live row has waited in or run on this version for at least `quiet`, read
+  // without any lock (Batcher::IdleFor): the shadow lane's hold-off.
+  bool LiveIdleFor(Clock::duration quiet) const { return batcher_->IdleFor(quiet); }
   // Signalled by every Submit once its rows are queued: stops the running batch of the shadow
   // lane attached to it (serving/live_preemption.h, shadow_lane.h).
   LivePreemption& live_preemption() const { return *live_preemption_; }

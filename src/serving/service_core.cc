@@ -645,6 +645,11 @@ void ServiceCore::SyncShadowLanes() {
     lo.live_waiting = [stable = stable, candidate = candidate] {
       return stable->QueuedRows() > 0 || candidate->QueuedRows() > 0;
     };
+    // ... and starts a batch only once both were idle for the hold-off ...
+    lo.live_idle_for = [stable = stable, candidate = candidate](Clock::duration quiet) {
+      return stable->LiveIdleFor(quiet) && candidate->LiveIdleFor(quiet);
+    };
+    lo.hold_off = options_.shadow_hold_off;
     // ... and their live rows stop its running batch at once.
     lo.preempted_by = {stable, candidate};
     lo.max_queued_jobs = std::max<size_t>(options_.shadow_max_queued_jobs, 1);

@@ -145,6 +145,9 @@ struct ServiceCoreOptions {
   int shadow_nice = 0;  // without idle scheduling: nice steps added to the lanes' threads (0..19)
   size_t shadow_max_queued_jobs = 2;
   std::chrono::milliseconds shadow_max_yield{1000};
+  // How long both versions must have been idle (no live row queued or running) before a shadow
+  // batch starts (ShadowLaneOptions::hold_off); 0: as soon as no live row waits.
+  std::chrono::milliseconds shadow_hold_off{10};
   // Where rollouts are kept across restarts (serving/rollout_state_file.h); empty: nowhere.
   std::string rollout_state_file;
 };

@@ -226,7 +226,7 @@ absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
     while (true) {
       if (clock_->Now() >= job.deadline) return absl::DeadlineExceededError("shadow: deadline passed");
       const bool own_live_pending = job.live_submitted != nullptr && !job.live_submitted->load(std::memory_order_acquire);
-      if (!own_live_pending && !LiveWaiting()) return absl::OkStatus();
+      if (!own_live_pending && LiveQuiet()) return absl::OkStatus();
       if (yielded >= options_.max_yield) return absl::UnavailableError("shadow: live rows kept waiting");
       if (stopping_.load(std::memory_order_acquire)) return absl::CancelledError("shadow lane closed");
       pause();

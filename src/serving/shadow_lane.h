@@ -18,7 +18,11 @@
 //    says live rows wait, max_queued_jobs are already queued, or the worker holds the queue's lock
 //    at that instant (TryLock). An accepted job's `done` runs exactly once.
 //  - The worker takes jobs in order. Before a job starts, before each chunk of tokenization and
-//    before each batch it yields to live work: while options.live_waiting() it polls every
+//    before each batch it yields to live work: while options.live_waiting(), or while
+//    options.live_idle_for(options.hold_off) is false (live rows waited or ran on a preempting
+//    version less than hold_off ago: the short gaps between two live batches of a busy server
+//    are not idle capacity, and a shadow batch started in one would only be stopped again and
+//    leave the live batch cold caches), it polls every
 //    options.yield_poll, and abandons the job (done(kUnavailable), counted abandoned_live_waiting)
 //    once it has yielded for options.max_yield in all, or (done(kDeadlineExceeded)) once the job's
 //    deadline passed. So shadow rows are the ones dropped when live rows wait. Otherwise it
@@ -100,6 +104,11 @@ struct ShadowLaneOptions {
   // True when live rows wait anywhere the lane's work would compete with (the stable and the
   // candidate version's queues). Null: never.
   std::function<bool()> live_waiting;
+  // True when no live row waited in or ran on those versions for at least the given time
+  // (ServedModel::LiveIdleFor of each). Null, or hold_off zero: no hold-off.
+  std::function<bool(Clock::duration)> live_idle_for;
+  // How long live traffic must have left the versions idle before a shadow batch starts.
+  std::chrono::milliseconds hold_off{10};
   // Versions whose live rows stop the lane's running batch (their ServedModel::live_preemption());
   // the lane keeps them alive while it is open. Empty: the batch is never stopped.
   std::vector<std::shared_ptr<ServedModel>> preempted_by;
@@ -148,6 +157,11 @@ class ShadowLane {
   enum class State { kOpening, kReady, kFailed, kStopped };
   ShadowLane(std::shared_ptr<ServedModel> model, ShadowLaneOptions options);
   bool LiveWaiting() const { return options_.live_waiting && options_.live_waiting(); }
+  // No live row waits, and (with a hold-off) none waited or ran for options.hold_off.
+  bool LiveQuiet() const {
+    if (LiveWaiting()) return false;
+    return options_.hold_off.count() <= 0 || !options_.live_idle_for || options_.live_idle_for(options_.hold_off);
+  }
   void WorkerLoop();
   void ReporterLoop();
   // Runs the largest batch shapes once (sizes the session's arena).

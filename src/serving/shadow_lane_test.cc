@@ -205,6 +205,55 @@ TEST(ShadowLane, YieldsToLiveRowsAndIsDroppedWhenTheyKeepWaiting) {
   EXPECT_EQ(lane->GetStats().abandoned_live_waiting, 1u);
 }
 
+// The hold-off: with no live row waiting, a shadow batch still waits until live_idle_for(hold_off)
+// holds (the live versions were idle that long); waiting counts as yielding.
+TEST(ShadowLane, StartsABatchOnlyAfterLiveTrafficLeftTheVersionsIdleForTheHoldOff) {
+  auto control = std::make_shared<BackendControl>();
+  OpenedOn opened;
+  auto model = Model(control, &opened);
+  std::atomic<bool> quiet{false};
+  std::atomic<long> asked_ms{-1};
+  ShadowLaneOptions o;
+  o.live_waiting = [] { return false; };
+  o.live_idle_for = [&](Clock::duration d) {
+    asked_ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+    return quiet.load();
+  };
+  o.hold_off = std::chrono::milliseconds(25);
+  o.max_yield = std::chrono::milliseconds(300);
+  o.idle_scheduling = false;
+  auto lane = ShadowLane::Create(model, o);
+  ASSERT_TRUE(WaitReady(*lane));
+  const int base = control->rows_run.load();
+  Answer held, dropped;
+  ASSERT_EQ(lane->Offer(Job(&held, {"b"})), ShadowLane::Refusal::kNone);
+  EXPECT_FALSE(held.done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  EXPECT_EQ(control->rows_run.load(), base);  // not run while the versions were busy recently
+  EXPECT_EQ(asked_ms.load(), 25);
+  quiet = true;
+  ASSERT_TRUE(held.done.WaitForNotificationWithTimeout(kHang));
+  ASSERT_TRUE(held.result.ok()) << held.result.status();
+  EXPECT_EQ(control->rows_run.load() - base, 1);
+  // Never quiet long enough: dropped after max_yield, as when live rows keep waiting.
+  quiet = false;
+  ASSERT_EQ(lane->Offer(Job(&dropped, {"b"})), ShadowLane::Refusal::kNone);
+  ASSERT_TRUE(dropped.done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_EQ(dropped.result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(control->rows_run.load() - base, 1);
+  EXPECT_EQ(lane->GetStats().abandoned_live_waiting, 1u);
+  // hold_off 0 turns it off: live_idle_for is not asked.
+  ShadowLaneOptions none = o;
+  none.hold_off = std::chrono::milliseconds(0);
+  asked_ms = -1;
+  auto lane0 = ShadowLane::Create(model, none);
+  ASSERT_TRUE(WaitReady(*lane0));
+  Answer at_once;
+  ASSERT_EQ(lane0->Offer(Job(&at_once, {"b"})), ShadowLane::Refusal::kNone);
+  ASSERT_TRUE(at_once.done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_TRUE(at_once.result.ok()) << at_once.result.status();
+  EXPECT_EQ(asked_ms.load(), -1);
+}
+
 TEST(ShadowLane, AJobPastItsDeadlineIsDroppedUnrun) {
   auto control = std::make_shared<BackendControl>();
   OpenedOn opened;

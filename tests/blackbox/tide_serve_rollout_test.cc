@@ -115,8 +115,11 @@ class ServeRolloutTest : public SharedServerSuite<ServeRolloutTest> {
   }
   // Runs `per_thread` /rerank requests on each of `threads` closed-loop clients; `check` sees
   // every answer (from the clients' threads).
+  // `threads` clients send `per_thread` requests each, one after the other; with `think`, each
+  // client pauses that long after every answer (live traffic that leaves the server idle gaps).
   static void ClosedLoop(int threads, int per_thread, const std::function<HeaderList(int)>& headers,
-                         const std::function<void(int, const tide::testing::ClientResponse&)>& check) {
+                         const std::function<void(int, const tide::testing::ClientResponse&)>& check,
+                         std::chrono::milliseconds think = std::chrono::milliseconds(0)) {
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
@@ -124,6 +127,7 @@ class ServeRolloutTest : public SharedServerSuite<ServeRolloutTest> {
         for (int k = 0; k < per_thread; ++k) {
           const int i = t * per_thread + k;
           check(i, client->Post("/rerank", RerankBody(i), headers(i)));
+          if (think.count() > 0) std::this_thread::sleep_for(think);
         }
       });
     }
@@ -132,6 +136,10 @@ class ServeRolloutTest : public SharedServerSuite<ServeRolloutTest> {
 };
 
 HeaderList NoHeaders(int) { return {}; }
+
+// The shadow tests' clients pause this long after each answer: a shadow batch starts only once
+// live traffic left both versions idle for the hold-off (10 ms by default).
+constexpr std::chrono::milliseconds kThink{40};
 
 // Version 1's ranking of each RerankBody seen while a shadow rollout sends every request to it:
 // the same body must always come back in the same order (a shadow answer never leaks out).
@@ -209,8 +217,9 @@ TEST_F(ServeRolloutTest, ShadowReturnsStableAnswersAndAnIdenticalCandidateAgrees
   ASSERT_EQ(put.status, 200) << put.body;
   std::mutex mu;
   int bad = 0;
-  // Shadow rows use idle capacity only (skipped while a queue holds rows): rounds of requests until
-  // 100 were compared.
+  // Shadow rows use idle capacity only (never while a queue holds rows, and a batch only after both
+  // versions were idle for the hold-off): clients that pause between requests leave such gaps.
+  // Rounds of requests until 100 were compared.
   for (int round = 0; round < 20 && Rollout()["agreement"].value("pairs", 0) < 100; ++round) {
     ClosedLoop(3, 50, NoHeaders, [&](int i, const tide::testing::ClientResponse& r) {
       std::lock_guard<std::mutex> lock(mu);
@@ -218,7 +227,7 @@ TEST_F(ServeRolloutTest, ShadowReturnsStableAnswersAndAnIdenticalCandidateAgrees
       // Every answer is version 1's: the same body always ranks the same.
       auto [it, fresh] = g_stable_orders.emplace(RerankBody(i), Order(ParseJson(r.body)));
       if (!fresh && it->second != Order(ParseJson(r.body))) ++bad;
-    });
+    }, kThink);
   }
   EXPECT_EQ(bad, 0);
   ASSERT_TRUE(WaitFor([&] { return Rollout()["agreement"].value("pairs", 0) >= 100; })) << Rollout().dump();
@@ -255,7 +264,8 @@ TEST_F(ServeRolloutTest, ShadowComparesKServeInferRowsAndLongDocuments) {
   std::string first_bad;
   for (const auto& [path, body] : {std::pair{std::string("/v2/models/m/infer"), infer}, std::pair{std::string("/rerank"), long_body}}) {
     const double before = scored();
-    // Closed-loop clients; shadows run on capacity they leave: rounds until 10 were compared.
+    // Closed-loop clients pausing kThink after each answer; shadows run on the idle capacity they
+    // leave: rounds until 10 were compared.
     for (int round = 0; round < 20 && scored() < before + 10; ++round) {
       std::vector<std::thread> pool;
       for (int t = 0; t < 3; ++t) {
@@ -267,6 +277,7 @@ TEST_F(ServeRolloutTest, ShadowComparesKServeInferRowsAndLongDocuments) {
             if (r.status != 200 || r.header("x-tide-model-version") != "1") {
               if (++bad == 1) first_bad = absl::StrCat(path, ": ", r.status, " ", r.body);
             }
+            std::this_thread::sleep_for(kThink);
           }
         });
       }
@@ -314,7 +325,7 @@ TEST_F(ServeRolloutTest, AShadowCandidateThatRanksDifferentlyIsRolledBackAtTheCr
           (!fresh && it->second != order)) {
         if (++bad == 1) first_bad = absl::StrCat(r.status, " ", std::string(r.header("x-tide-model-version")), " ", r.body);
       }
-    });
+    }, kThink);
   }
   EXPECT_EQ(bad, 0) << first_bad;
   ASSERT_TRUE(WaitFor([&] { return Rollout().value("state", "") == "rolled_back"; }, std::chrono::seconds(10)))

@@ -148,11 +148,11 @@ class StreamInferReactor final
   void Start(uint64_t seq, std::shared_ptr<inference::ModelInferRequest> request) {
     const Steady::time_point received = Steady::now();
     auto info = CallInfoFor(*context_, request->ByteSizeLong(), received, client_gone_);
-    if (!info.ok()) return Answer(seq, *request, received, KServeService::InferAnswer{info.status()});
+    if (!info.ok()) return Answer(seq, *request, received, KServeService::InferAnswer{.status = info.status()});
     info->model = request->model_name();
     info->model_version = request->model_version();
     service_->core()->Start(*info, [this, seq, request, received](absl::StatusOr<serving::CallPtr> call) mutable {
-      if (!call.ok()) return Answer(seq, *request, received, KServeService::InferAnswer{call.status()});
+      if (!call.ok()) return Answer(seq, *request, received, KServeService::InferAnswer{.status = call.status()});
       service_->RunInfer(*call, *request, received,
                          [this, seq, request, received, c = *call](KServeService::InferAnswer answer) mutable {
                            c->ReleasePermit();

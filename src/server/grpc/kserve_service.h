@@ -78,10 +78,10 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
   // timings of a model's answer and the fallback's name of a degraded one.
   struct InferAnswer {
     absl::Status status;
-    inference::ModelInferResponse response;
-    std::string model;
+    inference::ModelInferResponse response{};
+    std::string model{};
     int64_t version = 0;
-    std::optional<serving::StageTimings> timings;
+    std::optional<serving::StageTimings> timings{};
     const char* degraded = nullptr;
   };
   using InferDone = absl::AnyInvocable<void(InferAnswer) &&>;
