@@ -1,9 +1,10 @@
 #include "optimize/fusion_check.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -69,20 +70,38 @@ absl::StatusOr<ProbeComparison> CompareOnProbe(const runtime::OrtOptions& origin
   return c;
 }
 
-FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe) {
+namespace {
+
+// The whole file, read into one string of its size (no stream buffer or second copy).
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  const std::streamoff size = f.tellg();
+  if (size < 0) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::string bytes(static_cast<size_t>(size), '\0');
+  f.seekg(0);
+  if (!f.read(bytes.data(), size)) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  return bytes;
+}
+
+}  // namespace
+
+FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe,
+                             const std::string& spill_dir) {
   FusedModel result;
   if (options.model_path.empty()) {
     result.reason = "the model is not a file";
     return result;
   }
-  std::ifstream f(options.model_path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << f.rdbuf();
-  if (!f) {
-    result.reason = absl::StrCat("cannot read ", options.model_path);
-    return result;
-  }
-  absl::StatusOr<onnx::ModelProto> model = onnx_graph::ParseModel(bytes.str());
+  absl::StatusOr<onnx::ModelProto> model = absl::UnknownError("not parsed");
+  {
+    absl::StatusOr<std::string> bytes = ReadWholeFile(options.model_path);
+    if (!bytes.ok()) {
+      result.reason = std::string(bytes.status().message());
+      return result;
+    }
+    model = onnx_graph::ParseModel(*bytes);
+  }  // the file's bytes are freed here, before anything else is allocated
   if (!model.ok()) {
     result.reason = std::string(model.status().message());
     return result;
@@ -103,18 +122,37 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
     result.reason = "no attention or skip-layernorm subgraph matched";
     return result;
   }
+  const bool quantized = IsDynamicallyQuantized(*model);
   runtime::OrtOptions original = options;
   original.shared_weights = nullptr;  // probe sessions are temporary: no shared weights kept for them
   runtime::OrtOptions fused_options = original;
   fused_options.model_path.clear();
-  if (!model->SerializeToString(&fused_options.model_data)) {
+  if (!spill_dir.empty()) {
+    auto file = runtime::UnlinkedFile::Create(spill_dir, [&model](int fd) -> absl::Status {
+      if (!model->SerializeToFileDescriptor(fd)) return absl::UnavailableError("cannot serialize the fused model");
+      return absl::OkStatus();
+    });
+    if (file.ok()) {
+      result.file = *std::move(file);
+      fused_options.model_path = result.file->path();
+    } else {
+      result.spill_error = std::string(file.status().message());
+    }
+  }
+  if (result.file == nullptr && !model->SerializeToString(&fused_options.model_data)) {
     result.reason = "cannot serialize the fused model";
     return result;
   }
-  absl::StatusOr<ProbeComparison> cmp = CompareOnProbe(original, fused_options, probe, IsDynamicallyQuantized(*model));
+  {
+    onnx::ModelProto gone;  // the parsed model is no longer needed: freed before the sessions open
+    gone.Swap(&*model);
+  }
+  malloc_trim(0);
+  absl::StatusOr<ProbeComparison> cmp = CompareOnProbe(original, fused_options, probe, quantized);
   if (!cmp.ok()) {
     result.reason = std::string(cmp.status().message());
     result.check_failed = true;
+    result.file.reset();
     return result;
   }
   result.max_abs_diff = cmp->max_abs_diff;
@@ -122,6 +160,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   if (!cmp->ok()) {
     result.reason = absl::StrFormat("fused logits differ by %.3g (tolerance %.3g)", cmp->max_abs_diff, cmp->tolerance);
     result.check_failed = true;
+    result.file.reset();
     return result;
   }
   result.fused = true;

@@ -11,21 +11,34 @@
 //  - Never fails: any reason not to serve the fused model (unreadable file, external data, nothing
 //    matched, session or run error, mismatch) comes back as fused = false with `reason` set, and the
 //    caller serves the original file as before.
+//  - With `spill_dir` set, the fused model is serialized straight into an unnamed file there
+//    (runtime/unlinked_file.h; `file`), which the probe session and later the caller open by path:
+//    it is never held in memory whole. When that file cannot be written (no O_TMPFILE, disk full)
+//    it is serialized into `model_data` instead and `spill_error` says why; with `spill_dir`
+//    empty, always into `model_data`.
+//  - Memory: the original file's bytes are freed once parsed, and the parsed (fused) model once
+//    serialized, before either probe session opens; the probe sessions open one after the other.
+//    The load-time peak is then about twice the model's size (bytes + parse, or one session),
+//    not the sum of every copy.
 //  - Blocks for parsing, fusing, two session creations and two runs; thread-compatible.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "optimize/transformer_fusion.h"
 #include "runtime/model_backend.h"
 #include "runtime/ort_backend.h"
+#include "runtime/unlinked_file.h"
 
 namespace tide::optimize {
 
 struct FusedModel {
-  bool fused = false;       // true: serve model_data instead of the file
-  std::string model_data;   // the fused model, serialized
+  bool fused = false;       // true: serve `file` (or model_data) instead of the original file
+  std::unique_ptr<runtime::UnlinkedFile> file;  // the fused model, with spill_dir (see the contract)
+  std::string model_data;   // the fused model, serialized, when `file` is null
+  std::string spill_error;  // why the fused model is in model_data although spill_dir was given
   FusionReport report;
   double max_abs_diff = 0;  // fused vs original logits on the probe batch
   double tolerance = 0;
@@ -33,7 +46,8 @@ struct FusedModel {
   bool check_failed = false;  // the fused model failed or disagreed on the probe (an error to log)
 };
 
-FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe);
+FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe,
+                             const std::string& spill_dir = "");
 
 // A padded probe batch for `signature`: 3 rows of lengths seq, ~2/3 seq and 3 (seq = min(24,
 // max_sequence_length)), token ids drawn deterministically from [1, min(vocab_size, 30000)),

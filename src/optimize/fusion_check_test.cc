@@ -222,6 +222,35 @@ TEST(FusionCheckTest, PrepareFusedModelAcceptsMiniLm) {
   EXPECT_EQ(f.report.attention_fused, 6);
   EXPECT_LE(f.max_abs_diff, f.tolerance);
   EXPECT_FALSE(f.model_data.empty());
+  EXPECT_EQ(f.file, nullptr);  // no spill directory: in memory
+
+  // With a spill directory the fused model is serialized straight into an unnamed file there
+  // (nothing in memory), which the probe read and which serves the same logits as the in-memory
+  // copy.
+  FusedModel spilled = PrepareFusedModel(o, ProbeBatch(*sig, 30522, 512), ::testing::TempDir());
+  ASSERT_TRUE(spilled.fused) << spilled.reason;
+  ASSERT_NE(spilled.file, nullptr) << spilled.spill_error;
+  EXPECT_TRUE(spilled.model_data.empty());
+  EXPECT_EQ(spilled.file->size(), f.model_data.size());
+  EXPECT_EQ(spilled.max_abs_diff, f.max_abs_diff);
+  runtime::OrtOptions from_file = o;
+  from_file.model_path = spilled.file->path();
+  runtime::OrtOptions from_memory = o;
+  from_memory.model_path.clear();
+  from_memory.model_data = f.model_data;
+  const runtime::TokenBatch probe = ProbeBatch(*sig, 30522, 512);
+  auto a = RunOnce(from_file, probe);
+  auto b = RunOnce(from_memory, probe);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->values, b->values);
+
+  // A spill directory that cannot take the file: in memory, with the reason.
+  FusedModel kept = PrepareFusedModel(o, ProbeBatch(*sig, 30522, 512), "/no/such/dir");
+  ASSERT_TRUE(kept.fused) << kept.reason;
+  EXPECT_EQ(kept.file, nullptr);
+  EXPECT_FALSE(kept.model_data.empty());
+  EXPECT_NE(kept.spill_error.find("/no/such/dir"), std::string::npos) << kept.spill_error;
 }
 
 TEST(FusionCheckTest, PrepareFusedModelKeepsUnmatchedModel) {

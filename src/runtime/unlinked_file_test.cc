@@ -39,6 +39,26 @@ TEST(UnlinkedFileTest, ReadableByPathWhileAliveAndLeavesNothingBehind) {
   std::filesystem::remove_all(dir);
 }
 
+// Create hands the descriptor to a writer (e.g. a protobuf serializing straight into it); the
+// size is the file's; the writer's error fails the call.
+TEST(UnlinkedFileTest, CreateTakesWhatTheWriterPutsIntoTheDescriptor) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  auto file = UnlinkedFile::Create(dir, [](int fd) -> absl::Status {
+    for (int i = 0; i < 3; ++i) {
+      if (::write(fd, "abcd", 4) != 4) return absl::InternalError("write");
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->size(), 12u);
+  EXPECT_EQ(ReadAll((*file)->path()), "abcdabcdabcd");
+  auto failed = UnlinkedFile::Create(dir, [](int) { return absl::UnavailableError("disk full"); });
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(failed.status().message().find("disk full"), std::string::npos) << failed.status();
+  EXPECT_NE(failed.status().message().find(dir), std::string::npos) << failed.status();
+}
+
 TEST(UnlinkedFileTest, MissingDirectoryIsAnErrorNamingIt) {
   auto file = UnlinkedFile::Write("/no/such/dir", "x");
   ASSERT_FALSE(file.ok());

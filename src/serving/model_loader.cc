@@ -60,26 +60,27 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
   }
   if (options.allow_graph_fusion && m->parameters.graph_fusion == config::GraphFusion::kAuto) {
     // Fused attention / skip-layernorm, checked on a padded probe batch against the original.
+    // The fused model goes straight into an unnamed file in the temp directory (never held in
+    // memory for the model's lifetime: it is as large as the weights), which ONNX Runtime reads
+    // by path whenever an instance (or a shadow lane) opens.
     const auto fuse_start = std::chrono::steady_clock::now();
+    std::error_code ec;
+    const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
     optimize::FusedModel fused = optimize::PrepareFusedModel(
         ort, optimize::ProbeBatch(m->signature, static_cast<int64_t>(m->tokenizer->vocab_size()),
-                                  static_cast<int64_t>(m->max_sequence_length)));
+                                  static_cast<int64_t>(m->max_sequence_length)),
+        ec ? std::string("/tmp") : tmp.string());
     const double fuse_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fuse_start).count();
     if (fused.fused) {
       spdlog::info("model {} version {}: graph fusion: {}; probe max |fused - original| {:.3g} (limit {:.3g}); {:.0f} ms",
                    m->name, m->version, fused.report.Summary(), fused.max_abs_diff, fused.tolerance, fuse_ms);
-      // Not held in memory for the model's lifetime (as large as its weights): an unnamed file,
-      // which ONNX Runtime reads by path whenever an instance (or a shadow lane) opens.
-      std::error_code ec;
-      const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
-      auto file = runtime::UnlinkedFile::Write(ec ? std::string("/tmp") : tmp.string(), fused.model_data);
-      if (file.ok()) {
-        ort.model_path = (*file)->path();
-        m->fused_file = *std::move(file);
+      if (fused.file != nullptr) {
+        ort.model_path = fused.file->path();
+        m->fused_file = std::move(fused.file);
       } else {
         spdlog::warn("model {} version {}: the fused graph stays in memory ({} MB): {}", m->name, m->version,
-                     fused.model_data.size() >> 20, std::string(file.status().message()));
+                     fused.model_data.size() >> 20, fused.spill_error);
         ort.model_path.clear();
         ort.model_data = std::move(fused.model_data);
       }
