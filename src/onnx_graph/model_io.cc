@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,15 +16,6 @@ namespace fs = std::filesystem;
 
 // Protobuf refuses messages over 2 GB; leave headroom for the graph itself.
 constexpr int64_t kSingleFileLimit = int64_t{1800} * 1024 * 1024;
-
-absl::StatusOr<std::string> ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::InternalError(absl::StrCat("error reading ", path.string()));
-  return std::move(ss).str();
-}
 
 void CollectTensors(onnx::GraphProto* g, std::vector<onnx::TensorProto*>* out) {
   for (auto& t : *g->mutable_initializer()) out->push_back(&t);
@@ -83,6 +73,19 @@ absl::Status InlineExternal(onnx::TensorProto* t, const fs::path& dir) {
 
 }  // namespace
 
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
+  // One string of the file's size: no stream buffer growing by doubling, no second copy (a
+  // model file can be a gigabyte).
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  const std::streamoff size = in.tellg();
+  if (size < 0) return absl::InternalError(absl::StrCat("error reading ", path));
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), size)) return absl::InternalError(absl::StrCat("error reading ", path));
+  return bytes;
+}
+
 absl::StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes) {
   onnx::ModelProto model;
   google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), std::numeric_limits<int>::max())));
@@ -97,7 +100,7 @@ absl::StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes) {
 }
 
 absl::StatusOr<onnx::ModelProto> LoadModel(const std::string& path) {
-  absl::StatusOr<std::string> bytes = ReadFile(path);
+  absl::StatusOr<std::string> bytes = ReadFileBytes(path);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<onnx::ModelProto> model = ParseModel(*bytes);
   if (!model.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", model.status().message()));

@@ -37,6 +37,8 @@ struct SaveOptions {
 
 absl::StatusOr<onnx::ModelProto> LoadModel(const std::string& path);
 absl::StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes);  // no external data
+// The whole file in one string of its size (NOT_FOUND: cannot open; INTERNAL: read error).
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
 absl::Status SaveModel(onnx::ModelProto& model, const std::string& path, const SaveOptions& options = {});
 
 }  // namespace tide::onnx_graph

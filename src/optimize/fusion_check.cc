@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -70,22 +69,6 @@ absl::StatusOr<ProbeComparison> CompareOnProbe(const runtime::OrtOptions& origin
   return c;
 }
 
-namespace {
-
-// The whole file, read into one string of its size (no stream buffer or second copy).
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  const std::streamoff size = f.tellg();
-  if (size < 0) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::string bytes(static_cast<size_t>(size), '\0');
-  f.seekg(0);
-  if (!f.read(bytes.data(), size)) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  return bytes;
-}
-
-}  // namespace
-
 FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe,
                              const std::string& spill_dir) {
   FusedModel result;
@@ -95,7 +78,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   }
   absl::StatusOr<onnx::ModelProto> model = absl::UnknownError("not parsed");
   {
-    absl::StatusOr<std::string> bytes = ReadWholeFile(options.model_path);
+    absl::StatusOr<std::string> bytes = onnx_graph::ReadFileBytes(options.model_path);
     if (!bytes.ok()) {
       result.reason = std::string(bytes.status().message());
       return result;
