@@ -61,6 +61,7 @@ TEST(StatusHttpTest, EveryKindThroughHttpAndGrpc) {
       {ErrorKind::kRequestTimeout, 408, "timeout", 4},        // DEADLINE_EXCEEDED
       {ErrorKind::kPayloadTooLarge, 413, "validation", 8},    // RESOURCE_EXHAUSTED
       {ErrorKind::kHeadersTooLarge, 431, "validation", 8},    // RESOURCE_EXHAUSTED
+      {ErrorKind::kUnsupportedMediaType, 415, "validation", 3},  // INVALID_ARGUMENT
       {ErrorKind::kOverloaded, 429, "overloaded", 8},         // RESOURCE_EXHAUSTED
       {ErrorKind::kUnavailable, 503, "unhealthy", 14},        // UNAVAILABLE
       {ErrorKind::kDeadlineExceeded, 504, "timeout", 4},      // DEADLINE_EXCEEDED

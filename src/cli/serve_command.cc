@@ -12,6 +12,9 @@
 #include <thread>
 #include <vector>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <cstdlib>
 
 #include "cli/hf_export.h"
 #include "config/hf_model_folder.h"
@@ -21,7 +24,11 @@
 #include "server/http/http_server.h"
 #include "server/routes/repository_routes.h"
 #include "server/routes/service.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "guard/access.h"
 #include "guard/api_keys.h"
+#include "server/http/browser_checks.h"
 #include "serving/model_loader.h"
 #include "serving/model_manager.h"
 #include "serving/service_core.h"
@@ -56,6 +63,15 @@ struct ServeFlags {
   int64_t repository_poll_secs = 15;
   std::vector<std::string> load_models;
   std::string admin_api_key;
+  // Secrets from files (never on the command line): the inference key and the admin key, one
+  // line each; re-read on SIGHUP with --api-keys.
+  std::string api_key_file;
+  std::string admin_api_key_file;
+  // Browser protections (server/routes/service.h): the Host names served (default: those of a
+  // loopback bind address; any elsewhere) and the origins allowed cross-origin (none).
+  std::vector<std::string> allowed_hosts;
+  bool allowed_hosts_given = false;
+  std::vector<std::string> cors_allow_origins;
   // The option structs of the parts `tide serve` wires: flags bind to their fields, so each
   // default is stated once, in the struct (durations, which CLI11 cannot bind, are taken from it).
   http::HttpServerOptions http;
@@ -130,6 +146,57 @@ class StartupSignalWatcher {
 constexpr size_t kAdminMaxConnections = 64;
 // After the grace period's deadline: time for the answers of dropped work (503) to be written.
 constexpr std::chrono::milliseconds kShutdownFlushMargin{500};
+
+// The key a --api-key-file / --admin-api-key-file holds: its content without surrounding
+// whitespace (a trailing newline is the norm). Empty or unreadable: an error naming the flag.
+absl::StatusOr<std::string> ReadKeyFile(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() > 4096) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is over 4 KiB: not a key"));
+  const size_t begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is empty"));
+  const size_t end = text.find_last_not_of(" \t\r\n");
+  std::string key = text.substr(begin, end - begin + 1);
+  if (key.find_first_of(" \t\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " holds more than one word; it must hold just the key"));
+  }
+  return key;
+}
+
+// Every credential the flags name, read now (at start and on SIGHUP): the single keys (the flag's
+// value, else its file's) and the --api-keys table.
+struct Credentials {
+  std::string api_key;
+  std::string admin_api_key;
+  std::shared_ptr<guard::ApiKeys> api_keys;
+};
+absl::StatusOr<Credentials> LoadCredentials(const ServeFlags& f) {
+  Credentials c;
+  c.api_key = f.core.api_key;
+  c.admin_api_key = f.admin_api_key;
+  if (!f.api_key_file.empty()) {
+    if (!c.api_key.empty()) return absl::InvalidArgumentError("give --api-key or --api-key-file, not both");
+    auto key = ReadKeyFile(f.api_key_file, "--api-key-file");
+    if (!key.ok()) return key.status();
+    c.api_key = *std::move(key);
+  }
+  if (!f.admin_api_key_file.empty()) {
+    if (!c.admin_api_key.empty()) return absl::InvalidArgumentError("give --admin-api-key or --admin-api-key-file, not both");
+    auto key = ReadKeyFile(f.admin_api_key_file, "--admin-api-key-file");
+    if (!key.ok()) return key.status();
+    c.admin_api_key = *std::move(key);
+  }
+  if (!c.api_key.empty() && c.api_key == c.admin_api_key) {
+    return absl::InvalidArgumentError("the admin key must differ from the inference key (--api-key)");
+  }
+  if (!f.api_keys_file.empty()) {
+    auto keys = guard::ApiKeys::Load(f.api_keys_file, SteadyClock::Get());
+    if (!keys.ok()) return absl::Status(keys.status().code(), absl::StrCat("--api-keys: ", keys.status().message()));
+    c.api_keys = *std::move(keys);
+  }
+  return c;
+}
 
 int Serve(const ServeFlags& f) {
   auto level = spdlog::level::from_str(f.log_level);
@@ -236,14 +303,33 @@ int Serve(const ServeFlags& f) {
   // The protocol-neutral service core (admission, tokenization workers, deadlines, breaker
   // fallback) and the HTTP edge over it.
   serving::ServiceCoreOptions co = f.core;
-  if (!f.api_keys_file.empty()) {
-    auto keys = guard::ApiKeys::Load(f.api_keys_file, SteadyClock::Get());
-    if (!keys.ok()) {
-      spdlog::error("--api-keys: {}", std::string(keys.status().message()));
-      return 1;
+  auto credentials = LoadCredentials(f);
+  if (!credentials.ok()) {
+    spdlog::error("{}", std::string(credentials.status().message()));
+    return 1;
+  }
+  co.api_key = credentials->api_key;
+  co.admin_api_key = credentials->admin_api_key;
+  co.api_keys = credentials->api_keys;
+  if (co.api_keys != nullptr) spdlog::info("API keys: {} key(s) from {}", co.api_keys->size(), f.api_keys_file);
+  // Secrets on the command line are visible to every user of the machine (/proc/PID/cmdline).
+  if (!f.core.api_key.empty() && std::getenv("TIDE_API_KEY") == nullptr) {
+    spdlog::warn("--api-key on the command line is visible in /proc/*/cmdline; use --api-key-file (or TIDE_API_KEY)");
+  }
+  if (!f.admin_api_key.empty() && std::getenv("TIDE_ADMIN_API_KEY") == nullptr) {
+    spdlog::warn("--admin-api-key on the command line is visible in /proc/*/cmdline; use --admin-api-key-file");
+  }
+  {
+    const bool tenants = !co.api_key.empty() || (co.api_keys != nullptr && co.api_keys->any_with_role(guard::kRoleTenant));
+    const bool admins = !co.admin_api_key.empty() || (co.api_keys != nullptr && co.api_keys->any_with_role(guard::kRoleAdmin));
+    const bool any_key = tenants || admins || (co.api_keys != nullptr && co.api_keys->size() > 0);
+    if (any_key && !admins) {
+      spdlog::warn("the admin API (repository, rollout) is disabled: keys are configured but none is an admin "
+                   "credential (--admin-api-key-file, or role=admin in --api-keys); its routes answer 403");
+    } else if (!any_key && http::DefaultAllowedHosts(f.http.host).empty()) {
+      spdlog::warn("serving on {} without any API key: anyone who reaches the port may run inference and use the "
+                   "admin API (set --api-key-file and --admin-api-key-file)", f.http.host);
     }
-    spdlog::info("API keys: {} key(s) from {}", (*keys)->size(), f.api_keys_file);
-    co.api_keys = *std::move(keys);
   }
   if (!f.access_log.empty()) {
     auto sink = serving::FileAccessLogSink::Open(f.access_log);
@@ -276,11 +362,12 @@ int Serve(const ServeFlags& f) {
   }
   // Triton's repository extension: admin endpoints, guarded by --admin-api-key (else --api-key;
   // the tenants of --api-keys are not admins).
-  server::RepositoryRoutes repository_routes(
-      controller.get(), server::RepositoryRoutesOptions{f.admin_api_key.empty() ? f.core.api_key : f.admin_api_key});
-  server::RolloutRoutes rollout_routes(
-      core->get(), server::RolloutRoutesOptions{f.admin_api_key.empty() ? f.core.api_key : f.admin_api_key});
+  server::RepositoryRoutes repository_routes(controller.get(), server::RepositoryRoutesOptions{});
+  server::RolloutRoutes rollout_routes(core->get(), server::RolloutRoutesOptions{});
   server::ServiceOptions so = f.service;
+  so.allowed_hosts = f.allowed_hosts_given ? f.allowed_hosts : http::DefaultAllowedHosts(f.http.host);
+  so.cors_allow_origins = f.cors_allow_origins;
+  spdlog::info("allowed hosts: {}", so.allowed_hosts.empty() ? std::string("any") : absl::StrJoin(so.allowed_hosts, ", "));
   so.repository = &repository_routes;
   so.rollout = &rollout_routes;
   auto service = server::Service::Create(core->get(), so);
@@ -350,7 +437,6 @@ int Serve(const ServeFlags& f) {
     go.version = f.service.version;
     go.max_batch_tokens = static_cast<int64_t>(f.model.max_batch_tokens);
     go.repository = controller.get();
-    go.admin_api_key = f.admin_api_key.empty() ? f.core.api_key : f.admin_api_key;
     auto created = grpc_edge::GrpcServer::Create(core->get(), go);
     if (created.ok()) {
       grpc_server = *std::move(created);
@@ -382,17 +468,20 @@ int Serve(const ServeFlags& f) {
       co.access_log->Reopen();
       spdlog::info("received SIGHUP: reopening the access log {}", f.access_log);
     }
-    if (f.api_keys_file.empty()) {
-      spdlog::info("received SIGHUP: no --api-keys file to reload");
+    if (f.api_keys_file.empty() && f.api_key_file.empty() && f.admin_api_key_file.empty()) {
+      spdlog::info("received SIGHUP: no key file to reload");
       continue;
     }
-    auto keys = guard::ApiKeys::Load(f.api_keys_file, SteadyClock::Get());
-    absl::Status s = keys.ok() ? (*core)->SetApiKeys(*keys) : keys.status();
+    // Every key file is read again and swapped in together; one that does not load keeps them all.
+    auto reloaded = LoadCredentials(f);
+    absl::Status s = reloaded.ok() ? (*core)->SetKeys(reloaded->api_key, reloaded->admin_api_key, reloaded->api_keys)
+                                   : reloaded.status();
     if (!s.ok()) {
       spdlog::error("received SIGHUP: keeping the current API keys: {}", std::string(s.message()));
       continue;
     }
-    spdlog::info("received SIGHUP: reloaded {} API key(s) from {}", (*keys)->size(), f.api_keys_file);
+    spdlog::info("received SIGHUP: reloaded the API keys ({} in the --api-keys file)",
+                 reloaded->api_keys == nullptr ? size_t{0} : reloaded->api_keys->size());
   }
   spdlog::info("received {}: draining (grace {} ms)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
                f.shutdown_grace_ms);
@@ -495,12 +584,29 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--shutdown-grace-ms", flags->shutdown_grace_ms, "On SIGTERM, time for in-flight requests to finish")
       ->envname("TIDE_SHUTDOWN_GRACE_MS")->capture_default_str();
   cmd->add_option("--api-key", flags->core.api_key,
-                  "Require `Authorization: Bearer <key>` on inference endpoints (empty: no key)")
+                  "Require `Authorization: Bearer <key>` on inference endpoints (empty: no key); an inference key "
+                  "only, never admin; on the command line it is visible in /proc: prefer --api-key-file")
       ->envname("TIDE_API_KEY");
+  cmd->add_option("--api-key-file", flags->api_key_file,
+                  "File holding the inference key of --api-key (one line); re-read on SIGHUP")
+      ->envname("TIDE_API_KEY_FILE");
   cmd->add_option("--api-keys", flags->api_keys_file,
-                  "File of API keys with quotas, one a line: KEY name=NAME [requests_per_second=R] "
-                  "[pairs_per_second=P] [max_concurrent=C]; reloaded on SIGHUP")
+                  "File of API keys, one a line: KEY name=NAME [role=tenant|admin|monitor[,...]] "
+                  "[requests_per_second=R] [pairs_per_second=P] [max_concurrent=C] [max_priority=N]; reloaded on "
+                  "SIGHUP")
       ->envname("TIDE_API_KEYS");
+  cmd->add_flag("--metrics-require-key", flags->core.access.monitor_requires_key,
+                  "On the main port, /metrics, /load, /dashboard, /v2 and model readiness need a key with role "
+                  "monitor or admin (the --admin-port listener always serves them without one)")
+      ->envname("TIDE_METRICS_REQUIRE_KEY");
+  cmd->add_option("--allowed-hosts", flags->allowed_hosts,
+                  "Host header names served (comma-separated; * = any); others get 403 (DNS rebinding). Default: "
+                  "localhost, 127.0.0.1, ::1 and the bind address when bound to loopback; any otherwise")
+      ->envname("TIDE_ALLOWED_HOSTS")->delimiter(',');
+  cmd->add_option("--cors-allow-origin", flags->cors_allow_origins,
+                  "Origins (scheme://host[:port], comma-separated; * = any) whose web pages may call the inference "
+                  "and open routes cross-origin (CORS preflight answered); none by default. Never the admin API")
+      ->envname("TIDE_CORS_ALLOW_ORIGIN")->delimiter(',');
   cmd->add_option("--access-log", flags->access_log,
                   "Structured access log: one JSON line per answered request (HTTP and gRPC) to this file, or - "
                   "for stdout; written off the request path (lines dropped and counted in "
@@ -563,9 +669,12 @@ void RegisterServeCommand(CLI::App* app) {
                   "With --model-control-mode explicit: a model to load at start (repeatable; * = every model)")
       ->envname("TIDE_LOAD_MODEL")->delimiter(',');
   cmd->add_option("--admin-api-key", flags->admin_api_key,
-                  "Require `Authorization: Bearer <key>` on the repository API (/v2/repository/...); "
-                  "default: --api-key")
+                  "The admin key: `Authorization: Bearer <key>` on the repository and rollout APIs (HTTP and gRPC); "
+                  "prefer --admin-api-key-file. With other keys but no admin credential the admin API is disabled")
       ->envname("TIDE_ADMIN_API_KEY");
+  cmd->add_option("--admin-api-key-file", flags->admin_api_key_file,
+                  "File holding the admin key (one line); re-read on SIGHUP")
+      ->envname("TIDE_ADMIN_API_KEY_FILE");
   cmd->add_option("--grpc-port", flags->grpc_port,
                   "Port of the gRPC edge (KServe v2 GRPCInferenceService, TEI tei.v1, grpc.health.v1); 0: no gRPC")
       ->envname("TIDE_GRPC_PORT")->check(CLI::Range(0, 65535))->capture_default_str();
@@ -577,6 +686,7 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->callback([flags, cmd]() {
     flags->model_repository_given = cmd->get_option("--model-repository")->count() > 0;
     flags->grpc_port_given = cmd->get_option("--grpc-port")->count() > 0;
+    flags->allowed_hosts_given = cmd->get_option("--allowed-hosts")->count() > 0 || std::getenv("TIDE_ALLOWED_HOSTS") != nullptr;
     const int rc = Serve(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -36,6 +36,7 @@ enum class ErrorKind {
   kRequestTimeout,    // the client was too slow sending its request (slowloris)
   kPayloadTooLarge,   // a body (or one request's estimated memory) over its limit
   kHeadersTooLarge,   // request line + headers over their limit
+  kUnsupportedMediaType,  // a Content-Type the route does not take (admin routes: application/json only)
   kOverloaded,        // an edge limit: concurrency, in-flight bytes, a quota (retry soon)
   kUnavailable,       // not ready, draining, queue full, breaker open without fallback
   kDeadlineExceeded,  // the request's deadline passed
@@ -58,7 +59,7 @@ struct ErrorKindInfo {
 // The table. gRPC codes are google.rpc.Code values (OK 0, CANCELLED 1, INVALID_ARGUMENT 3,
 // DEADLINE_EXCEEDED 4, NOT_FOUND 5, PERMISSION_DENIED 7, RESOURCE_EXHAUSTED 8, UNIMPLEMENTED 12,
 // INTERNAL 13, UNAVAILABLE 14, UNAUTHENTICATED 16).
-inline constexpr std::array<ErrorKindInfo, 17> kErrorKinds = {{
+inline constexpr std::array<ErrorKindInfo, 18> kErrorKinds = {{
     {ErrorKind::kMalformedRequest, "malformed_request", absl::StatusCode::kInvalidArgument, 400, "validation", 3},
     {ErrorKind::kInvalidInput, "invalid_input", absl::StatusCode::kFailedPrecondition, 422, "validation", 3},
     {ErrorKind::kEmpty, "empty", absl::StatusCode::kInvalidArgument, 400, "empty", 3},
@@ -69,6 +70,7 @@ inline constexpr std::array<ErrorKindInfo, 17> kErrorKinds = {{
     {ErrorKind::kRequestTimeout, "request_timeout", absl::StatusCode::kDeadlineExceeded, 408, "timeout", 4},
     {ErrorKind::kPayloadTooLarge, "payload_too_large", absl::StatusCode::kResourceExhausted, 413, "validation", 8},
     {ErrorKind::kHeadersTooLarge, "headers_too_large", absl::StatusCode::kResourceExhausted, 431, "validation", 8},
+    {ErrorKind::kUnsupportedMediaType, "unsupported_media_type", absl::StatusCode::kInvalidArgument, 415, "validation", 3},
     {ErrorKind::kOverloaded, "overloaded", absl::StatusCode::kResourceExhausted, 429, "overloaded", 8},
     {ErrorKind::kUnavailable, "unavailable", absl::StatusCode::kUnavailable, 503, "unhealthy", 14},
     {ErrorKind::kDeadlineExceeded, "deadline_exceeded", absl::StatusCode::kDeadlineExceeded, 504, "timeout", 4},
@@ -180,6 +182,7 @@ inline absl::Status InvalidInput(absl::string_view m) { return MakeError(ErrorKi
 inline absl::Status Empty(absl::string_view m) { return MakeError(ErrorKind::kEmpty, m); }
 inline absl::Status Unauthenticated(absl::string_view m) { return MakeError(ErrorKind::kUnauthenticated, m); }
 inline absl::Status Forbidden(absl::string_view m) { return MakeError(ErrorKind::kForbidden, m); }
+inline absl::Status UnsupportedMediaType(absl::string_view m) { return MakeError(ErrorKind::kUnsupportedMediaType, m); }
 inline absl::Status NotFound(absl::string_view m) { return MakeError(ErrorKind::kNotFound, m); }
 inline absl::Status MethodNotAllowed(absl::string_view m) { return MakeError(ErrorKind::kMethodNotAllowed, m); }
 inline absl::Status RequestTimeout(absl::string_view m) { return MakeError(ErrorKind::kRequestTimeout, m); }

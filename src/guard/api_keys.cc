@@ -1,11 +1,13 @@
 #include "guard/api_keys.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "guard/access.h"
 #include "guard/api_key.h"
 
 namespace tide::guard {
@@ -50,14 +52,38 @@ bool ParseCount(std::string_view text, int64_t* out) {
 
 }  // namespace
 
-absl::Status ApiKeys::AddEntry(std::string key, std::string name, const KeyQuota& quota, const Clock* clock) {
+absl::Status ApiKeys::AddEntry(std::string key, std::string name, const KeyQuota& quota, KeyPolicy policy,
+                               const Clock* clock) {
   for (const Entry& e : entries_) {
     if (e.key == key) return absl::InvalidArgumentError(absl::StrCat("a key is listed twice (second: name=", name, ")"));
     if (e.tenant->name() == name) return absl::InvalidArgumentError(absl::StrCat("name=", name, " is used twice"));
   }
-  entries_.push_back(Entry{std::move(key), std::make_shared<Tenant>(std::move(name), quota, clock)});
+  roles_present_ |= policy.roles;
+  entries_.push_back(Entry{std::move(key), std::make_shared<Tenant>(std::move(name), quota, clock, policy)});
   return absl::OkStatus();
 }
+
+namespace {
+
+// `tenant,admin` -> role bits; 0 when a role is unknown or the list is empty.
+uint8_t ParseRoles(std::string_view text) {
+  uint8_t roles = 0;
+  if (text.empty() || text.front() == ',' || text.back() == ',' || text.find(",,") != std::string_view::npos) return 0;
+  for (std::string_view role : Split(text, ",")) {
+    if (role == "tenant") {
+      roles |= kRoleTenant;
+    } else if (role == "admin") {
+      roles |= kRoleAdmin;
+    } else if (role == "monitor") {
+      roles |= kRoleMonitor;
+    } else {
+      return 0;
+    }
+  }
+  return roles;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<ApiKeys>> ApiKeys::Parse(std::string_view text, std::string_view source,
                                                         const Clock* clock) {
@@ -82,6 +108,7 @@ absl::StatusOr<std::shared_ptr<ApiKeys>> ApiKeys::Parse(std::string_view text, s
     }
     std::string name;
     KeyQuota quota;
+    KeyPolicy policy;
     for (size_t i = 1; i < fields.size(); ++i) {
       const size_t eq = fields[i].find('=');
       if (eq == std::string_view::npos) {
@@ -95,6 +122,15 @@ absl::StatusOr<std::shared_ptr<ApiKeys>> ApiKeys::Parse(std::string_view text, s
           if (!IsNameChar(c)) return fail("name may hold only letters, digits, '_', '.' and '-'");
         }
         name = std::string(value);
+      } else if (attribute == "role") {
+        policy.roles = ParseRoles(value);
+        if (policy.roles == 0) return fail("role must be tenant, admin or monitor (or several, comma-separated)");
+      } else if (attribute == "max_priority") {
+        int64_t level = 0;
+        if (!ParseCount(value, &level) || level < 1 || level > 1000000) {
+          return fail("max_priority must be an integer >= 1 (1 = the highest priority)");
+        }
+        policy.max_priority = static_cast<int>(level);
       } else if (attribute == "requests_per_second") {
         if (!ParseNumber(value, &quota.requests_per_second)) return fail("requests_per_second must be a number >= 0");
       } else if (attribute == "pairs_per_second") {
@@ -103,11 +139,13 @@ absl::StatusOr<std::shared_ptr<ApiKeys>> ApiKeys::Parse(std::string_view text, s
         if (!ParseCount(value, &quota.max_concurrent)) return fail("max_concurrent must be an integer >= 0");
       } else {
         return fail(absl::StrCat("unknown attribute '", std::string(attribute.substr(0, 64)),
-                                 "' (known: name, requests_per_second, pairs_per_second, max_concurrent)"));
+                                 "' (known: name, role, requests_per_second, pairs_per_second, max_concurrent, max_priority)"));
       }
     }
     if (name.empty()) return fail("name=NAME is required (it labels metrics and logs instead of the key)");
-    if (absl::Status s = keys->AddEntry(std::string(key), name, quota, clock); !s.ok()) return fail(std::string(s.message()));
+    if (absl::Status s = keys->AddEntry(std::string(key), name, quota, policy, clock); !s.ok()) {
+      return fail(std::string(s.message()));
+    }
   }
   if (keys->entries_.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": no keys"));
   return keys;
@@ -121,14 +159,32 @@ absl::StatusOr<std::shared_ptr<ApiKeys>> ApiKeys::Load(const std::filesystem::pa
   return Parse(text.str(), file.string(), clock);
 }
 
-absl::StatusOr<std::shared_ptr<ApiKeys>> ApiKeys::WithSingleKey(std::shared_ptr<ApiKeys> file_keys,
-                                                                std::string single_key, const Clock* clock) {
-  auto keys = std::shared_ptr<ApiKeys>(new ApiKeys());
-  if (file_keys != nullptr) keys->entries_ = file_keys->entries_;
-  if (absl::Status s = keys->AddEntry(std::move(single_key), "default", KeyQuota{}, clock); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--api-key beside --api-keys: ", s.message()));
+absl::StatusOr<std::shared_ptr<ApiKeys>> ApiKeys::WithKey(std::shared_ptr<ApiKeys> keys, std::string key,
+                                                          std::string name, uint8_t roles, std::string_view what,
+                                                          const Clock* clock) {
+  auto out = std::shared_ptr<ApiKeys>(new ApiKeys());
+  if (keys != nullptr) {
+    out->entries_ = keys->entries_;
+    out->roles_present_ = keys->roles_present_;
   }
-  return keys;
+  if (key.empty()) return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": the key is empty"));
+  for (char c : key) {
+    if (!IsKeyChar(c)) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": the key has a character that is not printable ASCII"));
+    }
+  }
+  KeyPolicy policy;
+  policy.roles = roles;
+  if (absl::Status s = out->AddEntry(std::move(key), std::move(name), KeyQuota{}, policy, clock); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": ", s.message()));
+  }
+  return out;
+}
+
+int64_t ClampPriority(const Tenant* tenant, int64_t requested) {
+  if (tenant == nullptr || requested <= 0) return requested;
+  if (tenant->max_priority() <= 0) return 0;
+  return std::max<int64_t>(requested, tenant->max_priority());
 }
 
 std::shared_ptr<Tenant> ApiKeys::Find(std::string_view authorization) const {

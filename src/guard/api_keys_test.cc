@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "guard/access.h"
 
 namespace tide::guard {
 namespace {
@@ -64,16 +65,16 @@ TEST(ApiKeys, ErrorsNameTheLineAndNeverTheKey) {
 
 TEST(ApiKeys, TheSingleKeyJoinsAsTenantDefault) {
   FakeClock clock;
-  auto alone = ApiKeys::WithSingleKey(nullptr, "k", &clock);
+  auto alone = ApiKeys::WithKey(nullptr, "k", "default", kRoleTenant, "--api-key", &clock);
   ASSERT_TRUE(alone.ok());
   EXPECT_EQ((*alone)->Find("Bearer k")->name(), "default");
   auto file = ApiKeys::Parse(kFile, "keys.txt", &clock);
   ASSERT_TRUE(file.ok());
-  auto both = ApiKeys::WithSingleKey(*file, "k", &clock);
+  auto both = ApiKeys::WithKey(*file, "k", "default", kRoleTenant, "--api-key", &clock);
   ASSERT_TRUE(both.ok());
   EXPECT_EQ((*both)->size(), 4u);
   EXPECT_EQ((*both)->Find("Bearer alpha-key-1")->name(), "alpha");
-  EXPECT_FALSE(ApiKeys::WithSingleKey(*file, "beta-key-2", &clock).ok());
+  EXPECT_FALSE(ApiKeys::WithKey(*file, "beta-key-2", "default", kRoleTenant, "--api-key", &clock).ok());
 }
 
 TEST(ApiKeys, LoadReadsAFileAndNamesAMissingOne) {

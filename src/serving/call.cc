@@ -81,7 +81,8 @@ absl::Status Call::Refine(std::optional<int64_t> timeout_us, std::optional<int64
   }
   if (priority.has_value() && !has_own_priority_) {
     if (absl::Status s = CheckPriority(*priority); !s.ok()) return s;
-    admission_.priority = static_cast<int>(*priority);
+    // A tenant asks for at most its max_priority, as on the header (ServiceCore::Admit).
+    admission_.priority = static_cast<int>(guard::ClampPriority(tenant_.get(), *priority));
     has_own_priority_ = true;
   }
   return absl::OkStatus();

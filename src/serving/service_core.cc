@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<ServiceCore>> ServiceCore::Create(ModelManager* m
     c->PersistRollouts();
   };
   core->rollouts_ = std::make_shared<Rollouts>(metrics, rollouts);
-  if (absl::Status s = core->SetApiKeys(options.api_keys); !s.ok()) return s;
+  if (absl::Status s = core->SetKeys(options.api_key, options.admin_api_key, options.api_keys); !s.ok()) return s;
   return core;
 }
 
@@ -77,23 +77,39 @@ std::shared_ptr<guard::ApiKeys> ServiceCore::Keys() const {
 }
 
 absl::Status ServiceCore::SetApiKeys(std::shared_ptr<guard::ApiKeys> file_keys) {
+  std::string api_key, admin_api_key;
+  {
+    absl::ReaderMutexLock lock(&keys_mu_);
+    api_key = single_keys_.first;
+    admin_api_key = single_keys_.second;
+  }
+  return SetKeys(std::move(api_key), std::move(admin_api_key), std::move(file_keys));
+}
+
+absl::Status ServiceCore::SetKeys(std::string api_key, std::string admin_api_key,
+                                  std::shared_ptr<guard::ApiKeys> file_keys) {
   std::shared_ptr<guard::ApiKeys> keys = std::move(file_keys);
-  if (!options_.api_key.empty()) {
-    auto with_single = guard::ApiKeys::WithSingleKey(keys, options_.api_key, clock_);
-    if (!with_single.ok()) return with_single.status();
-    keys = *std::move(with_single);
+  if (!api_key.empty()) {
+    auto with = guard::ApiKeys::WithKey(keys, api_key, "default", guard::kRoleTenant, "--api-key", clock_);
+    if (!with.ok()) return with.status();
+    keys = *std::move(with);
+  }
+  if (!admin_api_key.empty()) {
+    auto with = guard::ApiKeys::WithKey(keys, admin_api_key, "admin", guard::kRoleAdmin, "--admin-api-key", clock_);
+    if (!with.ok()) return with.status();
+    keys = *std::move(with);
   }
   absl::MutexLock lock(&keys_mu_);
   keys_ = std::move(keys);
+  single_keys_ = {std::move(api_key), std::move(admin_api_key)};
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<guard::Tenant>> ServiceCore::Authenticate(std::string_view authorization) const {
+absl::StatusOr<std::shared_ptr<guard::Tenant>> ServiceCore::Authorize(guard::Access access,
+                                                                      std::string_view authorization,
+                                                                      guard::Listener listener) const {
   std::shared_ptr<guard::ApiKeys> keys = Keys();
-  if (keys == nullptr) return std::shared_ptr<guard::Tenant>();
-  std::shared_ptr<guard::Tenant> tenant = keys->Find(authorization);
-  if (tenant == nullptr) return errors::Unauthenticated("missing or invalid API key (Authorization: Bearer <key>)");
-  return tenant;
+  return guard::Authorize(keys.get(), access, authorization, options_.access, listener);
 }
 
 namespace {
@@ -183,7 +199,12 @@ absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
     return errors::Overloaded(absl::StrCat("too many request bytes in flight (max_inflight_bytes=",
                                            budget_->capacity_bytes(), "); retry later"));
   }
-  auto admission = AdmissionFor(info, options_.default_timeout);
+  CallInfo admitted = info;
+  // A tenant asks for at most its max_priority (guard::ClampPriority); without keys, as asked.
+  if (admitted.priority.has_value() && *tenant != nullptr && *admitted.priority >= 0) {
+    admitted.priority = guard::ClampPriority(tenant->get(), *admitted.priority);
+  }
+  auto admission = AdmissionFor(admitted, options_.default_timeout);
   if (!admission.ok()) return admission.status();
   auto call = std::make_shared<Call>(clock_, *std::move(admission), info.received_at, options_.default_timeout,
                                      info.timeout_us.has_value(), info.priority.has_value());

@@ -84,6 +84,7 @@
 #include "batching/batch_former.h"
 #include "common/clock.h"
 #include "absl/synchronization/mutex.h"
+#include "guard/access.h"
 #include "guard/api_keys.h"
 #include "guard/concurrency_limiter.h"
 #include "guard/memory_budget.h"
@@ -105,11 +106,17 @@ namespace tide::serving {
 struct ServiceCoreOptions {
   // Deadline of a call that names none; zero: none. A call's own timeout may only shorten it.
   std::chrono::milliseconds default_timeout{0};
-  // Bearer key every inference call must carry (tenant "default", no quotas); empty: none.
+  // Bearer key every inference call must carry (tenant "default", role tenant, no quotas); empty:
+  // none. It is an inference key only: it never implies admin (guard/access.h).
   std::string api_key;
-  // Several keys with quotas (guard::ApiKeys::Load of --api-keys); null: none. With api_key too,
-  // either is accepted. Keys are compared in constant time.
+  // The admin credential (--admin-api-key[-file]: key "admin", role admin only); empty: none.
+  std::string admin_api_key;
+  // Several keys with roles and quotas (guard::ApiKeys::Load of --api-keys); null: none. With
+  // api_key / admin_api_key too, any of them is accepted for its roles. Keys are compared in
+  // constant time.
   std::shared_ptr<guard::ApiKeys> api_keys;
+  // Who may call what beyond the keys (--metrics-require-key).
+  guard::AccessOptions access;
   // Calls in flight beyond which new ones are refused at once (TEI's max_concurrent_requests);
   // 0: unlimited.
   int64_t max_concurrent_requests = 0;
@@ -215,11 +222,21 @@ class ServiceCore {
                         bool add_special_tokens, std::vector<tokenizer::Encoding>* out,
                         std::optional<tokenizer::TruncationDirection> direction = std::nullopt) const;
 
-  // Who `authorization` is: the key's tenant; a null tenant when no keys are configured;
-  // kUnauthenticated otherwise. (For endpoints that check the key without admitting a call.)
-  absl::StatusOr<std::shared_ptr<guard::Tenant>> Authenticate(std::string_view authorization) const;
-  // Replaces the --api-keys table (options.api_key stays); a null table removes the file's keys.
+  // Whether `authorization` may call a route or RPC that needs `access` (guard::Authorize over the
+  // keys in force): the key (null when none was needed), or 401 / 403. Both edges call it with
+  // the access of the route table (server/access/access_table.h) before a route's handler runs.
+  absl::StatusOr<std::shared_ptr<guard::Tenant>> Authorize(guard::Access access, std::string_view authorization,
+                                                           guard::Listener listener = guard::Listener::kMain) const;
+  // Authorize(kTenant): the tenant an inference call runs as (Start admits with it).
+  absl::StatusOr<std::shared_ptr<guard::Tenant>> Authenticate(std::string_view authorization) const {
+    return Authorize(guard::Access::kTenant, authorization);
+  }
+  // Replaces the --api-keys table (options.api_key and admin_api_key stay); a null table removes
+  // the file's keys.
   absl::Status SetApiKeys(std::shared_ptr<guard::ApiKeys> file_keys);
+  // Replaces the single keys (--api-key-file / --admin-api-key-file re-read on SIGHUP) and the
+  // file's table together, atomically; empty strings remove a single key.
+  absl::Status SetKeys(std::string api_key, std::string admin_api_key, std::shared_ptr<guard::ApiKeys> file_keys);
   // Charges `pairs` to the call's key's pairs_per_second quota (a no-op without one).
   absl::Status ChargePairs(const Call& call, size_t pairs) const;
 
@@ -307,6 +324,8 @@ class ServiceCore {
   std::atomic<bool> draining_{false};
   mutable absl::Mutex keys_mu_;
   std::shared_ptr<guard::ApiKeys> keys_ ABSL_GUARDED_BY(keys_mu_);  // null: no credential asked
+  // The single keys in keys_ (--api-key, --admin-api-key), kept across SetApiKeys.
+  std::pair<std::string, std::string> single_keys_ ABSL_GUARDED_BY(keys_mu_);
   guard::ConcurrencyLimiter limiter_{options_.max_concurrent_requests};
   std::unique_ptr<guard::MemoryBudget> budget_;
   std::atomic<bool> trim_pending_{false};

@@ -1,5 +1,7 @@
 #include "server/grpc/grpc_call.h"
 
+#include "server/access/access_table.h"
+
 #include <atomic>
 #include <charconv>
 #include <random>
@@ -88,6 +90,16 @@ void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, co
     observe("inference", timings->inference);
     observe("postprocess", timings->postprocess);
   }
+}
+
+absl::Status CheckAccess(const serving::ServiceCore& core, const grpc::CallbackServerContext& context,
+                         std::string_view rpc) {
+  const guard::Access access = server::RpcAccess(rpc);
+  if (access == guard::Access::kUnset) {
+    return errors::Internal(absl::StrCat("no access decision for ", std::string(rpc)));
+  }
+  auto who = core.Authorize(access, Metadata(context, "authorization"));
+  return who.ok() ? absl::OkStatus() : who.status();
 }
 
 std::string RequestIdOf(const grpc::CallbackServerContext& context) {

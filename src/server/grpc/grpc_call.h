@@ -73,6 +73,14 @@ void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, co
 
 class UnaryAnswer;
 
+// Whether the call may go on: the access the one table gives the gRPC method `rpc` (its full name,
+// server/access/access_table.h), decided by the core (guard::Authorize over the `authorization`
+// metadata) as on HTTP. UNAUTHENTICATED / PERMISSION_DENIED, or INTERNAL for a method the table
+// does not list. The inference RPCs' admission (StartCall -> ServiceCore::Start) makes the same
+// tenant decision.
+absl::Status CheckAccess(const serving::ServiceCore& core, const grpc::CallbackServerContext& context,
+                         std::string_view rpc);
+
 template <typename Work>
 void StartCall(serving::ServiceCore* core, const grpc::CallbackServerContext& context, size_t message_bytes,
                UnaryAnswer answer, std::shared_ptr<CancellationFlag> client_gone, Work work,

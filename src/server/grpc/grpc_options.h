@@ -33,9 +33,6 @@ struct GrpcServerOptions {
   // the same controller the HTTP repository API uses; not owned. Null: the index lists what the
   // model manager serves and load / unload answer UNIMPLEMENTED.
   serving::ModelRepositoryController* repository = nullptr;
-  // Bearer key the repository RPCs require (tide serve: --admin-api-key, else --api-key); empty:
-  // none.
-  std::string admin_api_key;
 };
 
 }  // namespace tide::grpc_edge

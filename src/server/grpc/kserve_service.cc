@@ -11,7 +11,6 @@
 #include "api/kserve_infer.h"
 #include "common/error.h"
 #include "common/error_echo.h"
-#include "guard/api_key.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/kserve_proto.h"
 #include "serving/kserve_answers.h"
@@ -23,45 +22,34 @@ namespace {
 
 using serving::Clock;
 
-// A unary RPC answered at once on the gRPC thread (health, metadata).
+// A unary RPC answered at once on the gRPC thread (health, metadata, repository). The access the
+// table gives `rpc` is checked first: `refused` when the answer was already sent.
 struct Immediate {
   UnaryReactor* reactor;
   UnaryAnswer answer;
+  bool refused = false;
 };
-Immediate NewImmediate(grpc::CallbackServerContext* context, serving::ServiceCore* core, const char* endpoint) {
+Immediate NewImmediate(grpc::CallbackServerContext* context, serving::ServiceCore* core, const char* endpoint,
+                       std::string_view rpc) {
   auto* reactor = new UnaryReactor();
-  return Immediate{reactor, UnaryAnswer(context, reactor, &core->metrics(), core->access_log(), endpoint, Steady::now())};
+  Immediate r{reactor, UnaryAnswer(context, reactor, &core->metrics(), core->access_log(), endpoint, Steady::now())};
+  if (absl::Status s = CheckAccess(*core, *context, rpc); !s.ok()) {
+    r.answer.FinishError(s);
+    r.refused = true;
+  }
+  return r;
 }
 
-std::string_view Authorization(const grpc::CallbackServerContext& context) {
-  const auto& md = context.client_metadata();
-  auto it = md.find("authorization");
-  return it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
-}
+constexpr char kRpcPrefix[] = "/inference.GRPCInferenceService/";
 
-// The API keys of the core (--api-key and --api-keys tenants), as for inference.
-absl::Status CheckKey(const grpc::CallbackServerContext& context, const serving::ServiceCore& core) {
-  auto who = core.Authenticate(Authorization(context));
-  if (!who.ok()) return errors::Unauthenticated("missing or invalid API key (authorization: Bearer <key> metadata)");
-  return absl::OkStatus();
-}
-
-// The API key check, then the model the request names (set on `answer` for the metrics).
-absl::StatusOr<std::shared_ptr<serving::ServedModel>> KeyedModel(const grpc::CallbackServerContext& context,
-                                                                 const serving::ServiceCore& core,
+// The model the request names (set on `answer` for the metrics).
+absl::StatusOr<std::shared_ptr<serving::ServedModel>> NamedModel(const serving::ServiceCore& core,
                                                                  std::string_view name, std::string_view version,
                                                                  UnaryAnswer* answer) {
-  if (absl::Status s = CheckKey(context, core); !s.ok()) return s;
   auto model = core.models().Find(name, version);
   if (!model.ok()) return model.status();
   answer->set_model((*model)->name(), (*model)->version());
   return model;
-}
-
-// The repository RPCs' admin key (tide serve: --admin-api-key, else --api-key).
-absl::Status CheckAdminKey(const grpc::CallbackServerContext& context, const std::string& admin_api_key) {
-  if (admin_api_key.empty() || guard::ApiKeyMatches(Authorization(context), admin_api_key)) return absl::OkStatus();
-  return errors::Unauthenticated("missing or invalid admin API key (authorization: Bearer <key> metadata)");
 }
 
 // KServe parameters arrive as bool/int/double/string; timeouts and priorities must be integers.
@@ -246,7 +234,8 @@ class StreamInferReactor final
 grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext* context,
                                                     const inference::ServerLiveRequest*,
                                                     inference::ServerLiveResponse* response) {
-  Immediate r = NewImmediate(context, core_, "health_live");
+  Immediate r = NewImmediate(context, core_, "health_live", absl::StrCat(kRpcPrefix, "ServerLive"));
+  if (r.refused) return r.reactor;
   response->set_live(true);
   r.answer.Finish();
   return r.reactor;
@@ -255,7 +244,8 @@ grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* KServeService::ServerReady(grpc::CallbackServerContext* context,
                                                      const inference::ServerReadyRequest*,
                                                      inference::ServerReadyResponse* response) {
-  Immediate r = NewImmediate(context, core_, "health_ready");
+  Immediate r = NewImmediate(context, core_, "health_ready", absl::StrCat(kRpcPrefix, "ServerReady"));
+  if (r.refused) return r.reactor;
   response->set_ready(core_->Ready());
   r.answer.Finish();
   return r.reactor;
@@ -264,7 +254,8 @@ grpc::ServerUnaryReactor* KServeService::ServerReady(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext* context,
                                                     const inference::ModelReadyRequest* request,
                                                     inference::ModelReadyResponse* response) {
-  Immediate r = NewImmediate(context, core_, "model_ready");
+  Immediate r = NewImmediate(context, core_, "model_ready", absl::StrCat(kRpcPrefix, "ModelReady"));
+  if (r.refused) return r.reactor;
   auto model = core_->models().Find(request->name(), request->version());
   if (!model.ok()) {
     r.answer.FinishError(model.status());
@@ -279,7 +270,8 @@ grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerContext* context,
                                                         const inference::ServerMetadataRequest*,
                                                         inference::ServerMetadataResponse* response) {
-  Immediate r = NewImmediate(context, core_, "server_metadata");
+  Immediate r = NewImmediate(context, core_, "server_metadata", absl::StrCat(kRpcPrefix, "ServerMetadata"));
+  if (r.refused) return r.reactor;
   response->set_name("tide");
   response->set_version(options_.version);
   response->add_extensions("model_configuration");
@@ -291,8 +283,9 @@ grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerContext* context,
                                                        const inference::ModelMetadataRequest* request,
                                                        inference::ModelMetadataResponse* response) {
-  Immediate r = NewImmediate(context, core_, "model_metadata");
-  auto model = KeyedModel(*context, *core_, request->name(), request->version(), &r.answer);
+  Immediate r = NewImmediate(context, core_, "model_metadata", absl::StrCat(kRpcPrefix, "ModelMetadata"));
+  if (r.refused) return r.reactor;
+  auto model = NamedModel(*core_, request->name(), request->version(), &r.answer);
   if (!model.ok()) {
     r.answer.FinishError(model.status());
     return r.reactor;
@@ -315,8 +308,9 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext* context,
                                                      const inference::ModelConfigRequest* request,
                                                      inference::ModelConfigResponse* response) {
-  Immediate r = NewImmediate(context, core_, "model_config");
-  auto model = KeyedModel(*context, *core_, request->name(), request->version(), &r.answer);
+  Immediate r = NewImmediate(context, core_, "model_config", absl::StrCat(kRpcPrefix, "ModelConfig"));
+  if (r.refused) return r.reactor;
+  auto model = NamedModel(*core_, request->name(), request->version(), &r.answer);
   if (!model.ok()) {
     r.answer.FinishError(model.status());
     return r.reactor;
@@ -329,11 +323,8 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* KServeService::ModelStatistics(grpc::CallbackServerContext* context,
                                                          const inference::ModelStatisticsRequest* request,
                                                          inference::ModelStatisticsResponse* response) {
-  Immediate r = NewImmediate(context, core_, "model_stats");
-  if (absl::Status s = CheckKey(*context, *core_); !s.ok()) {
-    r.answer.FinishError(s);
-    return r.reactor;
-  }
+  Immediate r = NewImmediate(context, core_, "model_stats", absl::StrCat(kRpcPrefix, "ModelStatistics"));
+  if (r.refused) return r.reactor;
   std::vector<std::shared_ptr<serving::ServedModel>> models;
   if (!request->version().empty()) {
     auto model = core_->models().Find(request->name(), request->version());
@@ -359,13 +350,8 @@ grpc::ServerUnaryReactor* KServeService::ModelStatistics(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* KServeService::RepositoryIndex(grpc::CallbackServerContext* context,
                                                          const inference::RepositoryIndexRequest* request,
                                                          inference::RepositoryIndexResponse* response) {
-  Immediate r = NewImmediate(context, core_, "repository_index");
-  if (absl::Status s = options_.repository != nullptr ? CheckAdminKey(*context, options_.admin_api_key)
-                                                      : CheckKey(*context, *core_);
-      !s.ok()) {
-    r.answer.FinishError(s);
-    return r.reactor;
-  }
+  Immediate r = NewImmediate(context, core_, "repository_index", absl::StrCat(kRpcPrefix, "RepositoryIndex"));
+  if (r.refused) return r.reactor;
   if (options_.repository != nullptr) {
     // The controller's state table: READY / LOADING / UNLOADING / UNAVAILABLE with reasons.
     for (const serving::ModelStateEntry& e : options_.repository->Index(request->ready())) {
@@ -394,13 +380,10 @@ grpc::ServerUnaryReactor* KServeService::RepositoryIndex(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(grpc::CallbackServerContext* context,
                                                              const inference::RepositoryModelLoadRequest* request,
                                                              inference::RepositoryModelLoadResponse*) {
-  Immediate r = NewImmediate(context, core_, "repository_load");
+  Immediate r = NewImmediate(context, core_, "repository_load", absl::StrCat(kRpcPrefix, "RepositoryModelLoad"));
+  if (r.refused) return r.reactor;
   if (options_.repository == nullptr) {
     r.answer.FinishError(errors::Unimplemented("RepositoryModelLoad: this server has no model repository controller"));
-    return r.reactor;
-  }
-  if (absl::Status s = CheckAdminKey(*context, options_.admin_api_key); !s.ok()) {
-    r.answer.FinishError(s);
     return r.reactor;
   }
   // Triton's "config" parameter: the model configuration as JSON, overriding config.pbtxt.
@@ -424,13 +407,10 @@ grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(grpc::CallbackServe
 grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(grpc::CallbackServerContext* context,
                                                                const inference::RepositoryModelUnloadRequest* request,
                                                                inference::RepositoryModelUnloadResponse*) {
-  Immediate r = NewImmediate(context, core_, "repository_unload");
+  Immediate r = NewImmediate(context, core_, "repository_unload", absl::StrCat(kRpcPrefix, "RepositoryModelUnload"));
+  if (r.refused) return r.reactor;
   if (options_.repository == nullptr) {
     r.answer.FinishError(errors::Unimplemented("RepositoryModelUnload: this server has no model repository controller"));
-    return r.reactor;
-  }
-  if (absl::Status s = CheckAdminKey(*context, options_.admin_api_key); !s.ok()) {
-    r.answer.FinishError(s);
     return r.reactor;
   }
   options_.repository->UnloadAsync(request->model_name(), [answer = std::move(r.answer)](absl::Status s) mutable {

@@ -110,6 +110,10 @@ grpc::ServerUnaryReactor* TeiInfoService::Info(grpc::CallbackServerContext* cont
                                                tei::v1::InfoResponse* response) {
   auto* reactor = new UnaryReactor();
   UnaryAnswer answer(context, reactor, &core_->metrics(), core_->access_log(), "info", Steady::now());
+  if (absl::Status s = CheckAccess(*core_, *context, "/tei.v1.Info/Info"); !s.ok()) {
+    answer.FinishError(s);
+    return reactor;
+  }
   auto model = core_->FindModel();
   if (!model.ok()) {
     answer.FinishError(model.status());
@@ -326,18 +330,22 @@ absl::Status NotAnEmbeddingModel() {
 
 template <typename Req, typename Resp>
 grpc::ServerBidiReactor<Req, Resp>* RefusedStream(grpc::CallbackServerContext* context, serving::ServiceCore* core,
-                                                  const char* endpoint) {
+                                                  const char* endpoint, const char* rpc) {
   return new SequentialStream<Req, Resp>(
       context, &core->metrics(), core->access_log(), endpoint,
-      [](const grpc::CallbackServerContext&, const Req*, Resp*, UnaryAnswer answer, std::shared_ptr<CancellationFlag>) {
-        answer.FinishError(NotAnEmbeddingModel());
+      [core, rpc](const grpc::CallbackServerContext& c, const Req*, Resp*, UnaryAnswer answer,
+                  std::shared_ptr<CancellationFlag>) {
+        absl::Status s = CheckAccess(*core, c, rpc);
+        answer.FinishError(s.ok() ? NotAnEmbeddingModel() : s);
       });
 }
 
 grpc::ServerUnaryReactor* RefusedUnary(grpc::CallbackServerContext* context, serving::ServiceCore* core,
-                                       const char* endpoint) {
+                                       const char* endpoint, const char* rpc) {
   auto* reactor = new UnaryReactor();
-  UnaryAnswer(context, reactor, &core->metrics(), core->access_log(), endpoint, Steady::now()).FinishError(NotAnEmbeddingModel());
+  absl::Status s = CheckAccess(*core, *context, rpc);
+  UnaryAnswer(context, reactor, &core->metrics(), core->access_log(), endpoint, Steady::now())
+      .FinishError(s.ok() ? NotAnEmbeddingModel() : s);
   return reactor;
 }
 
@@ -421,29 +429,29 @@ grpc::ServerBidiReactor<tei::v1::PredictPairRequest, tei::v1::PredictResponse>* 
 
 grpc::ServerUnaryReactor* TeiEmbedService::Embed(grpc::CallbackServerContext* context, const tei::v1::EmbedRequest*,
                                                  tei::v1::EmbedResponse*) {
-  return RefusedUnary(context, core_, "embed");
+  return RefusedUnary(context, core_, "embed", "/tei.v1.Embed/Embed");
 }
 grpc::ServerBidiReactor<tei::v1::EmbedRequest, tei::v1::EmbedResponse>* TeiEmbedService::EmbedStream(
     grpc::CallbackServerContext* context) {
-  return RefusedStream<tei::v1::EmbedRequest, tei::v1::EmbedResponse>(context, core_, "embed_stream");
+  return RefusedStream<tei::v1::EmbedRequest, tei::v1::EmbedResponse>(context, core_, "embed_stream", "/tei.v1.Embed/EmbedStream");
 }
 grpc::ServerUnaryReactor* TeiEmbedService::EmbedSparse(grpc::CallbackServerContext* context,
                                                        const tei::v1::EmbedSparseRequest*,
                                                        tei::v1::EmbedSparseResponse*) {
-  return RefusedUnary(context, core_, "embed_sparse");
+  return RefusedUnary(context, core_, "embed_sparse", "/tei.v1.Embed/EmbedSparse");
 }
 grpc::ServerBidiReactor<tei::v1::EmbedSparseRequest, tei::v1::EmbedSparseResponse>*
 TeiEmbedService::EmbedSparseStream(grpc::CallbackServerContext* context) {
-  return RefusedStream<tei::v1::EmbedSparseRequest, tei::v1::EmbedSparseResponse>(context, core_,
-                                                                                   "embed_sparse_stream");
+  return RefusedStream<tei::v1::EmbedSparseRequest, tei::v1::EmbedSparseResponse>(context, core_, "embed_sparse_stream",
+                                                                                   "/tei.v1.Embed/EmbedSparseStream");
 }
 grpc::ServerUnaryReactor* TeiEmbedService::EmbedAll(grpc::CallbackServerContext* context,
                                                     const tei::v1::EmbedAllRequest*, tei::v1::EmbedAllResponse*) {
-  return RefusedUnary(context, core_, "embed_all");
+  return RefusedUnary(context, core_, "embed_all", "/tei.v1.Embed/EmbedAll");
 }
 grpc::ServerBidiReactor<tei::v1::EmbedAllRequest, tei::v1::EmbedAllResponse>* TeiEmbedService::EmbedAllStream(
     grpc::CallbackServerContext* context) {
-  return RefusedStream<tei::v1::EmbedAllRequest, tei::v1::EmbedAllResponse>(context, core_, "embed_all_stream");
+  return RefusedStream<tei::v1::EmbedAllRequest, tei::v1::EmbedAllResponse>(context, core_, "embed_all_stream", "/tei.v1.Embed/EmbedAllStream");
 }
 
 }  // namespace tide::grpc_edge

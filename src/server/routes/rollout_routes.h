@@ -29,15 +29,13 @@
 #include "absl/status/statusor.h"
 #include "server/http/http_server.h"
 #include "server/http/router.h"
-#include "server/routes/route_table.h"
+#include "server/access/access_table.h"
 #include "serving/rollout.h"
 #include "serving/service_core.h"
 
 namespace tide::server {
 
 struct RolloutRoutesOptions {
-  // Bearer key the rollout endpoints require; empty: open.
-  std::string admin_api_key;
 };
 
 class RolloutRoutes {
@@ -50,7 +48,6 @@ class RolloutRoutes {
   http::Response Rollback(const http::Request& request, const std::string& model) const;
 
  private:
-  std::optional<http::Response> Unauthorized(const http::Request& request) const;
   http::Response Render(const std::string& model) const;
 
   serving::ServiceCore* const core_;

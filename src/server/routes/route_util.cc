@@ -12,7 +12,6 @@
 #include "common/ascii.h"
 #include "common/error.h"
 #include "common/error_echo.h"
-#include "guard/api_key.h"
 #include "serving/scoring.h"
 
 namespace tide::server {
@@ -81,15 +80,6 @@ absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request) {
     }
   }
   return info;
-}
-
-std::optional<http::Response> AdminKeyDenied(const http::Request& request, std::string_view admin_api_key,
-                                             std::string_view what) {
-  if (admin_api_key.empty() || guard::ApiKeyMatches(request.header("authorization"), admin_api_key)) {
-    return std::nullopt;
-  }
-  return ErrorResponse(errors::Unauthenticated(absl::StrCat(
-      std::string(what), " needs the admin key (Authorization: Bearer <--admin-api-key, else --api-key>)")));
 }
 
 void AddTimingHeaders(const serving::StageTimings& t, http::Response* response) {

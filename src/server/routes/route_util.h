@@ -38,11 +38,6 @@ http::Response JsonResponse(std::string body, int status = 200);
 // <= 0, a negative priority: 422) are the core's, the same for every edge.
 absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request);
 
-// The admin key check of the admin endpoints (repository API, rollout): nullopt when `admin_api_key`
-// is empty or `Authorization: Bearer <key>` carries it; else the 401 answer naming `what`.
-std::optional<http::Response> AdminKeyDenied(const http::Request& request, std::string_view admin_api_key,
-                                             std::string_view what);
-
 // The core's text inputs of parsed TEI inputs (api::TokenizeInput, api::PredictInput: a text and an
 // optional text_pair); views into `inputs`.
 template <typename Input>

@@ -6,7 +6,7 @@
 
 #include "api/status_http.h"
 #include "server/http/router.h"
-#include "server/routes/route_table.h"
+#include "server/access/access_table.h"
 #include "absl/synchronization/notification.h"
 #include "common/error.h"
 #include "serving/scoring.h"

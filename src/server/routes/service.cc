@@ -20,9 +20,10 @@
 #include "config/model_config_json.h"
 #include "nlohmann/json.hpp"
 #include "server/routes/api_docs.h"
+#include "server/http/browser_checks.h"
 #include "server/routes/dashboard.h"
 #include "server/routes/load_report.h"
-#include "server/routes/route_table.h"
+#include "server/access/access_table.h"
 #include "server/routes/route_util.h"
 #include "serving/fallback.h"
 #include "serving/kserve_answers.h"
@@ -76,7 +77,129 @@ absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& mod
   return http_response;
 }
 
+// The metrics label of an endpoint's answers (the one its handler records with).
+const char* MetricName(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kRerank: return "rerank";
+    case Endpoint::kCohereRerank: return "v1_rerank";
+    case Endpoint::kCohereRerankV2: return "v2_rerank";
+    case Endpoint::kTokenize: return "tokenize";
+    case Endpoint::kPredict: return "predict";
+    case Endpoint::kInvocations: return "invocations";
+    case Endpoint::kDecode: return "decode";
+    case Endpoint::kInfo: return "info";
+    case Endpoint::kPing: return "ping";
+    case Endpoint::kServerMetadata: return "server_metadata";
+    case Endpoint::kLive: return "health_live";
+    case Endpoint::kReady: return "health_ready";
+    case Endpoint::kModelMetadata: return "model_metadata";
+    case Endpoint::kModelReady: return "model_ready";
+    case Endpoint::kModelStats:
+    case Endpoint::kAllModelStats: return "model_stats";
+    case Endpoint::kModelConfig: return "model_config";
+    case Endpoint::kInfer: return "infer";
+    case Endpoint::kLoad: return "load";
+    // Answered without per-request metrics (as the routes themselves answer).
+    case Endpoint::kMetrics:
+    case Endpoint::kDashboard:
+    case Endpoint::kDocs:
+    case Endpoint::kOpenApi:
+    case Endpoint::kRepositoryIndex:
+    case Endpoint::kRepositoryLoad:
+    case Endpoint::kRepositoryUnload:
+    case Endpoint::kRolloutGet:
+    case Endpoint::kRolloutPut:
+    case Endpoint::kRolloutPromote:
+    case Endpoint::kRolloutRollback: return nullptr;
+  }
+  return nullptr;
+}
+
+bool ChangesState(std::string_view method) { return method != "GET" && method != "HEAD"; }
+
+// Headers a page may send and read cross-origin (CORS), for listed origins.
+constexpr char kCorsAllowHeaders[] =
+    "authorization, content-type, content-encoding, accept-encoding, x-request-id, x-timeout-ms, x-priority, "
+    "cache-control, inference-header-content-length";
+constexpr char kCorsExposeHeaders[] =
+    "x-request-id, x-tide-model-version, x-tide-degraded, x-tide-cache-hits, x-tokenization-time, x-queue-time, "
+    "x-inference-time, x-total-time, server-timing, retry-after, inference-header-content-length";
+
 }  // namespace
+
+absl::Status Service::Refusal(const RouteEntry& entry, const http::Request& request, guard::Listener listener) const {
+  if (!http::HostAllowed(request.header("host"), options_.allowed_hosts)) {
+    return errors::Forbidden(absl::StrCat("Host '", EchoForError(request.header("host")),
+                                          "' is not served here (--allowed-hosts)"));
+  }
+  const std::string_view origin = request.header("origin");
+  const bool admin = entry.access == guard::Access::kAdmin;
+  if (!origin.empty() && (admin || ChangesState(request.method)) && !http::SameOrigin(origin, request.header("host"))) {
+    const bool listed = !admin && http::OriginListed(origin, options_.cors_allow_origins);
+    if (!listed) {
+      return errors::Forbidden(absl::StrCat(
+          "cross-origin request refused: Origin '", EchoForError(origin), "' is not this server's origin",
+          admin ? " (the admin API takes no cross-origin requests)" : " (allow it with --cors-allow-origin)"));
+    }
+  }
+  if (auto who = core_->Authorize(entry.access, request.header("authorization"), listener); !who.ok()) {
+    return who.status();
+  }
+  if (admin && ChangesState(request.method) && !http::IsJsonMediaType(request.header("content-type"))) {
+    return errors::UnsupportedMediaType(
+        "the admin API takes Content-Type: application/json (an empty body too), so that a web page cannot "
+        "send it without a CORS preflight");
+  }
+  return absl::OkStatus();
+}
+
+bool Service::CorsAllowed(const RouteEntry& entry, const http::Request& request) const {
+  if (options_.cors_allow_origins.empty() || entry.access == guard::Access::kAdmin) return false;
+  const std::string_view origin = request.header("origin");
+  return !origin.empty() && http::OriginListed(origin, options_.cors_allow_origins);
+}
+
+http::Response Service::Preflight(const http::Request& request, const std::string& methods) const {
+  if (!http::HostAllowed(request.header("host"), options_.allowed_hosts)) {
+    return ErrorResponse(errors::Forbidden(absl::StrCat("Host '", EchoForError(request.header("host")),
+                                                        "' is not served here (--allowed-hosts)")));
+  }
+  const std::string_view origin = request.header("origin");
+  if (origin.empty() || !http::OriginListed(origin, options_.cors_allow_origins)) {
+    return ErrorResponse(errors::Forbidden(absl::StrCat("CORS preflight refused: Origin '", EchoForError(origin),
+                                                        "' is not listed in --cors-allow-origin")));
+  }
+  http::Response r;
+  r.status = 204;
+  r.content_type.clear();
+  r.headers.emplace_back("Access-Control-Allow-Origin", std::string(origin));
+  r.headers.emplace_back("Access-Control-Allow-Methods", methods);
+  r.headers.emplace_back("Access-Control-Allow-Headers", kCorsAllowHeaders);
+  r.headers.emplace_back("Access-Control-Max-Age", "600");
+  r.headers.emplace_back("Vary", "Origin");
+  return r;
+}
+
+http::RouteHandler Service::Guarded(const RouteEntry& entry, const char* metric, http::RouteHandler handler,
+                                    guard::Listener listener) {
+  return [this, &entry, metric, handler = std::move(handler), listener](http::Request request, http::PathParams params,
+                                                                        http::Responder respond) {
+    if (absl::Status refused = Refusal(entry, request, listener); !refused.ok()) {
+      if (metric == nullptr) return std::move(respond)(ErrorResponse(refused));
+      return SenderFor(request, std::move(respond), metric).SendError(refused);
+    }
+    if (CorsAllowed(entry, request)) {
+      respond = http::Responder::FromCallback([origin = std::string(request.header("origin")),
+                                               inner = std::move(respond)](http::Response response) mutable {
+        response.headers.emplace_back("Access-Control-Allow-Origin", origin);
+        response.headers.emplace_back("Access-Control-Expose-Headers", kCorsExposeHeaders);
+        response.headers.emplace_back("Vary", "Origin");
+        std::move(inner)(std::move(response));
+      });
+    }
+    handler(std::move(request), std::move(params), std::move(respond));
+  };
+}
 
 ResponseSender Service::SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const {
   ResponseSender sender(std::move(respond), metrics_, endpoint, request.received_at);
@@ -175,10 +298,44 @@ absl::Status Service::AddRoutes() {
     }
     return nullptr;
   };
+  // Every route behind the checks of its table entry; the admin listener's with its own listener
+  // (monitor routes open there).
+  std::vector<std::pair<std::string, std::string>> cors_methods;  // pattern -> "GET, POST" (non-admin)
   for (const RouteEntry& e : RouteTable()) {
-    if (absl::Status s = router_.Add(e.method, e.pattern, handler(e.endpoint)); !s.ok()) return s;
+    if (e.access == guard::Access::kUnset) {
+      return absl::InternalError(absl::StrCat("route ", e.method, " ", e.pattern, " has no access decision"));
+    }
+    const char* metric = MetricName(e.endpoint);
+    if (absl::Status s = router_.Add(e.method, e.pattern, Guarded(e, metric, handler(e.endpoint), guard::Listener::kMain));
+        !s.ok()) {
+      return s;
+    }
+    if (e.access != guard::Access::kAdmin) {
+      auto it = std::find_if(cors_methods.begin(), cors_methods.end(), [&](const auto& p) { return p.first == e.pattern; });
+      if (it == cors_methods.end()) {
+        cors_methods.emplace_back(e.pattern, e.method);
+      } else {
+        it->second += absl::StrCat(", ", e.method);
+      }
+    }
     if (!e.admin) continue;
-    if (absl::Status s = admin_router_.Add(e.method, e.pattern, handler(e.endpoint)); !s.ok()) return s;
+    if (absl::Status s =
+            admin_router_.Add(e.method, e.pattern, Guarded(e, metric, handler(e.endpoint), guard::Listener::kAdminPort));
+        !s.ok()) {
+      return s;
+    }
+  }
+  // CORS preflights only when origins are listed (otherwise OPTIONS is 405 like any other method).
+  if (!options_.cors_allow_origins.empty()) {
+    for (const auto& [pattern, methods] : cors_methods) {
+      if (absl::Status s = router_.Add("OPTIONS", pattern,
+                                       [this, methods = methods](http::Request r, http::PathParams, http::Responder respond) {
+                                         std::move(respond)(Preflight(r, methods));
+                                       });
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -406,7 +563,6 @@ void Service::Load(http::Request request, http::Responder respond) {
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "model_metadata");
-  if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   const serving::ServedModel& m = **model;
@@ -427,7 +583,6 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "model_stats");
-  if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
@@ -436,7 +591,6 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
 
 void Service::AllModelStats(http::Request request, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "model_stats");
-  if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   std::vector<api::ModelStatistics> stats;
   for (const auto& model : models_->All()) stats.push_back(model->Statistics());
   sender.Send(JsonResponse(api::RenderModelStatistics(stats)));
@@ -444,7 +598,6 @@ void Service::AllModelStats(http::Request request, http::Responder respond) {
 
 void Service::ModelConfig(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "model_config");
-  if (auto who = core_->Authenticate(request.header("authorization")); !who.ok()) return sender.SendError(who.status());
   auto model = models_->Find(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());

@@ -52,6 +52,8 @@
 #include "api/rerank.h"
 #include "absl/functional/any_invocable.h"
 #include "common/version.h"
+#include "guard/access.h"
+#include "server/access/access_table.h"
 #include "server/http/router.h"
 #include "serving/model_manager.h"
 #include "server/routes/repository_routes.h"
@@ -71,6 +73,15 @@ struct ServiceOptions {
   const RepositoryRoutes* repository = nullptr;
   // Gray release (/v2/models/{m}/rollout...); not owned, must outlive the Service. Null: 404.
   const RolloutRoutes* rollout = nullptr;
+  // Browser protections (http/browser_checks.h). --allowed-hosts: the Host names served (empty:
+  // any; "*" any); a request naming another host gets 403 before anything else (DNS rebinding).
+  std::vector<std::string> allowed_hosts;
+  // --cors-allow-origin: origins (scheme://host[:port], or "*") whose pages may call the tenant and
+  // open routes cross-origin: tide answers their CORS preflight (OPTIONS) and adds
+  // Access-Control-Allow-Origin to the answers. Empty: no preflight is answered (OPTIONS: 405) and
+  // a state-changing request (any method but GET/HEAD) whose Origin is not the server's own gets
+  // 403. Admin routes never accept another origin, whatever this says.
+  std::vector<std::string> cors_allow_origins;
 };
 
 class Service {
@@ -85,6 +96,19 @@ class Service {
   Service(serving::ServiceCore* core, const ServiceOptions& options)
       : core_(core), models_(&core->models()), metrics_(&core->metrics()), options_(options) {}
   absl::Status AddRoutes();
+  // The route's handler behind the edge checks, in this order: the Host allowlist (403), the
+  // Origin (403: admin routes and state-changing methods accept only the server's own origin, or
+  // for non-admin routes a --cors-allow-origin one), the credential the route table asks for
+  // (core's Authorize: 401 / 403), and for admin routes that change state a JSON Content-Type
+  // (415), so that a browser must preflight them. A refusal is answered and counted like the
+  // route's own errors (metrics label `metric`).
+  http::RouteHandler Guarded(const RouteEntry& entry, const char* metric, http::RouteHandler handler,
+                             guard::Listener listener);
+  absl::Status Refusal(const RouteEntry& entry, const http::Request& request, guard::Listener listener) const;
+  // CORS: the preflight answer for `methods` of a path, and the headers added to an answer for a
+  // listed origin.
+  http::Response Preflight(const http::Request& request, const std::string& methods) const;
+  bool CorsAllowed(const RouteEntry& entry, const http::Request& request) const;
 
   // The work of an inference route, on a tokenization worker, with its admitted call. The
   // request's headers stay where CallInfoFor saw them (it lives on the heap).

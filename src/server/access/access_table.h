@@ -1,12 +1,19 @@
-// tide::server route table — every HTTP route of tide (method, pattern, which endpoint answers it,
-// whether the admin listener serves it), as data. Service registers its handlers from it, and the
-// HTTP fuzz target (fuzz/http_fuzz.cc) registers its model-free handlers from the same table, so
-// the two cannot drift apart.
+// tide::server access table — the ONE table of tide's API surface: every HTTP route (method,
+// pattern, which endpoint answers it, whether the admin listener serves it) and every gRPC method,
+// each with the credential it needs (guard::Access: none, monitor, tenant, admin). The HTTP
+// Service registers its handlers from RouteTable and checks each request against the entry's
+// access before the handler runs; the gRPC services check RpcAccess(<their method>) the same way;
+// both through guard::Authorize. The HTTP fuzz target registers its model-free handlers from the
+// same table, and tests walk both lists (every route and every method of the generated gRPC
+// services must have an entry with a decision), so a new route or RPC cannot be added without one.
 //
-// Contract: constant data; thread-safe. Depends on nothing but the standard library.
+// Contract: constant data; thread-safe.
 #pragma once
 
 #include <span>
+#include <string_view>
+
+#include "guard/access.h"
 
 namespace tide::server {
 
@@ -49,9 +56,22 @@ struct RouteEntry {
   const char* method;
   const char* pattern;  // http::Router syntax: {model} and {version} are path parameters
   Endpoint endpoint;
-  bool admin;  // also served on the admin listener
+  bool admin;  // also served on the admin listener (--admin-port)
+  guard::Access access;  // who may call it (guard/access.h)
 };
 
 std::span<const RouteEntry> RouteTable();
+
+// A gRPC method by its full name ("/package.Service/Method") and who may call it.
+struct RpcEntry {
+  const char* method;
+  guard::Access access;
+};
+
+std::span<const RpcEntry> RpcTable();
+
+// The access of a gRPC method (its full name); kUnset for a method the table does not list (the
+// gRPC edge then refuses the call: no decision, no access).
+guard::Access RpcAccess(std::string_view full_method);
 
 }  // namespace tide::server
