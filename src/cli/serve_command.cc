@@ -215,6 +215,12 @@ int Serve(const ServeFlags& f) {
   // not wait for.
   StartupSignalWatcher startup_signals(signals);
 
+  // Credentials first: a bad key file is refused before minutes of model loading.
+  auto credentials = LoadCredentials(f);
+  if (!credentials.ok()) {
+    spdlog::error("{}", std::string(credentials.status().message()));
+    return 1;
+  }
   auto metrics = serving::ServingMetrics::Create();
   if (!metrics.ok()) {
     spdlog::error("metrics: {}", metrics.status().ToString());
@@ -303,11 +309,6 @@ int Serve(const ServeFlags& f) {
   // The protocol-neutral service core (admission, tokenization workers, deadlines, breaker
   // fallback) and the HTTP edge over it.
   serving::ServiceCoreOptions co = f.core;
-  auto credentials = LoadCredentials(f);
-  if (!credentials.ok()) {
-    spdlog::error("{}", std::string(credentials.status().message()));
-    return 1;
-  }
   co.api_key = credentials->api_key;
   co.admin_api_key = credentials->admin_api_key;
   co.api_keys = credentials->api_keys;

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "deflate.h"
 #include "http_client.h"
-#include "server/routes/route_table.h"
+#include "server/access/access_table.h"
 
 namespace tide::blackbox {
 namespace {

@@ -3,7 +3,7 @@
 // Triton's extensions), tei.v1 and grpc.health.v1; every error code; the client's deadline;
 // cancellation; the message size limit; the stream; 2x overload where every call gets exactly one
 // answer; SIGTERM drain. One server for most tests:
-//   --api-key secret --max-concurrent-requests 4 --grpc-max-message-bytes 65536
+//   --api-key secret --admin-api-key adm1n --max-concurrent-requests 4 --grpc-max-message-bytes 65536
 //   m     tiny-bert, max_queue_delay 1 ms (TEI's default model: first by name)
 //   slow  tiny-bert, max_queue_delay 400 ms: a call's rows wait long enough for deadlines,
 //         cancellation and overload to happen while they are queued
@@ -134,8 +134,8 @@ class ServeGrpcTest : public SharedServerSuite<ServeGrpcTest> {
           }
           return s;
         },
-        {"--grpc-port", std::to_string(grpc_port_), "--api-key", "secret", "--max-concurrent-requests", "4",
-         "--grpc-max-message-bytes", "65536", "--log-level", "warn"});
+        {"--grpc-port", std::to_string(grpc_port_), "--api-key", "secret", "--admin-api-key", "adm1n",
+         "--max-concurrent-requests", "4", "--grpc-max-message-bytes", "65536", "--log-level", "warn"});
   }
 
   void SetUp() override {
@@ -152,9 +152,10 @@ class ServeGrpcTest : public SharedServerSuite<ServeGrpcTest> {
 
   // A context with the API key and a generous deadline (a loaded test machine).
   static std::unique_ptr<grpc::ClientContext> Ctx(bool key = true,
-                                                   std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+                                                   std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                                                   const char* bearer = "secret") {
     auto ctx = std::make_unique<grpc::ClientContext>();
-    if (key) ctx->AddMetadata("authorization", "Bearer secret");
+    if (key) ctx->AddMetadata("authorization", std::string("Bearer ") + bearer);
     ctx->set_deadline(std::chrono::system_clock::now() + timeout);
     return ctx;
   }
@@ -282,7 +283,10 @@ TEST_F(ServeGrpcTest, ModelMetadataConfigStatisticsAndRepository) {
   }
   {
     inference::RepositoryIndexResponse r;
-    auto ctx = Ctx();
+    // The repository RPCs are admin RPCs: the tenant's key is forbidden, the admin key passes.
+    auto tenant = Ctx();
+    EXPECT_EQ(kserve_->RepositoryIndex(tenant.get(), {}, &r).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    auto ctx = Ctx(true, std::chrono::seconds(30), "adm1n");
     ASSERT_TRUE(kserve_->RepositoryIndex(ctx.get(), {}, &r).ok());
     ASSERT_EQ(r.models_size(), 3);
     EXPECT_EQ(r.models(0).state(), "READY");
@@ -290,12 +294,12 @@ TEST_F(ServeGrpcTest, ModelMetadataConfigStatisticsAndRepository) {
     inference::RepositoryModelLoadRequest load;
     load.set_model_name("m");
     inference::RepositoryModelLoadResponse lr;
-    auto ctx2 = Ctx();
+    auto ctx2 = Ctx(true, std::chrono::seconds(30), "adm1n");
     EXPECT_EQ(kserve_->RepositoryModelLoad(ctx2.get(), load, &lr).error_code(), grpc::StatusCode::PERMISSION_DENIED);
     inference::RepositoryModelUnloadRequest unload;
     unload.set_model_name("m");
     inference::RepositoryModelUnloadResponse ur;
-    auto ctx3 = Ctx();
+    auto ctx3 = Ctx(true, std::chrono::seconds(30), "adm1n");
     EXPECT_EQ(kserve_->RepositoryModelUnload(ctx3.get(), unload, &ur).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   }
 }

@@ -296,10 +296,11 @@ class ServeLifecycleExplicitTest : public SharedServerSuite<ServeLifecycleExplic
 
 TEST_F(ServeLifecycleExplicitTest, LoadAndUnloadNeedTheAdminKey) {
   auto client = NewClient();
-  for (const HeaderList& wrong : {HeaderList{}, kUser}) {
-    EXPECT_EQ(client->Post("/v2/repository/index", "", wrong).status, 401);
-    EXPECT_EQ(client->Post("/v2/repository/models/b/load", "", wrong).status, 401);
-    EXPECT_EQ(client->Post("/v2/repository/models/a/unload", "", wrong).status, 401);
+  // No key: 401. The inference key is a tenant's, never an admin's: 403.
+  for (const auto& [wrong, status] : {std::pair{HeaderList{}, 401}, std::pair{kUser, 403}}) {
+    EXPECT_EQ(client->Post("/v2/repository/index", "", wrong).status, status);
+    EXPECT_EQ(client->Post("/v2/repository/models/b/load", "", wrong).status, status);
+    EXPECT_EQ(client->Post("/v2/repository/models/a/unload", "", wrong).status, status);
   }
   json index = Index();
   EXPECT_EQ(StateOf(index, "a", "1"), "READY") << index.dump();

@@ -70,6 +70,12 @@ class RerankStreamReactor final : public grpc::ServerReadReactor<tei::v1::Rerank
         answer_(context, [this](const grpc::Status& s) { Finish(s); }, &service->core()->metrics(),
                 service->core()->access_log(), "rerank_stream",
                 Steady::now()) {
+    // The credential before any message is looked at (a refused caller learns nothing of the
+    // validation); admission checks it again with the collected request.
+    if (absl::Status s = CheckAccess(*service->core(), *context, "/tei.v1.Rerank/RerankStream"); !s.ok()) {
+      answer_.FinishError(s);
+      return;
+    }
     StartRead(&incoming_);
   }
 

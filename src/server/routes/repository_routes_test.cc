@@ -1,4 +1,4 @@
-// The repository API's HTTP edge without a model: the admin key, body parsing, the index's JSON
+// The repository API's HTTP edge without a model: body parsing, the index's JSON
 // shape, and errors from the one status table (the controller's own behaviour is tested in
 // src/serving/model_repository_controller_test.cc).
 #include "server/routes/repository_routes.h"
@@ -28,7 +28,7 @@ class RepositoryRoutesTest : public ::testing::Test {
     ASSERT_TRUE(c.ok()) << c.status();
     controller_ = *std::move(c);
     ASSERT_TRUE(controller_->Start().ok());
-    routes_ = std::make_unique<RepositoryRoutes>(controller_.get(), RepositoryRoutesOptions{"k3y"});
+    routes_ = std::make_unique<RepositoryRoutes>(controller_.get(), RepositoryRoutesOptions{});
   }
 
   static http::Request Post(std::string body, std::string key = "k3y") {
@@ -51,21 +51,6 @@ class RepositoryRoutesTest : public ::testing::Test {
   std::unique_ptr<serving::ModelRepositoryController> controller_;
   std::unique_ptr<RepositoryRoutes> routes_;
 };
-
-TEST_F(RepositoryRoutesTest, TheAdminKeyIsRequired) {
-  for (const std::string& key : {std::string(), std::string("wrong")}) {
-    http::Response r = routes_->Index(Post("", key));
-    EXPECT_EQ(r.status, 401);
-    EXPECT_EQ(json::parse(r.body)["error_type"], "unauthorized");
-    bool challenge = false;
-    for (const auto& [name, value] : r.headers) challenge = challenge || (name == "WWW-Authenticate" && value == "Bearer");
-    EXPECT_TRUE(challenge);
-    EXPECT_EQ(Load(Post("", key)).status, 401);
-  }
-  EXPECT_EQ(routes_->Index(Post("")).status, 200);
-  RepositoryRoutes open(controller_.get(), RepositoryRoutesOptions{});
-  EXPECT_EQ(open.Index(Post("", "")).status, 200);
-}
 
 TEST_F(RepositoryRoutesTest, IndexIsAnArrayAndTakesReady) {
   http::Response r = routes_->Index(Post(R"({"ready": true})"));

@@ -2,6 +2,9 @@
 // key, body checks, the GET shape before and after a PUT, promote and rollback.
 #include "server/routes/rollout_routes.h"
 
+#include "server/http/browser_checks.h"
+#include "server/routes/service.h"
+
 #include <memory>
 #include <string>
 
@@ -62,10 +65,12 @@ class RolloutRoutesTest : public ::testing::Test {
     serving::ServiceCoreOptions o;
     o.tokenization_workers = 1;
     o.rollout_check_interval = std::chrono::milliseconds(0);
+    o.api_key = "tenant-k3y";
+    o.admin_api_key = "k3y";
     auto c = serving::ServiceCore::Create(models_.get(), metrics_.get(), o);
     ASSERT_TRUE(c.ok());
     core_ = *std::move(c);
-    routes_ = std::make_unique<RolloutRoutes>(core_.get(), RolloutRoutesOptions{"k3y"});
+    routes_ = std::make_unique<RolloutRoutes>(core_.get(), RolloutRoutesOptions{});
   }
   void TearDown() override {
     routes_.reset();
@@ -86,14 +91,60 @@ class RolloutRoutesTest : public ::testing::Test {
   std::unique_ptr<RolloutRoutes> routes_;
 };
 
-TEST_F(RolloutRoutesTest, TheAdminKeyIsRequired) {
+// The route table's decisions as the HTTP Service applies them in front of the rollout routes:
+// the admin key only (a tenant's key is forbidden), a JSON Content-Type on the state-changing
+// ones, no foreign Origin, no foreign Host; refusals change nothing.
+TEST_F(RolloutRoutesTest, TheServiceLetsOnlyTheAdminKeyThroughFromThisOrigin) {
+  ServiceOptions so;
+  so.rollout = routes_.get();
+  so.allowed_hosts = http::DefaultAllowedHosts("127.0.0.1");
+  auto service = Service::Create(core_.get(), so);
+  ASSERT_TRUE(service.ok()) << service.status();
+  auto send = [&](std::string method, std::string target, std::string key, std::string body,
+                  std::vector<std::pair<std::string, std::string>> headers) {
+    http::Request r = Req(std::move(method), std::move(body), std::move(key));
+    r.target = r.path = std::move(target);
+    r.headers.emplace_back("Host", "127.0.0.1:8000");
+    for (auto& h : headers) r.headers.push_back(std::move(h));
+    std::optional<http::Response> out;
+    (*service)->handler()->Handle(std::move(r), http::Responder::FromCallback([&out](http::Response resp) {
+      out = std::move(resp);
+    }));
+    EXPECT_TRUE(out.has_value());
+    return out.value_or(http::Response{});
+  };
+  const std::vector<std::pair<std::string, std::string>> json_type = {{"Content-Type", "application/json"}};
   for (const std::string& key : {std::string(), std::string("wrong")}) {
-    EXPECT_EQ(routes_->Get(Req("GET", "", key), "m").status, 401);
-    EXPECT_EQ(routes_->Put(Req("PUT", R"({"candidate": "2"})", key), "m").status, 401);
-    EXPECT_EQ(routes_->Promote(Req("POST", "", key), "m").status, 401);
-    EXPECT_EQ(routes_->Rollback(Req("POST", "", key), "m").status, 401);
+    http::Response r = send("PUT", "/v2/models/m/rollout", key, R"({"candidate": "1"})", json_type);
+    EXPECT_EQ(r.status, 401) << r.body;
+    bool challenge = false;
+    for (const auto& [name, value] : r.headers) challenge = challenge || (name == "WWW-Authenticate" && value == "Bearer");
+    EXPECT_TRUE(challenge);
+    EXPECT_EQ(send("GET", "/v2/models/m/rollout", key, "", {}).status, 401);
+    EXPECT_EQ(send("POST", "/v2/models/m/rollout/promote", key, "", json_type).status, 401);
   }
+  // The tenant's key may rerank, never roll out.
+  http::Response tenant = send("PUT", "/v2/models/m/rollout", "tenant-k3y", R"({"candidate": "1"})", json_type);
+  EXPECT_EQ(tenant.status, 403) << tenant.body;
+  EXPECT_THAT(tenant.body, ::testing::HasSubstr("needs role admin"));
+  // A web page's simple request: no preflight, so no JSON type: 415 even with the key.
+  for (const char* type : {"", "text/plain", "application/x-www-form-urlencoded"}) {
+    std::vector<std::pair<std::string, std::string>> h;
+    if (*type != '\0') h.emplace_back("Content-Type", type);
+    EXPECT_EQ(send("POST", "/v2/models/m/rollout/rollback", "k3y", "", h).status, 415) << type;
+  }
+  // Another origin, or a rebinding page's Host: 403.
+  auto foreign = json_type;
+  foreign.emplace_back("Origin", "https://evil.example");
+  EXPECT_EQ(send("PUT", "/v2/models/m/rollout", "k3y", R"({"candidate": "1"})", foreign).status, 403);
+  EXPECT_EQ(send("GET", "/v2/models/m/rollout", "k3y", "", {{"Origin", "https://evil.example"}}).status, 403);
   EXPECT_FALSE(core_->rollouts().Get("m").has_value());
+  // The admin key from this origin goes through.
+  auto same = json_type;
+  same.emplace_back("Origin", "http://127.0.0.1:8000");
+  http::Response ok = send("PUT", "/v2/models/m/rollout", "k3y", R"({"candidate": "1", "mode": "shadow"})", same);
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_TRUE(core_->rollouts().Get("m").has_value());
 }
 
 TEST_F(RolloutRoutesTest, PutGetPromoteRollback) {
