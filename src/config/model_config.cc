@@ -128,6 +128,11 @@ bool IsOrtPlatform(const ModelConfig& c) {
 
 }  // namespace
 
+bool IsModelFileName(std::string_view name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return name.find_first_of(std::string_view("/\\\0", 3)) == std::string_view::npos;
+}
+
 std::string_view DataTypeName(DataType type) {
   const std::string& name = DataType_Name(type);
   return name.empty() ? std::string_view("TYPE_?") : std::string_view(name);
@@ -290,9 +295,10 @@ absl::Status ValidateModelBasics(absl::string_view file, const ModelConfig& c) {
     return FieldError(file, "platform", "missing: set platform \"onnxruntime_onnx\" or backend \"onnxruntime\"");
   }
   if (c.max_batch_size() < 0) return FieldError(file, "max_batch_size", "must be >= 0");
-  if (c.default_model_filename().find('/') != std::string::npos ||
-      c.default_model_filename() == "..") {
-    return FieldError(file, "default_model_filename", "must be a file name inside the version directory");
+  if (!IsModelFileName(c.default_model_filename())) {
+    return FieldError(file, "default_model_filename",
+                      "must be a file name inside the version directory (one path component: no '/', '\\', "
+                      "'.' or '..')");
   }
 
   return absl::OkStatus();
@@ -419,12 +425,22 @@ absl::Status ValidateVersionPolicy(absl::string_view file, const ModelConfig& c)
   return absl::OkStatus();
 }
 
-// Instance groups: CPU only.
+// Instance groups: CPU only, counts bounded per group and in all (summed in 64 bits, each bounded
+// first, so no sum overflows).
 absl::Status ValidateInstanceGroups(absl::string_view file, const ModelConfig& c) {
+  int64_t instances = 0;
   for (int i = 0; i < c.instance_group_size(); ++i) {
     const ModelInstanceGroup& g = c.instance_group(i);
     std::string f = absl::StrCat("instance_group[", i, "]");
-    if (g.count() < 0) return FieldError(file, f + ".count", "must be >= 1");
+    if (g.count() < 0 || g.count() > kMaxInstanceCount) {
+      return FieldError(file, f + ".count", absl::StrCat(g.count(), " is outside 1..", kMaxInstanceCount));
+    }
+    instances += std::max<int64_t>(g.count(), 1);
+    if (instances > kMaxModelInstances) {
+      return FieldError(file, "instance_group",
+                        absl::StrCat("the groups' counts add up to more than ", kMaxModelInstances,
+                                     " instances (at ", f, ")"));
+    }
     if (g.kind() == ModelInstanceGroup::KIND_GPU || g.gpus_size() > 0) {
       return FieldError(file, g.kind() == ModelInstanceGroup::KIND_GPU ? f + ".kind" : f + ".gpus",
                         "GPU instances are not supported: tide runs ONNX Runtime on CPU (use KIND_CPU)");

@@ -12,6 +12,8 @@
 //  - ValidateModelConfig checks that tide can honour the normalized config, including tide's own
 //    `parameters` (see tide_parameters.h) and, when given the model's signature, that the
 //    config's tensors match the model's.
+//  - Bounds: instance_group counts (kMaxInstanceCount per group, kMaxModelInstances in all) and
+//    default_model_filename (IsModelFileName), for config.pbtxt files and JSON overrides alike.
 //  - Every error is INVALID_ARGUMENT and its message starts with "<file>: " and names the field
 //    in path form, e.g. "models/x/config.pbtxt: input[1].data_type: ...". (Parse errors also
 //    give line:column.)
@@ -34,6 +36,18 @@ using ::tide::ModelConfig;
 inline constexpr std::string_view kOnnxRuntimePlatform = "onnxruntime_onnx";
 inline constexpr std::string_view kOnnxRuntimeBackend = "onnxruntime";
 inline constexpr std::string_view kDefaultModelFilename = "model.onnx";
+
+// instance_group bounds: each group's count within 1..kMaxInstanceCount (0 normalizes to 1), and
+// all groups' counts together at most kMaxModelInstances. Each instance is an ONNX Runtime session
+// with its own threads and buffers; 64 is several times the cores of a large CPU host.
+inline constexpr int32_t kMaxInstanceCount = 64;
+inline constexpr int64_t kMaxModelInstances = 64;
+
+// Whether `name` may be a default_model_filename: a file name inside the version directory, i.e.
+// one path component — not empty, not "." or "..", no '/' (so neither absolute nor reaching
+// elsewhere), no '\\' and no NUL. (Triton joins the name to the version directory; tide takes no
+// subdirectory.) Decided on the text alone, before any file is opened.
+bool IsModelFileName(std::string_view name);
 
 // Parses config.pbtxt text. `file` is only used in error messages.
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text, std::string_view file);

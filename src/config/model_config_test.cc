@@ -290,6 +290,47 @@ TEST_F(ValidateTest, RejectsGpuInstances) {
   EXPECT_NO_FATAL_FAILURE(ExpectError("instance_group[0].kind", "CPU"));
 }
 
+TEST_F(ValidateTest, BoundsInstanceCountsPerGroupAndInAll) {
+  config_.mutable_instance_group(0)->set_count(kMaxInstanceCount);
+  EXPECT_TRUE(ValidateModelConfig(kFile, config_, &sig_).ok());
+  config_.mutable_instance_group(0)->set_count(kMaxInstanceCount + 1);
+  EXPECT_NO_FATAL_FAILURE(ExpectError("instance_group[0].count", "65 is outside 1..64"));
+  config_.mutable_instance_group(0)->set_count(100000);
+  EXPECT_NO_FATAL_FAILURE(ExpectError("instance_group[0].count", "100000 is outside 1..64"));
+  config_.mutable_instance_group(0)->set_count(-1);
+  EXPECT_NO_FATAL_FAILURE(ExpectError("instance_group[0].count", "-1 is outside 1..64"));
+  // Groups each within bounds whose int32 sum would overflow: the total is refused, naming the
+  // group where it was passed.
+  config_.clear_instance_group();
+  for (int i = 0; i < 3; ++i) config_.add_instance_group()->set_count(40);
+  EXPECT_NO_FATAL_FAILURE(ExpectError("instance_group", "more than 64 instances (at instance_group[1])"));
+  config_.clear_instance_group();
+  for (int i = 0; i < 64; ++i) config_.add_instance_group()->set_count(1);
+  EXPECT_TRUE(ValidateModelConfig(kFile, config_, &sig_).ok());
+  config_.add_instance_group()->set_count(0);  // 0 counts as the 1 it normalizes to
+  EXPECT_NO_FATAL_FAILURE(ExpectError("instance_group", "(at instance_group[64])"));
+}
+
+TEST_F(ValidateTest, RejectsModelFileNamesOutsideTheVersionDirectory) {
+  for (const char* name : {"/etc/hostname", "../x", "..", "sub/model.onnx", "a\\b"}) {
+    config_.set_default_model_filename(name);
+    EXPECT_NO_FATAL_FAILURE(ExpectError("default_model_filename", "one path component")) << name;
+  }
+  config_.set_default_model_filename("reranker.onnx");
+  EXPECT_TRUE(ValidateModelConfig(kFile, config_, &sig_).ok());
+}
+
+TEST(ParseModelConfigJsonTest, AnOverrideGetsTheSameInstanceBound) {
+  auto c = ParseModelConfigJson(R"({"name": "m", "instance_group": [{"count": 100000, "kind": "KIND_CPU"}]})",
+                                "load request");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const ModelSignature sig = BertSignature();
+  ASSERT_TRUE(NormalizeModelConfig("load request", sig, &*c).ok());
+  absl::Status s = ValidateModelConfig("load request", *c, &sig);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("load request: instance_group[0].count: 100000 is outside 1..64"));
+}
+
 TEST_F(ValidateTest, RejectsPreferredBatchAboveMax) {
   config_.mutable_dynamic_batching()->set_preferred_batch_size(1, 128);
   EXPECT_NO_FATAL_FAILURE(ExpectError("dynamic_batching.preferred_batch_size[1]", "128"));

@@ -76,9 +76,12 @@ absl::StatusOr<RepositoryModel> LoadRepositoryModel(const fs::path& model_dir,
     return absl::InvalidArgumentError(absl::StrCat(file, ": name: \"", m.config.name(),
                                                    "\" does not match the model directory \"", m.name, "\""));
   }
-  const std::string model_filename =
-      m.config.default_model_filename().empty() ? std::string(kDefaultModelFilename)
-                                                : m.config.default_model_filename();
+  // The configured name is checked on its text alone (IsModelFileName) before any file is looked
+  // up by it, and a name that is not allowed gets the same answer as one that names no file, so
+  // the answer never tells what exists outside the version directory.
+  const bool name_given = !m.config.default_model_filename().empty();
+  const std::string model_filename = name_given ? m.config.default_model_filename() : std::string(kDefaultModelFilename);
+  const bool name_allowed = IsModelFileName(model_filename);
 
   for (fs::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec)) {
     int64_t v = 0;
@@ -89,8 +92,8 @@ absl::StatusOr<RepositoryModel> LoadRepositoryModel(const fs::path& model_dir,
   if (ec) return absl::InternalError(absl::StrCat(model_dir.string(), ": cannot list: ", ec.message()));
   std::sort(m.available_versions.begin(), m.available_versions.end());
   if (m.available_versions.empty()) {
-    return absl::NotFoundError(absl::StrCat(model_dir.string(),
-                                            ": no version directories (expected e.g. 1/", model_filename, ")"));
+    return absl::NotFoundError(absl::StrCat(model_dir.string(), ": no version directories (expected e.g. 1/",
+                                            name_allowed ? model_filename : std::string(kDefaultModelFilename), ")"));
   }
   auto chosen = ChooseVersions(file, m.config, m.available_versions);
   if (!chosen.ok()) return chosen.status();
@@ -104,13 +107,14 @@ absl::StatusOr<RepositoryModel> LoadRepositoryModel(const fs::path& model_dir,
         break;
       }
     }
+    if (name_given && (!name_allowed || !fs::is_regular_file(dir / model_filename, ec))) {
+      return absl::NotFoundError(absl::StrCat(file, ": default_model_filename: names no model file in version directory ",
+                                              dir.filename().string(),
+                                              " (a file name there: one path component, no '/', '\\', '.' or '..')"));
+    }
     ModelVersion mv{v, dir, dir / model_filename};
     if (!fs::is_regular_file(mv.model_file, ec)) {
-      return absl::NotFoundError(absl::StrCat(mv.model_file.string(), ": model file missing (",
-                                              m.config.default_model_filename().empty()
-                                                  ? "default model.onnx"
-                                                  : absl::StrCat(file, ": default_model_filename"),
-                                              ")"));
+      return absl::NotFoundError(absl::StrCat(mv.model_file.string(), ": model file missing (default model.onnx)"));
     }
     m.versions.push_back(std::move(mv));
   }

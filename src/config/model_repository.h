@@ -11,7 +11,9 @@
 //    platform "onnxruntime_onnx"), as Triton does with --strict-model-config=false.
 //  - The config's name must be empty or equal the directory name.
 //  - Versions are chosen by version_policy (default: the latest one); a chosen version must have
-//    its model file (default_model_filename, default "model.onnx").
+//    its model file (default_model_filename, default "model.onnx"). A default_model_filename that
+//    IsModelFileName refuses (absolute, "..", a '/') is never looked up: it gets the same NOT_FOUND
+//    text as a name with no file in the version directory, whatever exists on disk.
 //  - When Options::read_signature is set, the config is normalized and validated against the
 //    model file of the newest chosen version (Parse -> Normalize -> Validate); otherwise only
 //    parsed, with names and versions resolved. NormalizeModelForVersion does the same against

@@ -114,7 +114,58 @@ TEST_F(ModelRepositoryTest, DefaultModelFilenameIsHonoured) {
   Write("m/config.pbtxt", "default_model_filename: \"other.onnx\"");
   m = LoadRepositoryModel(root_ / "m");
   ASSERT_FALSE(m.ok());
-  EXPECT_THAT(m.status().message(), AllOf(HasSubstr("other.onnx"), HasSubstr("default_model_filename")));
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(m.status().message(),
+              AllOf(HasSubstr("config.pbtxt: default_model_filename: names no model file in version directory 1")));
+}
+
+// A default_model_filename outside the version directory is refused on its text, before any file
+// is looked up or opened by it, with the text a missing file gets: the answer does not depend on
+// what exists elsewhere on disk.
+TEST_F(ModelRepositoryTest, AModelFileNameOutsideTheVersionDirectoryIsNeverOpened) {
+  Write("m/1/model.onnx", "x");
+  Write("m/secret.onnx", "x");  // exists: ../secret.onnx from the version directory
+  Write("outside.onnx", "x");   // exists: an absolute path to it
+  auto answer = [&](const std::string& name) {
+    read_paths_.clear();
+    RepositoryOptions o = FakeReader();
+    ModelConfig override_config;
+    override_config.set_default_model_filename(name);
+    o.config_override = override_config;
+    auto m = LoadRepositoryModel(root_ / "m", o);
+    EXPECT_TRUE(read_paths_.empty()) << name << " was opened: " << read_paths_[0];
+    EXPECT_FALSE(m.ok()) << name;
+    return m.status();
+  };
+  const absl::Status missing = answer("absent.onnx");
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.message()),
+              HasSubstr("(parameters.config of the load request): default_model_filename: names no model file in "
+                        "version directory 1"));
+  for (const std::string name :
+       {(root_ / "outside.onnx").string(), (root_ / "no-such.onnx").string(), std::string("/etc/hostname"),
+        std::string("../secret.onnx"), std::string("../absent.onnx"), std::string("../x"), std::string(".."),
+        std::string("."), std::string("1/model.onnx"), std::string("a\\b"), std::string("x\0y", 3)}) {
+    const absl::Status s = answer(name);
+    EXPECT_EQ(s.code(), missing.code()) << name;
+    EXPECT_EQ(s.message(), missing.message()) << name;
+  }
+  // The same rule in validation (a config read without a repository).
+  EXPECT_FALSE(IsModelFileName("/etc/hostname"));
+  EXPECT_FALSE(IsModelFileName("../x"));
+  EXPECT_FALSE(IsModelFileName(""));
+  EXPECT_TRUE(IsModelFileName("model.onnx"));
+  EXPECT_TRUE(IsModelFileName("..model.onnx"));  // a name that starts with dots is still one name
+  // An allowed name that exists loads (and is then read).
+  read_paths_.clear();
+  RepositoryOptions o = FakeReader();
+  ModelConfig ok_config;
+  ok_config.set_default_model_filename("model.onnx");
+  o.config_override = ok_config;
+  auto m = LoadRepositoryModel(root_ / "m", o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(read_paths_.size(), 1u);
+  EXPECT_EQ(read_paths_[0], root_ / "m" / "1" / "model.onnx");
 }
 
 TEST_F(ModelRepositoryTest, ErrorsNameTheFileAndField) {

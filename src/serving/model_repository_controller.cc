@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "api/admin_input.h"
 #include "common/error.h"
 #include "common/error_echo.h"
 #include "config/model_config.h"
@@ -331,6 +332,10 @@ absl::Status ModelRepositoryController::Poll() {
 
 absl::Status ModelRepositoryController::Load(std::string_view name, const std::optional<std::string>& config_json) {
   if (absl::Status s = CheckExplicit("load"); !s.ok()) return s;
+  // Bounded (size, depth, strings) before protobuf's JSON parser sees it.
+  if (config_json.has_value()) {
+    if (absl::Status s = api::CheckAdminJsonText(*config_json, "parameters.config"); !s.ok()) return s;
+  }
   if (!IsModelName(name) || !fs::is_directory(options_.repository / std::string(name))) {
     return errors::NotFound(absl::StrCat("model '", EchoForError(name), "' is not in the model repository"));
   }
@@ -358,6 +363,12 @@ absl::Status ModelRepositoryController::Unload(std::string_view name_in) {
 }
 
 void ModelRepositoryController::LoadAsync(std::string name, std::optional<std::string> config_json, Done done) {
+  // An out-of-bounds parameters.config is answered at once, not after the loads queued before it.
+  if (config_json.has_value()) {
+    if (absl::Status s = api::CheckAdminJsonText(*config_json, "parameters.config"); !s.ok()) {
+      return std::move(done)(s);
+    }
+  }
   Enqueue([this, name = std::move(name), config_json = std::move(config_json), done = std::move(done)](bool run) mutable {
     std::move(done)(run ? Load(name, config_json) : errors::Unavailable("the server is shutting down"));
   });

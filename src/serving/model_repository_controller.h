@@ -29,7 +29,8 @@
 //    until its files change (Load retries it).
 //  - Errors: FORBIDDEN (tide::errors) for Load / Unload outside explicit mode; NOT_FOUND for a
 //    model that is not in the repository; INVALID_INPUT for a failed load (the loader's message)
-//    and for a bad parameters.config; UNAVAILABLE for *Async calls queued when Stop runs.
+//    and for a bad parameters.config (one over the admin input bounds of api/admin_input.h is
+//    refused before it is parsed or queued); UNAVAILABLE for *Async calls queued when Stop runs.
 //  - Thread-safe. Index never waits for a running load. Stop (and the destructor) waits for the
 //    operation running on the controller's thread; the manager must outlive the controller.
 #pragma once

@@ -411,6 +411,41 @@ TEST_F(ControllerTest, LoadWithAConfigOverrideReloadsWithIt) {
   EXPECT_EQ(max_batch_size_["m"], 4);
 }
 
+// Out-of-bounds overrides: refused with kInvalidInput naming the bound, before anything is loaded,
+// and the version that serves keeps serving.
+TEST_F(ControllerTest, AnOverrideOutOfTheAdminBoundsChangesNothing) {
+  AddModel("m", {1}, "max_batch_size: 4\n");
+  auto o = Options(ModelControlMode::kExplicit);
+  o.startup_models = {"*"};
+  Start(o);
+  ASSERT_EQ(Loads("m", 1), 1);
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  absl::Status s = controller_->Load("m", deep);
+  EXPECT_EQ(KindOf(s), ErrorKind::kInvalidInput);
+  EXPECT_THAT(s.message(), HasSubstr("parameters.config: request JSON nests arrays/objects deeper than the limit max_json_depth=16"));
+  absl::Notification done;
+  absl::Status async;
+  controller_->LoadAsync("m", std::string(2 << 20, ' '), [&](absl::Status st) {
+    async = st;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_EQ(KindOf(async), ErrorKind::kInvalidInput);
+  EXPECT_THAT(async.message(), HasSubstr("parameters.config has 2097152 bytes"));
+  // Well-formed, but 100000 instances.
+  s = controller_->Load("m", std::string(R"({"instance_group": [{"count": 100000}]})"));
+  EXPECT_EQ(KindOf(s), ErrorKind::kInvalidInput);
+  EXPECT_THAT(s.message(), HasSubstr("instance_group[0].count: 100000 is outside 1..64"));
+  // A model file outside the version directory: the text a missing file gets.
+  s = controller_->Load("m", std::string(R"({"default_model_filename": "/etc/hostname"})"));
+  absl::Status missing = controller_->Load("m", std::string(R"({"default_model_filename": "absent.onnx"})"));
+  EXPECT_EQ(KindOf(s), ErrorKind::kInvalidInput);
+  EXPECT_EQ(s.message(), missing.message());
+  EXPECT_EQ(Loads("m", 1), 1);  // the factory never ran
+  EXPECT_EQ(ServedVersion("m"), 1);
+  EXPECT_EQ(max_batch_size_["m"], 4);
+}
+
 TEST_F(ControllerTest, StartFailsOnTheFirstBadModelAsTritonsExitOnError) {
   AddModel("m", {1});
   Write("m/1/model.onnx", "corrupt");

@@ -37,35 +37,22 @@ bool InShare(uint64_t draw, double percent) {
   return static_cast<double>(draw % 1000000) < percent * 10000.0;
 }
 
-double Percentile(const std::deque<double>& sorted_src, double q) {
-  if (sorted_src.empty()) return 0;
-  const size_t idx = std::min(sorted_src.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted_src.size())));
-  return sorted_src[idx];
+// The window's size for a spec: 0 means the default; never below guard.min_requests (the guard
+// needs that many answers in it).
+size_t EffectiveWindow(const RolloutSpec& spec) {
+  const size_t window = spec.window == 0 ? 1000 : spec.window;
+  return std::max<size_t>(window, static_cast<size_t>(spec.guard.min_requests));
 }
 
-struct WindowStats {
-  int64_t requests = 0;
-  int64_t errors = 0;
-  double p50 = 0;
-  double p99 = 0;
-};
-
-template <typename Samples>
-WindowStats Summarize(const Samples& samples) {
-  WindowStats s;
-  std::deque<double> ms;
-  for (const auto& x : samples) {
-    ++s.requests;
-    if (!x.ok) {
-      ++s.errors;
-      continue;
-    }
-    if (x.ms >= 0) ms.push_back(x.ms);
+absl::Status CheckSpecBounds(const RolloutSpec& spec) {
+  if (!(spec.percent >= 0 && spec.percent <= 100)) return errors::InvalidInput("percent must be within 0..100");
+  if (spec.guard.min_requests < 1 || spec.guard.min_requests > static_cast<int64_t>(kMaxRolloutWindow)) {
+    return errors::InvalidInput(absl::StrCat("guard.min_requests must be within 1..", kMaxRolloutWindow));
   }
-  std::sort(ms.begin(), ms.end());
-  s.p50 = Percentile(ms, 0.50);
-  s.p99 = Percentile(ms, 0.99);
-  return s;
+  if (spec.window > kMaxRolloutWindow) {
+    return errors::InvalidInput(absl::StrCat("window must be within 1..", kMaxRolloutWindow));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -129,18 +116,15 @@ absl::Status Rollouts::Start(const std::string& model, const RolloutSpec& spec) 
   if (spec.candidate == spec.stable) {
     return errors::InvalidInput(absl::StrCat("candidate and stable are the same version (", spec.stable, ")"));
   }
-  if (!(spec.percent >= 0 && spec.percent <= 100)) return errors::InvalidInput("percent must be within 0..100");
-  if (spec.guard.min_requests < 1) return errors::InvalidInput("guard.min_requests must be at least 1");
+  if (absl::Status s = CheckSpecBounds(spec); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   Entry& e = rollouts_[model];  // a new rollout starts with empty windows
   e.spec = spec;
   e.reason.clear();
-  e.stable.clear();
-  e.candidate.clear();
-  e.comparisons.clear();
-  e.sums = RankingAgreement{0, 0, 0};
-  if (e.spec.window == 0) e.spec.window = 1000;
-  e.spec.window = std::max<size_t>(e.spec.window, static_cast<size_t>(spec.guard.min_requests));
+  e.spec.window = EffectiveWindow(spec);
+  e.stable.Reset(e.spec.window);
+  e.candidate.Reset(e.spec.window);
+  e.comparisons.Reset(e.spec.window);
   e.state = spec.mode == RolloutMode::kNone ? RolloutState::kIdle : RolloutState::kRunning;
   bool sticky = false;
   for (const auto& [name, r] : rollouts_) sticky = sticky || !r.spec.sticky_header.empty();
@@ -157,15 +141,15 @@ absl::Status Rollouts::Restore(const std::string& model, const RolloutSpec& spec
   if (spec.candidate == spec.stable && state != RolloutState::kPromoted) {
     return errors::InvalidInput(absl::StrCat("candidate and stable are the same version (", spec.stable, ")"));
   }
-  if (!(spec.percent >= 0 && spec.percent <= 100)) return errors::InvalidInput("percent must be within 0..100");
-  if (spec.guard.min_requests < 1) return errors::InvalidInput("guard.min_requests must be at least 1");
+  if (absl::Status s = CheckSpecBounds(spec); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   Entry& e = rollouts_[model];
   e = Entry{};
   e.spec = spec;
-  if (e.spec.window == 0) e.spec.window = 1000;
-  e.spec.window = std::max<size_t>(e.spec.window, static_cast<size_t>(spec.guard.min_requests));
-  e.sums = RankingAgreement{0, 0, 0};
+  e.spec.window = EffectiveWindow(spec);
+  e.stable.Reset(e.spec.window);
+  e.candidate.Reset(e.spec.window);
+  e.comparisons.Reset(e.spec.window);
   e.state = state;
   e.reason = std::move(reason);
   e.promoted_from = state == RolloutState::kPromoted ? promoted_from : 0;
@@ -250,15 +234,12 @@ std::optional<RolloutStatus> Rollouts::Get(const std::string& model) const {
   s.state = e.state;
   s.reason = e.reason;
   s.promoted_from = e.promoted_from;
-  for (const auto& [version, samples] : {std::pair{e.spec.stable, &e.stable}, std::pair{e.spec.candidate, &e.candidate}}) {
-    const WindowStats w = Summarize(*samples);
-    s.stats.push_back({version, w.requests, w.errors, w.p50, w.p99});
+  for (const auto& [version, window] : {std::pair{e.spec.stable, &e.stable}, std::pair{e.spec.candidate, &e.candidate}}) {
+    s.stats.push_back({version, static_cast<int64_t>(window->requests()), window->errors(), window->Percentile(0.50),
+                       window->Percentile(0.99)});
   }
-  s.pairs = static_cast<int64_t>(e.comparisons.size());
-  if (s.pairs > 0) {
-    const double n = static_cast<double>(s.pairs);
-    s.agreement = {e.sums.spearman / n, e.sums.top1 / n, e.sums.ndcg10 / n};
-  }
+  s.pairs = static_cast<int64_t>(e.comparisons.pairs());
+  if (s.pairs > 0) s.agreement = e.comparisons.Means();
   return s;
 }
 
@@ -353,10 +334,10 @@ void Rollouts::RecordOutcome(const std::string& model, int64_t version, bool ok,
   auto it = rollouts_.find(model);
   if (it == rollouts_.end() || it->second.state != RolloutState::kRunning) return;
   Entry& e = it->second;
-  std::deque<Sample>* window = version == e.spec.stable ? &e.stable : version == e.spec.candidate ? &e.candidate : nullptr;
+  OutcomeWindow* window = version == e.spec.stable ? &e.stable : version == e.spec.candidate ? &e.candidate : nullptr;
   if (window == nullptr) return;
-  window->push_back({ok, latency.has_value() ? std::chrono::duration<double, std::milli>(*latency).count() : -1.0});
-  while (window->size() > e.spec.window) window->pop_front();
+  window->Add(ok, latency.has_value() ? std::optional<double>(std::chrono::duration<double, std::milli>(*latency).count())
+                                      : std::nullopt);
   Check(model, e);
 }
 
@@ -368,22 +349,12 @@ void Rollouts::RecordComparison(const std::string& model, std::span<const float>
   auto it = rollouts_.find(model);
   if (it == rollouts_.end() || it->second.state != RolloutState::kRunning) return;
   Entry& e = it->second;
-  e.comparisons.push_back(*agreement);
-  e.sums.spearman += agreement->spearman;
-  e.sums.top1 += agreement->top1;
-  e.sums.ndcg10 += agreement->ndcg10;
-  while (e.comparisons.size() > e.spec.window) {
-    const RankingAgreement& old = e.comparisons.front();
-    e.sums.spearman -= old.spearman;
-    e.sums.top1 -= old.top1;
-    e.sums.ndcg10 -= old.ndcg10;
-    e.comparisons.pop_front();
-  }
+  e.comparisons.Add(*agreement);
   if (metrics_ != nullptr) {
-    const double n = static_cast<double>(e.comparisons.size());
-    metrics_->rollout_agreement->WithLabels({model, "spearman"})->Set(e.sums.spearman / n);
-    metrics_->rollout_agreement->WithLabels({model, "top1"})->Set(e.sums.top1 / n);
-    metrics_->rollout_agreement->WithLabels({model, "ndcg10"})->Set(e.sums.ndcg10 / n);
+    const RankingAgreement means = e.comparisons.Means();
+    metrics_->rollout_agreement->WithLabels({model, "spearman"})->Set(means.spearman);
+    metrics_->rollout_agreement->WithLabels({model, "top1"})->Set(means.top1);
+    metrics_->rollout_agreement->WithLabels({model, "ndcg10"})->Set(means.ndcg10);
   }
   Check(model, e);
 }
@@ -398,40 +369,40 @@ void Rollouts::CheckGuards() {
 void Rollouts::Check(const std::string& model, Entry& e) {
   const RolloutGuard& g = e.spec.guard;
   const size_t min = static_cast<size_t>(g.min_requests);
-  if (e.candidate.size() >= min) {
-    const WindowStats c = Summarize(e.candidate);
-    const double error_rate = static_cast<double>(c.errors) / static_cast<double>(c.requests);
+  if (e.candidate.requests() >= min) {
+    const int64_t requests = static_cast<int64_t>(e.candidate.requests());
+    const double error_rate = static_cast<double>(e.candidate.errors()) / static_cast<double>(requests);
     if (error_rate > g.max_error_rate) {
       return RollbackLocked(model, e, "error_rate",
                             absl::StrFormat("error rate %.4f > max_error_rate %g over %d candidate answers",
-                                            error_rate, g.max_error_rate, c.requests));
+                                            error_rate, g.max_error_rate, requests));
     }
-    if (e.stable.size() >= min && g.max_p99_ratio > 0) {
-      const WindowStats s = Summarize(e.stable);
-      if (s.p99 > 0 && c.p99 / s.p99 > g.max_p99_ratio) {
+    if (e.stable.requests() >= min && g.max_p99_ratio > 0) {
+      const double c_p99 = e.candidate.Percentile(0.99), s_p99 = e.stable.Percentile(0.99);
+      if (s_p99 > 0 && c_p99 / s_p99 > g.max_p99_ratio) {
         return RollbackLocked(model, e, "p99_ratio",
-                              absl::StrFormat("P99 %.2f ms / stable P99 %.2f ms = %.2f > max_p99_ratio %g", c.p99,
-                                              s.p99, c.p99 / s.p99, g.max_p99_ratio));
+                              absl::StrFormat("P99 %.2f ms / stable P99 %.2f ms = %.2f > max_p99_ratio %g", c_p99,
+                                              s_p99, c_p99 / s_p99, g.max_p99_ratio));
       }
     }
   }
-  if (e.comparisons.size() >= min) {
-    const double n = static_cast<double>(e.comparisons.size());
-    const double spearman = e.sums.spearman / n, top1 = e.sums.top1 / n, ndcg = e.sums.ndcg10 / n;
+  if (e.comparisons.pairs() >= min) {
+    const RankingAgreement means = e.comparisons.Means();
+    const double spearman = means.spearman, top1 = means.top1, ndcg = means.ndcg10;
     if (spearman < g.min_spearman) {
       return RollbackLocked(model, e, "spearman",
                             absl::StrFormat("Spearman %.4f < min_spearman %g over %d compared requests", spearman,
-                                            g.min_spearman, e.comparisons.size()));
+                                            g.min_spearman, e.comparisons.pairs()));
     }
     if (top1 < g.min_top1) {
       return RollbackLocked(model, e, "top1",
                             absl::StrFormat("top-1 agreement %.4f < min_top1 %g over %d compared requests", top1,
-                                            g.min_top1, e.comparisons.size()));
+                                            g.min_top1, e.comparisons.pairs()));
     }
     if (g.min_ndcg10 > 0 && ndcg < g.min_ndcg10) {
       return RollbackLocked(model, e, "ndcg10",
                             absl::StrFormat("NDCG@10 %.4f < min_ndcg10 %g over %d compared requests", ndcg,
-                                            g.min_ndcg10, e.comparisons.size()));
+                                            g.min_ndcg10, e.comparisons.pairs()));
     }
   }
 }

@@ -36,6 +36,9 @@
 //    p99_ratio, spearman, top1, ndcg10, manual) and tide_rollout_state{model} is updated (0 idle,
 //    1 running, 2 promoted, 3 rolled_back); tide_rollout_agreement{model,measure} follows the
 //    window's means. Nothing in flight is touched: a rollback only changes where later requests go.
+//  - Windows: spec.window (default 1000) answers per version and comparisons, 1..kMaxRolloutWindow
+//    (Start and Restore refuse more: kInvalidInput); each answer and comparison updates them in
+//    O(log window), and the P50/P99 and means are exact over the window (rollout_window.h).
 //  - Thread-safe. Metrics (may be null) and the clock must outlive the object; the destructor stops
 //    the timer thread.
 #pragma once
@@ -59,6 +62,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "serving/ranking_agreement.h"
+#include "serving/rollout_window.h"
 #include "serving/serving_metrics.h"
 
 namespace tide::serving {
@@ -85,7 +89,7 @@ struct RolloutSpec {
   double percent = 0;           // 0..100
   std::string sticky_header;    // lower case; empty: not sticky
   RolloutGuard guard;
-  size_t window = 1000;         // answers per version and comparisons kept
+  size_t window = 1000;         // answers per version and comparisons kept: 1..kMaxRolloutWindow
 };
 
 // What GET /v2/models/{m}/rollout shows.
@@ -163,17 +167,12 @@ class Rollouts {
 
  private:
   // Implementation details follow.
-  struct Sample {
-    bool ok;
-    double ms;     // < 0: no latency (error rate only)
-  };
   struct Entry {
     RolloutSpec spec;
     RolloutState state = RolloutState::kRunning;
     std::string reason;
-    std::deque<Sample> stable, candidate;
-    std::deque<RankingAgreement> comparisons;
-    RankingAgreement sums{0, 0, 0};
+    OutcomeWindow stable, candidate;  // incremental: no copy or sort per answer (rollout_window.h)
+    AgreementWindow comparisons;
     int64_t promoted_from = 0;  // the stable version a promotion replaced (0: none)
   };
   bool Draw(double percent);

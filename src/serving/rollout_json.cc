@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "api/admin_input.h"
 #include "common/ascii.h"
 #include "common/error.h"
 #include "nlohmann/json.hpp"
@@ -40,6 +41,7 @@ absl::Status NumberField(const json& obj, const char* field, double lo, double h
 }  // namespace
 
 absl::StatusOr<RolloutDeclaration> ParseRolloutJson(std::string_view body) {
+  if (absl::Status s = api::CheckAdminJsonText(body, "the rollout"); !s.ok()) return s;
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return errors::MalformedRequest("the rollout is not valid JSON");
   if (!j.is_object()) return errors::InvalidInput("the rollout must be a JSON object");
@@ -78,8 +80,9 @@ absl::StatusOr<RolloutDeclaration> ParseRolloutJson(std::string_view body) {
     for (char& ch : spec.sticky_header) ch = AsciiToLower(ch);
   }
   if (auto it = j.find("window"); it != j.end()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1000000) {
-      return errors::InvalidInput("window must be an integer within 1..1000000");
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 ||
+        it->get<int64_t>() > static_cast<int64_t>(kMaxRolloutWindow)) {
+      return errors::InvalidInput(absl::StrCat("window must be an integer within 1..", kMaxRolloutWindow));
     }
     spec.window = static_cast<size_t>(it->get<int64_t>());
   }
@@ -95,8 +98,10 @@ absl::StatusOr<RolloutDeclaration> ParseRolloutJson(std::string_view body) {
       }
     }
     if (auto m = it->find("min_requests"); m != it->end()) {
-      if (!m->is_number_integer() || m->get<int64_t>() < 1 || m->get<int64_t>() > 1000000) {
-        return errors::InvalidInput("guard.min_requests must be an integer within 1..1000000");
+      // The window grows to min_requests (Rollouts::Start), so it has the window's bound.
+      if (!m->is_number_integer() || m->get<int64_t>() < 1 ||
+          m->get<int64_t>() > static_cast<int64_t>(kMaxRolloutWindow)) {
+        return errors::InvalidInput(absl::StrCat("guard.min_requests must be an integer within 1..", kMaxRolloutWindow));
       }
       g.min_requests = m->get<int64_t>();
     }

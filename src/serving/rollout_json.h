@@ -10,7 +10,9 @@
 //    canary, `percent` to 10 (canary) or 100 (shadow); `stable` unset: the version that answers
 //    now (ServiceCore::StartRollout decides); guard fields default as RolloutGuard's. The header
 //    name is lower-cased. An unknown field, a value of the wrong type or out of range is
-//    kInvalidInput naming it; text that is not JSON is kMalformedRequest.
+//    kInvalidInput naming it; text that is not JSON is kMalformedRequest. `window` and
+//    `guard.min_requests` are within 1..kMaxRolloutWindow (100,000). The text is pre-scanned
+//    first (api/admin_input.h: size, depth, strings; kInvalidInput over a limit).
 //  - RolloutSpecToJson is the inverse: the spec as that JSON, `stable` included (the rollout
 //    routes' GET answer and the rollout state file write it; ParseRolloutJson reads it back).
 //  - Pure functions; thread-safe.

@@ -940,6 +940,41 @@ TEST_F(ServeGrpcRepositoryTest, LoadAndUnloadFollowTheIndex) {
 }
 
 
+// Issue 26 item 7: the load RPC's parameters.config gets the HTTP load's bounds: INVALID_ARGUMENT,
+// and the served model is untouched.
+TEST_F(ServeGrpcRepositoryTest, ALoadConfigOutOfBoundsIsInvalidArgumentAndChangesNothing) {
+  ASSERT_EQ(StateOf("m"), "READY");
+  auto load_with = [&](const std::string& config) {
+    inference::RepositoryModelLoadRequest load;
+    load.set_model_name("m");
+    (*load.mutable_parameters())["config"].set_string_param(config);
+    inference::RepositoryModelLoadResponse lr;
+    auto ctx = Admin();
+    return kserve_->RepositoryModelLoad(ctx.get(), load, &lr);
+  };
+  const grpc::Status deep = load_with(std::string(10000, '[') + std::string(10000, ']'));
+  EXPECT_EQ(deep.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(deep.error_message(), ::testing::HasSubstr("parameters.config: request JSON nests"));
+  const grpc::Status big = load_with(std::string(2 << 20, ' '));
+  EXPECT_EQ(big.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const grpc::Status many = load_with(R"({"backend": "onnxruntime", "instance_group": [{"count": 100000}]})");
+  EXPECT_EQ(many.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(many.error_message(), ::testing::HasSubstr("instance_group[0].count: 100000 is outside 1..64"));
+  const grpc::Status outside = load_with(R"({"backend": "onnxruntime", "default_model_filename": "/etc/hostname"})");
+  const grpc::Status missing = load_with(R"({"backend": "onnxruntime", "default_model_filename": "absent.onnx"})");
+  EXPECT_EQ(outside.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(outside.error_message(), missing.error_message());
+  // A failed override leaves a whole-model UNAVAILABLE entry beside the version that still serves;
+  // a plain load clears it.
+  inference::RepositoryModelLoadRequest plain;
+  plain.set_model_name("m");
+  inference::RepositoryModelLoadResponse lr;
+  auto ctx = Admin();
+  ASSERT_TRUE(kserve_->RepositoryModelLoad(ctx.get(), plain, &lr).ok());
+  EXPECT_EQ(StateOf("m"), "READY");
+}
+
+
 // A canary's sticky_header is read from gRPC metadata as from HTTP headers: one user lands on one
 // version over both edges; calls without it are drawn.
 class ServeGrpcStickyTest : public SharedServerSuite<ServeGrpcStickyTest> {

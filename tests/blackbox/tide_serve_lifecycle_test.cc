@@ -335,6 +335,65 @@ TEST_F(ServeLifecycleExplicitTest, LoadAndUnloadNeedTheAdminKey) {
   EXPECT_EQ(IndexEntry(Index(), "b", "1").value("reason", ""), "unloaded");
 }
 
+// Issue 26 item 7: admin input out of its bounds gets a 4xx JSON error, never a crash and never a
+// change to what serves; a model file name outside the version directory is answered exactly as a
+// missing one, whatever exists at the path it names.
+TEST_F(ServeLifecycleExplicitTest, AdminInputsOutOfBoundsAreRefusedAndChangeNothing) {
+  auto client = NewClient();
+  ASSERT_EQ(client->Post("/v2/repository/models/b/load", "", kAdmin).status, 200);
+  auto config = [&] { return ParseJson(client->Get("/v2/models/b/config", kUser).body); };
+  const json served_config = config();
+  ASSERT_EQ(served_config["instance_group"][0].value("count", 0), 1) << served_config.dump();
+  auto expect_unchanged = [&](const std::string& what) {
+    EXPECT_EQ(StateOf(Index(), "b", "1"), "READY") << what;
+    EXPECT_EQ(config(), served_config) << what;
+    EXPECT_EQ(client->Post("/v2/models/b/infer", kInferBody, kUser).status, 200) << what;
+  };
+  auto load = [&](const std::string& body) { return client->Post("/v2/repository/models/b/load", body, kAdmin); };
+  auto with_config = [](const std::string& config_json) {
+    return json{{"parameters", {{"config", config_json}}}}.dump();
+  };
+
+  // A deep body, a deep parameters.config, an oversized body: refused before parsing.
+  auto deep = load(std::string(10000, '[') + std::string(10000, ']'));
+  EXPECT_EQ(deep.status, 422) << deep.body;
+  EXPECT_THAT(ParseJson(deep.body).value("error", ""), HasSubstr("max_json_depth=16")) << deep.body;
+  auto deep_config = load(with_config(std::string(10000, '{') + std::string(10000, '}')));
+  EXPECT_EQ(deep_config.status, 422) << deep_config.body;
+  EXPECT_THAT(deep_config.body, HasSubstr("parameters.config: request JSON nests"));
+  auto big = load(with_config(std::string(2 << 20, ' ')));
+  EXPECT_EQ(big.status, 413) << big.body.substr(0, 300);
+  EXPECT_THAT(big.body, HasSubstr("the limit for admin input is 1048576"));
+  EXPECT_EQ(client->Post("/v2/repository/index", std::string(100, '['), kAdmin).status, 422);
+  EXPECT_EQ(client->Post("/v2/repository/models/b/unload", std::string(100, '{'), kAdmin).status, 422);
+  expect_unchanged("deep and big bodies");
+
+  // instance_group.count: 100000 in a load override.
+  auto many = load(with_config(R"({"backend": "onnxruntime", "max_batch_size": 8,
+                                   "instance_group": [{"count": 100000, "kind": "KIND_CPU"}]})"));
+  EXPECT_EQ(many.status, 422) << many.body;
+  EXPECT_THAT(ParseJson(many.body).value("error", ""), HasSubstr("instance_group[0].count: 100000 is outside 1..64"));
+  expect_unchanged("instance_group.count 100000");
+
+  // default_model_filename outside the version directory: one answer whether or not the path
+  // exists (../config.pbtxt and /etc/hostname do), the same as for a name with no file.
+  auto file_name = [&](const std::string& name) {
+    return load(with_config(json{{"backend", "onnxruntime"}, {"max_batch_size", 8}, {"default_model_filename", name}}.dump()));
+  };
+  const auto missing = file_name("absent.onnx");
+  EXPECT_EQ(missing.status, 422) << missing.body;
+  EXPECT_THAT(missing.body, HasSubstr("default_model_filename: names no model file in version directory 1"));
+  for (const std::string name : {"/etc/hostname", "/etc/tide-no-such-file", "../x", "../config.pbtxt", ".."}) {
+    const auto r = file_name(name);
+    EXPECT_EQ(r.status, missing.status) << name;
+    EXPECT_EQ(r.body, missing.body) << name;
+  }
+  // The whole-model entry the failed loads left is cleared by a good load; version 1 served on.
+  ASSERT_EQ(load("").status, 200);
+  expect_unchanged("default_model_filename outside the version directory");
+  ASSERT_EQ(client->Post("/v2/repository/models/b/unload", "", kAdmin).status, 200);
+}
+
 TEST_F(ServeLifecycleExplicitTest, UnloadWithRequestsInFlightFinishesThem) {
   // 3 requests of 2 rows: less than max_batch_size (8), so their batch waits the full second.
   constexpr int kInFlight = 3;

@@ -160,6 +160,23 @@ TEST_F(ServeRolloutTest, TheRolloutApiNeedsTheAdminKeyAndValidBodies) {
   EXPECT_EQ(client->Post("/v2/models/m/rollout/rollback", "", Admin()).status, 404);  // none yet
 }
 
+// Issue 26 item 7: a rollout's window is bounded (1..100000), and its body gets the admin input
+// pre-scan; a refused PUT changes nothing.
+TEST_F(ServeRolloutTest, OutOfBoundsRolloutInputIsRefusedAndChangesNothing) {
+  const json before = Rollout();
+  auto window = Put(R"({"candidate": "2", "window": 1000000})");
+  EXPECT_EQ(window.status, 422) << window.body;
+  EXPECT_EQ(ParseJson(window.body).value("error", ""), "window must be an integer within 1..100000") << window.body;
+  auto min_requests = Put(R"({"candidate": "2", "guard": {"min_requests": 1000000}})");
+  EXPECT_EQ(min_requests.status, 422) << min_requests.body;
+  auto deep = Put(std::string(10000, '[') + std::string(10000, ']'));
+  EXPECT_EQ(deep.status, 422) << deep.body;
+  EXPECT_THAT(deep.body, HasSubstr("max_json_depth=16"));
+  auto big = Put(R"({"candidate": "2", "sticky_header": ")" + std::string(2 << 20, 'x') + R"("})");
+  EXPECT_EQ(big.status, 413) << big.body.substr(0, 300);
+  EXPECT_EQ(Rollout(), before);
+}
+
 TEST_F(ServeRolloutTest, CanaryTakesTenPercentAndIsStickyPerHeaderValue) {
   auto put = Put(R"({"candidate": "2", "stable": "1", "mode": "canary", "percent": 10,
                      "sticky_header": "x-user-id", "guard": {"min_requests": 100000}})");

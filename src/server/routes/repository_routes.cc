@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/routes/route_util.h"
+#include "api/admin_input.h"
 #include "api/status_http.h"
 #include "common/error.h"
 #include "nlohmann/json.hpp"
@@ -15,8 +16,10 @@ namespace {
 
 using json = nlohmann::json;
 
-// The request body as a JSON object; an empty body is an empty object.
+// The request body as a JSON object; an empty body is an empty object. Bounded first (size,
+// depth, strings: api/admin_input.h), before nlohmann's recursive parser sees it.
 absl::StatusOr<json> BodyObject(const http::Request& request) {
+  if (absl::Status s = api::CheckAdminBody(request.body); !s.ok()) return s;
   if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
   json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return errors::MalformedRequest("the request body is not valid JSON");

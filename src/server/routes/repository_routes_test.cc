@@ -76,6 +76,27 @@ TEST_F(RepositoryRoutesTest, LoadChecksItsBodyThenAnswersTheControllersError) {
   EXPECT_EQ(unload->status, 403);
 }
 
+// Every body gets the admin input pre-scan before it is parsed: size (413), depth and strings (422).
+TEST_F(RepositoryRoutesTest, BodiesAreBoundedBeforeTheyAreParsed) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  http::Response index = routes_->Index(Post(deep));
+  EXPECT_EQ(index.status, 422);
+  EXPECT_THAT(json::parse(index.body)["error"].get<std::string>(), HasSubstr("max_json_depth=16"));
+  EXPECT_EQ(Load(Post(deep)).status, 422);
+  std::string strings = "[";
+  for (int i = 0; i < 20000; ++i) strings += i == 0 ? "\"\"" : ",\"\"";
+  EXPECT_EQ(Load(Post(strings + "]")).status, 422);
+  http::Response big = Load(Post(R"({"parameters": {"config": ")" + std::string(1 << 20, ' ') + R"("}})"));
+  EXPECT_EQ(big.status, 413);
+  EXPECT_EQ(json::parse(big.body)["error_type"], "validation");
+  std::optional<http::Response> unload;
+  routes_->Unload(Post(deep), "m", http::Responder::FromCallback([&](http::Response r) { unload = std::move(r); }));
+  ASSERT_TRUE(unload.has_value());
+  EXPECT_EQ(unload->status, 422);
+  // Within the bounds, the body reaches the controller (mode none: 403).
+  EXPECT_EQ(Load(Post(R"({"parameters": {"config": "{}"}})")).status, 403);
+}
+
 TEST(RepositoryRouteHandler, WithoutRoutesEveryPathIs404) {
   http::RouteHandler h = RepositoryRouteHandler(nullptr, Endpoint::kRepositoryIndex);
   std::optional<http::Response> out;

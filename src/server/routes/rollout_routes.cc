@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/routes/route_util.h"
+#include "api/admin_input.h"
 #include "api/status_http.h"
 #include "common/error.h"
 #include "common/ascii.h"
@@ -67,6 +68,7 @@ http::Response RolloutRoutes::Get(const http::Request& request, const std::strin
 
 http::Response RolloutRoutes::Put(const http::Request& request, const std::string& model) const {
   if (auto found = core_->FindModel(model); !found.ok()) return ErrorResponse(found.status());
+  if (absl::Status s = api::CheckAdminBody(request.body); !s.ok()) return ErrorResponse(s);
   auto put = serving::ParseRolloutJson(request.body);
   if (!put.ok()) return ErrorResponse(put.status());
   if (absl::Status s = core_->StartRollout(model, *put); !s.ok()) return ErrorResponse(s);

@@ -147,6 +147,21 @@ TEST_F(RolloutRoutesTest, TheServiceLetsOnlyTheAdminKeyThroughFromThisOrigin) {
   EXPECT_TRUE(core_->rollouts().Get("m").has_value());
 }
 
+TEST_F(RolloutRoutesTest, PutBodiesAndWindowsAreBounded) {
+  http::Response window = routes_->Put(Req("PUT", R"({"candidate": "2", "window": 1000000})"), "m");
+  EXPECT_EQ(window.status, 422);
+  EXPECT_EQ(json::parse(window.body)["error"], "window must be an integer within 1..100000");
+  http::Response deep = routes_->Put(Req("PUT", std::string(100000, '{') + std::string(100000, '}')), "m");
+  EXPECT_EQ(deep.status, 422);
+  http::Response big =
+      routes_->Put(Req("PUT", R"({"candidate": "2", "sticky_header": ")" + std::string(1 << 20, 'x') + R"("})"), "m");
+  EXPECT_EQ(big.status, 413);
+  EXPECT_FALSE(core_->rollouts().Get("m").has_value());  // nothing started
+  http::Response at_max = routes_->Put(Req("PUT", R"({"candidate": "2", "window": 100000})"), "m");
+  ASSERT_EQ(at_max.status, 200) << at_max.body;
+  EXPECT_EQ(json::parse(at_max.body)["window"], 100000);
+}
+
 TEST_F(RolloutRoutesTest, PutGetPromoteRollback) {
   http::Response idle = routes_->Get(Req("GET"), "m");
   ASSERT_EQ(idle.status, 200) << idle.body;
