@@ -60,7 +60,7 @@
 #include "guard/api_key.h"
 #include "server/http/http_server.h"
 #include "server/http/router.h"
-#include "server/routes/route_table.h"
+#include "server/access/access_table.h"
 
 namespace {
 
@@ -156,7 +156,7 @@ class FuzzHandler final : public tide::http::Handler {
       if (!parsed.ok()) return std::move(respond)(ErrorFor(parsed.status()));
       std::move(respond)(JsonOk({{"model", std::string(p.Get("model"))}, {"inputs", parsed->inputs.size()}}));
     };
-    // tide's own route table (src/server/routes/route_table.h): inference routes parse with
+    // tide's own route table (src/server/access/access_table.h): inference routes parse with
     // src/api, every other route echoes the request.
     for (const tide::server::RouteEntry& e : tide::server::RouteTable()) {
       using tide::server::Endpoint;
