@@ -11,6 +11,7 @@
 #      (deploy/check/validate.mjs), then a self-test that a misspelt field does fail it;
 #   4. settings that must agree (deploy/check/consistency.mjs): CPUs = instances x threads,
 #      termination grace > preStop + drain grace, probe paths or gRPC health services and port;
+#      keys only as files from read-only Secret volumes, the admin key's Secret apart;
 #   5. `podman kube play` of the dev overlay's Deployment (init container copying the model image,
 #      ConfigMap, probes), on a loopback host port: it must become ready and answer a rerank call.
 #      Needs localhost/tide:latest and localhost/tide-models:latest (built here if absent from
@@ -27,6 +28,9 @@ if [ ! -f "$out/node_modules/.tide-deploy-check-1" ]; then
      && npm install --silent --no-audit --no-fund kubernetes-models@5.1.0 yaml@2.8.1 && touch node_modules/.tide-deploy-check-1)
 fi
 
+# The dev overlay's keys (random, git-ignored; kept when present): its secretGenerator reads them.
+deploy/k8s/overlays/dev/make-keys.sh
+
 echo "== 1. kustomize ($(kubectl version --client 2>/dev/null | grep -i kustomize))"
 rm -f "$out"/rendered/*.yaml
 for dir in deploy/k8s/base deploy/k8s/overlays/*/; do
@@ -38,10 +42,17 @@ for dir in deploy/k8s/base deploy/k8s/overlays/*/; do
 done
 
 echo "== 2. helm chart deploy/helm/tide"
+# Credentials: an existing inference Secret, an admin Secret the chart creates, a tenants file.
+HELM_CREDENTIALS=auth.apiKey.existingSecret=tide-api-key,auth.adminApiKey.value=example-admin-key,auth.apiKeys.existingSecret=tide-tenant-keys,auth.metricsRequireKey=true
+HELM_SHARED_ADMIN=auth.apiKey.existingSecret=tide-keys,auth.adminApiKey.existingSecret=tide-keys
 if command -v helm >/dev/null 2>&1; then
   helm lint deploy/helm/tide
   helm template tide deploy/helm/tide > "$out/rendered/helm-default.yaml"
   helm template tide deploy/helm/tide --set autoscaling.enabled=false,model.existingClaim=models > "$out/rendered/helm-pvc.yaml"
+  helm template tide deploy/helm/tide --set "$HELM_CREDENTIALS" > "$out/rendered/helm-credentials.yaml"
+  if helm template tide deploy/helm/tide --set "$HELM_SHARED_ADMIN" >/dev/null 2>&1; then
+    echo "deploy-check: FAIL: the chart rendered an admin key sharing the inference key's Secret" >&2; exit 1
+  fi
 else
   echo "helm: not available (no Debian 12 package; npm's wrappers download it from GitHub): rendering with"
   echo "      build/tools/helm-render, Helm's template engine (text/template + Sprig v3), not helm itself"
@@ -50,7 +61,12 @@ else
   $HR --name tide deploy/helm/tide > "$out/rendered/helm-default.yaml"
   $HR --name tide --set autoscaling.enabled=false,model.existingClaim=models deploy/helm/tide > "$out/rendered/helm-pvc.yaml"
   $HR --name tide --set probes.protocol=http deploy/helm/tide > "$out/rendered/helm-http-probes.yaml"
-  echo "rendered deploy/helm/tide: $(cat "$out"/rendered/helm-*.yaml | grep -c '^kind:') objects in 3 value sets"
+  $HR --name tide --set "$HELM_CREDENTIALS" deploy/helm/tide > "$out/rendered/helm-credentials.yaml"
+  echo "rendered deploy/helm/tide: $(cat "$out"/rendered/helm-*.yaml | grep -c '^kind:') objects in 4 value sets"
+  if $HR --name tide --set "$HELM_SHARED_ADMIN" deploy/helm/tide >/dev/null 2>&1; then
+    echo "deploy-check: FAIL: the chart rendered an admin key sharing the inference key's Secret" >&2; exit 1
+  fi
+  echo "self-test: an admin key in the inference key's Secret fails the render"
   # Self-test: a template reading a value that values.yaml lacks must fail the lint.
   rm -rf "$out/selftest-chart" && cp -r deploy/helm/tide "$out/selftest-chart"
   sed -i '0,/\.Values\.model\.instances/s//.Values.model.instanses/' "$out/selftest-chart/templates/_helpers.tpl"
@@ -73,7 +89,7 @@ done
 echo "self-test: a misspelt field (readinesProbe) and a wrong type (replicas: one) are rejected"
 
 echo "== 4. consistency"
-node deploy/check/consistency.mjs "$out" "$out"/rendered/*.yaml
+node deploy/check/consistency.mjs "$out" "$out"/rendered/*.yaml deploy/kserve/servingruntime.yaml
 # Self-test: a liveness probe asking for readiness, and a gRPC probe on a port tide does not
 # serve gRPC on, are rejected.
 sed -e '0,/service: liveness/s//service: readiness/' "$out/rendered/kustomize-dev.yaml" > "$out/selftest-probe.yaml"
@@ -84,12 +100,24 @@ probe = "grpc:\n            port: 8001\n            service: readiness"
 assert probe in text, "the dev overlay has no gRPC readiness probe on 8001: update this self-test"
 open(sys.argv[2], "w").write(text.replace(probe, probe.replace("8001", "8003"), 1))
 PY
-for bad in "$out/selftest-probe.yaml" "$out/selftest-probe-port.yaml"; do
+# ... and so are a key given in args, and an admin key mounted from the inference key's Secret.
+/usr/bin/python3 - "$out/rendered/kustomize-dev.yaml" "$out" <<'PY'
+import re, sys
+text, out = open(sys.argv[1]).read(), sys.argv[2]
+arg = "- --api-key-file=/etc/tide/api-key/api-key"
+assert arg in text, "the dev overlay passes no --api-key-file: update this self-test"
+open(f"{out}/selftest-key-arg.yaml", "w").write(text.replace(arg, arg + "\n        - --api-key=k-in-args", 1))
+inference = re.search(r"secretName: (dev-tide-api-key\S*)", text).group(1)
+admin = re.search(r"secretName: (dev-tide-admin-api-key\S*)", text).group(1)
+open(f"{out}/selftest-shared-admin.yaml", "w").write(text.replace(f"secretName: {admin}", f"secretName: {inference}"))
+PY
+for bad in "$out/selftest-probe.yaml" "$out/selftest-probe-port.yaml" "$out/selftest-key-arg.yaml" "$out/selftest-shared-admin.yaml"; do
   if node deploy/check/consistency.mjs "$out" "$bad" >/dev/null 2>&1; then
     echo "deploy-check: FAIL: the consistency check accepted $bad" >&2; exit 1
   fi
 done
-echo "self-test: a liveness probe of the readiness service and a gRPC probe off the gRPC port are rejected"
+echo "self-test: a liveness probe of the readiness service, a gRPC probe off the gRPC port, a key in args and"
+echo "           an admin key from the inference key's Secret are rejected"
 
 if [ "${SKIP_PLAY:-0}" = 1 ]; then echo "== 5. podman kube play: skipped (SKIP_PLAY=1)"; echo "deploy-check: PASSED"; exit 0; fi
 echo "== 5. podman kube play (dev overlay)"
