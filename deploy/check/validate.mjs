@@ -7,7 +7,7 @@
 //     (labels, annotations, resources.limits, ConfigMap data) are not field-checked.
 //  3. KServe objects (ServingRuntime, InferenceService) have no published models package: their
 //     fields are checked against the small allow-list below (the subset these manifests use),
-//     and their embedded containers against the core Container type.
+//     and their embedded containers and volumes against the core Container and Volume types.
 //
 //   node deploy/check/validate.mjs MODULES_DIR FILE.yaml...
 import fs from "node:fs";
@@ -68,11 +68,11 @@ function checkFields(obj, typeName, where, errors) {
 }
 
 // --- KServe allow-list (serving.kserve.io; the fields these manifests use, from KServe's CRDs) -----
-const CONTAINER = "IIoK8sApiCoreV1Container";
+const CONTAINER = "IIoK8sApiCoreV1Container", VOLUME = "IIoK8sApiCoreV1Volume";
 const kserve = {
   "ServingRuntime": { spec: { supportedModelFormats: [{ name: 1, version: 1, autoSelect: 1, priority: 1 }],
                               protocolVersions: 1, multiModel: 1, disabled: 1, annotations: 1, labels: 1,
-                              containers: CONTAINER, volumes: 1, nodeSelector: 1, tolerations: 1, affinity: 1,
+                              containers: CONTAINER, volumes: VOLUME, nodeSelector: 1, tolerations: 1, affinity: 1,
                               grpcEndpoint: 1, grpcDataEndpoint: 1, httpDataEndpoint: 1, replicas: 1,
                               storageHelper: 1, builtInAdapter: 1, imagePullSecrets: 1 } },
   "InferenceService": { spec: { predictor: { minReplicas: 1, maxReplicas: 1, scaleMetric: 1, scaleTarget: 1,
@@ -84,7 +84,11 @@ const kserve = {
 };
 function checkAllowed(obj, allowed, where, errors) {
   if (allowed === 1) return;
-  if (allowed === CONTAINER) { (obj || []).forEach((c, i) => checkFields(c, CONTAINER, `${where}[${i}]`, errors)); return; }
+  if (typeof allowed === "string") {  // a list of a core type (containers, volumes)
+    if (!types.has(allowed)) { errors.push(`${where}: type ${allowed} not found in kubernetes-models`); return; }
+    (obj || []).forEach((c, i) => checkFields(c, allowed, `${where}[${i}]`, errors));
+    return;
+  }
   if (Array.isArray(allowed)) { (obj || []).forEach((x, i) => checkAllowed(x, allowed[0], `${where}[${i}]`, errors)); return; }
   for (const [k, v] of Object.entries(obj || {})) {
     if (!(k in allowed)) errors.push(`${where}.${k}: unknown field`);
