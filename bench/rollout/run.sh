@@ -38,7 +38,7 @@ mkdir -p bench/results
 out=bench/results/rollout-$(date -u +%Y%m%dT%H%MZ).txt
 
 start_tide "$work/tide.log" --model-repository "$repo" --model-control-mode poll --repository-poll-secs 1 --log-level info
-put() { curl -s -o /dev/null -w '%{http_code}' -X PUT "$url/v2/models/m/rollout" -d "$1"; }
+put() { curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' "$url/v2/models/m/rollout" -d "$1"; }
 
 phase() {  # phase LABEL [ACTION_AT_HALF...]: one fixed-duration bench run; ACTION runs halfway through
   local label=$1
@@ -64,7 +64,7 @@ canary_state=$(curl -s "$url/v2/models/m/rollout")
 phase shadow
 shadow_state=$(curl -s "$url/v2/models/m/rollout")
 [ "$(put '{"candidate": "3", "stable": "2", "mode": "canary", "percent": 50, "guard": {"min_requests": 1000000}}')" = 200 ]
-phase rollback curl -s -X POST "$url/v2/models/m/rollout/rollback"
+phase rollback curl -s -X POST -H 'Content-Type: application/json' "$url/v2/models/m/rollout/rollback"
 rollback_state=$(curl -s "$url/v2/models/m/rollout")
 
 {

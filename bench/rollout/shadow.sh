@@ -61,8 +61,8 @@ phase() {  # phase VARIANT LABEL INDEX [LOAD FLAGS]: closed loop by default
 }
 
 shadow_on() {  # shadow_on VARIANT LABEL: start the rollout and wait (no load) until its lane is open
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT "$url/v2/models/m/rollout" \
-        -d '{"candidate": "2", "stable": "1", "mode": "shadow", "percent": 100, "guard": {"min_requests": 1000000}}')" = 200 ]
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' "$url/v2/models/m/rollout" \
+        -d '{"candidate": "2", "stable": "1", "mode": "shadow", "percent": 100, "guard": {"min_requests": 100000}}')" = 200 ]
   # The on phase measures the lane in its steady state: wait until its session is open and warm
   # (it opens at nice 19; under saturation that takes long, see the README).
   local opened t0
@@ -77,7 +77,7 @@ shadow_on() {  # shadow_on VARIANT LABEL: start the rollout and wait (no load) u
 
 shadow_off() {  # shadow_off VARIANT LABEL: record what the lane did, roll back
   echo "$1 $2: $(curl -s "$url/v2/models/m/rollout" | /usr/bin/python3 -c 'import json,sys; print("compared", json.load(sys.stdin)["agreement"]["pairs"])'); $(shadow_counts)" >>"$work/counts"
-  curl -s -o /dev/null -X POST "$url/v2/models/m/rollout/rollback"
+  curl -s -o /dev/null -X POST -H 'Content-Type: application/json' "$url/v2/models/m/rollout/rollback"
   sleep 1  # the lane closes on the next rollout tick
 }
 

@@ -170,7 +170,7 @@ body=$(curl -s -m 30 "http://127.0.0.1:$port/rerank" -H 'Content-Type: applicati
   -H "Authorization: Bearer $api_key" -d "$rerank")
 echo "$body" | /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); assert sorted(x["index"] for x in r)==[0,1]' \
   || { echo "deploy-check: FAIL: rerank answered $body" >&2; exit 1; }
-index() { curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$port/v2/repository/index" -H "Authorization: Bearer $1"; }
+index() { curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' "http://127.0.0.1:$port/v2/repository/index" -H "Authorization: Bearer $1"; }
 code=$(index "$api_key")
 [ "$code" != 200 ] || { echo "deploy-check: FAIL: the inference key reached the repository API" >&2; exit 1; }
 [ "$(index "$admin_key")" = 200 ] || { echo "deploy-check: FAIL: the admin key did not reach the repository API" >&2; exit 1; }
