@@ -57,13 +57,13 @@ phase() {  # phase LABEL [ACTION_AT_HALF...]: one fixed-duration bench run; ACTI
 phase steady
 phase reload mv "$work/staged/3" "$repo/m/3"
 for _ in $(seq 600); do grep -q 'model m version 3.*warmed up' "$work/tide.log" && break; sleep 0.1; done
-[ "$(put '{"candidate": "3", "stable": "2", "mode": "canary", "percent": 10, "guard": {"min_requests": 1000000}}')" = 200 ]
+[ "$(put '{"candidate": "3", "stable": "2", "mode": "canary", "percent": 10, "guard": {"min_requests": 100000}}')" = 200 ]
 phase canary
 canary_state=$(curl -s "$url/v2/models/m/rollout")
-[ "$(put '{"candidate": "3", "stable": "2", "mode": "shadow", "percent": 100, "guard": {"min_requests": 1000000}}')" = 200 ]
+[ "$(put '{"candidate": "3", "stable": "2", "mode": "shadow", "percent": 100, "guard": {"min_requests": 100000}}')" = 200 ]
 phase shadow
 shadow_state=$(curl -s "$url/v2/models/m/rollout")
-[ "$(put '{"candidate": "3", "stable": "2", "mode": "canary", "percent": 50, "guard": {"min_requests": 1000000}}')" = 200 ]
+[ "$(put '{"candidate": "3", "stable": "2", "mode": "canary", "percent": 50, "guard": {"min_requests": 100000}}')" = 200 ]
 phase rollback curl -s -X POST -H 'Content-Type: application/json' "$url/v2/models/m/rollout/rollback"
 rollback_state=$(curl -s "$url/v2/models/m/rollout")
 
