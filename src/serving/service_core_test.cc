@@ -165,6 +165,36 @@ TEST(ServiceCore, AdmitsInTheDocumentedOrder) {
   EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(zero).status()), 422);
 }
 
+// A tenant asks for at most its max_priority, on the header and in the body (Refine); an admin
+// key is no inference key.
+TEST(ServiceCore, ATenantsPriorityIsClampedToItsMaxPriorityAndAdminKeysDoNotInfer) {
+  FakeClock keys_clock;
+  auto keys = guard::ApiKeys::Parse("capped-key name=capped max_priority=3\nplain-key name=plain\n"
+                                    "ops-key name=ops role=admin\n", "keys.txt", &keys_clock);
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ServiceCoreOptions o;
+  o.api_keys = *keys;
+  Harness h(o);
+  auto admitted = [&](const char* authorization, std::optional<int64_t> priority) {
+    CallInfo info = h.Info();
+    info.authorization = authorization;
+    info.priority = priority;
+    return h.StartAndWait(info);
+  };
+  auto capped = admitted("Bearer capped-key", 1);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ((*capped)->admission().priority, 3);
+  EXPECT_EQ((*admitted("Bearer capped-key", 5))->admission().priority, 5);
+  EXPECT_EQ((*admitted("Bearer plain-key", 1))->admission().priority, 0);
+  auto refined = admitted("Bearer capped-key", std::nullopt);
+  ASSERT_TRUE(refined.ok());
+  ASSERT_TRUE((*refined)->Refine(std::nullopt, 2).ok());
+  EXPECT_EQ((*refined)->admission().priority, 3);
+  auto admin = admitted("Bearer ops-key", std::nullopt);
+  ASSERT_FALSE(admin.ok());
+  EXPECT_EQ(KindOf(admin.status()), ErrorKind::kForbidden);
+}
+
 TEST(ServiceCore, AFullWorkerQueueRefusesAtOnce) {
   ServiceCoreOptions o;
   o.tokenization_queue = 1;
