@@ -461,8 +461,8 @@ void RegisterServeCommand(CLI::App* app) {
                   "(false: refuse it, printing the export command)")
       ->envname("TIDE_AUTO_EXPORT")->capture_default_str();
   cmd->add_option("--export-script", flags->export_script,
-                  "With --model: tools/export_model.py to run (default: ../tools/export_model.py beside the tide binary, "
-                  "else under the working directory)")
+                  "With --model: tools/export_model.py to run (default: ../tools/export_model.py, else "
+                  "../share/tide/tools/export_model.py, beside the tide binary; never the working directory)")
       ->envname("TIDE_EXPORT_SCRIPT");
   cmd->add_option("--host", flags->http.host, "Address to bind (0.0.0.0 for every interface)")
       ->envname("TIDE_HOST")->capture_default_str();
