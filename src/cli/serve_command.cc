@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -510,6 +511,14 @@ void RegisterServeCommand(CLI::App* app) {
                   "Bytes of the per-pair score cache (an LRU of the model's logits per (model version, query, "
                   "document, options)); 0: off")
       ->envname("TIDE_SCORE_CACHE_BYTES")->capture_default_str();
+  // Issue 26 (tenant isolation): who shares the score cache's entries.
+  cmd->add_option("--score-cache-scope", flags->core.score_cache_scope,
+                  "Who shares score cache entries: tenant (default; each API key name its own, so a hit never "
+                  "reveals another tenant's pair) or shared (every caller: more hits, but hit counts and latency "
+                  "tell a tenant that someone scored the same pair recently)")
+      ->envname("TIDE_SCORE_CACHE_SCOPE")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, serving::ScoreCacheScope>{
+          {"tenant", serving::ScoreCacheScope::kTenant}, {"shared", serving::ScoreCacheScope::kShared}}));
   cmd->add_option("--max-concurrent-requests", flags->core.max_concurrent_requests,
                   "Inference requests in flight beyond which new ones get 429 at once (0: unlimited)")
       ->envname("TIDE_MAX_CONCURRENT_REQUESTS")->capture_default_str();

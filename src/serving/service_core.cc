@@ -206,6 +206,12 @@ void ServiceCore::Start(const CallInfo& info, Work work) { Start(info, std::move
 
 namespace {
 std::string PairOptionsKey(const PairOptions& o);
+
+// The score cache partition of a call's pairs (score_cache.h): its tenant's name unless shared.
+std::string_view CachePartition(ScoreCacheScope scope, const Call& call) {
+  if (scope == ScoreCacheScope::kShared || call.tenant() == nullptr) return {};
+  return call.tenant()->name();
+}
 }  // namespace
 
 std::optional<absl::StatusOr<RerankScores>> ServiceCore::RerankFromCache(const Call& call, const ServedModel& model,
@@ -217,12 +223,13 @@ std::optional<absl::StatusOr<RerankScores>> ServiceCore::RerankFromCache(const C
     return std::nullopt;
   }
   const std::string options_key = PairOptionsKey(options);
+  const std::string_view partition = CachePartition(options_.score_cache_scope, call);
   const config::ScoreActivation activation = model.parameters().score_activation;
   RerankScores out;
   out.scores.reserve(documents.size());
   for (std::string_view document : documents) {
     std::optional<std::vector<float>> row =
-        cache_->Lookup(ScoreCache::Key(model.generation(), options_key, query, document));
+        cache_->Lookup(ScoreCache::Key(model.generation(), partition, options_key, query, document));
     if (!row.has_value()) return std::nullopt;
     out.scores.push_back(RerankScore(*row, activation, raw_scores));
   }
@@ -736,7 +743,8 @@ void ServiceCore::RerankRows(const CallPtr& call, std::shared_ptr<ServedModel> m
   std::vector<size_t> missing;
   std::vector<std::string_view> missing_docs;
   for (size_t i = 0; i < n; ++i) {
-    keys[i] = ScoreCache::Key(model->generation(), options_key, query, documents[i]);
+    keys[i] = ScoreCache::Key(model->generation(), CachePartition(options_.score_cache_scope, *call), options_key,
+                              query, documents[i]);
     if (!call->no_cache()) cached[i] = cache_->Lookup(keys[i]);
     if (!cached[i].has_value()) {
       missing.push_back(i);
