@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
+#include "common/error_echo.h"
 #include "serving/fallback.h"
 #include "serving/long_documents.h"
 #include "spdlog/spdlog.h"
@@ -372,7 +373,7 @@ void ServiceCore::ApplySavedRollouts() {
       if (m->name() == r.model && (newest == nullptr || m->version() > newest->version())) newest = m;
     }
     if (newest != nullptr && !newest->parameters().rollout.empty()) {
-      spdlog::info("model {}: its config.pbtxt declares a rollout; the saved one is not restored", r.model);
+      spdlog::info("model {}: its config.pbtxt declares a rollout; the saved one is not restored", EscapeForLog(r.model));
       continue;
     }
     const bool loaded = models_->Find(r.model, std::to_string(r.spec.stable)).ok() &&
@@ -384,7 +385,7 @@ void ServiceCore::ApplySavedRollouts() {
       continue;
     }
     if (absl::Status s = rollouts_->Restore(r.model, r.spec, r.state, r.reason, r.promoted_from); !s.ok()) {
-      spdlog::error("model {}: the saved rollout was not restored: {}", r.model, s.ToString());
+      spdlog::error("model {}: the saved rollout was not restored: {}", EscapeForLog(r.model), EscapeForLog(s.ToString()));
       continue;
     }
     restored = true;
@@ -413,7 +414,7 @@ void ServiceCore::PersistRollouts() {
     if (std::none_of(all.begin(), all.end(), [&](const SavedRollout& a) { return a.model == r.model; })) all.push_back(r);
   }
   if (absl::Status s = WriteFileAtomically(options_.rollout_state_file, RolloutStateJson(all)); !s.ok()) {
-    spdlog::error("--rollout-state-file: {}", s.ToString());
+    spdlog::error("--rollout-state-file: {}", EscapeForLog(s.ToString()));
     return;
   }
   persisted_changes_ = changes;
@@ -443,9 +444,10 @@ void ServiceCore::ApplyDeclaredRollouts() {
     absl::MutexLock lock(&declared_mu_);
     declared_[model] = text;
     if (s.ok()) {
-      spdlog::info("model {}: started the rollout its config.pbtxt declares", model);
+      spdlog::info("model {}: started the rollout its config.pbtxt declares", EscapeForLog(model));
     } else {
-      spdlog::error("model {}: the rollout its config.pbtxt declares was not started: {}", model, s.ToString());
+      spdlog::error("model {}: the rollout its config.pbtxt declares was not started: {}", EscapeForLog(model),
+                    EscapeForLog(s.ToString()));
     }
   }
 }
@@ -680,7 +682,7 @@ void ServiceCore::SyncShadowLanes() {
     for (auto& [model, entry] : wanted) lanes_[model] = std::move(entry);
   }
   for (auto& lane : closed) {
-    spdlog::info("model {} version {}: shadow lane closed", lane->model().name(), lane->model().version());
+    spdlog::info("model {} version {}: shadow lane closed", EscapeForLog(lane->model().name()), lane->model().version());
   }
   closed.clear();  // joins the lanes' threads, outside every lock live requests take
 }
