@@ -63,17 +63,17 @@ int64_t PeakResidentBytes() { return ProcStatusBytes("VmHWM"); }
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-// A name from a request path: one plain directory name of the repository.
 // One line per repository API request (either edge), with the name as the admin sent it, escaped.
 void LogRepositoryRequest(std::string_view operation, std::string_view name, const absl::Status& status) {
   if (status.ok()) {
     spdlog::info("repository: {} of model {} requested: done", operation, EscapeForLog(name));
   } else {
     spdlog::warn("repository: {} of model {} requested: refused: {}", operation, EscapeForLog(name),
-                 EscapeForLog(status.message()));
+                 EscapeForLog(std::string(status.message())));
   }
 }
 
+// A name from a request path: one plain directory name of the repository.
 bool IsModelName(std::string_view name) {
   return !name.empty() && name != "." && name != ".." && name.front() != '.' &&
          name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
@@ -307,7 +307,7 @@ absl::Status ModelRepositoryController::Poll() {
   if (!names.ok()) {
     // A repository that vanished (an unmounted volume) is an error to report, not a reason to
     // unload every model.
-    spdlog::error("repository poll: {}", EscapeForLog(names.status().message()));
+    spdlog::error("repository poll: {}", EscapeForLog(std::string(names.status().message())));
     return names.status();
   }
   const std::set<std::string> present(names->begin(), names->end());
@@ -424,7 +424,7 @@ absl::Status ModelRepositoryController::ReconcileModel(const std::string& name,
   auto model = config::LoadRepositoryModel(dir, parse_only);
   if (!model.ok()) {
     spdlog::warn("model {}: cannot be loaded; what it serves is unchanged: {}", EscapeForLog(name),
-                 EscapeForLog(model.status().message()));
+                 EscapeForLog(std::string(model.status().message())));
     table_->Set(name, std::nullopt, ModelState::kUnavailable, std::string(model.status().message()));
     return errors::InvalidInput(model.status().message());
   }
