@@ -101,7 +101,7 @@ std::string BobsHitsAfterAlice(tide::testing::HttpClient& client) {
   const ClientResponse alice_again = client.Post("/rerank", body, kAlice);
   EXPECT_EQ(alice_again.status, 200) << alice_again.body;
   EXPECT_EQ(alice_again.header("x-tide-cache-hits"), "3") << "a tenant hits its own pairs";
-  return bob.header("x-tide-cache-hits");
+  return std::string(bob.header("x-tide-cache-hits"));
 }
 
 class ScoreCacheTenantTest : public SharedServerSuite<ScoreCacheTenantTest> {
