@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -97,6 +98,25 @@ def checkpoint_weights(directory: str) -> str:
         f"{safetensors_file.INDEX_FILE} with its shards, and pytorch_model.bin)")
 
 
+def load_plain_tensors(weights: str):
+    """The state dict of a pickled PyTorch checkpoint (pytorch_model.bin), unpickled with
+    torch.load(weights_only=True): only tensors, storages and plain containers are rebuilt. A file
+    that names anything else (a function to call, a class to build) is refused before any of it
+    runs: a checkpoint folder downloaded from elsewhere is untrusted data, and a full unpickling
+    would run whatever code the file names."""
+    try:
+        return torch.load(weights, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        detail = str(e).split("WeightsUnpickler error:")[-1].strip()
+        raise crossencoder.CheckpointError(
+            f"{weights}: refused: only plain tensors are accepted from a PyTorch checkpoint, and this file "
+            f"needs code to load (or is not a PyTorch checkpoint): {detail}. Nothing in it was run. "
+            f"Use model.safetensors instead (safetensors holds only tensors), converted where the "
+            f"file's origin is trusted") from e
+    except Exception as e:  # torch raises many types for a corrupt file
+        raise crossencoder.CheckpointError(f"cannot read {weights}: {e}") from e
+
+
 def load_checkpoint(directory: str):
     """(config, model) from an HF folder with config.json and model.safetensors, sharded
     model-*-of-*.safetensors with model.safetensors.index.json, or pytorch_model.bin."""
@@ -113,10 +133,7 @@ def load_checkpoint(directory: str):
         except safetensors_file.SafetensorsError as e:
             raise crossencoder.CheckpointError(f"cannot read safetensors weights: {e}") from e
     else:
-        try:
-            state = torch.load(weights, map_location="cpu")
-        except Exception as e:  # torch raises many types for a corrupt file
-            raise crossencoder.CheckpointError(f"cannot read {weights}: {e}") from e
+        state = load_plain_tensors(weights)
         if not isinstance(state, dict):
             raise crossencoder.CheckpointError(f"{weights} does not hold a state dict")
     crossencoder.load_hf_state_dict(model, state)

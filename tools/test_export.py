@@ -401,5 +401,47 @@ class ExportRoundTripTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.repo, "hf-bad")))
 
 
+class _RunsCodeWhenUnpickled:
+    """A pickled object whose unpickling calls open(marker, "w"): what a hostile checkpoint does."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+class UntrustedCheckpointTest(unittest.TestCase):
+    """pytorch_model.bin is unpickled with weights_only=True: a file naming code is refused, unrun."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.marker = os.path.join(self.tmp.name, "pwned")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_pickle_that_runs_code_is_refused_and_nothing_runs(self):
+        for name, save in (("zip", lambda obj, path: torch.save(obj, path)),
+                           ("legacy", lambda obj, path: torch.save(obj, path, _use_new_zipfile_serialization=False))):
+            with self.subTest(format=name):
+                weights = os.path.join(self.tmp.name, f"{name}.bin")
+                save({"bert.embeddings.word_embeddings.weight": _RunsCodeWhenUnpickled(self.marker)}, weights)
+                with self.assertRaises(crossencoder.CheckpointError) as caught:
+                    export_model.load_plain_tensors(weights)
+                message = str(caught.exception)
+                self.assertIn(weights, message)
+                self.assertIn("only plain tensors are accepted", message)
+                self.assertIn("needs code to load", message)
+                self.assertIn("model.safetensors", message)
+                self.assertFalse(os.path.exists(self.marker), "unpickling ran the checkpoint's code")
+
+    def test_plain_state_dict_loads(self):
+        weights = os.path.join(self.tmp.name, "plain.bin")
+        torch.save({"w": torch.arange(6, dtype=torch.float32).reshape(2, 3)}, weights)
+        state = export_model.load_plain_tensors(weights)
+        torch.testing.assert_close(state["w"], torch.arange(6, dtype=torch.float32).reshape(2, 3))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -27,22 +27,36 @@ fs::path SelfBinary() {
 
 }  // namespace
 
+std::vector<fs::path> ExportScriptCandidates() {
+  const fs::path self = SelfBinary();
+  if (self.empty()) return {};
+  const fs::path dir = self.parent_path();
+  return {(dir / ".." / "tools" / "export_model.py").lexically_normal(),
+          (dir / ".." / "share" / "tide" / "tools" / "export_model.py").lexically_normal()};
+}
+
 fs::path DefaultExportScript() {
   std::error_code ec;
-  const fs::path self = SelfBinary();
-  if (!self.empty()) {
-    const fs::path beside = (self.parent_path() / ".." / "tools" / "export_model.py").lexically_normal();
-    if (fs::is_regular_file(beside, ec)) return beside;
+  for (const fs::path& candidate : ExportScriptCandidates()) {
+    if (fs::is_regular_file(candidate, ec)) return candidate;
   }
-  return fs::absolute("tools/export_model.py", ec);
+  return {};
 }
 
 absl::Status ExportWithPython(const config::HuggingFaceFolderOptions& folder, const PythonExportOptions& options) {
   const fs::path script = options.script.empty() ? DefaultExportScript() : options.script;
   std::error_code ec;
+  if (script.empty()) {
+    std::vector<std::string> tried;
+    for (const fs::path& p : ExportScriptCandidates()) tried.push_back(p.string());
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the export tool tools/export_model.py was not found beside the tide binary (looked for ",
+        tried.empty() ? std::string("nothing: /proc/self/exe is unreadable") : absl::StrJoin(tried, " and "),
+        "; the working directory is never searched): set --export-script PATH (env TIDE_EXPORT_SCRIPT)"));
+  }
   if (!fs::is_regular_file(script, ec)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the export tool ", script.string(), " is not there (set --export-script)"));
+        absl::StrCat("the export tool ", script.string(), " is not there (set --export-script PATH)"));
   }
   if (::access(options.python.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(options.python, " is not there (python3 with torch and onnx "

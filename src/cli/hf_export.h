@@ -9,15 +9,22 @@
 //    "listening" line), and blocks until it exits. The export tool verifies the ONNX file with
 //    `tide verify-model` and puts the entry in place atomically, so a failed or killed export
 //    leaves nothing half-written.
-//  - Errors: FAILED_PRECONDITION when the script or the interpreter is missing (naming the path
-//    tried), INTERNAL when the export exits non-zero or is killed (with its exit status).
-//  - DefaultExportScript: <this binary's dir>/../tools/export_model.py when it exists (a build tree
-//    inside the checkout: build/tide), else tools/export_model.py under the working directory.
+//  - Errors: FAILED_PRECONDITION when the script or the interpreter is missing (naming the paths
+//    tried and how to set --export-script), INTERNAL when the export exits non-zero or is killed
+//    (with its exit status; exit 2 is a checkpoint the export refused or could not read, e.g. a
+//    pytorch_model.bin that needs code to load).
+//  - The export tool is code tide runs: it is found only where the operator put it, never through
+//    the working directory (a model folder or a checkout someone else controls may be the working
+//    directory). ExportScriptCandidates: <this binary's dir>/../tools/export_model.py (a build tree
+//    inside the checkout: build/tide) and <this binary's dir>/../share/tide/tools/export_model.py
+//    (an installed layout: <prefix>/bin/tide with <prefix>/share/tide/tools/); both absolute, from
+//    /proc/self/exe. DefaultExportScript: the first that exists, else empty.
 //  - Blocking; call it from one thread at a time (it is run while models load, before serving).
 #pragma once
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "config/hf_model_folder.h"
@@ -29,6 +36,7 @@ struct PythonExportOptions {
   std::filesystem::path script;               // empty: DefaultExportScript()
 };
 
+std::vector<std::filesystem::path> ExportScriptCandidates();
 std::filesystem::path DefaultExportScript();
 
 absl::Status ExportWithPython(const config::HuggingFaceFolderOptions& folder, const PythonExportOptions& options);

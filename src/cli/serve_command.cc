@@ -96,6 +96,8 @@ struct ServeFlags {
   int64_t default_timeout_ms = 30000;
   // Shadow lanes' threads (serving/shadow_lane.h): idle (SCHED_IDLE) | normal.
   std::string shadow_scheduling = "idle";
+  // Issue 26 (tenant isolation): --score-cache-scope tenant | shared (serving::ScoreCacheScope).
+  std::string score_cache_scope = "tenant";
   int shadow_hold_off_ms = 10;
   // Rollouts started through the API, kept across restarts (serving/rollout_state_file.h); "": none.
   std::string rollout_state_file;
@@ -346,6 +348,8 @@ int Serve(const ServeFlags& f) {
   }
   co.default_timeout = std::chrono::milliseconds(f.default_timeout_ms);
   co.shadow_idle_scheduling = f.shadow_scheduling == "idle";
+  co.score_cache_scope =
+      f.score_cache_scope == "shared" ? serving::ScoreCacheScope::kShared : serving::ScoreCacheScope::kTenant;
   co.shadow_nice = f.model.inference_nice;
   co.shadow_hold_off = std::chrono::milliseconds(f.shadow_hold_off_ms);
   co.rollout_state_file = f.rollout_state_file;
@@ -551,8 +555,8 @@ void RegisterServeCommand(CLI::App* app) {
                   "(false: refuse it, printing the export command)")
       ->envname("TIDE_AUTO_EXPORT")->capture_default_str();
   cmd->add_option("--export-script", flags->export_script,
-                  "With --model: tools/export_model.py to run (default: ../tools/export_model.py beside the tide binary, "
-                  "else under the working directory)")
+                  "With --model: tools/export_model.py to run (default: ../tools/export_model.py, else "
+                  "../share/tide/tools/export_model.py, beside the tide binary; never the working directory)")
       ->envname("TIDE_EXPORT_SCRIPT");
   cmd->add_option("--host", flags->http.host, "Address to bind (0.0.0.0 for every interface)")
       ->envname("TIDE_HOST")->capture_default_str();
@@ -617,6 +621,12 @@ void RegisterServeCommand(CLI::App* app) {
                   "Bytes of the per-pair score cache (an LRU of the model's logits per (model version, query, "
                   "document, options)); 0: off")
       ->envname("TIDE_SCORE_CACHE_BYTES")->capture_default_str();
+  // Issue 26 (tenant isolation): who shares the score cache's entries.
+  cmd->add_option("--score-cache-scope", flags->score_cache_scope,
+                  "Who shares score cache entries: tenant (each API key name its own, so a hit never reveals "
+                  "another tenant's pair) or shared (every caller: more hits, but hit counts and latency tell a "
+                  "tenant that someone scored the same pair recently)")
+      ->envname("TIDE_SCORE_CACHE_SCOPE")->check(CLI::IsMember({"tenant", "shared"}))->capture_default_str();
   cmd->add_option("--max-concurrent-requests", flags->core.max_concurrent_requests,
                   "Inference requests in flight beyond which new ones get 429 at once (0: unlimited)")
       ->envname("TIDE_MAX_CONCURRENT_REQUESTS")->capture_default_str();

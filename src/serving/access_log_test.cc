@@ -107,6 +107,13 @@ TEST(AccessLogFormat, UnknownTimingsAreNullAndClientStringsCannotBreakTheLine) {
   EXPECT_TRUE(j["inference_ms"].is_null());
   EXPECT_EQ(j["status"], 0);
   EXPECT_EQ(j["request_id"].get<std::string>().substr(0, 16), "evil\"}\n{\"status\"");
+  // Terminal escapes and carriage returns in a model name or request id are JSON escapes too.
+  AccessRecord ansi = Record("id\r\x1b[2J");
+  ansi.model = "m\x1b[31m\n";
+  const std::string ansi_line = FormatAccessRecord(ansi);
+  for (char c : ansi_line) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << ansi_line;
+  EXPECT_NE(ansi_line.find(R"("model":"m\u001b[31m\n")"), std::string::npos) << ansi_line;
+  EXPECT_NE(ansi_line.find(R"("request_id":"id\r\u001b[2J")"), std::string::npos) << ansi_line;
 }
 
 TEST(AccessLog, WritesEveryRecordInOrder) {

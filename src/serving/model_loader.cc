@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/error_echo.h"
 #include "optimize/fusion_check.h"
 #include "runtime/ort_options.h"
 #include "spdlog/spdlog.h"
@@ -53,9 +54,9 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
     if (!limits.ok()) return absl::Status(limits.status().code(), absl::StrCat(config_file, ": ", limits.status().message()));
     m->token_input_limits = limits->limits;
     if (limits->log_is_warning) {
-      spdlog::warn("model {} version {}: {}", m->name, m->version, limits->log);
+      spdlog::warn("model {} version {}: {}", EscapeForLog(m->name), m->version, limits->log);
     } else {
-      spdlog::info("model {} version {}: {}", m->name, m->version, limits->log);
+      spdlog::info("model {} version {}: {}", EscapeForLog(m->name), m->version, limits->log);
     }
   }
   if (options.allow_graph_fusion && m->parameters.graph_fusion == config::GraphFusion::kAuto) {
@@ -74,21 +75,23 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fuse_start).count();
     if (fused.fused) {
       spdlog::info("model {} version {}: graph fusion: {}; probe max |fused - original| {:.3g} (limit {:.3g}); {:.0f} ms",
-                   m->name, m->version, fused.report.Summary(), fused.max_abs_diff, fused.tolerance, fuse_ms);
+                   EscapeForLog(m->name), m->version, fused.report.Summary(), fused.max_abs_diff, fused.tolerance,
+                   fuse_ms);
       if (fused.file != nullptr) {
         ort.model_path = fused.file->path();
         m->fused_file = std::move(fused.file);
       } else {
-        spdlog::warn("model {} version {}: the fused graph stays in memory ({} MB): {}", m->name, m->version,
+        spdlog::warn("model {} version {}: the fused graph stays in memory ({} MB): {}", EscapeForLog(m->name), m->version,
                      fused.model_data.size() >> 20, fused.spill_error);
         ort.model_path.clear();
         ort.model_data = std::move(fused.model_data);
       }
     } else if (fused.check_failed) {
-      spdlog::error("model {} version {}: graph fusion rejected, serving the unfused model: {}", m->name,
-                    m->version, fused.reason);
+      spdlog::error("model {} version {}: graph fusion rejected, serving the unfused model: {}", EscapeForLog(m->name),
+                    m->version, EscapeForLog(fused.reason));
     } else {
-      spdlog::info("model {} version {}: graph fusion skipped: {}", m->name, m->version, fused.reason);
+      spdlog::info("model {} version {}: graph fusion skipped: {}", EscapeForLog(m->name), m->version,
+                   EscapeForLog(fused.reason));
     }
   }
   if (!m->parameters.breaker_default_result.empty() &&

@@ -54,7 +54,7 @@ std::shared_ptr<ServedModel> ModelManager::Own(std::unique_ptr<ServedModel> mode
 
 void ModelManager::Retire(std::shared_ptr<ServedModel> model) {
   if (model == nullptr) return;
-  spdlog::info("model {} version {}: retired; shuts down when its last request finishes", model->name(),
+  spdlog::info("model {} version {}: retired; shuts down when its last request finishes", EscapeForLog(model->name()),
                model->version());
   {
     std::lock_guard<std::mutex> lock(retirements_->mu);
@@ -141,9 +141,9 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelMa
     }
     const ModelParameter* task = nullptr;
     if (auto it = model->config.parameters().find("task"); it != model->config.parameters().end()) task = &it->second;
-    spdlog::info("model {}: HuggingFace folder {}, model file {}, task {}{}", model->name, folder.folder.string(),
+    spdlog::info("model {}: HuggingFace folder {}, model file {}, task {}{}", EscapeForLog(model->name), folder.folder.string(),
                  model->versions.back().model_file.string(), task ? task->string_value() : "rerank",
-                 model->labels.size() > 1 ? absl::StrCat(", score = P(label '", model->labels.back(), "')") : "");
+                 model->labels.size() > 1 ? absl::StrCat(", score = P(label '", EscapeForLog(model->labels.back()), "')") : "");
     models->push_back(*std::move(model));
   }
   if (models->empty()) {

@@ -64,6 +64,16 @@ int64_t PeakResidentBytes() { return ProcStatusBytes("VmHWM"); }
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+// One line per repository API request (either edge), with the name as the admin sent it, escaped.
+void LogRepositoryRequest(std::string_view operation, std::string_view name, const absl::Status& status) {
+  if (status.ok()) {
+    spdlog::info("repository: {} of model {} requested: done", operation, EscapeForLog(name));
+  } else {
+    spdlog::warn("repository: {} of model {} requested: refused: {}", operation, EscapeForLog(name),
+                 EscapeForLog(std::string(status.message())));
+  }
+}
+
 // A name from a request path: one plain directory name of the repository.
 bool IsModelName(std::string_view name) {
   return !name.empty() && name != "." && name != ".." && name.front() != '.' &&
@@ -121,7 +131,7 @@ absl::StatusOr<std::unique_ptr<ModelRepositoryController>> ModelRepositoryContro
   manager->SetRetiredCallback([table = controller->table_, on_unloaded = controller->options_.on_unloaded](
                                    const std::string& name, int64_t version) {
     if (table->Transition(name, version, ModelState::kUnloading, ModelState::kUnavailable, "unloaded")) {
-      spdlog::info("model {} version {}: unloaded (its last request finished); RSS {:.0f} MiB", name, version,
+      spdlog::info("model {} version {}: unloaded (its last request finished); RSS {:.0f} MiB", EscapeForLog(name), version,
                    MiB(ResidentBytes()));
       if (on_unloaded) on_unloaded(name, version);
     }
@@ -298,7 +308,7 @@ absl::Status ModelRepositoryController::Poll() {
   if (!names.ok()) {
     // A repository that vanished (an unmounted volume) is an error to report, not a reason to
     // unload every model.
-    spdlog::error("repository poll: {}", std::string(names.status().message()));
+    spdlog::error("repository poll: {}", EscapeForLog(std::string(names.status().message())));
     return names.status();
   }
   const std::set<std::string> present(names->begin(), names->end());
@@ -308,7 +318,7 @@ absl::Status ModelRepositoryController::Poll() {
     if (!present.contains(name)) gone.push_back(name);
   }
   for (const std::string& name : gone) {
-    spdlog::info("model {}: its directory left the repository; unloading it", name);
+    spdlog::info("model {}: its directory left the repository; unloading it", EscapeForLog(name));
     for (int64_t v : manager_->Versions(name)) UnloadVersion(name, v, "removed from the repository");
     for (const ModelStateEntry& e : table_->Snapshot()) {
       if (e.name == name && e.state != ModelState::kUnloading) table_->Erase(e.name, e.version);
@@ -331,35 +341,43 @@ absl::Status ModelRepositoryController::Poll() {
 }
 
 absl::Status ModelRepositoryController::Load(std::string_view name, const std::optional<std::string>& config_json) {
-  if (absl::Status s = CheckExplicit("load"); !s.ok()) return s;
-  // Bounded (size, depth, strings) before protobuf's JSON parser sees it.
-  if (config_json.has_value()) {
-    if (absl::Status s = api::CheckAdminJsonText(*config_json, "parameters.config"); !s.ok()) return s;
-  }
-  if (!IsModelName(name) || !fs::is_directory(options_.repository / std::string(name))) {
-    return errors::NotFound(absl::StrCat("model '", EchoForError(name), "' is not in the model repository"));
-  }
-  absl::MutexLock lock(&op_mu_);
-  return ReconcileModel(std::string(name), config_json, /*explicit_request=*/true);
+  const absl::Status status = [&]() -> absl::Status {
+    if (absl::Status s = CheckExplicit("load"); !s.ok()) return s;
+    // Bounded (size, depth, strings) before protobuf's JSON parser sees it.
+    if (config_json.has_value()) {
+      if (absl::Status s = api::CheckAdminJsonText(*config_json, "parameters.config"); !s.ok()) return s;
+    }
+    if (!IsModelName(name) || !fs::is_directory(options_.repository / std::string(name))) {
+      return errors::NotFound(absl::StrCat("model '", EchoForError(name), "' is not in the model repository"));
+    }
+    absl::MutexLock lock(&op_mu_);
+    return ReconcileModel(std::string(name), config_json, /*explicit_request=*/true);
+  }();
+  LogRepositoryRequest("load", name, status);
+  return status;
 }
 
 absl::Status ModelRepositoryController::Unload(std::string_view name_in) {
-  if (absl::Status s = CheckExplicit("unload"); !s.ok()) return s;
   const std::string name(name_in);
-  absl::MutexLock lock(&op_mu_);
-  if (external_.contains(name)) {
-    return errors::InvalidInput(absl::StrCat("model '", EchoForError(name),
-                                             "' is not served from the model repository; it cannot be unloaded"));
-  }
-  const std::vector<int64_t> versions = manager_->Versions(name);
-  if (versions.empty() && !records_.contains(name) &&
-      !(IsModelName(name) && fs::is_directory(options_.repository / name))) {
-    return errors::NotFound(absl::StrCat("model '", EchoForError(name), "' is not in the model repository"));
-  }
-  for (int64_t v : versions) UnloadVersion(name, v, "unload requested");
-  table_->Erase(name, std::nullopt);
-  records_.erase(name);  // a later Load reads the directory afresh
-  return absl::OkStatus();
+  const absl::Status status = [&]() -> absl::Status {
+    if (absl::Status s = CheckExplicit("unload"); !s.ok()) return s;
+    absl::MutexLock lock(&op_mu_);
+    if (external_.contains(name)) {
+      return errors::InvalidInput(absl::StrCat("model '", EchoForError(name),
+                                               "' is not served from the model repository; it cannot be unloaded"));
+    }
+    const std::vector<int64_t> versions = manager_->Versions(name);
+    if (versions.empty() && !records_.contains(name) &&
+        !(IsModelName(name) && fs::is_directory(options_.repository / name))) {
+      return errors::NotFound(absl::StrCat("model '", EchoForError(name), "' is not in the model repository"));
+    }
+    for (int64_t v : versions) UnloadVersion(name, v, "unload requested");
+    table_->Erase(name, std::nullopt);
+    records_.erase(name);  // a later Load reads the directory afresh
+    return absl::OkStatus();
+  }();
+  LogRepositoryRequest("unload", name, status);
+  return status;
 }
 
 void ModelRepositoryController::LoadAsync(std::string name, std::optional<std::string> config_json, Done done) {
@@ -416,7 +434,8 @@ absl::Status ModelRepositoryController::ReconcileModel(const std::string& name,
   }
   auto model = config::LoadRepositoryModel(dir, parse_only);
   if (!model.ok()) {
-    spdlog::warn("model {}: cannot be loaded; what it serves is unchanged: {}", name, std::string(model.status().message()));
+    spdlog::warn("model {}: cannot be loaded; what it serves is unchanged: {}", EscapeForLog(name),
+                 EscapeForLog(std::string(model.status().message())));
     table_->Set(name, std::nullopt, ModelState::kUnavailable, std::string(model.status().message()));
     return errors::InvalidInput(model.status().message());
   }
@@ -472,7 +491,7 @@ absl::Status ModelRepositoryController::LoadVersion(const config::RepositoryMode
   table_->Set(name, v, replace ? ModelState::kReady : ModelState::kLoading,
               replace ? "reloading (its files changed); serving the previous load meanwhile" : "");
   ServingMetrics* metrics = options_.model.metrics;
-  spdlog::info("model {} version {}: {} (on the controller's thread; requests are served meanwhile)", name, v,
+  spdlog::info("model {} version {}: {} (on the controller's thread; requests are served meanwhile)", EscapeForLog(name), v,
                replace ? "reloading, its files changed" : "loading");
   const int64_t rss_before = ResidentBytes();
   const auto start = std::chrono::steady_clock::now();
@@ -497,8 +516,8 @@ absl::Status ModelRepositoryController::LoadVersion(const config::RepositoryMode
   }
   if (!status.ok()) {
     const std::string message(status.message());
-    spdlog::warn("model {} version {}: load failed after {:.0f} ms; {}: {}", name, v, ms,
-                 replace ? "still serving its previous load" : "not served", message);
+    spdlog::warn("model {} version {}: load failed after {:.0f} ms; {}: {}", EscapeForLog(name), v, ms,
+                 replace ? "still serving its previous load" : "not served", EscapeForLog(message));
     if (replace) {
       table_->Set(name, v, ModelState::kReady, absl::StrCat("reload failed; serving the previous load: ", message));
     } else {
@@ -515,15 +534,15 @@ absl::Status ModelRepositoryController::LoadVersion(const config::RepositoryMode
   table_->Set(name, v, ModelState::kReady);
   spdlog::info("model {} version {}: {} in {:.0f} ms (warm-up included); RSS {:.0f} MiB before, {:.0f} MiB "
                "loaded{}; process peak so far {:.0f} MiB",
-               name, v, replace ? "reloaded" : "loaded", ms, MiB(rss_before), MiB(rss_loaded),
+               EscapeForLog(name), v, replace ? "reloaded" : "loaded", ms, MiB(rss_before), MiB(rss_loaded),
                replace ? " beside the previous load, which now finishes its requests" : "", MiB(rss_peak));
   return absl::OkStatus();
 }
 
 void ModelRepositoryController::UnloadVersion(const std::string& name, int64_t version, const std::string& reason) {
   table_->Set(name, version, ModelState::kUnloading, reason);
-  spdlog::info("model {} version {}: unloading ({}); it finishes its in-flight requests first", name, version,
-               reason);
+  spdlog::info("model {} version {}: unloading ({}); it finishes its in-flight requests first", EscapeForLog(name),
+               version, EscapeForLog(reason));
   if (absl::Status s = manager_->Remove(name, version); !s.ok()) {
     table_->Set(name, version, ModelState::kUnavailable, "unloaded");
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
+#include "common/error_echo.h"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -27,10 +28,11 @@ absl::Status ModelRunner::BackendFailure(const batching::Batch<RowTask>& batch, 
   }
   if (logged_in_window_ < kMaxErrorLogsPerSecond) {
     ++logged_in_window_;
-    spdlog::error("model {} version {} instance {}: inference failed on a batch of {} row(s) [{} x {}]{}: {}", model_,
+    spdlog::error("model {} version {} instance {}: inference failed on a batch of {} row(s) [{} x {}]{}: {}",
+                  EscapeForLog(model_),
                   version_, instance_, batch.tasks.size(), input_.batch, input_.seq_len,
                   suppressed_logs_ > 0 ? absl::StrCat(" (", suppressed_logs_, " similar failure(s) not logged)") : "",
-                  engine.ToString());
+                  EscapeForLog(engine.ToString()));
     suppressed_logs_ = 0;
   } else {
     ++suppressed_logs_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/error.h"
+#include "common/error_echo.h"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -129,7 +130,8 @@ absl::Status Rollouts::Start(const std::string& model, const RolloutSpec& spec) 
   bool sticky = false;
   for (const auto& [name, r] : rollouts_) sticky = sticky || !r.spec.sticky_header.empty();
   has_sticky_.store(sticky);
-  spdlog::info("rollout of model {}: stable {} candidate {} mode {} percent {}", model, spec.stable, spec.candidate,
+  spdlog::info("rollout of model {}: stable {} candidate {} mode {} percent {}", EscapeForLog(model), spec.stable,
+               spec.candidate,
                RolloutModeName(spec.mode), spec.percent);
   ExportState(model, e);
   return absl::OkStatus();
@@ -156,7 +158,7 @@ absl::Status Rollouts::Restore(const std::string& model, const RolloutSpec& spec
   bool sticky = false;
   for (const auto& [name, r] : rollouts_) sticky = sticky || !r.spec.sticky_header.empty();
   has_sticky_.store(sticky);
-  spdlog::info("rollout of model {}: restored as {} (stable {} candidate {})", model, RolloutStateName(state),
+  spdlog::info("rollout of model {}: restored as {} (stable {} candidate {})", EscapeForLog(model), RolloutStateName(state),
                spec.stable, spec.candidate);
   ExportState(model, e);
   return absl::OkStatus();
@@ -178,7 +180,8 @@ absl::Status Rollouts::Promote(const std::string& model) {
     return errors::InvalidInput(
         absl::StrCat("the rollout of model ", model, " is ", std::string(RolloutStateName(e.state)), ", not running"));
   }
-  spdlog::info("rollout of model {}: version {} promoted to stable (was {})", model, e.spec.candidate, e.spec.stable);
+  spdlog::info("rollout of model {}: version {} promoted to stable (was {})", EscapeForLog(model), e.spec.candidate,
+               e.spec.stable);
   e.state = RolloutState::kPromoted;
   e.reason = absl::StrCat("version ", e.spec.candidate, " promoted (stable was ", e.spec.stable, ")");
   e.promoted_from = e.spec.stable;
@@ -211,8 +214,9 @@ absl::Status Rollouts::Rollback(const std::string& model, std::string_view reaso
 void Rollouts::RollbackLocked(const std::string& model, Entry& e, std::string_view code, std::string reason) {
   e.state = RolloutState::kRolledBack;
   e.reason = std::move(reason);
-  spdlog::warn("rollout of model {}: rolled back to stable version {} (candidate {}): {}", model, e.spec.stable,
-               e.spec.candidate, e.reason);
+  // The reason may be an admin's text (POST .../rollout/rollback): escaped like every request value.
+  spdlog::warn("rollout of model {}: rolled back to stable version {} (candidate {}): {}", EscapeForLog(model),
+               e.spec.stable, e.spec.candidate, EscapeForLog(e.reason));
   if (metrics_ != nullptr) metrics_->rollout_rollbacks->WithLabels({model, std::string(code)})->Increment();
   ExportState(model, e);
 }

@@ -1,6 +1,7 @@
 #include "serving/rollout_state_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -82,27 +83,37 @@ absl::StatusOr<std::vector<SavedRollout>> ParseRolloutState(std::string_view tex
 absl::Status WriteFileAtomically(const std::string& path, std::string_view text) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  const std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return SysError("cannot create", tmp);
+  // A fresh, unpredictable name made with O_CREAT | O_EXCL (mkstemp): whoever can write the folder
+  // cannot plant a symlink at the temporary name for tide to write through.
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return SysError("cannot create a temporary file like", tmp);
+  auto fail = [&](std::string_view what, bool close_fd) {
+    absl::Status s = SysError(what, tmp);
+    if (close_fd) ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
+  // mkstemp makes the file 0600; keep the mode of the file it replaces (0600 for a new one).
+  if (struct stat st; ::stat(path.c_str(), &st) == 0 && ::fchmod(fd, st.st_mode & 07777) != 0) {
+    return fail("cannot chmod", true);
+  }
   size_t written = 0;
   while (written < text.size()) {
     const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
     if (n < 0) {
       if (errno == EINTR) continue;
-      absl::Status s = SysError("cannot write", tmp);
-      ::close(fd);
-      return s;
+      return fail("cannot write", true);
     }
     written += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    absl::Status s = SysError("cannot fsync", tmp);
-    ::close(fd);
+  if (::fsync(fd) != 0) return fail("cannot fsync", true);
+  if (::close(fd) != 0) return fail("cannot close", false);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    absl::Status s = SysError("cannot rename onto", path);
+    ::unlink(tmp.c_str());
     return s;
   }
-  if (::close(fd) != 0) return SysError("cannot close", tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return SysError("cannot rename onto", path);
   if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
     ::fsync(dfd);  // the rename itself; best effort (some file systems refuse a folder fsync)
     ::close(dfd);

@@ -11,7 +11,10 @@
 //    start rather than forget rollouts silently).
 //  - WriteFileAtomically writes `text` to a temporary file beside `path`, fsyncs it, renames it
 //    over `path` and fsyncs the folder: a reader (or a crash) sees the old file or the new one,
-//    never a mix. Errors: kInternal with the errno text and the path.
+//    never a mix. The temporary file gets a random name and is created with O_EXCL (mkstemp),
+//    so a symlink or file planted in the folder is never written through; it keeps the replaced
+//    file's mode (0600 for a new one) and is removed on failure. Errors: kInternal with the errno
+//    text and the path.
 //  - ReadFileIfExists: the file's text; nullopt when it does not exist; kInternal otherwise.
 //  - Pure functions apart from the file system; thread-safe for different paths.
 #pragma once

@@ -3,8 +3,11 @@
 // fake backends that rank differently.
 #include "serving/rollout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -488,6 +491,40 @@ TEST(RolloutStateFile, RoundTripsEveryFieldAndRefusesWhatItDidNotWrite) {
   ASSERT_TRUE(read.ok() && read->has_value());
   EXPECT_EQ(**read, "two");
   EXPECT_FALSE(WriteFileAtomically("/nonexistent-dir/x.json", "x").ok());
+}
+
+// Whoever can write the state file's folder may plant a symlink at the temporary name the writer
+// used to take (.<name>.tmp): it is never written through, and no temporary file is left behind.
+TEST(RolloutStateFile, ASymlinkPlantedAtTheTemporaryNameIsNotWrittenThrough) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "tide-rollout-symlink";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path victim = dir / "victim.txt";
+  { std::ofstream(victim) << "precious"; }
+  const std::filesystem::path path = dir / "rollouts.json";
+  std::filesystem::create_symlink(victim, dir / ".rollouts.json.tmp");  // the old predictable name
+  ASSERT_TRUE(WriteFileAtomically(path.string(), "state one").ok());
+  ASSERT_TRUE(WriteFileAtomically(path.string(), "state two").ok());
+  auto victim_text = ReadFileIfExists(victim.string());
+  ASSERT_TRUE(victim_text.ok() && victim_text->has_value());
+  EXPECT_EQ(**victim_text, "precious") << "the write went through the planted symlink";
+  auto written = ReadFileIfExists(path.string());
+  ASSERT_TRUE(written.ok() && written->has_value());
+  EXPECT_EQ(**written, "state two");
+  EXPECT_FALSE(std::filesystem::is_symlink(path));
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{".rollouts.json.tmp", "rollouts.json", "victim.txt"}))
+      << "a temporary file was left behind";
+  // The file it replaces keeps its mode.
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                         std::filesystem::perms::group_read);
+  ASSERT_TRUE(WriteFileAtomically(path.string(), "state three").ok());
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                std::filesystem::perms::group_read);
+  std::filesystem::remove_all(dir);
 }
 
 // A restart (a new core over the same file) finds each rollout as it was: running, promoted (and

@@ -17,12 +17,14 @@ void AppendLength(std::string* out, size_t n) {
 ScoreCache::ScoreCache(size_t capacity_bytes)
     : capacity_bytes_(capacity_bytes), shard_capacity_(capacity_bytes / kShards) {}
 
-std::string ScoreCache::Key(uint64_t generation, std::string_view options, std::string_view query,
-                            std::string_view document) {
+std::string ScoreCache::Key(uint64_t generation, std::string_view partition, std::string_view options,
+                            std::string_view query, std::string_view document) {
   // Length-prefixed fields, so that no two different tuples make the same key.
   std::string key;
-  key.reserve(8 + 3 * 8 + options.size() + query.size() + document.size());
+  key.reserve(8 + 4 * 8 + partition.size() + options.size() + query.size() + document.size());
   AppendLength(&key, generation);
+  AppendLength(&key, partition.size());
+  key.append(partition);
   AppendLength(&key, options.size());
   key.append(options);
   AppendLength(&key, query.size());

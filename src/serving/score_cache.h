@@ -3,9 +3,12 @@
 // seen again (RAG pipelines re-send the same candidates for popular queries) is not queued again.
 //
 // Contract:
-//  - Keyed by (model generation, pair options, query text, document text). The generation is
-//    ServedModel::generation(), unique per loaded version object, so a reloaded or replaced
-//    version never answers from its predecessor's entries (they age out).
+//  - Keyed by (model generation, partition, pair options, query text, document text). The
+//    generation is ServedModel::generation(), unique per loaded version object, so a reloaded or
+//    replaced version never answers from its predecessor's entries (they age out). The partition
+//    is who may share entries (ScoreCacheScope): with kTenant the caller's tenant name, so a hit
+//    (and its latency) never tells one tenant that another scored the same pair; with kShared
+//    empty for everyone. Partitions share the byte budget and the LRU order.
 //  - Bounded in bytes: each entry costs its key, its logits and a fixed overhead
 //    (kEntryOverheadBytes); Insert evicts least recently used entries until the total fits.
 //    An entry larger than a shard's share of the capacity is not kept.
@@ -30,16 +33,23 @@
 
 namespace tide::serving {
 
+// Who shares score cache entries (`--score-cache-scope`).
+enum class ScoreCacheScope {
+  kTenant,  // each tenant (API key name) its own entries; no keys configured: one partition
+  kShared,  // every caller the same entries: more hits, but a hit reveals another tenant's pair
+};
+
 class ScoreCache {
  public:
   static constexpr size_t kEntryOverheadBytes = 96;  // list node + map slot + vector header
 
   explicit ScoreCache(size_t capacity_bytes);
 
-  // The key of one pair. `options` encodes the tokenization options that change the model's input
-  // (truncation, direction, max tokens per document).
-  static std::string Key(uint64_t generation, std::string_view options, std::string_view query,
-                         std::string_view document);
+  // The key of one pair. `partition`: who may hit it (see the contract; "" for everyone).
+  // `options` encodes the tokenization options that change the model's input (truncation,
+  // direction, max tokens per document).
+  static std::string Key(uint64_t generation, std::string_view partition, std::string_view options,
+                         std::string_view query, std::string_view document);
 
   std::optional<std::vector<float>> Lookup(const std::string& key);
   void Insert(std::string key, std::vector<float> logits);

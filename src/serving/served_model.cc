@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/error_echo.h"
 #include "serving/warmup_shapes.h"
 #include "spdlog/spdlog.h"
 
@@ -98,8 +99,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
     ServingMetrics* mx = m->metrics_;
     bo.on_transition = [name = lm.name, version_label, state_gauge, mx](
                            guard::BreakerState from, guard::BreakerState to, std::string_view reason) {
-      spdlog::warn("model {} version {}: circuit breaker {} -> {} ({})", name, version_label, guard::BreakerStateName(from),
-                   guard::BreakerStateName(to), std::string(reason));
+      spdlog::warn("model {} version {}: circuit breaker {} -> {} ({})", EscapeForLog(name), version_label,
+                   guard::BreakerStateName(from), guard::BreakerStateName(to), EscapeForLog(reason));
       if (state_gauge != nullptr) state_gauge->Set(static_cast<double>(to));
       if (mx != nullptr) {
         mx->breaker_transitions->WithLabels({name, version_label, std::string(guard::BreakerStateName(to))})->Increment();
@@ -195,7 +196,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count();
   spdlog::info("model {} version {}: {} instance(s) loaded and warmed up ({} shapes each) in {:.0f} ms; "
                "max_sequence_length {}, max_batch_size {}, max_batch_tokens {}, max_queue_delay {} us",
-               lm.name, lm.version, instances, warmup.size(), warm_ms, lm.max_sequence_length,
+               EscapeForLog(lm.name), lm.version, instances, warmup.size(), warm_ms, lm.max_sequence_length,
                batcher_options.max_batch_size, batcher_options.max_batch_tokens,
                batcher_options.max_queue_delay.count());
   if (m->metrics_ != nullptr) m->metrics_->model_ready->WithLabels({lm.name, std::to_string(lm.version)})->Set(1);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
+#include "common/error_echo.h"
 #include "serving/fallback.h"
 #include "serving/long_documents.h"
 #include "spdlog/spdlog.h"
@@ -227,6 +228,12 @@ void ServiceCore::Start(const CallInfo& info, Work work) { Start(info, std::move
 
 namespace {
 std::string PairOptionsKey(const PairOptions& o);
+
+// The score cache partition of a call's pairs (score_cache.h): its tenant's name unless shared.
+std::string_view CachePartition(ScoreCacheScope scope, const Call& call) {
+  if (scope == ScoreCacheScope::kShared || call.tenant() == nullptr) return {};
+  return call.tenant()->name();
+}
 }  // namespace
 
 std::optional<absl::StatusOr<RerankScores>> ServiceCore::RerankFromCache(const Call& call, const ServedModel& model,
@@ -238,12 +245,13 @@ std::optional<absl::StatusOr<RerankScores>> ServiceCore::RerankFromCache(const C
     return std::nullopt;
   }
   const std::string options_key = PairOptionsKey(options);
+  const std::string_view partition = CachePartition(options_.score_cache_scope, call);
   const config::ScoreActivation activation = model.parameters().score_activation;
   RerankScores out;
   out.scores.reserve(documents.size());
   for (std::string_view document : documents) {
     std::optional<std::vector<float>> row =
-        cache_->Lookup(ScoreCache::Key(model.generation(), options_key, query, document));
+        cache_->Lookup(ScoreCache::Key(model.generation(), partition, options_key, query, document));
     if (!row.has_value()) return std::nullopt;
     out.scores.push_back(RerankScore(*row, activation, raw_scores));
   }
@@ -386,7 +394,7 @@ void ServiceCore::ApplySavedRollouts() {
       if (m->name() == r.model && (newest == nullptr || m->version() > newest->version())) newest = m;
     }
     if (newest != nullptr && !newest->parameters().rollout.empty()) {
-      spdlog::info("model {}: its config.pbtxt declares a rollout; the saved one is not restored", r.model);
+      spdlog::info("model {}: its config.pbtxt declares a rollout; the saved one is not restored", EscapeForLog(r.model));
       continue;
     }
     const bool loaded = models_->Find(r.model, std::to_string(r.spec.stable)).ok() &&
@@ -398,7 +406,7 @@ void ServiceCore::ApplySavedRollouts() {
       continue;
     }
     if (absl::Status s = rollouts_->Restore(r.model, r.spec, r.state, r.reason, r.promoted_from); !s.ok()) {
-      spdlog::error("model {}: the saved rollout was not restored: {}", r.model, s.ToString());
+      spdlog::error("model {}: the saved rollout was not restored: {}", EscapeForLog(r.model), EscapeForLog(s.ToString()));
       continue;
     }
     restored = true;
@@ -427,7 +435,7 @@ void ServiceCore::PersistRollouts() {
     if (std::none_of(all.begin(), all.end(), [&](const SavedRollout& a) { return a.model == r.model; })) all.push_back(r);
   }
   if (absl::Status s = WriteFileAtomically(options_.rollout_state_file, RolloutStateJson(all)); !s.ok()) {
-    spdlog::error("--rollout-state-file: {}", s.ToString());
+    spdlog::error("--rollout-state-file: {}", EscapeForLog(s.ToString()));
     return;
   }
   persisted_changes_ = changes;
@@ -457,9 +465,10 @@ void ServiceCore::ApplyDeclaredRollouts() {
     absl::MutexLock lock(&declared_mu_);
     declared_[model] = text;
     if (s.ok()) {
-      spdlog::info("model {}: started the rollout its config.pbtxt declares", model);
+      spdlog::info("model {}: started the rollout its config.pbtxt declares", EscapeForLog(model));
     } else {
-      spdlog::error("model {}: the rollout its config.pbtxt declares was not started: {}", model, s.ToString());
+      spdlog::error("model {}: the rollout its config.pbtxt declares was not started: {}", EscapeForLog(model),
+                    EscapeForLog(s.ToString()));
     }
   }
 }
@@ -694,7 +703,7 @@ void ServiceCore::SyncShadowLanes() {
     for (auto& [model, entry] : wanted) lanes_[model] = std::move(entry);
   }
   for (auto& lane : closed) {
-    spdlog::info("model {} version {}: shadow lane closed", lane->model().name(), lane->model().version());
+    spdlog::info("model {} version {}: shadow lane closed", EscapeForLog(lane->model().name()), lane->model().version());
   }
   closed.clear();  // joins the lanes' threads, outside every lock live requests take
 }
@@ -757,7 +766,8 @@ void ServiceCore::RerankRows(const CallPtr& call, std::shared_ptr<ServedModel> m
   std::vector<size_t> missing;
   std::vector<std::string_view> missing_docs;
   for (size_t i = 0; i < n; ++i) {
-    keys[i] = ScoreCache::Key(model->generation(), options_key, query, documents[i]);
+    keys[i] = ScoreCache::Key(model->generation(), CachePartition(options_.score_cache_scope, *call), options_key,
+                              query, documents[i]);
     if (!call->no_cache()) cached[i] = cache_->Lookup(keys[i]);
     if (!cached[i].has_value()) {
       missing.push_back(i);

@@ -39,7 +39,9 @@
 //    no_cache), queues only the pairs not found, stores the model's logits of those, and answers
 //    with RerankScores::cache_hits set; a request whose every pair was found is answered on the
 //    calling thread without touching the model. Fallback answers are never stored, and a degraded
-//    answer is degraded for every document (never cached model scores mixed with BM25).
+//    answer is degraded for every document (never cached model scores mixed with BM25). Entries
+//    are the call's tenant's own (options.score_cache_scope kTenant, the default) or everyone's
+//    (kShared).
 //  - Long documents (options.long_documents chunk_max / chunk_mean; serving/long_documents.h): a
 //    document longer than what fits beside the query is split into windows, every window is a
 //    row (queued, cached, charged to the key's pairs quota like a document), and the document's
@@ -138,6 +140,9 @@ struct ServiceCoreOptions {
   size_t tokenization_queue = 1024;
   // Bytes of the per-pair score cache (score_cache.h); 0: no cache.
   size_t score_cache_bytes = 0;
+  // Who shares its entries: each tenant its own (a hit never reveals another tenant's pair), or
+  // every caller (more hits; see ScoreCacheScope).
+  ScoreCacheScope score_cache_scope = ScoreCacheScope::kTenant;
   // Bodies up to this size are cheap to parse and tokenize: they take the light lane.
   size_t light_body_bytes = 64 * 1024;
   const Clock* clock = nullptr;  // StillWanted's time source; null: the steady clock

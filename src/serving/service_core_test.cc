@@ -520,6 +520,57 @@ TEST(ServiceCore, TheScoreCacheQueuesOnlyPairsItHasNotSeen) {
   EXPECT_FLOAT_EQ(replaced->scores[0], Sigmoid(-2.0f));
 }
 
+// Tenant isolation: with keys, a tenant never hits (nor learns of) another tenant's pairs; with
+// score_cache_scope kShared everyone shares the entries.
+TEST(ServiceCore, TheScoreCacheIsPartitionedByTenantUnlessShared) {
+  for (const ScoreCacheScope scope : {ScoreCacheScope::kTenant, ScoreCacheScope::kShared}) {
+    SCOPED_TRACE(scope == ScoreCacheScope::kTenant ? "tenant" : "shared");
+    FakeClock clock;
+    auto keys = guard::ApiKeys::Parse("key-a name=alice\nkey-b name=bob\n", "keys", &clock);
+    ASSERT_TRUE(keys.ok()) << keys.status();
+    ServiceCoreOptions o;
+    o.api_keys = *keys;
+    o.clock = &clock;
+    o.score_cache_bytes = 1 << 20;
+    o.score_cache_scope = scope;
+    Harness h(o);
+    auto c = std::make_shared<BackendControl>();
+    ASSERT_TRUE(h.models->Add(Served({}, c)).ok());
+    auto model = *h.core->FindModel();
+    auto as = [&](const char* authorization) {
+      CallInfo info = h.Info();
+      info.authorization = authorization;
+      return h.StartAndWait(info);
+    };
+    auto alice = as("Bearer key-a");
+    auto bob = as("Bearer key-b");
+    ASSERT_TRUE(alice.ok() && bob.ok());
+    const int warmup = c->rows_run.load();
+
+    auto first = RerankNow(*h.core, *alice, model, {"b", "c"});
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first->cache_hits, 0u);
+    const std::vector<std::string_view> pairs = {"b", "c"};
+    auto bob_whole = h.core->RerankFromCache(**bob, *model, "a", pairs, PairOptions{}, /*raw_scores=*/false);
+    auto by_bob = RerankNow(*h.core, *bob, model, {"b", "c"});
+    ASSERT_TRUE(by_bob.ok()) << by_bob.status();
+    auto again = RerankNow(*h.core, *alice, model, {"b", "c"});
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->cache_hits, 2u) << "a tenant hits its own pairs";
+    if (scope == ScoreCacheScope::kTenant) {
+      EXPECT_FALSE(bob_whole.has_value()) << "the I/O-thread attempt must not answer from alice's entries";
+      EXPECT_EQ(by_bob->cache_hits, 0u);
+      EXPECT_EQ(c->rows_run.load() - warmup, 4) << "bob's pairs are scored by the model";
+    } else {
+      ASSERT_TRUE(bob_whole.has_value());
+      EXPECT_EQ((*bob_whole)->cache_hits, 2u);
+      EXPECT_EQ(by_bob->cache_hits, 2u);
+      EXPECT_EQ(c->rows_run.load() - warmup, 2);
+    }
+    EXPECT_EQ(by_bob->scores, first->scores);
+  }
+}
+
 TEST(ServiceCore, ADegradedAnswerWithACacheIsDegradedForEveryDocument) {
   ServiceCoreOptions o;
   o.score_cache_bytes = 1 << 20;

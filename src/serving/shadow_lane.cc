@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "batching/thread_priority.h"
+#include "common/error_echo.h"
 #include "common/this_thread.h"
 #include "serving/long_documents.h"
 #include "spdlog/spdlog.h"
@@ -132,7 +133,8 @@ void ShadowLane::WorkerLoop() {
   const int open_nice = options_.idle_scheduling ? 19 : options_.nice;
   if (absl::Status s = batching::LowerCurrentThreadPriority(std::clamp(open_nice - batching::CurrentThreadNice(), 0, 19));
       !s.ok()) {
-    spdlog::warn("model {} version {}: shadow lane: {}", model_->name(), model_->version(), s.ToString());
+    spdlog::warn("model {} version {}: shadow lane: {}", EscapeForLog(model_->name()), model_->version(),
+                 EscapeForLog(s.ToString()));
   }
   auto backend = model_->OpenBackend(kShadowLaneInstance);
   absl::Status opened = backend.status();
@@ -148,11 +150,11 @@ void ShadowLane::WorkerLoop() {
       for (const auto& live : options_.preempted_by) live->live_preemption().Attach(terminator_);
     }
     state_.store(State::kReady, std::memory_order_release);
-    spdlog::info("model {} version {}: shadow lane open (SCHED_IDLE {})", model_->name(), model_->version(),
+    spdlog::info("model {} version {}: shadow lane open (SCHED_IDLE {})", EscapeForLog(model_->name()), model_->version(),
                  options_.idle_scheduling ? "on" : "off");
   } else {
-    spdlog::error("model {} version {}: shadow lane not opened: {}", model_->name(), model_->version(),
-                  opened.ToString());
+    spdlog::error("model {} version {}: shadow lane not opened: {}", EscapeForLog(model_->name()), model_->version(),
+                  EscapeForLog(opened.ToString()));
     state_.store(State::kFailed, std::memory_order_release);
   }
   while (true) {

@@ -1,7 +1,10 @@
 // Black-box test of the per-pair score cache (`--score-cache-bytes`, issue 17 item 2) against the
 // real binary over HTTP: a request seen again is answered from the cache with the same scores and
 // `x-tide-cache-hits`; a partly new one queues only its new pairs (the batch metrics show it);
-// `Cache-Control: no-cache` bypasses it; the cache's metrics add up.
+// `Cache-Control: no-cache` bypasses it; the cache's metrics add up. Tenant isolation (issue 26):
+// with two keys of an --api-keys file, tenant B never hits the pairs tenant A scored
+// (`--score-cache-scope tenant`, the default), and does with `--score-cache-scope shared`.
+#include <fstream>
 #include <string>
 
 #include "blackbox_support.h"
@@ -73,6 +76,70 @@ TEST_F(ServeCacheTest, RepeatedPairsComeFromTheCache) {
   EXPECT_EQ(MetricSum(metrics, "tide_score_cache_hits_total", {}), 3 + 1 + 2);
   EXPECT_EQ(MetricSum(metrics, "tide_score_cache_misses_total", {}), 3 + 1);
   EXPECT_GT(MetricSum(metrics, "tide_score_cache_bytes", {}), 0);
+}
+
+// An --api-keys file with two tenants, alice (key-a) and bob (key-b), for the whole test binary.
+std::string TwoTenantKeysFile() {
+  static TempDir dir;
+  const fs::path file = dir.path() / "keys.txt";
+  std::ofstream(file) << "key-a name=alice\nkey-b name=bob\n";
+  return file.string();
+}
+
+const tide::testing::HeaderList kAlice = {{"Authorization", "Bearer key-a"}};
+const tide::testing::HeaderList kBob = {{"Authorization", "Bearer key-b"}};
+
+// Alice scores three pairs; bob sends the same pairs; alice again. Returns bob's hit count.
+std::string BobsHitsAfterAlice(tide::testing::HttpClient& client) {
+  const std::string body = R"({"query": "who scored this?", "texts": ["pair one", "pair two", "pair three"]})";
+  const ClientResponse alice = client.Post("/rerank", body, kAlice);
+  EXPECT_EQ(alice.status, 200) << alice.body;
+  EXPECT_EQ(alice.header("x-tide-cache-hits"), "0");
+  const ClientResponse bob = client.Post("/rerank", body, kBob);
+  EXPECT_EQ(bob.status, 200) << bob.body;
+  EXPECT_EQ(ParseJson(bob.body), ParseJson(alice.body));  // the same scores either way
+  const ClientResponse alice_again = client.Post("/rerank", body, kAlice);
+  EXPECT_EQ(alice_again.status, 200) << alice_again.body;
+  EXPECT_EQ(alice_again.header("x-tide-cache-hits"), "3") << "a tenant hits its own pairs";
+  return std::string(bob.header("x-tide-cache-hits"));
+}
+
+class ScoreCacheTenantTest : public SharedServerSuite<ScoreCacheTenantTest> {
+ protected:
+  static void SetUpTestSuite() {
+    StartSharedServer([](const fs::path& repository) { return AddTinyBert(repository, "m", TinyBertConfig()); },
+                      {"--score-cache-bytes", "1048576", "--api-keys", TwoTenantKeysFile(), "--log-level", "warn"});
+  }
+};
+
+TEST_F(ScoreCacheTenantTest, ATenantNeverHitsAnotherTenantsPairs) {
+  auto client = NewClient();
+  EXPECT_EQ(BobsHitsAfterAlice(*client), "0") << "bob learnt that alice scored these pairs";
+  // Bob's own answer was stored in bob's partition.
+  const ClientResponse bob_again = client->Post(
+      "/rerank", R"({"query": "who scored this?", "texts": ["pair one", "pair two", "pair three"]})", kBob);
+  ASSERT_EQ(bob_again.status, 200) << bob_again.body;
+  EXPECT_EQ(bob_again.header("x-tide-cache-hits"), "3");
+  // Cohere's endpoint is partitioned the same way (it takes the worker path, not the I/O-thread one).
+  const std::string cohere = R"({"query": "cohere pair", "documents": ["doc one", "doc two"]})";
+  ASSERT_EQ(client->Post("/v1/rerank", cohere, kAlice).status, 200);
+  const ClientResponse cohere_bob = client->Post("/v1/rerank", cohere, kBob);
+  ASSERT_EQ(cohere_bob.status, 200) << cohere_bob.body;
+  EXPECT_EQ(cohere_bob.header("x-tide-cache-hits"), "0");
+}
+
+class ScoreCacheSharedTest : public SharedServerSuite<ScoreCacheSharedTest> {
+ protected:
+  static void SetUpTestSuite() {
+    StartSharedServer([](const fs::path& repository) { return AddTinyBert(repository, "m", TinyBertConfig()); },
+                      {"--score-cache-bytes", "1048576", "--api-keys", TwoTenantKeysFile(), "--score-cache-scope",
+                       "shared", "--log-level", "warn"});
+  }
+};
+
+TEST_F(ScoreCacheSharedTest, SharedScopeLetsEveryTenantHitEveryPair) {
+  auto client = NewClient();
+  EXPECT_EQ(BobsHitsAfterAlice(*client), "3");
 }
 
 }  // namespace

@@ -6,6 +6,10 @@
 //   - a folder with only safetensors weights is exported once with tools/export_model.py into
 //     <folder>/.tide/<name> and served; later starts reuse the export; weights the export cannot
 //     read (or --auto-export false) are refused with the exact export command;
+//   - untrusted folders: a pytorch_model.bin whose unpickling would run code is refused (exit 1,
+//     the file named, "needs code to load") and its code never runs; the export tool is never
+//     taken from the working directory (a tide binary without tools/ beside it, started in a
+//     folder holding a trap tools/export_model.py, refuses and says how to set --export-script);
 //   - the real third-party DistilBERT export in ../shared/assets (2 labels, no token_type_ids),
 //     laid out as an HF folder with the bert-base-uncased tokenizer.json, is served as a classifier
 //     whose rerank score is P(last label) — checked against the asset's reference logits. Skipped
@@ -231,6 +235,76 @@ TEST(ServeHfModelTest, SafetensorsOnlyFolderIsExportedOnceThenServed) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_THAT((*again)->Stderr(), Not(HasSubstr("exporting")));
   EXPECT_EQ(GetStatus(**again, "/v2/models/tiny-st"), 200);
+}
+
+// <parent>/<name> with tiny-bert's config.json and tokenizer.json, and no weights yet.
+absl::StatusOr<fs::path> TinyBertConfigFolder(const fs::path& parent, const std::string& name) {
+  auto tiny = ExportedTinyBert();
+  if (!tiny.ok()) return tiny.status();
+  const fs::path folder = parent / name;
+  if (auto s = WriteText(folder / "config.json", kTinyBertConfig); !s.ok()) return s;
+  fs::copy_file(*tiny / "tokenizer.json", folder / "tokenizer.json");
+  return folder;
+}
+
+TEST(ServeHfModelTest, PytorchCheckpointThatRunsCodeWhenUnpickledIsRefusedAndNeverRun) {
+  TempDir tmp;
+  auto folder = TinyBertConfigFolder(tmp.path(), "hostile");
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  const fs::path marker = tmp.path() / "pwned";
+  // A checkpoint in torch.save's own (zip) format, as the Hub has them, whose pickle calls
+  // os.system when unpickled: a full torch.load would create the marker.
+  const std::string script =
+      "import os, sys, torch\n"
+      "class Payload:\n"
+      "    def __reduce__(self):\n"
+      "        return (os.system, ('touch ' + sys.argv[2],))\n"
+      "torch.save({'bert.embeddings.word_embeddings.weight': Payload()}, sys.argv[1])\n";
+  auto made = RunCommand({"/usr/bin/python3", "-c", script, (*folder / "pytorch_model.bin").string(), marker.string()});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->exit_code, 0) << made->output;
+  ASSERT_FALSE(fs::exists(marker));
+
+  // The export tool found beside the binary (build/tide -> tools/export_model.py), as by default.
+  auto refused = RunCommand({TideBinary().string(), "serve", "--model", folder->string(), "--port", "0"});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->exit_code, 1) << refused->output;
+  EXPECT_THAT(refused->output, HasSubstr(absl::StrCat((*folder / "pytorch_model.bin").string(),
+                                                      ": refused: only plain tensors are accepted")));
+  EXPECT_THAT(refused->output, HasSubstr("needs code to load"));
+  EXPECT_THAT(refused->output, HasSubstr("Use model.safetensors instead"));
+  EXPECT_THAT(refused->output, HasSubstr("has pytorch_model.bin but no ONNX file"));
+  EXPECT_FALSE(fs::exists(marker)) << "unpickling the checkpoint ran its code:\n" << refused->output;
+  EXPECT_FALSE(fs::exists(*folder / ".tide" / "hostile")) << "a refused export leaves no entry";
+}
+
+TEST(ServeHfModelTest, ExportToolIsNeverTakenFromTheWorkingDirectory) {
+  TempDir tmp;
+  // A tide binary with no tools/ beside it (as one copied somewhere, or installed without its share/).
+  const fs::path bin = tmp.path() / "bin" / "tide";
+  fs::create_directories(bin.parent_path());
+  std::error_code ec;
+  fs::create_hard_link(TideBinary(), bin, ec);
+  if (ec) fs::copy_file(TideBinary(), bin);
+  // The working directory holds a trap: a tools/export_model.py that records being run.
+  const fs::path work = tmp.path() / "work";
+  const fs::path marker = tmp.path() / "trap-ran";
+  ASSERT_TRUE(WriteText(work / "tools" / "export_model.py",
+                        absl::StrCat("open(", json(marker.string()).dump(), ", 'w').close()\n"))
+                  .ok());
+  auto folder = TinyBertConfigFolder(work, "st-only");
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  ASSERT_TRUE(WriteText(*folder / "model.safetensors", "weights the export would read").ok());
+
+  auto refused = RunCommand({"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" serve --model st-only --port 0", "sh",
+                             work.string(), bin.string()});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->exit_code, 1) << refused->output;
+  EXPECT_THAT(refused->output, HasSubstr("the export tool tools/export_model.py was not found beside the tide binary"));
+  EXPECT_THAT(refused->output, HasSubstr((fs::canonical(tmp.path()) / "tools" / "export_model.py").string()));
+  EXPECT_THAT(refused->output, HasSubstr("the working directory is never searched"));
+  EXPECT_THAT(refused->output, HasSubstr("set --export-script PATH"));
+  EXPECT_FALSE(fs::exists(marker)) << "tide ran the working directory's tools/export_model.py:\n" << refused->output;
 }
 
 TEST(ServeHfModelTest, RealThirdPartyExportAsAnHfFolder) {

@@ -686,7 +686,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
         }
       } catch (const std::exception& e) {
         // The handler broke its contract; its Responder (destroyed by now) answered 500.
-        std::fprintf(stderr, "tide http: handler threw: %s\n", e.what());
+        std::fprintf(stderr, "tide http: handler threw: %s\n", EscapeForLog(e.what()).c_str());
       } catch (...) {
         std::fprintf(stderr, "tide http: handler threw\n");
       }
@@ -1001,7 +1001,7 @@ absl::Status internal::ServeConnectedSocket(const HttpServerOptions& options, Ha
     try {
       core->ioc.run_one_for(std::chrono::milliseconds(50));
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "tide http: I/O loop caught: %s\n", e.what());
+      std::fprintf(stderr, "tide http: I/O loop caught: %s\n", EscapeForLog(e.what()).c_str());
     }
   }
   return absl::OkStatus();
@@ -1042,7 +1042,7 @@ absl::Status HttpServer::Start() {
           core.ioc.run();
           return;
         } catch (const std::exception& e) {
-          std::fprintf(stderr, "tide http: I/O thread caught: %s\n", e.what());
+          std::fprintf(stderr, "tide http: I/O thread caught: %s\n", EscapeForLog(e.what()).c_str());
         }
       }
     });
