@@ -6,6 +6,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <arpa/inet.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -69,6 +71,40 @@ size_t OpenDescriptors() {
 }
 
 }  // namespace
+
+std::string PeerKey(const sockaddr* address, size_t length) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address->sa_family == AF_INET && length >= sizeof(sockaddr_in)) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(address);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) == nullptr) return "";
+    return absl::StrCat(text, ":", ntohs(in->sin_port));
+  }
+  if (address->sa_family == AF_INET6 && length >= sizeof(sockaddr_in6)) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
+    if (inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text)) == nullptr) return "";
+    return absl::StrCat(text, ":", ntohs(in6->sin6_port));
+  }
+  return "";
+}
+
+std::string PeerKeyOfGrpcPeer(std::string_view grpc_peer) {
+  const size_t colon = grpc_peer.find(':');
+  if (colon == std::string_view::npos) return "";
+  const std::string_view scheme = grpc_peer.substr(0, colon);
+  if (scheme != "ipv4" && scheme != "ipv6") return "";
+  std::string key;
+  for (size_t i = colon + 1; i < grpc_peer.size(); ++i) {
+    const std::string_view rest = grpc_peer.substr(i);
+    if (rest.size() >= 3 && rest[0] == '%' && (rest.substr(0, 3) == "%5B" || rest.substr(0, 3) == "%5b" ||
+                                               rest.substr(0, 3) == "%5D" || rest.substr(0, 3) == "%5d")) {
+      i += 2;
+      continue;
+    }
+    if (rest[0] == '[' || rest[0] == ']') continue;
+    key.push_back(rest[0]);
+  }
+  return key;
+}
 
 absl::StatusOr<std::unique_ptr<ConnectionGate>> ConnectionGate::Create(const ConnectionGateOptions& options) {
   if (options.port < 0 || options.port > 65535) {
@@ -186,19 +222,22 @@ void ConnectionGate::Run() {
         table_.Remove(id);
       }
     }
+    // Counted before the close, so that whoever sees the close sees the count.
     for (const auto& [id, fd] : expired) {
-      Close(id, fd);
       handshake_timeouts_.fetch_add(1);
       Emit(ConnectionEvent::kHandshakeTimeout);
+      Close(id, fd);
     }
   }
 }
 
 void ConnectionGate::AcceptReady() {
   for (int i = 0; i < kAcceptBatch; ++i) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_length = sizeof(peer);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_length, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
-      Admit(fd);
+      Admit(fd, PeerKey(reinterpret_cast<const sockaddr*>(&peer), peer_length));
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -207,24 +246,24 @@ void ConnectionGate::AcceptReady() {
       // its client is told at once instead of hanging in the backlog.
       close(spare_fd_);
       const int refused = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (refused >= 0) close(refused);
-      spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
       if (refused >= 0) {
         refused_.fetch_add(1);
         Emit(ConnectionEvent::kRefused);
-        continue;
+        close(refused);
       }
+      spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (refused >= 0) continue;
     }
     return;  // EAGAIN, or an error the next wake-up retries
   }
 }
 
-void ConnectionGate::Admit(int fd) {
+void ConnectionGate::Admit(int fd, std::string peer) {
   const uint64_t id = SocketCookie(fd);
   if (id == 0) {  // SO_COOKIE needs Linux 4.12; without it the gate cannot tell sockets apart
-    close(fd);
     refused_.fetch_add(1);
     Emit(ConnectionEvent::kRefused);
+    close(fd);
     return;
   }
   const int one = 1;
@@ -251,19 +290,19 @@ void ConnectionGate::Admit(int fd) {
       }
     }
     if (full && victim) {
-      Close(*victim, victim_fd);
       evicted_.fetch_add(1);
       Emit(ConnectionEvent::kEvicted);
+      Close(*victim, victim_fd);
     } else if (full) {
-      close(fd);
       refused_.fetch_add(1);
       Emit(ConnectionEvent::kRefused);
+      close(fd);
       return;
     }
   }
   {
     absl::MutexLock lock(&mu_);
-    table_.Add(id, fd, Clock::now());
+    table_.Add(id, fd, std::move(peer), Clock::now());
   }
   handoff_(fd);
 }
@@ -309,13 +348,14 @@ void ConnectionGate::Emit(ConnectionEvent event) {
   if (options_.on_event) options_.on_event(event);
 }
 
-uint64_t ConnectionGate::CallStarted(int fd) {
-  const uint64_t id = SocketCookie(fd);
-  if (id == 0) return 0;
+uint64_t ConnectionGate::CallStarted(std::string_view grpc_peer) {
+  const std::string key = PeerKeyOfGrpcPeer(grpc_peer);
+  if (key.empty()) return 0;
   absl::MutexLock lock(&mu_);
-  if (!table_.Contains(id)) return 0;
-  table_.CallStarted(id);
-  return id;
+  const std::optional<uint64_t> id = table_.FindByPeer(key);
+  if (!id) return 0;
+  table_.CallStarted(*id);
+  return *id;
 }
 
 void ConnectionGate::CallFinished(uint64_t id) {

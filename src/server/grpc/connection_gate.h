@@ -8,7 +8,8 @@
 //    naming the address when it cannot (e.g. the port is taken), INVALID_ARGUMENT for options out
 //    of range. Start(handoff) starts one thread that accepts and sweeps; each admitted socket is
 //    non-blocking, close-on-exec, TCP_NODELAY, and passed to `handoff`, which takes ownership of the
-//    descriptor (GrpcServer: grpc::AddInsecureChannelFromFd). Stop() closes the listener and joins
+//    descriptor (GrpcServer: gRPC's ExternalConnectionAcceptor, which runs gRPC's own handshake
+//    with the server's credentials on it, as for a connection gRPC accepted). Stop() closes the listener and joins
 //    the thread; connections already handed over stay with gRPC. Idempotent; the destructor stops.
 //  - Cap: at max_connections() open connections a new one first evicts (shutdown(2); gRPC then
 //    closes it) the connection that gives way first in ConnectionTable's order: the peer closed,
@@ -22,7 +23,7 @@
 //    handshake_timeout of accept is closed (swept every handshake_timeout / 4, 50 ms..1 s).
 //  - What the gate knows of a socket it reads with getsockopt (SO_COOKIE identifies it, TCP_INFO
 //    gives bytes received and time since the last data), and what it knows of calls the gRPC
-//    server tells it (CallStarted / CallFinished, from a server interceptor). Every descriptor is
+//    server tells it (CallStarted / CallFinished by the call's peer, from a server interceptor). Every descriptor is
 //    checked against its cookie before it is read or shut down, so a number gRPC has closed and
 //    the process reused is never touched.
 //  - Out of descriptors (EMFILE/ENFILE at accept): the gate closes a spare descriptor it keeps,
@@ -30,10 +31,12 @@
 //    clients; such connections count as refused.
 //  - on_event runs on the gate's thread for each eviction, refusal and handshake timeout; it must
 //    be quick and thread-safe. CallStarted / CallFinished and the counters are thread-safe.
-//  - TLS: gRPC 1.51 takes accepted descriptors only for insecure channels
-//    (grpc_server_add_channel_from_fd refuses other credentials), so the gate serves plaintext
-//    gRPC; a TLS listener must be gRPC's own (AddListeningPort), without this cap.
+//  - TLS: the gate only moves TCP connections; gRPC's handshake (plaintext or TLS) runs after the
+//    handoff. With TLS a silent client is still "handshaking" (under 24 bytes), but one that sent
+//    a ClientHello and stalls counts as idle here; gRPC's own handshake timeout closes it.
 #pragma once
+
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -42,6 +45,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -52,6 +56,13 @@
 namespace tide::grpc_edge {
 
 enum class ConnectionEvent { kEvicted, kRefused, kHandshakeTimeout };
+
+// The key ConnectionTable finds a connection by: "address:port" of the client, without brackets
+// ("127.0.0.1:5000", "::1:5000"). PeerKey(address) makes it from an accepted socket's peer
+// address; PeerKeyOfGrpcPeer from what gRPC reports as a call's peer ("ipv4:127.0.0.1:5000",
+// "ipv6:%5B::1%5D:5000", brackets percent-encoded or not). Empty when there is none.
+std::string PeerKey(const sockaddr* address, size_t length);
+std::string PeerKeyOfGrpcPeer(std::string_view grpc_peer);
 
 struct ConnectionGateOptions {
   std::string host = "127.0.0.1";
@@ -74,15 +85,16 @@ class ConnectionGate {
   ConnectionGate& operator=(const ConnectionGate&) = delete;
 
   int port() const { return port_; }
+  int listener_fd() const { return listen_fd_; }
   // The cap in force (options.max_connections, lowered to fit the open-file limit).
   size_t max_connections() const { return max_connections_; }
 
   void Start(std::function<void(int fd)> handoff);
   void Stop();
 
-  // A call started on the connection whose descriptor is `fd`; returns the connection's id for
-  // CallFinished, or 0 when `fd` is not an open connection of this gate.
-  uint64_t CallStarted(int fd);
+  // A call started on the connection from `grpc_peer` (ServerContext::peer()); returns the
+  // connection's id for CallFinished, or 0 when it is not an open connection of this gate.
+  uint64_t CallStarted(std::string_view grpc_peer);
   void CallFinished(uint64_t id);
 
   size_t open_connections() const;
@@ -94,7 +106,7 @@ class ConnectionGate {
   ConnectionGate() = default;
   void Run();
   void AcceptReady();
-  void Admit(int fd);
+  void Admit(int fd, std::string peer);
   // Re-reads every connection's socket; drops the ones gRPC has closed.
   void Refresh();
   // Shuts down connection `id` (descriptor `fd`) if that descriptor still is that socket.

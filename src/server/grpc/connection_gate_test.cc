@@ -75,6 +75,14 @@ bool WaitClosed(int fd, int timeout_ms = kWaitMs) {
 
 bool StillOpen(int fd) { return !WaitClosed(fd, 0); }
 
+// What gRPC reports as the peer of a call from client socket `fd` ("ipv4:127.0.0.1:<port>").
+std::string GrpcPeerOf(int fd) {
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return "";
+  return "ipv4:" + PeerKey(reinterpret_cast<const sockaddr*>(&local), len);
+}
+
 struct Counted {
   absl::Mutex mu;
   std::vector<ConnectionEvent> events;
@@ -91,6 +99,26 @@ ConnectionGateOptions Options(size_t max_connections, Counted* counted) {
     counted->events.push_back(e);
   };
   return o;
+}
+
+TEST(PeerKey, MatchesWhatGrpcReportsAsThePeer) {
+  EXPECT_EQ(PeerKeyOfGrpcPeer("ipv4:127.0.0.1:5000"), "127.0.0.1:5000");
+  EXPECT_EQ(PeerKeyOfGrpcPeer("ipv6:%5B::1%5D:5000"), "::1:5000");
+  EXPECT_EQ(PeerKeyOfGrpcPeer("ipv6:[::ffff:127.0.0.1]:5000"), "::ffff:127.0.0.1:5000");
+  EXPECT_EQ(PeerKeyOfGrpcPeer("unix:/tmp/socket"), "");
+  EXPECT_EQ(PeerKeyOfGrpcPeer("fd:7"), "");
+  EXPECT_EQ(PeerKeyOfGrpcPeer(""), "");
+  sockaddr_in6 v6{};
+  v6.sin6_family = AF_INET6;
+  v6.sin6_addr = in6addr_loopback;
+  v6.sin6_port = htons(5000);
+  EXPECT_EQ(PeerKey(reinterpret_cast<const sockaddr*>(&v6), sizeof(v6)), "::1:5000");
+  sockaddr_in v4{};
+  v4.sin_family = AF_INET;
+  v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  v4.sin_port = htons(5000);
+  EXPECT_EQ(PeerKey(reinterpret_cast<const sockaddr*>(&v4), sizeof(v4)), "127.0.0.1:5000");
+  EXPECT_EQ(PeerKey(reinterpret_cast<const sockaddr*>(&v4), 2), "");
 }
 
 TEST(ConnectionGate, EvictsSilentConnectionsOldestFirstAndNeverBusyOnes) {
@@ -116,7 +144,7 @@ TEST(ConnectionGate, EvictsSilentConnectionsOldestFirstAndNeverBusyOnes) {
   EXPECT_EQ((*gate)->evicted_connections(), 1u);
 
   // With the client's call in flight, a new connection evicts the silent one again...
-  const uint64_t call = (*gate)->CallStarted(client_server_fd);
+  const uint64_t call = (*gate)->CallStarted(GrpcPeerOf(client));
   ASSERT_NE(call, 0u);
   const int silent3 = Connect(port);
   ASSERT_GE(grpc.WaitFor(4), 0);
@@ -154,15 +182,16 @@ TEST(ConnectionGate, RefusesWhenEveryConnectionHasACallInFlight) {
   const int client = Connect((*gate)->port());
   const int server_fd = grpc.WaitFor(1);
   ASSERT_GE(server_fd, 0);
-  const uint64_t call = (*gate)->CallStarted(server_fd);
+  const uint64_t call = (*gate)->CallStarted(GrpcPeerOf(client));
   ASSERT_NE(call, 0u);
   const int refused = Connect((*gate)->port());  // the kernel completes the TCP handshake...
   EXPECT_TRUE(WaitClosed(refused));               // ...then the gate closes it
   EXPECT_TRUE(StillOpen(client));
   EXPECT_EQ((*gate)->refused_connections(), 1u);
   EXPECT_EQ((*gate)->evicted_connections(), 0u);
-  // A descriptor that is not one of the gate's connections is not counted.
-  EXPECT_EQ((*gate)->CallStarted(STDERR_FILENO), 0u);
+  // A peer that is not one of the gate's connections is not counted.
+  EXPECT_EQ((*gate)->CallStarted("ipv4:127.0.0.1:1"), 0u);
+  EXPECT_EQ((*gate)->CallStarted("unix:/tmp/x"), 0u);
   (*gate)->CallFinished(call);
   close(client);
   close(refused);

@@ -2,14 +2,35 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 namespace tide::grpc_edge {
 
-void ConnectionTable::Add(uint64_t id, int fd, Clock::time_point now) {
-  entries_[id] = Entry{.fd = fd, .accepted_at = now, .last_active = now};
+void ConnectionTable::Add(uint64_t id, int fd, std::string peer, Clock::time_point now) {
+  Remove(id);
+  if (!peer.empty()) {
+    // A client port is reused only after its previous connection closed: that one is gone.
+    if (auto it = by_peer_.find(peer); it != by_peer_.end()) entries_.erase(it->second);
+    by_peer_[peer] = id;
+  }
+  entries_[id] = Entry{.fd = fd, .peer = std::move(peer), .accepted_at = now, .last_active = now};
 }
 
-void ConnectionTable::Remove(uint64_t id) { entries_.erase(id); }
+void ConnectionTable::Remove(uint64_t id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  if (!it->second.peer.empty()) {
+    auto p = by_peer_.find(it->second.peer);
+    if (p != by_peer_.end() && p->second == id) by_peer_.erase(p);
+  }
+  entries_.erase(it);
+}
+
+std::optional<uint64_t> ConnectionTable::FindByPeer(const std::string& peer) const {
+  auto it = by_peer_.find(peer);
+  if (it == by_peer_.end()) return std::nullopt;
+  return it->second;
+}
 
 void ConnectionTable::Observe(uint64_t id, const Sample& sample) {
   auto it = entries_.find(id);

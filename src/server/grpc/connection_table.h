@@ -5,7 +5,8 @@
 //  - Pure bookkeeping: no sockets, no clock. Callers pass `now` and what the socket reported
 //    (ConnectionGate reads it with getsockopt), so tests drive it with made-up times.
 //  - A connection is identified by an id the caller chooses (the gate uses the socket's SO_COOKIE,
-//    unique for the life of the system) and carries the caller's descriptor number as `fd`.
+//    unique for the life of the system), carries the caller's descriptor number as `fd`, and can
+//    be found by its peer ("address:port" of the client, as PeerKey in connection_gate.h makes it).
 //  - Phases, in the order they give way (ChooseVictim): kClosing (the peer has closed its side;
 //    gRPC will close it too), kHandshaking (fewer than kHandshakeBytes received: not even the
 //    HTTP/2 client preface), kIdle (no call in flight), kBusy (a call in flight: never chosen).
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +44,7 @@ class ConnectionTable {
 
   struct Entry {
     int fd = -1;
+    std::string peer;
     Clock::time_point accepted_at;
     Clock::time_point last_active;  // last data or call end, whichever is later
     uint64_t bytes_received = 0;
@@ -49,8 +52,8 @@ class ConnectionTable {
     bool peer_closed = false;
   };
 
-  // A new connection (replaces an entry with the same id).
-  void Add(uint64_t id, int fd, Clock::time_point now);
+  // A new connection (replaces an entry with the same id). `peer` may be empty (not findable).
+  void Add(uint64_t id, int fd, std::string peer, Clock::time_point now);
   void Remove(uint64_t id);
   bool Contains(uint64_t id) const { return entries_.count(id) > 0; }
   size_t size() const { return entries_.size(); }
@@ -64,6 +67,8 @@ class ConnectionTable {
 
   ConnectionPhase Phase(const Entry& entry) const;
   const Entry* Find(uint64_t id) const;
+  // The open connection from `peer`, if any.
+  std::optional<uint64_t> FindByPeer(const std::string& peer) const;
 
   // The connection to close for a new one at the cap (see the contract), or nullopt when every
   // connection has a call in flight.
@@ -75,6 +80,7 @@ class ConnectionTable {
 
  private:
   std::unordered_map<uint64_t, Entry> entries_;
+  std::unordered_map<std::string, uint64_t> by_peer_;
 };
 
 }  // namespace tide::grpc_edge

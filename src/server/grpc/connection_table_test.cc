@@ -18,10 +18,10 @@ ConnectionTable::Sample Spoke(uint64_t bytes, Clock::time_point last_data) {
 
 TEST(ConnectionTable, HandshakingGiveWayOldestFirstBeforeIdle) {
   ConnectionTable t;
-  t.Add(1, 10, kT0);                      // gRPC client, idle since kT0 + 1 ms
-  t.Add(2, 11, kT0 + milliseconds(5));    // silent
-  t.Add(3, 12, kT0 + milliseconds(2));    // silent, older than 2
-  t.Add(4, 13, kT0 + milliseconds(3));    // sent 10 bytes: still not the preface
+  t.Add(1, 10, "", kT0);                      // gRPC client, idle since kT0 + 1 ms
+  t.Add(2, 11, "", kT0 + milliseconds(5));    // silent
+  t.Add(3, 12, "", kT0 + milliseconds(2));    // silent, older than 2
+  t.Add(4, 13, "", kT0 + milliseconds(3));    // sent 10 bytes: still not the preface
   t.Observe(1, Spoke(200, kT0 + milliseconds(1)));
   t.Observe(4, Spoke(10, kT0 + milliseconds(3)));
   EXPECT_EQ(t.Phase(*t.Find(1)), ConnectionPhase::kIdle);
@@ -37,7 +37,7 @@ TEST(ConnectionTable, HandshakingGiveWayOldestFirstBeforeIdle) {
 
 TEST(ConnectionTable, ExactlyThePrefaceEndsTheHandshake) {
   ConnectionTable t;
-  t.Add(1, 10, kT0);
+  t.Add(1, 10, "", kT0);
   t.Observe(1, Spoke(ConnectionTable::kHandshakeBytes - 1, kT0));
   EXPECT_EQ(t.Phase(*t.Find(1)), ConnectionPhase::kHandshaking);
   t.Observe(1, Spoke(ConnectionTable::kHandshakeBytes, kT0));
@@ -46,9 +46,9 @@ TEST(ConnectionTable, ExactlyThePrefaceEndsTheHandshake) {
 
 TEST(ConnectionTable, IdleOnesGiveWayByLastActivityAndBusyOnesNever) {
   ConnectionTable t;
-  t.Add(1, 10, kT0);
-  t.Add(2, 11, kT0);
-  t.Add(3, 12, kT0);
+  t.Add(1, 10, "", kT0);
+  t.Add(2, 11, "", kT0);
+  t.Add(3, 12, "", kT0);
   t.Observe(1, Spoke(500, kT0 + milliseconds(30)));
   t.Observe(2, Spoke(500, kT0 + milliseconds(10)));  // quiet the longest
   t.Observe(3, Spoke(500, kT0 + milliseconds(20)));
@@ -70,7 +70,7 @@ TEST(ConnectionTable, IdleOnesGiveWayByLastActivityAndBusyOnesNever) {
 
 TEST(ConnectionTable, TwoCallsKeepAConnectionBusyUntilBothEnd) {
   ConnectionTable t;
-  t.Add(1, 10, kT0);
+  t.Add(1, 10, "", kT0);
   t.CallStarted(1);
   t.CallStarted(1);
   EXPECT_EQ(t.Phase(*t.Find(1)), ConnectionPhase::kBusy);  // a call implies the preface came
@@ -85,8 +85,8 @@ TEST(ConnectionTable, TwoCallsKeepAConnectionBusyUntilBothEnd) {
 
 TEST(ConnectionTable, PeerClosedGivesWayFirst) {
   ConnectionTable t;
-  t.Add(1, 10, kT0);                    // silent
-  t.Add(2, 11, kT0 + milliseconds(9));  // a client that left
+  t.Add(1, 10, "", kT0);                    // silent
+  t.Add(2, 11, "", kT0 + milliseconds(9));  // a client that left
   t.Observe(2, ConnectionTable::Sample{.bytes_received = 300, .last_data = kT0, .peer_closed = true});
   EXPECT_EQ(t.Phase(*t.Find(2)), ConnectionPhase::kClosing);
   EXPECT_EQ(t.ChooseVictim(), 2u);
@@ -94,9 +94,9 @@ TEST(ConnectionTable, PeerClosedGivesWayFirst) {
 
 TEST(ConnectionTable, HandshakeTimeoutCountsFromAcceptAndSparesClients) {
   ConnectionTable t;
-  t.Add(1, 10, kT0);
-  t.Add(2, 11, kT0 + milliseconds(400));
-  t.Add(3, 12, kT0);
+  t.Add(1, 10, "", kT0);
+  t.Add(2, 11, "", kT0 + milliseconds(400));
+  t.Add(3, 12, "", kT0);
   t.Observe(3, Spoke(24, kT0 + milliseconds(1)));  // spoke: never timed out by the handshake rule
   const milliseconds timeout(1000);
   EXPECT_TRUE(t.HandshakeExpired(kT0 + milliseconds(999), timeout).empty());
@@ -114,10 +114,28 @@ TEST(ConnectionTable, UnknownIdsAreIgnored) {
   t.CallFinished(7, kT0);
   EXPECT_EQ(t.size(), 0u);
   EXPECT_EQ(t.ChooseVictim(), std::nullopt);
-  t.Add(7, 3, kT0);
+  t.Add(7, 3, "", kT0);
   t.Remove(7);
   t.Remove(7);
   EXPECT_FALSE(t.Contains(7));
+}
+
+TEST(ConnectionTable, FindsConnectionsByPeer) {
+  ConnectionTable t;
+  t.Add(1, 10, "127.0.0.1:5000", kT0);
+  t.Add(2, 11, "::1:5000", kT0);
+  t.Add(3, 12, "", kT0);
+  EXPECT_EQ(t.FindByPeer("127.0.0.1:5000"), 1u);
+  EXPECT_EQ(t.FindByPeer("::1:5000"), 2u);
+  EXPECT_EQ(t.FindByPeer(""), std::nullopt);
+  EXPECT_EQ(t.FindByPeer("127.0.0.1:5001"), std::nullopt);
+  // The same client port again: its earlier connection is over.
+  t.Add(4, 13, "127.0.0.1:5000", kT0);
+  EXPECT_EQ(t.FindByPeer("127.0.0.1:5000"), 4u);
+  EXPECT_FALSE(t.Contains(1));
+  t.Remove(4);
+  EXPECT_EQ(t.FindByPeer("127.0.0.1:5000"), std::nullopt);
+  EXPECT_EQ(t.size(), 2u);
 }
 
 }  // namespace
