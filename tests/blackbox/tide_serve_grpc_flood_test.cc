@@ -17,6 +17,7 @@ TEST(ServeGrpcFloodTest, Skipped) {
 
 #include <netinet/in.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -193,6 +194,51 @@ TEST(ServeGrpcFloodTest, NewClientsAreServedWhileSilentConnectionsFloodTheGrpcPo
   for (int fd : flood) close(fd);
   EXPECT_TRUE(server.Stop().ok());
   setrlimit(RLIMIT_NOFILE, &saved);
+}
+
+// The gate learns from gRPC which connections have a call in flight (a server interceptor, by the
+// call's peer): at --grpc-max-connections 1, with a health Watch stream open on the one
+// connection, a new connection is refused instead of evicting it, and the stream still gets the
+// NOT_SERVING that draining sends.
+TEST(ServeGrpcFloodTest, AConnectionWithACallInFlightIsNeverEvicted) {
+  TempDir scratch;
+  const fs::path repository = scratch.path() / "repo";
+  ASSERT_TRUE(AddTinyBert(repository, "m", TinyBertConfig()).ok());
+  const int grpc_port = FreePort();
+  ASSERT_NE(grpc_port, 0);
+  auto started = StartTideServe(repository, {"--grpc-port", std::to_string(grpc_port), "--grpc-max-connections", "1",
+                                             "--log-level", "warn"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  tide::testing::ServerProcess& server = **started;
+  tide::testing::HttpClient http(server.host(), server.port(), std::chrono::milliseconds(30000));
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port), grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext watch_ctx;
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service("readiness");
+  auto watch = health->Watch(&watch_ctx, req);
+  grpc::health::v1::HealthCheckResponse r;
+  ASSERT_TRUE(watch->Read(&r));
+  EXPECT_EQ(r.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  const int silent = SilentConnection(grpc_port);
+  ASSERT_GE(silent, 0);
+  double refused = 0;
+  for (int i = 0; i < 300 && refused < 1; ++i) {
+    refused = MetricSum(http.Get("/metrics").body, "tide_http_connection_limit_total",
+                        {R"(listener="grpc")", R"(action="refused")"});
+    if (refused < 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(refused, 1) << server.Diagnostics();
+  EXPECT_EQ(MetricSum(http.Get("/metrics").body, "tide_http_connection_limit_total",
+                      {R"(listener="grpc")", R"(action="evicted")"}),
+            0);
+  // The stream is still there: draining reaches it.
+  ASSERT_TRUE(server.Signal(SIGTERM).ok());
+  ASSERT_TRUE(watch->Read(&r));
+  EXPECT_EQ(r.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  watch_ctx.TryCancel();
+  close(silent);
 }
 
 }  // namespace
