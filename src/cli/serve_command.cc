@@ -103,6 +103,20 @@ struct ServeFlags {
   }
 };
 
+// Raises the soft open-file limit to the hard one: connection caps (--max-connections,
+// --grpc-max-connections) should decide how many clients are held, not a low default soft limit.
+// The gRPC edge lowers its cap to keep --grpc-descriptor-reserve spare under what this leaves.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::debug("open-file limit raised from {} to {}", static_cast<uint64_t>(before),
+                  static_cast<uint64_t>(limit.rlim_cur));
+  }
+}
+
 // Watches the shutdown signals while `tide serve` starts (the main thread is busy loading models):
 // SIGTERM or SIGINT exits the process at once (status 0; nothing is served yet, so there is
 // nothing to drain); SIGHUP is ignored (the keys file is read after the models). Stop() hands the
@@ -142,20 +156,6 @@ class StartupSignalWatcher {
 constexpr size_t kAdminMaxConnections = 64;
 // After the grace period's deadline: time for the answers of dropped work (503) to be written.
 constexpr std::chrono::milliseconds kShutdownFlushMargin{500};
-
-// Raises the soft open-file limit to the hard one: connection caps (--max-connections,
-// --grpc-max-connections) should decide how many clients are held, not a low default soft limit.
-// The gRPC edge lowers its cap to keep --grpc-descriptor-reserve spare under what this leaves.
-void RaiseOpenFileLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  const rlim_t before = limit.rlim_cur;
-  limit.rlim_cur = limit.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
-    spdlog::debug("open-file limit raised from {} to {}", static_cast<uint64_t>(before),
-                  static_cast<uint64_t>(limit.rlim_cur));
-  }
-}
 
 int Serve(const ServeFlags& f) {
   auto level = spdlog::level::from_str(f.log_level);

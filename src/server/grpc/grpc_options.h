@@ -27,19 +27,6 @@ struct GrpcServerOptions {
   // Threads gRPC may use for its own I/O and callbacks. The handlers never block (the work runs on
   // the service core's tokenization workers), so a few are enough.
   int max_threads = 4;
-  // The same request limits as the HTTP edge (--max-documents, --max-text-bytes).
-  api::RequestLimits limits;
-  std::string version{Version()};
-  // What tei.v1 Info reports as max_batch_tokens (the models' --max-batch-tokens).
-  int64_t max_batch_tokens = 0;
-  // Triton's repository extension (RepositoryIndex / RepositoryModelLoad / RepositoryModelUnload),
-  // the same controller the HTTP repository API uses; not owned. Null: the index lists what the
-  // model manager serves and load / unload answer UNIMPLEMENTED.
-  serving::ModelRepositoryController* repository = nullptr;
-  // Bearer key the repository RPCs require (tide serve: --admin-api-key, else --api-key); empty:
-  // none.
-  std::string admin_api_key;
-
   // Connections (tide serve's --grpc-* connection flags). The cap, the handshake timeout and the
   // descriptor reserve are the ConnectionGate's (connection_gate.h); the rest are gRPC's channel
   // arguments (named after them; the ping ones are Triton's flags too).
@@ -55,7 +42,7 @@ struct GrpcServerOptions {
   std::chrono::milliseconds max_connection_idle{300000};
   // A connection this old gets GOAWAY (GRPC_ARG_MAX_CONNECTION_AGE_MS, +-10% jitter), and its
   // calls then have max_connection_age_grace to finish (GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS);
-  // clients reconnect, which also spreads them over new replicas. 0: never.
+  // clients reconnect, which also spreads them over new replicas. 0: never (grace: unlimited).
   std::chrono::milliseconds max_connection_age{3600000};
   std::chrono::milliseconds max_connection_age_grace{60000};
   // Keepalive enforcement: a client ping sooner than this after the previous one, with no data
@@ -67,6 +54,20 @@ struct GrpcServerOptions {
   // Called for each connection evicted, refused or closed at the handshake timeout (on the
   // gate's thread; quick and thread-safe), e.g. to count it in a metric. Empty: not called.
   std::function<void(ConnectionEvent)> on_connection_event;
+
+  // The same request limits as the HTTP edge (--max-documents, --max-text-bytes).
+  api::RequestLimits limits;
+  std::string version{Version()};
+  // What tei.v1 Info reports as max_batch_tokens (the models' --max-batch-tokens).
+  int64_t max_batch_tokens = 0;
+  // Triton's repository extension (RepositoryIndex / RepositoryModelLoad / RepositoryModelUnload),
+  // the same controller the HTTP repository API uses; not owned. Null: the index lists what the
+  // model manager serves and load / unload answer UNIMPLEMENTED.
+  serving::ModelRepositoryController* repository = nullptr;
+  // Bearer key the repository RPCs require (tide serve: --admin-api-key, else --api-key); empty:
+  // none.
+  std::string admin_api_key;
+
 };
 
 }  // namespace tide::grpc_edge
