@@ -33,6 +33,8 @@ constexpr uint8_t kTcpClose = 7;
 constexpr uint8_t kTcpCloseWait = 8;
 // Connections accepted per wake-up before the gate sweeps again.
 constexpr int kAcceptBatch = 64;
+// Candidates re-read at the cap before the gate evicts its current choice without re-reading more.
+constexpr int kMaxRechecks = 8;
 
 // The socket's SO_COOKIE (unique while the system runs), or 0 when `fd` is not an open socket.
 uint64_t SocketCookie(int fd) {
@@ -203,7 +205,7 @@ void ConnectionGate::Stop() {
 
 void ConnectionGate::Run() {
   const auto period = std::clamp<std::chrono::milliseconds>(options_.handshake_timeout / 4, std::chrono::milliseconds(50),
-                                                            std::chrono::milliseconds(1000));
+                                                            std::chrono::milliseconds(250));
   auto next_sweep = Clock::now() + period;
   while (!stopping_.load()) {
     pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
@@ -268,36 +270,46 @@ void ConnectionGate::Admit(int fd, std::string peer) {
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  bool full = false;
-  {
-    absl::MutexLock lock(&mu_);
-    full = table_.size() >= max_connections_;
-  }
-  if (full) {
-    Refresh();  // gRPC may have closed some since the last sweep
+  // At the cap: the table's choice is re-read first (it may have spoken, or gRPC may have closed it
+  // since the last sweep) and chosen again until the choice holds. Re-reading only candidates
+  // keeps an admission at a few system calls however many connections are open, so a flood
+  // drains from the backlog at accept speed and a new client behind it is not kept waiting.
+  for (int attempt = 0;; ++attempt) {
     std::optional<uint64_t> victim;
     int victim_fd = -1;
     {
       absl::MutexLock lock(&mu_);
-      if (table_.size() >= max_connections_) {
-        victim = table_.ChooseVictim();
-        if (victim) {
-          victim_fd = table_.Find(*victim)->fd;
-          table_.Remove(*victim);
-        }
-      } else {
-        full = false;
-      }
+      if (table_.size() < max_connections_) break;
+      victim = table_.ChooseVictim();
+      if (victim) victim_fd = table_.Find(*victim)->fd;
     }
-    if (full && victim) {
-      evicted_.fetch_add(1);
-      Emit(ConnectionEvent::kEvicted);
-      Close(*victim, victim_fd);
-    } else if (full) {
+    if (!victim) {  // every connection has a call in flight
       refused_.fetch_add(1);
       Emit(ConnectionEvent::kRefused);
       close(fd);
       return;
+    }
+    const Clock::time_point now = Clock::now();
+    ConnectionTable::Sample sample{.last_data = now - std::chrono::hours(24)};
+    const bool alive = ReadSample(*victim, victim_fd, now, &sample);
+    bool evict = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!alive) {
+        table_.Remove(*victim);  // gRPC closed it: room without evicting
+        continue;
+      }
+      table_.Observe(*victim, sample);
+      if (attempt >= kMaxRechecks || table_.ChooseVictim() == victim) {
+        table_.Remove(*victim);
+        evict = true;
+      }
+    }
+    if (evict) {
+      evicted_.fetch_add(1);
+      Emit(ConnectionEvent::kEvicted);
+      Close(*victim, victim_fd);
+      break;
     }
   }
   {

@@ -20,7 +20,7 @@
 //    limit keeps options.descriptor_reserve descriptors spare beyond the cap (for the HTTP and
 //    admin listeners, model files, logs).
 //  - Handshake timeout: a connection that has not delivered the HTTP/2 preface within
-//    handshake_timeout of accept is closed (swept every handshake_timeout / 4, 50 ms..1 s).
+//    handshake_timeout of accept is closed (swept every handshake_timeout / 4, 50..250 ms).
 //  - What the gate knows of a socket it reads with getsockopt (SO_COOKIE identifies it, TCP_INFO
 //    gives bytes received and time since the last data), and what it knows of calls the gRPC
 //    server tells it (CallStarted / CallFinished by the call's peer, from a server interceptor). Every descriptor is
