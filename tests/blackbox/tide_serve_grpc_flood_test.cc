@@ -17,6 +17,7 @@ TEST(ServeGrpcFloodTest, Skipped) {
 
 #include <netinet/in.h>
 #include <sys/resource.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -238,6 +239,39 @@ TEST(ServeGrpcFloodTest, AConnectionWithACallInFlightIsNeverEvicted) {
   ASSERT_TRUE(watch->Read(&r));
   EXPECT_EQ(r.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   watch_ctx.TryCancel();
+  close(silent);
+}
+
+// The per-connection limits reach connections the gate hands to gRPC: a silent connection is
+// closed at --grpc-handshake-timeout-ms, and a client connection without calls gets GOAWAY at
+// --grpc-max-connection-idle-ms (its channel leaves READY). Both are waits for an event, bounded
+// at 10 s; with gRPC's defaults (120 s, never) neither would come.
+TEST(ServeGrpcFloodTest, HandshakeTimeoutAndMaxConnectionIdleApply) {
+  TempDir scratch;
+  const fs::path repository = scratch.path() / "repo";
+  ASSERT_TRUE(AddTinyBert(repository, "m", TinyBertConfig()).ok());
+  const int grpc_port = FreePort();
+  ASSERT_NE(grpc_port, 0);
+  auto started = StartTideServe(repository, {"--grpc-port", std::to_string(grpc_port), "--grpc-handshake-timeout-ms",
+                                             "300", "--grpc-max-connection-idle-ms", "300", "--log-level", "warn"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  const int silent = SilentConnection(grpc_port);
+  ASSERT_GE(silent, 0);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port), grpc::InsecureChannelCredentials());
+  auto kserve = inference::GRPCInferenceService::NewStub(channel);
+  inference::ServerLiveResponse live;
+  auto ctx = Within(std::chrono::milliseconds(10000));
+  ASSERT_TRUE(kserve->ServerLive(ctx.get(), {}, &live).ok());
+  ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  EXPECT_TRUE(channel->WaitForStateChange(GRPC_CHANNEL_READY, std::chrono::system_clock::now() + std::chrono::seconds(10)))
+      << "no GOAWAY after 300 ms without calls";
+  pollfd p{silent, POLLIN, 0};
+  bool closed = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!closed && std::chrono::steady_clock::now() < until) {
+    if (poll(&p, 1, 1000) == 1) closed = ClosedByServer(silent);
+  }
+  EXPECT_TRUE(closed) << "a silent connection outlived the 300 ms handshake timeout";
   close(silent);
 }
 
