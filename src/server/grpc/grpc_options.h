@@ -67,7 +67,6 @@ struct GrpcServerOptions {
   // Bearer key the repository RPCs require (tide serve: --admin-api-key, else --api-key); empty:
   // none.
   std::string admin_api_key;
-
 };
 
 }  // namespace tide::grpc_edge
