@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -91,6 +92,17 @@ struct ServeFlags {
   // the default one being taken (another server on this host) only turns gRPC off, with a warning.
   bool grpc_port_given = false;
   int64_t grpc_max_message_bytes = 8 * 1024 * 1024;
+#ifdef TIDE_HAVE_GRPC
+  // The gRPC edge's connection settings (--grpc-max-connections ... --grpc-http2-max-ping-strikes;
+  // defaults in GrpcServerOptions).
+  grpc_edge::GrpcServerOptions grpc_options;
+  int64_t grpc_handshake_timeout_ms = grpc_edge::GrpcServerOptions{}.handshake_timeout.count();
+  int64_t grpc_max_connection_idle_ms = grpc_edge::GrpcServerOptions{}.max_connection_idle.count();
+  int64_t grpc_max_connection_age_ms = grpc_edge::GrpcServerOptions{}.max_connection_age.count();
+  int64_t grpc_max_connection_age_grace_ms = grpc_edge::GrpcServerOptions{}.max_connection_age_grace.count();
+  int64_t grpc_min_recv_ping_interval_ms =
+      grpc_edge::GrpcServerOptions{}.http2_min_recv_ping_interval_without_data.count();
+#endif
   // `tide serve`'s own policy where it deliberately differs from the libraries' neutral defaults
   // (which tests and embedders get): a deadline, a concurrency cap, and inference threads niced.
   int64_t default_timeout_ms = 30000;
@@ -108,6 +120,20 @@ struct ServeFlags {
     model.inference_nice = 10;
   }
 };
+
+// Raises the soft open-file limit to the hard one: connection caps (--max-connections,
+// --grpc-max-connections) should decide how many clients are held, not a low default soft limit.
+// The gRPC edge lowers its cap to keep --grpc-descriptor-reserve spare under what this leaves.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::debug("open-file limit raised from {} to {}", static_cast<uint64_t>(before),
+                  static_cast<uint64_t>(limit.rlim_cur));
+  }
+}
 
 // Watches the shutdown signals while `tide serve` starts (the main thread is busy loading models):
 // SIGTERM or SIGINT exits the process at once (status 0; nothing is served yet, so there is
@@ -204,6 +230,7 @@ int Serve(const ServeFlags& f) {
   auto level = spdlog::level::from_str(f.log_level);
   spdlog::set_level(level);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  RaiseOpenFileLimit();
 
   // Block the shutdown signals in every thread (they inherit the mask); this thread waits for them.
   sigset_t signals;
@@ -389,7 +416,7 @@ int Serve(const ServeFlags& f) {
   auto connection_limit = (*metrics)->registry.AddCounter(
       "tide_http_connection_limit_total",
       "Connections evicted (idle or still reading a request) or refused (503, every connection busy) at the "
-      "connection cap",
+      "connection cap; listener=\"grpc\": --grpc-max-connections (refused: closed)",
       {"listener", "action"});
   if (!connection_limit.ok()) {
     spdlog::error("metrics: {}", connection_limit.status().ToString());
@@ -434,7 +461,30 @@ int Serve(const ServeFlags& f) {
 #ifdef TIDE_HAVE_GRPC
   std::unique_ptr<grpc_edge::GrpcServer> grpc_server;
   if (f.grpc_port != 0) {
-    grpc_edge::GrpcServerOptions go;
+    grpc_edge::GrpcServerOptions go = f.grpc_options;
+    go.handshake_timeout = std::chrono::milliseconds(f.grpc_handshake_timeout_ms);
+    go.max_connection_idle = std::chrono::milliseconds(f.grpc_max_connection_idle_ms);
+    go.max_connection_age = std::chrono::milliseconds(f.grpc_max_connection_age_ms);
+    go.max_connection_age_grace = std::chrono::milliseconds(f.grpc_max_connection_age_grace_ms);
+    go.http2_min_recv_ping_interval_without_data = std::chrono::milliseconds(f.grpc_min_recv_ping_interval_ms);
+    // Connections evicted or refused at --grpc-max-connections count in the HTTP edge's family
+    // (listener "grpc"); silent ones closed at the handshake timeout in a family of their own.
+    auto handshake_timeouts = (*metrics)->registry.AddCounter(
+        "tide_grpc_handshake_timeouts_total",
+        "gRPC connections closed because the HTTP/2 preface did not arrive within --grpc-handshake-timeout-ms");
+    if (!handshake_timeouts.ok()) {
+      spdlog::error("metrics: {}", handshake_timeouts.status().ToString());
+      return 1;
+    }
+    go.on_connection_event = [evicted = (*connection_limit)->WithLabels({"grpc", "evicted"}),
+                              refused = (*connection_limit)->WithLabels({"grpc", "refused"}),
+                              timed_out = (*handshake_timeouts)->WithLabels({})](grpc_edge::ConnectionEvent event) {
+      switch (event) {
+        case grpc_edge::ConnectionEvent::kEvicted: evicted->Increment(); break;
+        case grpc_edge::ConnectionEvent::kRefused: refused->Increment(); break;
+        case grpc_edge::ConnectionEvent::kHandshakeTimeout: timed_out->Increment(); break;
+      }
+    };
     go.host = ho.host;
     go.port = f.grpc_port;
     go.max_message_bytes = f.grpc_max_message_bytes;
@@ -445,6 +495,13 @@ int Serve(const ServeFlags& f) {
     auto created = grpc_edge::GrpcServer::Create(core->get(), go);
     if (created.ok()) {
       grpc_server = *std::move(created);
+      // The cap in force (--grpc-max-connections, lowered to fit the open-file limit).
+      if (auto cap = (*metrics)->registry.AddGauge(
+              "tide_grpc_max_connections",
+              "gRPC connections held at most (--grpc-max-connections, lowered to keep --grpc-descriptor-reserve)");
+          cap.ok()) {
+        (*cap)->WithLabels({})->Set(static_cast<double>(grpc_server->max_connections()));
+      }
       std::printf("tide: grpc listening on %s:%d\n", ho.host.c_str(), grpc_server->port());
     } else if (f.grpc_port_given || !absl::IsUnavailable(created.status())) {
       spdlog::error("grpc server: {}", created.status().ToString());
@@ -692,6 +749,39 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--grpc-max-message-bytes", flags->grpc_max_message_bytes,
                   "Largest gRPC request message (RESOURCE_EXHAUSTED above)")
       ->envname("TIDE_GRPC_MAX_MESSAGE_BYTES")->check(CLI::Range(int64_t{1}, int64_t{2147483647}))->capture_default_str();
+#ifdef TIDE_HAVE_GRPC
+  // gRPC connections (README "gRPC connection limits").
+  cmd->add_option("--grpc-max-connections", flags->grpc_options.max_connections,
+                  "Open gRPC connections; at the cap a new one evicts a silent (no HTTP/2 preface) or idle one, "
+                  "else is refused (every connection has a call in flight)")
+      ->envname("TIDE_GRPC_MAX_CONNECTIONS")->check(CLI::Range(size_t{1}, size_t{1} << 20))->capture_default_str();
+  cmd->add_option("--grpc-handshake-timeout-ms", flags->grpc_handshake_timeout_ms,
+                  "A gRPC connection that has not sent the HTTP/2 preface this long after accept is closed")
+      ->envname("TIDE_GRPC_HANDSHAKE_TIMEOUT_MS")->check(CLI::Range(int64_t{1}, int64_t{3600000}))->capture_default_str();
+  cmd->add_option("--grpc-descriptor-reserve", flags->grpc_options.descriptor_reserve,
+                  "Descriptors kept spare under the open-file limit beyond --grpc-max-connections (the cap is "
+                  "lowered to fit), for the HTTP and admin listeners")
+      ->envname("TIDE_GRPC_DESCRIPTOR_RESERVE")->check(CLI::Range(size_t{0}, size_t{1} << 20))->capture_default_str();
+  cmd->add_option("--grpc-max-concurrent-streams", flags->grpc_options.max_concurrent_streams,
+                  "Concurrent gRPC calls (HTTP/2 streams) per connection")
+      ->envname("TIDE_GRPC_MAX_CONCURRENT_STREAMS")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--grpc-max-connection-idle-ms", flags->grpc_max_connection_idle_ms,
+                  "A gRPC connection without calls this long gets GOAWAY (0: never)")
+      ->envname("TIDE_GRPC_MAX_CONNECTION_IDLE_MS")->check(CLI::Range(int64_t{0}, int64_t{2147483647}))->capture_default_str();
+  cmd->add_option("--grpc-max-connection-age-ms", flags->grpc_max_connection_age_ms,
+                  "A gRPC connection this old (+-10%) gets GOAWAY; clients reconnect (0: never)")
+      ->envname("TIDE_GRPC_MAX_CONNECTION_AGE_MS")->check(CLI::Range(int64_t{0}, int64_t{2147483647}))->capture_default_str();
+  cmd->add_option("--grpc-max-connection-age-grace-ms", flags->grpc_max_connection_age_grace_ms,
+                  "After the age GOAWAY, time the connection's calls have to finish (0: unlimited)")
+      ->envname("TIDE_GRPC_MAX_CONNECTION_AGE_GRACE_MS")->check(CLI::Range(int64_t{0}, int64_t{2147483647}))->capture_default_str();
+  cmd->add_option("--grpc-http2-min-recv-ping-interval-without-data", flags->grpc_min_recv_ping_interval_ms,
+                  "Milliseconds: a client ping sooner than this after the last one, with no data between, is a strike")
+      ->envname("TIDE_GRPC_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA")
+      ->check(CLI::Range(int64_t{0}, int64_t{2147483647}))->capture_default_str();
+  cmd->add_option("--grpc-http2-max-ping-strikes", flags->grpc_options.http2_max_ping_strikes,
+                  "Ping strikes before the connection gets GOAWAY ENHANCE_YOUR_CALM (0: unlimited)")
+      ->envname("TIDE_GRPC_HTTP2_MAX_PING_STRIKES")->check(CLI::Range(0, 1 << 20))->capture_default_str();
+#endif
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->envname("TIDE_LOG_LEVEL")->capture_default_str();
   cmd->callback([flags, cmd]() {

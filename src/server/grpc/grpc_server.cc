@@ -2,17 +2,55 @@
 
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/impl/codegen/grpc_types.h"
 #include "grpcpp/resource_quota.h"
-#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/support/server_interceptor.h"
+#include "server/grpc/connection_gate.h"
 #include "server/grpc/health_service.h"
 #include "server/grpc/kserve_service.h"
 #include "server/grpc/tei_service.h"
 
 namespace tide::grpc_edge {
+
+namespace {
+
+// Tells the gate that a call is in flight on its connection, from the call's start until gRPC
+// destroys the call (the interceptor lives as long as the call).
+class CallInFlight final : public grpc::experimental::Interceptor {
+ public:
+  CallInFlight(ConnectionGate* gate, grpc::experimental::ServerRpcInfo* info) : gate_(gate) {
+    id_ = gate_->CallStarted(info->server_context()->peer());
+  }
+  ~CallInFlight() override { gate_->CallFinished(id_); }
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override { methods->Proceed(); }
+
+ private:
+  ConnectionGate* gate_;
+  uint64_t id_ = 0;
+};
+
+class CallInFlightFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit CallInFlightFactory(ConnectionGate* gate) : gate_(gate) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    return new CallInFlight(gate_, info);
+  }
+
+ private:
+  ConnectionGate* gate_;
+};
+
+int ClampMs(std::chrono::milliseconds ms) {
+  return static_cast<int>(std::min<int64_t>(ms.count(), std::numeric_limits<int>::max()));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceCore* core,
                                                                const GrpcServerOptions& options) {
@@ -25,6 +63,18 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
                                                    std::numeric_limits<int>::max(), ", got ",
                                                    options.max_message_bytes));
   }
+  if (options.max_concurrent_streams < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grpc-max-concurrent-streams must be at least 1, got ", options.max_concurrent_streams));
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"--grpc-max-connection-idle-ms", options.max_connection_idle.count()},
+        {"--grpc-max-connection-age-ms", options.max_connection_age.count()},
+        {"--grpc-max-connection-age-grace-ms", options.max_connection_age_grace.count()},
+        {"--grpc-http2-min-recv-ping-interval-without-data", options.http2_min_recv_ping_interval_without_data.count()},
+        {"--grpc-http2-max-ping-strikes", options.http2_max_ping_strikes}}) {
+    if (value < 0) return absl::InvalidArgumentError(absl::StrCat(name, " must not be negative, got ", value));
+  }
   std::unique_ptr<GrpcServer> server(new GrpcServer());
   server->kserve_ = std::make_unique<KServeService>(core, options);
   server->info_ = std::make_unique<TeiInfoService>(core, options);
@@ -34,14 +84,42 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
   server->embed_ = std::make_unique<TeiEmbedService>(core);
   server->health_ = std::make_unique<HealthService>(core);
 
-  // An IPv6 literal needs brackets in a gRPC address.
-  const std::string host = options.host.find(':') != std::string::npos && options.host.front() != '['
-                               ? absl::StrCat("[", options.host, "]")
-                               : options.host;
-  const std::string address = absl::StrCat(host, ":", options.port);
+  // tide accepts the connections (the cap gRPC 1.51 lacks) and hands them to gRPC's external
+  // connection acceptor, which runs gRPC's handshake (with these credentials) as on its own
+  // listener.
+  ConnectionGateOptions gate_options;
+  gate_options.host = options.host;
+  gate_options.port = options.port;
+  gate_options.max_connections = options.max_connections;
+  gate_options.handshake_timeout = options.handshake_timeout;
+  gate_options.descriptor_reserve = options.descriptor_reserve;
+  gate_options.on_event = options.on_connection_event;
+  auto gate = ConnectionGate::Create(gate_options);
+  if (!gate.ok()) return gate.status();
+  server->gate_ = *std::move(gate);
+  server->port_ = server->gate_->port();
+
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  server->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  // gRPC's own handshake deadline (it also covers the client's HTTP/2 SETTINGS); the gate closes
+  // connections that did not even send the preface by then.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, ClampMs(options.handshake_timeout));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  // gRPC reads 0 as "now" for idle and age; tide's 0 means never (gRPC's default, INT_MAX).
+  const auto never_if_zero = [](std::chrono::milliseconds ms) {
+    return ms.count() == 0 ? std::numeric_limits<int>::max() : ClampMs(ms);
+  };
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, never_if_zero(options.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, never_if_zero(options.max_connection_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, never_if_zero(options.max_connection_age_grace));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ClampMs(options.http2_min_recv_ping_interval_without_data));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, options.http2_max_ping_strikes);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<CallInFlightFactory>(server->gate_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   grpc::ResourceQuota quota("tide-grpc");
   quota.SetMaxThreads(std::max(options.max_threads, 2));
   builder.SetResourceQuota(quota);
@@ -53,9 +131,13 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
   builder.RegisterService(server->embed_.get());
   builder.RegisterService(server->health_.get());
   server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("gRPC: cannot listen on ", address, " (address in use?)"));
-  }
+  if (server->server_ == nullptr) return absl::InternalError("gRPC: the server did not start");
+  server->gate_->Start([acceptor = server->acceptor_.get(), listener = server->gate_->listener_fd()](int fd) {
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+    connection.listener_fd = listener;
+    connection.fd = fd;
+    acceptor->HandleNewConnection(&connection);  // gRPC owns fd now (closes it if shut down)
+  });
   return server;
 }
 
@@ -64,11 +146,15 @@ GrpcServer::~GrpcServer() { Shutdown(std::chrono::steady_clock::now()); }
 void GrpcServer::Shutdown(std::chrono::steady_clock::time_point deadline) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  gate_->Stop();  // no new connections
   health_->Shutdown();  // open Watch streams end, so they do not hold gRPC's shutdown
   const auto left = deadline - std::chrono::steady_clock::now();
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
   server_->Wait();
 }
+
+size_t GrpcServer::open_connections() const { return gate_ == nullptr ? 0 : gate_->open_connections(); }
+size_t GrpcServer::max_connections() const { return gate_ == nullptr ? 0 : gate_->max_connections(); }
 
 }  // namespace tide::grpc_edge

@@ -6,6 +6,13 @@
 //  - Create binds host:port (port 0: a free one; port() tells which) and starts serving, or fails
 //    with UNAVAILABLE naming the address (e.g. the port is taken) / INVALID_ARGUMENT for options
 //    out of range. Messages over max_message_bytes are refused RESOURCE_EXHAUSTED by gRPC.
+//  - Connections: tide accepts them (ConnectionGate: the cap with eviction, the handshake timeout,
+//    the descriptor reserve) and hands each to gRPC as a plaintext channel; gRPC applies the
+//    per-connection limits (concurrent streams, max idle, max age + grace, keepalive
+//    enforcement). A server interceptor tells the gate which connections have calls in flight,
+//    so those are never evicted. The handoff is gRPC's ExternalConnectionAcceptor: gRPC runs its
+//    usual handshake for the server's credentials (TLS too) and reports the client's address as
+//    the peer.
 //  - gRPC's callback API: handlers run on gRPC's threads (at most options.max_threads for its
 //    resource quota) and never block; the work runs on the core's tokenization workers and
 //    answers from the instance thread, as on the HTTP edge.
@@ -27,6 +34,9 @@
 
 namespace grpc {
 class Server;
+namespace experimental {
+class ExternalConnectionAcceptor;
+}
 }
 
 namespace tide::grpc_edge {
@@ -38,6 +48,7 @@ class TeiTokenizeService;
 class TeiPredictService;
 class TeiEmbedService;
 class HealthService;
+class ConnectionGate;
 
 class GrpcServer {
  public:
@@ -46,6 +57,9 @@ class GrpcServer {
   ~GrpcServer();
 
   int port() const { return port_; }
+  // Open connections and the cap in force (lowered to fit the open-file limit).
+  size_t open_connections() const;
+  size_t max_connections() const;
   void Shutdown(std::chrono::steady_clock::time_point deadline);
 
  private:
@@ -60,6 +74,8 @@ class GrpcServer {
   std::unique_ptr<TeiPredictService> predict_;
   std::unique_ptr<TeiEmbedService> embed_;
   std::unique_ptr<HealthService> health_;
+  std::unique_ptr<ConnectionGate> gate_;  // its interceptor runs inside server_'s calls
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;  // the gate's handoff
   std::unique_ptr<grpc::Server> server_;  // last: destroyed first
 };
 
