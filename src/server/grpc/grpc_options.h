@@ -6,10 +6,15 @@
 #include "serving/model_repository_controller.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "api/request_limits.h"
 #include "common/version.h"
+
+namespace tide::tls {
+class ServerTlsContext;
+}
 
 namespace tide::grpc_edge {
 
@@ -36,6 +41,10 @@ struct GrpcServerOptions {
   // Bearer key the repository RPCs require (tide serve: --admin-api-key, else --api-key); empty:
   // none.
   std::string admin_api_key;
+  // Serve TLS with the certificate (and client CA: mutual TLS) of this context, the HTTP edge's
+  // (tide serve's --tls-* flags); GrpcServer::ReloadTls picks up its reloaded certificate. Null:
+  // plaintext.
+  std::shared_ptr<tls::ServerTlsContext> tls;
 };
 
 }  // namespace tide::grpc_edge
