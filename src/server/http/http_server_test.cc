@@ -1113,6 +1113,18 @@ TEST_F(HttpsServerTest, AConnectionStillHandshakingIsEvictedAtTheCap) {
   EXPECT_TRUE(silent.ReadUntilClosed(std::chrono::milliseconds(10000)).closed);
 }
 
+TEST_F(HttpsServerTest, SlowHeadersOverTlsGet408) {
+  HttpServerOptions options = TlsOptions();
+  options.header_read_timeout = std::chrono::milliseconds(300);
+  StartEchoServer(options);
+  auto client = TlsClient();
+  ASSERT_TRUE(client->SendRaw("GET / HTTP/1.1\r\nHost: x\r\n").ok());  // the headers never end
+  const RawReadResult result = client->ReadUntilClosed(std::chrono::milliseconds(10000));
+  EXPECT_TRUE(result.closed);
+  EXPECT_THAT(result.bytes, StartsWith("HTTP/1.1 408 "));
+  EXPECT_THAT(result.bytes, HasSubstr("request header not received within 300 ms"));
+}
+
 TEST_F(HttpsServerTest, MutualTlsRefusesClientsWithoutACertificate) {
   StartEchoServer(TlsOptions(/*mutual=*/true));
   auto anonymous = TlsClient(/*client_cert=*/false);
