@@ -26,7 +26,7 @@ APT_PACKAGES=(
   libboost-dev libboost-system-dev libabsl-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev
   libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libonnx-dev libpcre2-dev zlib1g-dev
-  libgrpc++-dev protobuf-compiler-grpc
+  libgrpc++-dev protobuf-compiler-grpc libssl-dev
   curl openssl
 )
 # Model export, the gRPC black-box client stubs, the PyTorch peer and the word list some tools and

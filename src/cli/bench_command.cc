@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -26,6 +27,7 @@
 #include "loadgen/request_builder.h"
 #include "loadgen/server_metrics.h"
 #include "loadgen/workload.h"
+#include "tls/tls_context.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::cli {
@@ -156,13 +158,16 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
   if (grpc) return fail(absl::UnimplementedError("this tide was built without gRPC C++: no --protocol grpc"), 2);
 #endif
   // gRPC: grpc://host[:port] (port 8001 unless given), read with the HTTP URL parser.
+  // gRPC over TLS: grpcs://host[:port].
   std::string url_text = flags.url.empty() ? (grpc ? "grpc://127.0.0.1:8001" : "http://127.0.0.1:8000") : flags.url;
+  bool grpc_tls = false;
   if (grpc) {
-    if (!url_text.starts_with("grpc://"))
-      return fail(absl::InvalidArgumentError(absl::StrCat("with --protocol grpc, --url is grpc://host[:port], got '",
-                                                          url_text, "'")),
+    grpc_tls = url_text.starts_with("grpcs://");
+    if (!url_text.starts_with("grpc://") && !grpc_tls)
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+                      "with --protocol grpc, --url is grpc://host[:port] or grpcs://host[:port], got '", url_text, "'")),
                   2);
-    url_text = "http://" + url_text.substr(7);
+    url_text = "http://" + url_text.substr(grpc_tls ? 8 : 7);
   }
   auto url = ParseHttpUrl(url_text);
   if (!url.ok()) return fail(url.status(), 2);
@@ -170,7 +175,35 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
     if (!url->path.empty())
       return fail(absl::InvalidArgumentError("a gRPC --url has no path (the endpoint names the RPC)"), 2);
     if (url_text.find(':', 7) == std::string::npos) url->port = 8001;
+    url->tls = grpc_tls;
   }
+  // TLS clients: the HTTP context (also for the /metrics scrape), or the PEM texts gRPC takes.
+  const bool tls_flags = !flags.tls_ca_file.empty() || !flags.tls_cert_file.empty() || !flags.tls_key_file.empty();
+  if (tls_flags && !url->tls)
+    return fail(absl::InvalidArgumentError("--tls-ca-file / --tls-cert-file / --tls-key-file need an https:// or "
+                                           "grpcs:// --url"),
+                2);
+  std::shared_ptr<boost::asio::ssl::context> http_tls;
+  if (url->tls && !grpc) {
+    auto context = tls::MakeClientContext({flags.tls_ca_file, flags.tls_cert_file, flags.tls_key_file, true});
+    if (!context.ok()) return fail(context.status(), 2);
+    http_tls = *std::move(context);
+  }
+  std::string grpc_root_pem, grpc_cert_pem, grpc_key_pem;
+  if (url->tls && grpc) {
+    if (flags.tls_cert_file.empty() != flags.tls_key_file.empty())
+      return fail(absl::InvalidArgumentError("--tls-cert-file and --tls-key-file go together"), 2);
+    const std::pair<const std::string*, std::string*> pems[] = {
+        {&flags.tls_ca_file, &grpc_root_pem}, {&flags.tls_cert_file, &grpc_cert_pem}, {&flags.tls_key_file, &grpc_key_pem}};
+    for (const auto& [path, text] : pems) {
+      if (path->empty()) continue;
+      std::ifstream in(*path, std::ios::binary);
+      if (!in) return fail(absl::InvalidArgumentError(absl::StrCat("cannot read ", *path)), 2);
+      *text = std::string(std::istreambuf_iterator<char>(in), {});
+    }
+  }
+  if (flags.connection_close && grpc)
+    return fail(absl::InvalidArgumentError("--connection-close is for HTTP (a gRPC channel is one connection)"), 2);
   auto endpoint = ParseEndpoint(flags.endpoint);
   if (!endpoint.ok()) return fail(endpoint.status(), 2);
   if (grpc && *endpoint != Endpoint::kRerank && *endpoint != Endpoint::kKServe)
@@ -293,7 +326,7 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
   bool metrics_warned = false;
   auto scrape = [&]() -> std::optional<StageTotals> {
     if (!flags.scrape_metrics || grpc) return std::nullopt;  // gRPC: the answers' trailers instead
-    auto text = HttpGet(url->host, url->port, "/metrics", std::chrono::milliseconds(5000));
+    auto text = HttpGet(url->host, url->port, "/metrics", std::chrono::milliseconds(5000), http_tls);
     if (!text.ok()) {
       if (!metrics_warned) err << "tide bench: no server-side split: " << text.status().message() << "\n";
       metrics_warned = true;
@@ -336,6 +369,8 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
       for (size_t i : *order) to.bodies.push_back(bodies[i]);
       to.max_connections = max_connections;
       to.timeout_ms = flags.timeout_ms;
+      to.tls = http_tls;
+      to.connection_close = flags.connection_close;
       AsioEventLoop loop;
       auto transport = HttpTransport::Create(&loop, to);
       if (!transport.ok()) return fail(transport.status(), 1);
@@ -352,6 +387,10 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
       for (size_t i : *order) to.workloads.push_back(workloads[i]);
       to.max_in_flight = max_connections;
       to.timeout_ms = flags.timeout_ms;
+      to.tls = url->tls;
+      to.tls_root_pem = grpc_root_pem;
+      to.tls_cert_pem = grpc_cert_pem;
+      to.tls_key_pem = grpc_key_pem;
       AsioEventLoop loop;
       auto transport = GrpcTransport::Create(&loop, to);
       if (!transport.ok()) return fail(transport.status(), 1);
@@ -443,6 +482,14 @@ void RegisterBenchCommand(CLI::App* app) {
   opt("--dump-requests", flags->dump_requests, "TIDE_BENCH_DUMP_REQUESTS",
       "Write the request pool's bodies (one per line) to this file and exit without sending");
   opt("--timeout-ms", flags->timeout_ms, "TIDE_BENCH_TIMEOUT_MS", "Per-request timeout");
+  opt("--tls-ca-file", flags->tls_ca_file, "TIDE_BENCH_TLS_CA_FILE",
+      "https:// and grpcs:// URLs: PEM CA bundle to verify the server with (default: the system's)");
+  opt("--tls-cert-file", flags->tls_cert_file, "TIDE_BENCH_TLS_CERT_FILE",
+      "Client certificate (PEM) for servers that require one (mutual TLS); needs --tls-key-file");
+  opt("--tls-key-file", flags->tls_key_file, "TIDE_BENCH_TLS_KEY_FILE", "Private key of --tls-cert-file (PEM)");
+  cmd->add_flag("--connection-close", flags->connection_close,
+                "HTTP: a new connection (and TLS handshake) for every request instead of keep-alive")
+      ->envname("TIDE_BENCH_CONNECTION_CLOSE");
   cmd->add_flag("--scrape-metrics,!--no-scrape-metrics", flags->scrape_metrics,
                 "GET /metrics before and after each run for the server-side split")
       ->envname("TIDE_BENCH_SCRAPE_METRICS");

@@ -71,6 +71,14 @@ struct BenchCommandOptions {
   int64_t timeout_ms = 30000;                   // per request
   bool scrape_metrics = true;                   // GET /metrics before and after each run
   std::string dump_requests;                    // write the request pool (one body per line) and exit
+  // TLS (https:// and grpcs:// URLs): the CA bundle the server is verified against ("": the
+  // system's), and a client certificate and key for servers that require one (mutual TLS).
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // HTTP: send `Connection: close`, so that every request opens (and with TLS, handshakes) a new
+  // connection: the cost of new connections instead of keep-alive.
+  bool connection_close = false;
 };
 
 int RunBenchCommand(const BenchCommandOptions& options, std::ostream& out, std::ostream& err);

@@ -55,9 +55,21 @@ TEST(ParseFraction, PercentOrFraction) {
 TEST(RunBenchCommand, RejectsBadFlagsWithExitCode2) {
   std::ostringstream out, err;
   BenchCommandOptions o;
-  o.url = "https://example.com";
+  o.url = "ftp://example.com";
   EXPECT_EQ(RunBenchCommand(o, out, err), 2);
-  EXPECT_NE(err.str().find("http://"), std::string::npos);
+  EXPECT_NE(err.str().find("http:// or https://"), std::string::npos);
+  o = {};
+  o.tls_ca_file = "ca.crt";  // TLS flags need an https:// or grpcs:// URL
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+  EXPECT_NE(err.str().find("need an https:// or grpcs:// --url"), std::string::npos);
+  o = {};
+  o.url = "https://127.0.0.1:1";
+  o.tls_ca_file = "/nonexistent/ca.crt";
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
+  o = {};
+  o.url = "https://127.0.0.1:1";
+  o.tls_cert_file = "client.crt";  // without its key
+  EXPECT_EQ(RunBenchCommand(o, out, err), 2);
   o = {};
   o.endpoint = "kserve";  // without --model
   EXPECT_EQ(RunBenchCommand(o, out, err), 2);

@@ -36,6 +36,7 @@
 #include "serving/model_repository_controller.h"
 #include "serving/serving_metrics.h"
 #include "spdlog/spdlog.h"
+#include "tls/tls_context.h"
 
 namespace tide::cli {
 
@@ -73,6 +74,9 @@ struct ServeFlags {
   std::vector<std::string> allowed_hosts;
   bool allowed_hosts_given = false;
   std::vector<std::string> cors_allow_origins;
+  // --tls-cert-file, --tls-key-file, --tls-client-ca-file: HTTPS on the HTTP and admin listeners
+  // and TLS on the gRPC edge, one certificate for all; reloaded on SIGHUP. None: plaintext.
+  tls::ServerTlsFiles tls;
   // The option structs of the parts `tide serve` wires: flags bind to their fields, so each
   // default is stated once, in the struct (durations, which CLI11 cannot bind, are taken from it).
   http::HttpServerOptions http;
@@ -250,6 +254,19 @@ int Serve(const ServeFlags& f) {
     spdlog::error("{}", std::string(credentials.status().message()));
     return 1;
   }
+  // TLS first: a certificate that does not load refuses the start before any model loads.
+  std::shared_ptr<tls::ServerTlsContext> tls_context;
+  if (f.tls.enabled()) {
+    auto created = tls::ServerTlsContext::Create(f.tls);
+    if (!created.ok()) {
+      spdlog::error("tls: {}", std::string(created.status().message()));
+      return 1;
+    }
+    tls_context = *std::move(created);
+    spdlog::info("tls: certificate {}{}", tls_context->description(),
+                 tls_context->mutual() ? "; clients must present a certificate signed by " + f.tls.client_ca_file : "");
+  }
+
   auto metrics = serving::ServingMetrics::Create();
   if (!metrics.ok()) {
     spdlog::error("metrics: {}", metrics.status().ToString());
@@ -413,6 +430,7 @@ int Serve(const ServeFlags& f) {
   ho.header_read_timeout = std::chrono::milliseconds(f.header_read_timeout_ms);
   ho.body_read_timeout = std::chrono::milliseconds(f.body_read_timeout_ms);
   ho.idle_timeout = std::chrono::milliseconds(f.idle_timeout_ms);
+  ho.tls = tls_context;  // the admin listener (a copy of ho) serves HTTPS too
   auto connection_limit = (*metrics)->registry.AddCounter(
       "tide_http_connection_limit_total",
       "Connections evicted (idle or still reading a request) or refused (503, every connection busy) at the "
@@ -492,6 +510,7 @@ int Serve(const ServeFlags& f) {
     go.version = f.service.version;
     go.max_batch_tokens = static_cast<int64_t>(f.model.max_batch_tokens);
     go.repository = controller.get();
+    go.tls = tls_context;
     auto created = grpc_edge::GrpcServer::Create(core->get(), go);
     if (created.ok()) {
       grpc_server = *std::move(created);
@@ -502,7 +521,7 @@ int Serve(const ServeFlags& f) {
           cap.ok()) {
         (*cap)->WithLabels({})->Set(static_cast<double>(grpc_server->max_connections()));
       }
-      std::printf("tide: grpc listening on %s:%d\n", ho.host.c_str(), grpc_server->port());
+      std::printf("tide: grpc listening on %s:%d%s\n", ho.host.c_str(), grpc_server->port(), tls_context ? " (TLS)" : "");
     } else if (f.grpc_port_given || !absl::IsUnavailable(created.status())) {
       spdlog::error("grpc server: {}", created.status().ToString());
       return 1;
@@ -515,15 +534,34 @@ int Serve(const ServeFlags& f) {
   if (f.grpc_port != 0) spdlog::warn("--grpc-port {}: this tide was built without gRPC; serving HTTP only", f.grpc_port);
 #endif
   startup_signals.Stop();  // from here on this thread waits for the signals (below)
-  std::printf("tide: listening on http://%s:%u\n", ho.host.c_str(), (*server)->port());
-  if (admin) std::printf("tide: admin (health, metrics) on http://%s:%u\n", ho.host.c_str(), admin->port());
+  const char* scheme = tls_context ? "https" : "http";
+  std::printf("tide: listening on %s://%s:%u\n", scheme, ho.host.c_str(), (*server)->port());
+  if (admin) std::printf("tide: admin (health, metrics) on %s://%s:%u\n", scheme, ho.host.c_str(), admin->port());
   std::fflush(stdout);
-  spdlog::info("ready: serving on http://{}:{}", ho.host, (*server)->port());
+  spdlog::info("ready: serving on {}://{}:{}", scheme, ho.host, (*server)->port());
 
   int signal_number = 0;
   for (;;) {
     sigwait(&signals, &signal_number);
     if (signal_number != SIGHUP) break;
+    // SIGHUP: the TLS certificate first (new handshakes use it; open connections keep theirs; a
+    // pair that does not load leaves the current one).
+    if (tls_context) {
+      if (absl::Status s = tls_context->Reload(); !s.ok()) {
+        spdlog::error("received SIGHUP: keeping the current TLS certificate ({}): {}", tls_context->description(),
+                      std::string(s.message()));
+      } else {
+#ifdef TIDE_HAVE_GRPC
+        if (grpc_server) s = grpc_server->ReloadTls();
+#endif
+        if (s.ok()) {
+          spdlog::info("received SIGHUP: reloaded the TLS certificate: {}", tls_context->description());
+        } else {
+          spdlog::error("received SIGHUP: HTTP serves the reloaded TLS certificate ({}), gRPC keeps its own: {}",
+                        tls_context->description(), std::string(s.message()));
+        }
+      }
+    }
     // SIGHUP: reopen the access log (logrotate renamed it) and reload the --api-keys file; a file
     // that does not parse leaves the current keys.
     if (co.access_log != nullptr) {
@@ -782,6 +820,16 @@ void RegisterServeCommand(CLI::App* app) {
                   "Ping strikes before the connection gets GOAWAY ENHANCE_YOUR_CALM (0: unlimited)")
       ->envname("TIDE_GRPC_HTTP2_MAX_PING_STRIKES")->check(CLI::Range(0, 1 << 20))->capture_default_str();
 #endif
+  // TLS (tls/tls_context.h).
+  cmd->add_option("--tls-cert-file", flags->tls.cert_file,
+                  "PEM certificate chain (leaf first): serve HTTPS, and TLS on the gRPC edge and the admin "
+                  "listener; reloaded on SIGHUP (needs --tls-key-file; none: plaintext)")
+      ->envname("TIDE_TLS_CERT_FILE");
+  cmd->add_option("--tls-key-file", flags->tls.key_file, "PEM private key of --tls-cert-file (unencrypted)")
+      ->envname("TIDE_TLS_KEY_FILE");
+  cmd->add_option("--tls-client-ca-file", flags->tls.client_ca_file,
+                  "PEM CA bundle: require clients to present a certificate it signed (mutual TLS)")
+      ->envname("TIDE_TLS_CLIENT_CA_FILE");
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->envname("TIDE_LOG_LEVEL")->capture_default_str();
   cmd->callback([flags, cmd]() {

@@ -154,8 +154,15 @@ absl::StatusOr<std::unique_ptr<GrpcTransport>> GrpcTransport::Create(AsioEventLo
   const std::string host = options.host.find(':') != std::string::npos && options.host.front() != '['
                                ? absl::StrCat("[", options.host, "]")
                                : options.host;
-  impl.channel = grpc::CreateCustomChannel(absl::StrCat(host, ":", options.port), grpc::InsecureChannelCredentials(),
-                                           args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_root_pem;
+    ssl.pem_cert_chain = options.tls_cert_pem;
+    ssl.pem_private_key = options.tls_key_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  impl.channel = grpc::CreateCustomChannel(absl::StrCat(host, ":", options.port), credentials, args);
   impl.rerank = tei::v1::Rerank::NewStub(impl.channel);
   impl.kserve = inference::GRPCInferenceService::NewStub(impl.channel);
   impl.requests.reserve(options.workloads.size());

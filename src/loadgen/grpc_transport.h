@@ -54,6 +54,12 @@ struct GrpcTransportOptions {
   std::vector<RerankWorkload> workloads;  // request i sends workloads[i % size]
   size_t max_in_flight = 1;
   int64_t timeout_ms = 30000;
+  // TLS (tide bench's grpcs:// URLs): the server is verified against tls_root_pem (PEM text; "":
+  // gRPC's default roots); tls_cert_pem / tls_key_pem: a client certificate (mutual TLS).
+  bool tls = false;
+  std::string tls_root_pem;
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
 };
 
 // The RPC a bench endpoint calls, e.g. "tei.v1.Rerank/Rerank"; "" for one gRPC does not serve.

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/this_thread.h"
+#include "tls/tls_context.h"
 
 namespace tide::loadgen {
 
@@ -23,9 +25,13 @@ using tcp = asio::ip::tcp;
 absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view std_url) {
   const absl::string_view url(std_url.data(), std_url.size());
   absl::string_view rest = url;
-  if (!absl::ConsumePrefix(&rest, "http://"))
-    return absl::InvalidArgumentError(absl::StrCat("URL '", url, "' must start with http://"));
   HttpUrl out;
+  if (absl::ConsumePrefix(&rest, "https://")) {
+    out.tls = true;
+    out.port = 443;
+  } else if (!absl::ConsumePrefix(&rest, "http://")) {
+    return absl::InvalidArgumentError(absl::StrCat("URL '", url, "' must start with http:// or https://"));
+  }
   size_t slash = rest.find('/');
   absl::string_view authority = rest.substr(0, slash);
   if (slash != absl::string_view::npos && rest.substr(slash) != "/") out.path = std::string(rest.substr(slash));
@@ -64,7 +70,24 @@ void AsioEventLoop::Run() {
 
 struct HttpTransport::Connection {
   explicit Connection(asio::io_context& io) : socket(io), timer(io) {}
+  // Runs fn(stream) on the TLS stream when there is one, else on the socket.
+  template <typename Fn>
+  void With(Fn&& fn) {
+    if (tls_stream) {
+      fn(*tls_stream);
+    } else {
+      fn(socket);
+    }
+  }
+  void Close() {
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    // Destroyed later, not here: this may run inside a completion handler of the stream itself.
+    if (tls_stream) asio::post(socket.get_executor(), [old = std::move(tls_stream)] {});
+    connected = false;
+  }
   tcp::socket socket;
+  std::shared_ptr<asio::ssl::stream<tcp::socket&>> tls_stream;  // over `socket` while connected with TLS
   asio::steady_timer timer;
   beast::flat_buffer buffer;
   std::optional<http::response_parser<http::string_body>> parser;
@@ -92,6 +115,7 @@ absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
     t->raw_requests_.push_back(absl::StrCat(options.method, " ", options.path, " HTTP/1.1\r\nHost: ",
                                             host_header, "\r\nContent-Type: ", options.content_type,
                                             "\r\nContent-Length: ", body.size(),
+                                            options.connection_close ? "\r\nConnection: close" : "",
                                             "\r\nUser-Agent: tide-bench\r\n\r\n", body));
   }
   return t;
@@ -157,24 +181,41 @@ void HttpTransport::Connect(const std::shared_ptr<Connection>& conn, uint64_t ge
                         boost::system::error_code ignored;
                         conn->socket.set_option(tcp::no_delay(true), ignored);
                         conn->buffer.clear();
+                        if (options_.tls) return Handshake(conn, gen);
                         Write(conn, gen);
                       });
 }
 
+void HttpTransport::Handshake(const std::shared_ptr<Connection>& conn, uint64_t gen) {
+  conn->tls_stream = std::make_shared<asio::ssl::stream<tcp::socket&>>(conn->socket, *options_.tls);
+  if (absl::Status s = tls::SetClientHostName(conn->tls_stream->native_handle(), options_.host, options_.tls_verify);
+      !s.ok()) {
+    return Fail(conn, gen, absl::StrCat("tls: ", s.message()), false);
+  }
+  conn->tls_stream->async_handshake(asio::ssl::stream_base::client,
+                                    [this, conn, gen](const boost::system::error_code& ec) {
+                                      if (conn->generation != gen) return;
+                                      if (ec) return Fail(conn, gen, absl::StrCat("tls: ", ec.message()), false);
+                                      Write(conn, gen);
+                                    });
+}
+
 void HttpTransport::Write(const std::shared_ptr<Connection>& conn, uint64_t gen) {
   const std::string& raw = raw_requests_[conn->request.index % raw_requests_.size()];
-  asio::async_write(conn->socket, asio::buffer(raw),
-                    [this, conn, gen](const boost::system::error_code& ec, size_t) {
-                      if (conn->generation != gen) return;
-                      if (ec) return Fail(conn, gen, absl::StrCat("io: ", ec.message()), true);
-                      Read(conn, gen);
-                    });
+  conn->With([&](auto& stream) {
+    asio::async_write(stream, asio::buffer(raw), [this, conn, gen](const boost::system::error_code& ec, size_t) {
+      if (conn->generation != gen) return;
+      if (ec) return Fail(conn, gen, absl::StrCat("io: ", ec.message()), true);
+      Read(conn, gen);
+    });
+  });
 }
 
 void HttpTransport::Read(const std::shared_ptr<Connection>& conn, uint64_t gen) {
   conn->parser.emplace();
   conn->parser->body_limit(std::uint64_t{1} << 30);
-  http::async_read(conn->socket, conn->buffer, *conn->parser,
+  conn->With([&](auto& stream) {
+  http::async_read(stream, conn->buffer, *conn->parser,
                    [this, conn, gen](const boost::system::error_code& ec, size_t bytes) {
                      if (conn->generation != gen) return;
                      if (ec) {
@@ -186,20 +227,15 @@ void HttpTransport::Read(const std::shared_ptr<Connection>& conn, uint64_t gen) 
                      TransportResult result;
                      result.http_status = static_cast<int>(res.result_int());
                      result.response_bytes = bytes;
-                     if (!res.keep_alive()) {
-                       boost::system::error_code ignored;
-                       conn->socket.close(ignored);
-                       conn->connected = false;
-                     }
+                     if (!res.keep_alive()) conn->Close();
                      Complete(conn, std::move(result));
                    });
+  });
 }
 
 void HttpTransport::Fail(const std::shared_ptr<Connection>& conn, uint64_t gen, std::string error,
                          bool retryable) {
-  boost::system::error_code ignored;
-  conn->socket.close(ignored);
-  conn->connected = false;
+  conn->Close();
   conn->buffer.clear();
   if (!conn->timed_out && retryable && conn->reused) {
     // The server closed an idle keep-alive connection before this request reached it.
@@ -226,9 +262,12 @@ void HttpTransport::Complete(const std::shared_ptr<Connection>& conn, TransportR
 }
 
 absl::StatusOr<std::string> HttpGet(const std::string& host, uint16_t port, const std::string& target,
-                                    std::chrono::milliseconds timeout) {
+                                    std::chrono::milliseconds timeout, std::shared_ptr<asio::ssl::context> tls) {
   asio::io_context io;
   beast::tcp_stream stream(io);
+  // Over TLS: the same exchange on a TLS stream over `stream` (whose timeout still applies).
+  std::optional<asio::ssl::stream<beast::tcp_stream&>> tls_stream;
+  if (tls) tls_stream.emplace(stream, *tls);
   beast::flat_buffer buffer;
   http::request<http::empty_body> req{http::verb::get, target, 11};
   req.set(http::field::host, absl::StrCat(host, ":", port));
@@ -240,18 +279,28 @@ absl::StatusOr<std::string> HttpGet(const std::string& host, uint16_t port, cons
   auto endpoints = resolver.resolve(host, std::to_string(port), ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", ec.message()));
   stream.expires_after(timeout);
+  auto exchange = [&](auto& s) {
+    http::async_write(s, req, [&](const boost::system::error_code& e2, size_t) {
+      if (e2) {
+        result_ec = e2;
+        return;
+      }
+      http::async_read(s, buffer, res, [&](const boost::system::error_code& e3, size_t) { result_ec = e3; });
+    });
+  };
   stream.async_connect(endpoints, [&](const boost::system::error_code& e, const tcp::endpoint&) {
     if (e) {
       result_ec = e;
       return;
     }
-    http::async_write(stream, req, [&](const boost::system::error_code& e2, size_t) {
-      if (e2) {
-        result_ec = e2;
+    if (!tls_stream) return exchange(stream);
+    (void)tls::SetClientHostName(tls_stream->native_handle(), host, /*verify=*/false);
+    tls_stream->async_handshake(asio::ssl::stream_base::client, [&](const boost::system::error_code& e1) {
+      if (e1) {
+        result_ec = e1;
         return;
       }
-      http::async_read(stream, buffer, res,
-                       [&](const boost::system::error_code& e3, size_t) { result_ec = e3; });
+      exchange(*tls_stream);
     });
   });
   io.run();

@@ -13,6 +13,10 @@
 //    closed is reopened and the request retried once (not counted as an error). Create:
 //    kInvalidArgument for no bodies / no connections, kUnavailable when the host does not
 //    resolve. Not thread-safe: use on the loop thread only.
+//  - TLS (options.tls): every connection does a TLS handshake after connecting (the server's
+//    certificate checked against host when tls_verify), inside the request's timeout; a failed
+//    handshake is an error "tls: ...". connection_close sends `Connection: close`, so that every
+//    request opens (and with TLS, handshakes) a connection of its own.
 //  - HttpGet: blocking GET on its own io_context; kDeadlineExceeded after timeout, kUnavailable
 //    on connection errors, kInternal for a non-2xx answer.
 #pragma once
@@ -28,6 +32,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "absl/status/statusor.h"
 #include "loadgen/event_loop.h"
@@ -36,10 +41,11 @@ namespace tide::loadgen {
 
 struct HttpUrl {
   std::string host;
-  uint16_t port = 80;
+  uint16_t port = 80;  // 443 for https:// without a port
   std::string path;  // "" when the URL has none (or only "/")
+  bool tls = false;  // https://
 };
-// "http://host[:port][/path]"; kInvalidArgument otherwise (https is not supported).
+// "http://host[:port][/path]" or "https://..."; kInvalidArgument otherwise.
 absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url);
 
 class AsioEventLoop final : public EventLoop {
@@ -65,6 +71,10 @@ struct HttpTransportOptions {
   std::vector<std::string> bodies;  // request i sends bodies[i % bodies.size()]
   size_t max_connections = 1;
   int64_t timeout_ms = 30000;
+  // HTTPS with this client context (tls::MakeClientContext); null: plaintext.
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  bool tls_verify = true;         // check the server certificate's name / IP against host
+  bool connection_close = false;  // one connection (and handshake) per request
 };
 
 class HttpTransport final : public Transport {
@@ -85,6 +95,7 @@ class HttpTransport final : public Transport {
       : loop_(loop), options_(std::move(options)) {}
   void Start(const std::shared_ptr<Connection>& conn, Pending request, bool retry);
   void Connect(const std::shared_ptr<Connection>& conn, uint64_t gen);
+  void Handshake(const std::shared_ptr<Connection>& conn, uint64_t gen);
   void Write(const std::shared_ptr<Connection>& conn, uint64_t gen);
   void Read(const std::shared_ptr<Connection>& conn, uint64_t gen);
   void Fail(const std::shared_ptr<Connection>& conn, uint64_t gen, std::string error, bool retryable);
@@ -99,7 +110,10 @@ class HttpTransport final : public Transport {
   std::deque<Pending> pending_;
 };
 
+// `tls` non-null: over HTTPS with that client context (the server certificate's name is not
+// checked: this is a metrics scrape of the server the benchmark targets).
 absl::StatusOr<std::string> HttpGet(const std::string& host, uint16_t port,
-                                    const std::string& target, std::chrono::milliseconds timeout);
+                                    const std::string& target, std::chrono::milliseconds timeout,
+                                    std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
 
 }  // namespace tide::loadgen

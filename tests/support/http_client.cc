@@ -4,7 +4,11 @@
 #include <limits>
 #include <optional>
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -64,14 +68,50 @@ struct HttpClient::Impl {
     return result;
   }
 
+  // Runs fn(stream) on the connection's stream: the TLS stream when there is one, else the socket.
+  template <typename Fn>
+  void With(Fn&& fn) {
+    if (tls_stream) {
+      fn(*tls_stream);
+    } else {
+      fn(socket);
+    }
+  }
+
   std::string host;
   uint16_t port;
   std::chrono::milliseconds timeout;
   net::io_context ioc;
   tcp::socket socket{ioc};
+  std::shared_ptr<net::ssl::context> tls_context;  // null: plaintext
+  bool tls_verify = true;
+  std::unique_ptr<net::ssl::stream<tcp::socket&>> tls_stream;  // over `socket`, while connected
   boost::beast::flat_buffer buffer;
   bool connected = false;
 };
+
+absl::Status HttpClient::UseTls(const tls::ClientTlsOptions& options) {
+  auto context = tls::MakeClientContext(options);
+  if (!context.ok()) return context.status();
+  Disconnect();
+  impl_->tls_context = *std::move(context);
+  impl_->tls_verify = options.verify;
+  return absl::OkStatus();
+}
+
+std::string HttpClient::PeerCertificate() const {
+  if (!impl_->connected || !impl_->tls_stream) return "";
+  X509* cert = SSL_get1_peer_certificate(impl_->tls_stream->native_handle());
+  if (cert == nullptr) return "";
+  std::string out;
+  if (char* subject = X509_NAME_oneline(X509_get_subject_name(cert), nullptr, 0)) {
+    absl::StrAppend(&out, "subject=", subject);
+    OPENSSL_free(subject);
+  }
+  absl::StrAppend(&out, ", serial=", ASN1_INTEGER_get(X509_get_serialNumber(cert)));
+  X509_free(cert);
+  return out;
+}
 
 HttpClient::HttpClient(std::string host, uint16_t port, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>(std::move(host), port, timeout)) {}
@@ -96,6 +136,19 @@ absl::Status HttpClient::Connect() {
     return absl::UnavailableError(absl::StrCat("connect to ", impl.host, ":", impl.port, ": ", ec.message()));
   }
   impl.socket.set_option(tcp::no_delay(true), ec);
+  if (impl.tls_context) {
+    impl.tls_stream = std::make_unique<net::ssl::stream<tcp::socket&>>(impl.socket, *impl.tls_context);
+    if (absl::Status s = tls::SetClientHostName(impl.tls_stream->native_handle(), impl.host, impl.tls_verify); !s.ok()) {
+      Disconnect();
+      return s;
+    }
+    ec = impl.Run([&](auto handler) { impl.tls_stream->async_handshake(net::ssl::stream_base::client, handler); },
+                  impl.timeout);
+    if (ec) {
+      Disconnect();
+      return absl::UnavailableError(absl::StrCat("TLS handshake with ", impl.host, ":", impl.port, ": ", ec.message()));
+    }
+  }
   impl.connected = true;
   return absl::OkStatus();
 }
@@ -104,6 +157,7 @@ void HttpClient::Disconnect() {
   boost::system::error_code ignored;
   impl_->socket.shutdown(tcp::socket::shutdown_both, ignored);
   impl_->socket.close(ignored);
+  impl_->tls_stream.reset();
   impl_->buffer.clear();
   impl_->connected = false;
 }
@@ -112,7 +166,9 @@ absl::Status HttpClient::SendRaw(std::string_view bytes) {
   if (absl::Status status = Connect(); !status.ok()) return status;
   Impl& impl = *impl_;
   const boost::system::error_code ec = impl.Run(
-      [&](auto handler) { net::async_write(impl.socket, net::buffer(bytes.data(), bytes.size()), handler); },
+      [&](auto handler) {
+        impl.With([&](auto& stream) { net::async_write(stream, net::buffer(bytes.data(), bytes.size()), handler); });
+      },
       impl.timeout);
   if (ec) {
     Disconnect();
@@ -132,7 +188,8 @@ ClientResponse HttpClient::ReadResponse() {
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Boost 1.74 compares it wrongly
     const boost::system::error_code ec =
-        impl.Run([&](auto handler) { bhttp::async_read(impl.socket, impl.buffer, parser, handler); }, impl.timeout);
+        impl.Run([&](auto handler) { impl.With([&](auto& stream) { bhttp::async_read(stream, impl.buffer, parser, handler); }); },
+                 impl.timeout);
     if (ec) {
       response.error = absl::StrCat("read: ", ec.message());
       Disconnect();
@@ -167,7 +224,8 @@ RawReadResult HttpClient::ReadUntilClosed(std::chrono::milliseconds timeout) {
     if (left.count() <= 0) return result;
     size_t n = 0;
     const boost::system::error_code ec =
-        impl.Run([&](auto handler) { impl.socket.async_read_some(net::buffer(chunk), handler); }, left, &n,
+        impl.Run([&](auto handler) { impl.With([&](auto& stream) { stream.async_read_some(net::buffer(chunk), handler); }); },
+                 left, &n,
                  /*keep_open=*/true);
     result.bytes.append(chunk, n);
     if (ec == net::error::timed_out) return result;

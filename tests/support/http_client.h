@@ -7,6 +7,10 @@
 //  - Every network wait is bounded by `timeout`; a transport failure or timeout comes back as
 //    ClientResponse::status == 0 with `error` set (no exceptions).
 //  - Not thread-safe: use one client per thread.
+//  - UseTls(options): every connection from then on is TLS (the server's certificate is verified
+//    against options.ca_file for the client's host, an IP address or a name; options.cert_file is
+//    presented when the server asks for a client certificate). A failed handshake is an error of
+//    the operation that connected.
 //  - The raw calls (SendRaw, ReadResponse, ReadUntilClosed) work on the same connection, for
 //    malformed-request, pipelining and slow-sender tests.
 #pragma once
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tls/tls_context.h"
 
 namespace tide::testing {
 
@@ -61,6 +66,11 @@ class HttpClient {
   // Reads until the server closes the connection or `timeout` passes; after a timeout the
   // connection stays open and usable.
   RawReadResult ReadUntilClosed(std::chrono::milliseconds timeout);
+
+  absl::Status UseTls(const tls::ClientTlsOptions& options);
+  // "subject=..., serial=..., not after ..." of the server certificate of the open TLS connection;
+  // "" when not connected over TLS.
+  std::string PeerCertificate() const;
 
   absl::Status Connect();
   void Disconnect();

@@ -25,12 +25,17 @@ namespace tide::testing {
 namespace {
 
 constexpr char kListeningPrefix[] = "tide: listening on http://";
+constexpr char kListeningPrefixTls[] = "tide: listening on https://";
 
-// Parses "HOST:PORT" after the prefix on a complete line of `text`.
+// Parses "HOST:PORT" after the prefix (http:// or https://) on a complete line of `text`.
 bool FindListeningLine(const std::string& text, std::string* host, uint16_t* port) {
-  const size_t start = text.find(kListeningPrefix);
-  if (start == std::string::npos) return false;
-  const size_t begin = start + std::strlen(kListeningPrefix);
+  size_t start = text.find(kListeningPrefix);
+  size_t begin = start + std::strlen(kListeningPrefix);
+  if (start == std::string::npos) {
+    start = text.find(kListeningPrefixTls);
+    if (start == std::string::npos) return false;
+    begin = start + std::strlen(kListeningPrefixTls);
+  }
   const size_t end = text.find('\n', begin);
   if (end == std::string::npos) return false;
   std::string address = text.substr(begin, end - begin);
@@ -233,6 +238,9 @@ absl::Status ServerProcess::WaitReady(std::string_view path, std::chrono::millis
                                                  std::string(path), "\n", Diagnostics()));
     }
     HttpClient client(host_, port_, std::chrono::milliseconds(2000));
+    if (options_.tls.has_value()) {
+      if (absl::Status s = client.UseTls(*options_.tls); !s.ok()) return s;
+    }
     const ClientResponse response = client.Get(path);
     if (response.status == 200) return absl::OkStatus();
     last = response.status == 0 ? response.error : absl::StrCat(response.status, " ", response.body);

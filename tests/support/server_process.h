@@ -2,7 +2,7 @@
 //
 // Contract:
 //  - Start() spawns `binary args... [--port 0]`, reads its stdout until the line
-//    "tide: listening on http://HOST:PORT" (what `tide serve` prints once it accepts connections)
+//    "tide: listening on http://HOST:PORT" or "https://HOST:PORT" (what `tide serve` prints once it accepts connections)
 //    and returns. It fails with DEADLINE_EXCEEDED when the line does not come within
 //    startup_timeout, and with UNAVAILABLE when the process exits first; both messages carry the
 //    tail of the child's stderr.
@@ -18,12 +18,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tls/tls_context.h"
 
 namespace tide::testing {
 
@@ -35,6 +37,7 @@ struct ServerProcessOptions {
   std::chrono::milliseconds startup_timeout{30000};
   std::chrono::milliseconds stop_grace{10000};  // SIGTERM -> SIGKILL
   bool keep_stderr_file = false;      // leave the stderr capture file on disk
+  std::optional<tls::ClientTlsOptions> tls;  // set: WaitReady speaks HTTPS with these
 };
 
 class ServerProcess {

@@ -8,11 +8,16 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "api/request_limits.h"
 #include "common/version.h"
 #include "server/grpc/connection_gate.h"
+
+namespace tide::tls {
+class ServerTlsContext;
+}
 
 namespace tide::grpc_edge {
 
@@ -64,6 +69,10 @@ struct GrpcServerOptions {
   // the same controller the HTTP repository API uses; not owned. Null: the index lists what the
   // model manager serves and load / unload answer UNIMPLEMENTED.
   serving::ModelRepositoryController* repository = nullptr;
+  // Serve TLS with the certificate (and client CA: mutual TLS) of this context, the HTTP edge's
+  // (tide serve's --tls-* flags); GrpcServer::ReloadTls picks up its reloaded certificate. Null:
+  // plaintext.
+  std::shared_ptr<tls::ServerTlsContext> tls;
 };
 
 }  // namespace tide::grpc_edge

@@ -1,12 +1,23 @@
 #include "server/grpc/grpc_server.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "grpc/impl/codegen/grpc_types.h"
 #include "grpcpp/resource_quota.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/security/server_credentials.h"
@@ -15,8 +26,50 @@
 #include "server/grpc/health_service.h"
 #include "server/grpc/kserve_service.h"
 #include "server/grpc/tei_service.h"
+#include "tls/tls_context.h"
 
 namespace tide::grpc_edge {
+namespace {
+
+constexpr char kKeyFile[] = "key.pem";
+constexpr char kCertFile[] = "cert.pem";
+constexpr char kCaFile[] = "client-ca.pem";
+
+// Writes `text` to dir/name (mode 0600) through a temporary file and rename(2), so that a reader
+// sees the old file or the new one, never a part.
+absl::Status WriteAtomically(const std::string& dir, const char* name, const std::string& text) {
+  const std::string path = absl::StrCat(dir, "/", name);
+  const std::string temp = absl::StrCat(dir, "/.", name, ".tmp");
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", temp, ": ", std::strerror(errno)));
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = errno;
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("cannot write ", temp, ": ", std::strerror(error)));
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// The copy of the current PEMs gRPC's provider watches. Key before certificate: the provider
+// re-reads both when either changes, and checks the pair before using it.
+absl::Status WritePems(const std::string& dir, const tls::ServerTlsContext& context) {
+  const tls::ServerTlsPem pem = context.current_pem();
+  if (absl::Status s = WriteAtomically(dir, kKeyFile, pem.private_key); !s.ok()) return s;
+  if (absl::Status s = WriteAtomically(dir, kCertFile, pem.cert_chain); !s.ok()) return s;
+  if (!pem.client_ca.empty()) return WriteAtomically(dir, kCaFile, pem.client_ca);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 namespace {
 
@@ -84,6 +137,31 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
   server->embed_ = std::make_unique<TeiEmbedService>(core);
   server->health_ = std::make_unique<HealthService>(core);
 
+  // TLS (when configured): gRPC runs the TLS handshake on each connection handed over below.
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls != nullptr) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string dir = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/tide-grpc-tls-XXXXXX");
+    if (::mkdtemp(dir.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("gRPC TLS: cannot create ", dir, ": ", std::strerror(errno)));
+    }
+    server->tls_ = options.tls;
+    server->tls_dir_ = dir;  // removed by the destructor from here on
+    if (absl::Status s = WritePems(dir, *options.tls); !s.ok()) return s;
+    const bool mutual = options.tls->mutual();
+    auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        absl::StrCat(dir, "/", kKeyFile), absl::StrCat(dir, "/", kCertFile),
+        mutual ? absl::StrCat(dir, "/", kCaFile) : std::string(), kTlsRefreshSeconds);
+    grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
+    tls_options.watch_identity_key_cert_pairs();
+    if (mutual) {
+      tls_options.watch_root_certs();
+      tls_options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    } else {
+      tls_options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    }
+    credentials = grpc::experimental::TlsServerCredentials(tls_options);
+  }
   // tide accepts the connections (the cap gRPC 1.51 lacks) and hands them to gRPC's external
   // connection acceptor, which runs gRPC's handshake (with these credentials) as on its own
   // listener.
@@ -101,7 +179,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
 
   grpc::ServerBuilder builder;
   server->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
-      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, grpc::InsecureServerCredentials());
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   // gRPC's own handshake deadline (it also covers the client's HTTP/2 SETTINGS); the gate closes
   // connections that did not even send the preface by then.
@@ -141,7 +219,18 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
   return server;
 }
 
-GrpcServer::~GrpcServer() { Shutdown(std::chrono::steady_clock::now()); }
+GrpcServer::~GrpcServer() {
+  Shutdown(std::chrono::steady_clock::now());
+  if (!tls_dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(tls_dir_, ignored);
+  }
+}
+
+absl::Status GrpcServer::ReloadTls() {
+  if (tls_ == nullptr) return absl::OkStatus();
+  return WritePems(tls_dir_, *tls_);
+}
 
 void GrpcServer::Shutdown(std::chrono::steady_clock::time_point deadline) {
   if (shut_down_ || server_ == nullptr) return;

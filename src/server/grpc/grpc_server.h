@@ -22,12 +22,19 @@
 //    (ServiceCore's in-flight count) and give this a short deadline. Call ServiceCore::SetDraining(true) first so that
 //    health answers NOT_SERVING and new inference calls UNAVAILABLE. Idempotent; the destructor
 //    shuts down at once if it was not.
+//  - TLS (options.tls): gRPC's own TLS stack serves the PEMs of options.tls->current_pem(), which
+//    Create copies into a private folder (mode 0700, removed by the destructor) watched by gRPC's
+//    FileWatcherCertificateProvider. ReloadTls() rewrites that copy from the context's current
+//    (already validated) PEMs, so after the caller's successful ServerTlsContext::Reload, new gRPC
+//    handshakes use the new certificate within kTlsRefreshSeconds while established HTTP/2
+//    connections keep theirs. With a client CA, a client must present a certificate it signed.
 //  - The core (and what it uses) must outlive the server.
 #pragma once
 
 #include <chrono>
 #include <memory>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/grpc/grpc_options.h"
 #include "serving/service_core.h"
@@ -50,6 +57,9 @@ class TeiEmbedService;
 class HealthService;
 class ConnectionGate;
 
+// How often gRPC's certificate provider looks at the copy ReloadTls writes.
+inline constexpr unsigned kTlsRefreshSeconds = 1;
+
 class GrpcServer {
  public:
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Create(serving::ServiceCore* core,
@@ -60,12 +70,16 @@ class GrpcServer {
   // Open connections and the cap in force (lowered to fit the open-file limit).
   size_t open_connections() const;
   size_t max_connections() const;
+  // See the contract (TLS). No-op without TLS; INTERNAL when the copy cannot be written.
+  absl::Status ReloadTls();
   void Shutdown(std::chrono::steady_clock::time_point deadline);
 
  private:
   GrpcServer() = default;
 
   int port_ = 0;
+  std::shared_ptr<tls::ServerTlsContext> tls_;
+  std::string tls_dir_;  // the watched copy of the PEMs; "" without TLS
   bool shut_down_ = false;
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<TeiInfoService> info_;

@@ -10,11 +10,13 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
@@ -26,12 +28,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "tls/tls_context.h"
 
 namespace tide::http {
 namespace {
 
 namespace net = boost::asio;
 namespace bhttp = boost::beast::http;
+namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
@@ -214,6 +218,41 @@ class CallbackSink final : public internal::ResponseSink {
 
 class Connection;
 
+// The byte stream of one connection: a TCP socket, or TLS over one (HttpServerOptions::tls). One
+// type with one set of operations, so that Connection is written once for both; an operation costs
+// a branch on the variant.
+class ConnectionStream {
+ public:
+  explicit ConnectionStream(tcp::socket socket) : stream_(std::in_place_type<tcp::socket>, std::move(socket)) {}
+  // `context` is the server's current TLS context, taken at accept: a certificate reloaded later
+  // serves the connections accepted after the reload.
+  ConnectionStream(tcp::socket socket, std::shared_ptr<ssl::context> context)
+      : context_(std::move(context)), stream_(std::in_place_type<TlsStream>, std::move(socket), *context_) {}
+
+  bool tls() const { return context_ != nullptr; }
+  // The TCP socket underneath (shutdown, close, cancel, addresses).
+  tcp::socket& socket() {
+    if (TlsStream* tls = std::get_if<TlsStream>(&stream_)) return tls->next_layer();
+    return std::get<tcp::socket>(stream_);
+  }
+  // Runs fn(stream) on the stream itself (tcp::socket& or ssl::stream<tcp::socket>&), to start a read
+  // or a write on it.
+  template <typename Fn>
+  void With(Fn&& fn) {
+    std::visit(std::forward<Fn>(fn), stream_);
+  }
+  // TLS only: the server side of the handshake.
+  template <typename Handler>
+  void AsyncHandshake(Handler&& handler) {
+    std::get<TlsStream>(stream_).async_handshake(ssl::stream_base::server, std::forward<Handler>(handler));
+  }
+
+ private:
+  using TlsStream = ssl::stream<tcp::socket>;
+  std::shared_ptr<ssl::context> context_;  // before stream_: outlives it
+  std::variant<tcp::socket, TlsStream> stream_;
+};
+
 }  // namespace
 
 // ---- Request, Response, Responder ----------------------------------------------------------------
@@ -323,13 +362,14 @@ class Connection final : public internal::ResponseSink, public std::enable_share
  public:
   Connection(std::shared_ptr<HttpServer::Core> core, tcp::socket socket)
       : core_(std::move(core)),
-        socket_(std::move(socket)),
-        read_timer_(socket_.get_executor()),
-        write_timer_(socket_.get_executor()),
+        stream_(core_->options.tls ? ConnectionStream(std::move(socket), core_->options.tls->current())
+                                   : ConnectionStream(std::move(socket))),
+        read_timer_(stream_.socket().get_executor()),
+        write_timer_(stream_.socket().get_executor()),
         accepted_at_(Clock::now()) {
     tier_since_ns_.store(accepted_at_.time_since_epoch().count());
     boost::system::error_code ec;
-    const tcp::endpoint remote = socket_.remote_endpoint(ec);
+    const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
     // A socketpair end (internal::ServeConnectedSocket) has no IP peer address.
     const int family = ec ? AF_UNSPEC : remote.data()->sa_family;
     if (family == AF_INET || family == AF_INET6) remote_address_ = absl::StrCat(remote.address().to_string(), ":", remote.port());
@@ -342,7 +382,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     core_->connections.erase(this);
   }
 
-  net::any_io_executor executor() { return socket_.get_executor(); }
+  net::any_io_executor executor() { return stream_.socket().get_executor(); }
 
   // Eviction state, for the acceptor (any thread, under Core::mu).
   EvictionTier tier() const { return tier_.load(std::memory_order_acquire); }
@@ -353,6 +393,16 @@ class Connection final : public internal::ResponseSink, public std::enable_share
 
   void Start() {
     if (closed_) return;
+    if (stream_.tls()) {
+      // The handshake counts against the first request's header_read_timeout (from accept), and
+      // the connection ranks as idle for eviction until it completes: a client that connects and
+      // never finishes its handshake is closed like a silent plaintext one.
+      phase_ = Phase::kHandshake;
+      ArmReadTimerAt(accepted_at_ + options().header_read_timeout);
+      stream_.AsyncHandshake([self = shared_from_this()](boost::system::error_code ec) { self->OnHandshake(ec); });
+      Publish();
+      return;
+    }
     StartRead();
     Publish();
   }
@@ -375,8 +425,8 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     core_->active_connections.fetch_sub(1);
     DiscardSlots();
     boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
     read_timer_.cancel();
     write_timer_.cancel();
   }
@@ -390,7 +440,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
       core_->unwritten_responses.fetch_sub(1);
       return;
     }
-    net::post(socket_.get_executor(),
+    net::post(executor(),
               [self = shared_from_this(), request_id, response = std::move(response)]() mutable {
                 self->OnComplete(request_id, std::move(response));
               });
@@ -398,7 +448,8 @@ class Connection final : public internal::ResponseSink, public std::enable_share
 
  private:
   // kPaused: parsing paused by kMaxPipelinedRequests, reading on into buffer_ (see StartRead).
-  enum class Phase { kNone, kIdle, kHeader, kBody, kLinger, kPaused };
+  // kHandshake: TLS handshake in progress (before the first read).
+  enum class Phase { kNone, kHandshake, kIdle, kHeader, kBody, kLinger, kPaused };
 
   // One response position on this connection, in request order.
   struct Slot {
@@ -452,6 +503,18 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     }
   }
 
+  void OnHandshake(boost::system::error_code ec) {
+    if (closed_) return;
+    CancelReadTimer();
+    phase_ = Phase::kNone;
+    if (ec) {  // not TLS (plaintext HTTP), no acceptable certificate (mTLS), timeout: nothing to answer
+      Close();
+      return;
+    }
+    StartRead();
+    Publish();
+  }
+
   void StartRead() {
     if (closed_ || read_closed_ || reading_) return;
     if (slots_.size() >= kMaxPipelinedRequests) {  // parsing resumes when responses drain
@@ -470,10 +533,11 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     }
     phase_ = Phase::kIdle;
     if (slots_.empty() && !writing_) ArmIdleTimer();
-    socket_.async_read_some(buffer_.prepare(kReadChunk),
-                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                              self->OnIdleRead(ec, n);
-                            });
+    stream_.With([&](auto& stream) {
+      stream.async_read_some(buffer_.prepare(kReadChunk), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+        self->OnIdleRead(ec, n);
+      });
+    });
   }
 
   void OnIdleRead(boost::system::error_code ec, size_t n) {
@@ -501,10 +565,12 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     reading_ = true;
     paused_read_ = true;
     phase_ = Phase::kPaused;
-    socket_.async_read_some(buffer_.prepare(std::min(kReadChunk, kPausedReadBytes - buffer_.size())),
-                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                              self->OnPausedRead(ec, n);
-                            });
+    stream_.With([&](auto& stream) {
+      stream.async_read_some(buffer_.prepare(std::min(kReadChunk, kPausedReadBytes - buffer_.size())),
+                             [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                               self->OnPausedRead(ec, n);
+                             });
+    });
   }
 
   void OnPausedRead(boost::system::error_code ec, size_t n) {
@@ -539,10 +605,11 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     // A connection's first request has header_read_timeout from accept, later ones from their first byte.
     ArmReadTimerAt((requests_read_ == 0 ? accepted_at_ : Clock::now()) + options().header_read_timeout);
     Publish();
-    bhttp::async_read_header(socket_, buffer_, *parser_,
-                             [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                               self->OnHeader(ec);
-                             });
+    stream_.With([&](auto& stream) {
+      bhttp::async_read_header(stream, buffer_, *parser_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
+        self->OnHeader(ec);
+      });
+    });
   }
 
   void OnHeader(boost::system::error_code ec) {
@@ -573,10 +640,11 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     phase_ = Phase::kBody;
     ArmReadTimer(options().body_read_timeout);
     Publish();
-    bhttp::async_read(socket_, buffer_, *parser_,
-                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                        self->OnBody(ec);
-                      });
+    stream_.With([&](auto& stream) {
+      bhttp::async_read(stream, buffer_, *parser_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
+        self->OnBody(ec);
+      });
+    });
   }
 
   void OnBody(boost::system::error_code ec) {
@@ -726,8 +794,10 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     close_after_write_ = close_after;
     ArmWriteTimer();
     Publish();
-    net::async_write(socket_, net::buffer(write_buffer_),
-                     [self = shared_from_this()](boost::system::error_code ec, size_t) { self->OnWrite(ec); });
+    stream_.With([&](auto& stream) {
+      net::async_write(stream, net::buffer(write_buffer_),
+                       [self = shared_from_this()](boost::system::error_code ec, size_t) { self->OnWrite(ec); });
+    });
   }
 
   void OnWrite(boost::system::error_code ec) {
@@ -754,7 +824,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
       // Resume parsing: end the read-ahead (no write is outstanding now, so cancel() only ends
       // that read); OnPausedRead restarts reading with the parser.
       boost::system::error_code ignored;
-      socket_.cancel(ignored);
+      stream_.socket().cancel(ignored);
     }
     TryWrite();
     if (!reading_) {
@@ -769,7 +839,9 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     read_closed_ = true;
     DiscardSlots();
     boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    // With TLS no close_notify is sent: the response was framed (Content-Length) and clients treat
+    // the end of the TCP stream after it as the close.
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     phase_ = Phase::kLinger;
     ArmReadTimer(kLingerTime);
     if (!reading_) DiscardRead();
@@ -778,7 +850,8 @@ class Connection final : public internal::ResponseSink, public std::enable_share
 
   void DiscardRead() {
     reading_ = true;
-    socket_.async_read_some(net::buffer(discard_buffer_),
+    // Raw bytes of the socket, also under TLS: nothing read now is ever decrypted or parsed.
+    stream_.socket().async_read_some(net::buffer(discard_buffer_),
                             [self = shared_from_this()](boost::system::error_code ec, size_t) {
                               if (self->closed_) return;
                               if (ec) {
@@ -807,7 +880,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
 
   void OnReadTimer(boost::system::error_code ec, uint64_t generation) {
     if (closed_ || ec || generation != read_timer_gen_) return;
-    if (phase_ == Phase::kIdle || phase_ == Phase::kLinger) {
+    if (phase_ == Phase::kIdle || phase_ == Phase::kLinger || phase_ == Phase::kHandshake) {
       timed_out_ = true;
       Close();
       return;
@@ -816,7 +889,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
     // EOF) without disturbing a response write in flight; OnReadError answers 408.
     timed_out_ = true;
     boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_receive, ignored);
+    stream_.socket().shutdown(tcp::socket::shutdown_receive, ignored);
   }
 
   void ArmWriteTimer() {
@@ -830,7 +903,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
   }
 
   std::shared_ptr<HttpServer::Core> core_;
-  tcp::socket socket_;
+  ConnectionStream stream_;
   net::steady_timer read_timer_;
   net::steady_timer write_timer_;
   boost::beast::flat_buffer buffer_;
@@ -886,14 +959,15 @@ bool ChooseEvictionVictim(HttpServer::Core& core, std::shared_ptr<Connection>* v
 }
 
 // Answers a connection refused at max_connections with a short 503 and closes it. Best effort:
-// the answer is sent without waiting (it fits any socket buffer).
-void RefuseConnection(tcp::socket& socket) {
+// the answer is sent without waiting (it fits any socket buffer). A TLS listener closes without
+// an answer: a plaintext 503 means nothing to a client that is about to start a handshake.
+void RefuseConnection(tcp::socket& socket, bool tls) {
   static const std::string* const kRefused = [] {
     Response response = JsonError(ErrorKind::kUnavailable, "server at connection limit: every connection has a request in flight");
     response.headers.emplace_back("Retry-After", "1");
     return new std::string(Serialize(response, 11, /*keep_alive=*/false, /*head_request=*/false));
   }();
-  (void)::send(socket.native_handle(), kRefused->data(), kRefused->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (!tls) (void)::send(socket.native_handle(), kRefused->data(), kRefused->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   boost::system::error_code ignored;
   socket.shutdown(tcp::socket::shutdown_send, ignored);
   socket.close(ignored);
@@ -922,7 +996,7 @@ void DoAccept(std::shared_ptr<HttpServer::Core> core) {
           } else {
             core->refused_connections.fetch_add(1);
             if (core->options.on_connection_limit) core->options.on_connection_limit(ConnectionLimitAction::kRefused);
-            RefuseConnection(socket);
+            RefuseConnection(socket, core->options.tls != nullptr);
             DoAccept(std::move(core));
             return;
           }

@@ -47,6 +47,13 @@
 //  - Every response carries `Server: tide` and `Content-Length` (none for 204 and 304). The server
 //    owns framing: handler headers named Content-Length, Transfer-Encoding, Connection or Server are
 //    ignored, and a handler status outside 200..599 is answered as 500.
+//  - TLS (options.tls set): every connection starts with a TLS handshake (server certificate of
+//    tls->current() at accept time, so a reloaded certificate serves new connections while
+//    established ones keep theirs; client certificates verified when the context asks for them).
+//    The handshake counts against the first request's header_read_timeout and the connection ranks
+//    as idle for eviction until it completes; a failed handshake (a plaintext client, no valid
+//    client certificate) closes the connection without an answer, and so does a refusal at
+//    max_connections (no plaintext 503). Everything else is the same on both.
 //  - Thread safety: Start/StopAccepting/Stop/WaitIdle are called from one controlling thread;
 //    port() and the counters from any thread. Stop() blocks until the I/O threads exit.
 //
@@ -69,6 +76,10 @@
 #include "absl/status/statusor.h"
 #include "common/cancellation_flag.h"
 #include "common/error.h"
+
+namespace tide::tls {
+class ServerTlsContext;
+}
 
 namespace tide::http {
 
@@ -179,6 +190,9 @@ struct HttpServerOptions {
   // Called (on an I/O thread; must be quick and thread-safe) for each connection evicted or
   // refused at max_connections, e.g. to count it in a metric. Empty: not called.
   std::function<void(ConnectionLimitAction)> on_connection_limit;
+  // Serve HTTPS with this context (tls/tls_context.h; shared with the caller, who reloads it).
+  // Null: plaintext HTTP.
+  std::shared_ptr<tls::ServerTlsContext> tls;
 };
 
 // Requests read ahead on one connection while earlier ones still wait for their responses.

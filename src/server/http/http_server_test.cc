@@ -14,11 +14,15 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/this_thread.h"
 #include "http_client.h"
+#include "test_pki.h"
+#include "tls/tls_context.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -1015,6 +1019,134 @@ TEST_F(HttpServerTest, IoThreadsAreNamedAndAskForAShortTimeSlice) {
   } else {
     std::printf("this kernel refuses custom time slices; only the names are checked\n");
   }
+}
+
+// ---- HTTPS (HttpServerOptions::tls) ----------------------------------------------------------------
+
+class HttpsServerTest : public HttpServerTest {
+ protected:
+  void SetUp() override {
+    std::string pattern = std::filesystem::temp_directory_path() / "tide-https-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    auto pki = tide::testing::MakeTestPki(dir_);
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = *pki;
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  HttpServerOptions TlsOptions(bool mutual = false) {
+    auto context = tls::ServerTlsContext::Create({pki_.server_cert, pki_.server_key, mutual ? pki_.ca_cert : ""});
+    EXPECT_TRUE(context.ok()) << context.status();
+    tls_ = context.ok() ? *context : nullptr;
+    HttpServerOptions options = DefaultOptions();
+    options.tls = tls_;
+    return options;
+  }
+  std::unique_ptr<HttpClient> TlsClient(bool client_cert = false) {
+    auto client = std::make_unique<HttpClient>("127.0.0.1", server_->port(), std::chrono::milliseconds(10000));
+    tls::ClientTlsOptions options;
+    options.ca_file = pki_.ca_cert;
+    if (client_cert) {
+      options.cert_file = pki_.client_cert;
+      options.key_file = pki_.client_key;
+    }
+    EXPECT_TRUE(client->UseTls(options).ok());
+    return client;
+  }
+
+  std::string dir_;
+  tide::testing::TestPki pki_;
+  std::shared_ptr<tls::ServerTlsContext> tls_;
+};
+
+TEST_F(HttpsServerTest, KeepAliveOverTlsAndNoAnswerToPlaintext) {
+  StartEchoServer(TlsOptions());
+  auto client = TlsClient();
+  std::string first_remote;
+  for (int i = 0; i < 3; ++i) {
+    const ClientResponse response = client->Post("/x?i=" + std::to_string(i), "body" + std::to_string(i));
+    ASSERT_EQ(response.status, 200) << response.error;
+    const auto json = nlohmann::json::parse(response.body);
+    EXPECT_EQ(json["body"], "body" + std::to_string(i));
+    if (i == 0) first_remote = json["remote"];
+    EXPECT_EQ(json["remote"], first_remote) << "a new connection was opened";
+  }
+  EXPECT_THAT(client->PeerCertificate(), HasSubstr("CN=tide test server"));
+  EXPECT_THAT(client->PeerCertificate(), HasSubstr("serial=1001"));
+
+  HttpClient plain = Client();
+  ASSERT_TRUE(plain.SendRaw("GET / HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  const RawReadResult result = plain.ReadUntilClosed(std::chrono::milliseconds(10000));
+  EXPECT_TRUE(result.closed);
+  EXPECT_THAT(result.bytes, ::testing::Not(HasSubstr("HTTP/1.1")));
+  EXPECT_TRUE(Eventually([&] { return server_->active_connections() == 1; }));  // the TLS client's
+}
+
+TEST_F(HttpsServerTest, AClientThatNeverHandshakesIsClosedAtTheHeaderTimeout) {
+  HttpServerOptions options = TlsOptions();
+  options.header_read_timeout = std::chrono::milliseconds(200);
+  options.idle_timeout = std::chrono::milliseconds(600000);
+  StartEchoServer(options);
+  HttpClient silent = Client();  // TCP only: never sends a ClientHello
+  ASSERT_TRUE(silent.Connect().ok());
+  const RawReadResult result = silent.ReadUntilClosed(std::chrono::milliseconds(10000));
+  EXPECT_TRUE(result.closed) << "a connection that never started its handshake outlived the header timeout";
+  EXPECT_EQ(result.bytes, "");
+}
+
+TEST_F(HttpsServerTest, AConnectionStillHandshakingIsEvictedAtTheCap) {
+  HttpServerOptions options = TlsOptions();
+  options.max_connections = 1;
+  StartEchoServer(options);
+  HttpClient silent = Client();
+  ASSERT_TRUE(silent.Connect().ok());
+  ASSERT_TRUE(Eventually([&] { return server_->active_connections() == 1; }));
+  auto client = TlsClient();
+  const ClientResponse response = client->Get("/");
+  EXPECT_EQ(response.status, 200) << response.error;
+  EXPECT_EQ(server_->evicted_connections(), 1u);
+  EXPECT_EQ(server_->refused_connections(), 0u);
+  EXPECT_TRUE(silent.ReadUntilClosed(std::chrono::milliseconds(10000)).closed);
+}
+
+TEST_F(HttpsServerTest, SlowHeadersOverTlsGet408) {
+  HttpServerOptions options = TlsOptions();
+  options.header_read_timeout = std::chrono::milliseconds(300);
+  StartEchoServer(options);
+  auto client = TlsClient();
+  ASSERT_TRUE(client->SendRaw("GET / HTTP/1.1\r\nHost: x\r\n").ok());  // the headers never end
+  const RawReadResult result = client->ReadUntilClosed(std::chrono::milliseconds(10000));
+  EXPECT_TRUE(result.closed);
+  EXPECT_THAT(result.bytes, StartsWith("HTTP/1.1 408 "));
+  EXPECT_THAT(result.bytes, HasSubstr("request header not received within 300 ms"));
+}
+
+TEST_F(HttpsServerTest, MutualTlsRefusesClientsWithoutACertificate) {
+  StartEchoServer(TlsOptions(/*mutual=*/true));
+  auto anonymous = TlsClient(/*client_cert=*/false);
+  const ClientResponse refused = anonymous->Get("/");
+  EXPECT_EQ(refused.status, 0);
+  EXPECT_FALSE(refused.error.empty());
+  auto known = TlsClient(/*client_cert=*/true);
+  const ClientResponse served = known->Get("/");
+  EXPECT_EQ(served.status, 200) << served.error;
+}
+
+TEST_F(HttpsServerTest, AReloadedCertificateServesNewConnectionsOnly) {
+  StartEchoServer(TlsOptions());
+  auto before = TlsClient();
+  ASSERT_EQ(before->Get("/").status, 200);
+  ASSERT_TRUE(tide::testing::IssueServerCert(pki_, pki_.server_cert, pki_.server_key, 1002, "tide renewed").ok());
+  ASSERT_TRUE(tls_->Reload().ok());
+  EXPECT_EQ(before->Get("/").status, 200);  // the established connection goes on
+  EXPECT_THAT(before->PeerCertificate(), HasSubstr("serial=1001"));
+  auto after = TlsClient();
+  EXPECT_EQ(after->Get("/").status, 200);
+  EXPECT_THAT(after->PeerCertificate(), HasSubstr("serial=1002"));
 }
 
 }  // namespace
