@@ -60,7 +60,7 @@ constexpr int kHeaderTimeoutMs = 5000;
 double MsSince(Steady::time_point t0) { return std::chrono::duration<double, std::milli>(Steady::now() - t0).count(); }
 
 std::string RawPost(const std::string& path, const std::string& body) {
-  return absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: tide\r\nContent-Type: application/json\r\nContent-Length: ",
+  return absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ",
                       body.size(), "\r\n\r\n", body);
 }
 

@@ -99,7 +99,7 @@ bool AnswersTag(const json& j, const std::string& tag) {
 }
 
 std::string RawPost(const std::string& path, const std::string& body, const HeaderList& headers = {}) {
-  std::string out = absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: tide\r\nContent-Type: application/json\r\n");
+  std::string out = absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n");
   for (const auto& [k, v] : headers) absl::StrAppend(&out, k, ": ", v, "\r\n");
   absl::StrAppend(&out, "Content-Length: ", body.size(), "\r\n\r\n", body);
   return out;
@@ -300,7 +300,7 @@ class ServeFaultTest : public SharedServerSuite<ServeFaultTest> {
 TEST_F(ServeFaultTest, SlowHeaderSenderGets408WithoutBlockingOthers) {
   RawSocket slow(server().port());
   ASSERT_TRUE(slow.ok());
-  const std::string request = "POST /v1/rerank HTTP/1.1\r\nHost: tide\r\nX-Slow: " + std::string(100, 'a');
+  const std::string request = "POST /v1/rerank HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + std::string(100, 'a');
   std::string answer;
   bool closed = false;
   std::atomic<bool> slow_done{false};
@@ -340,7 +340,7 @@ TEST_F(ServeFaultTest, SlowHeaderSenderGets408WithoutBlockingOthers) {
 // A body shorter than its Content-Length: when the client then goes quiet, 408 at the body-read
 // timeout; when it closes, nothing is dispatched and the server carries on.
 TEST_F(ServeFaultTest, TruncatedBodyGets408AfterTheBodyTimeoutOrIsDroppedOnClose) {
-  const std::string head = "POST /v1/rerank HTTP/1.1\r\nHost: tide\r\nContent-Type: application/json\r\n"
+  const std::string head = "POST /v1/rerank HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                            "Content-Length: 1000\r\n\r\n{\"query\": \"pa";
   const std::string before = Metrics();
   {

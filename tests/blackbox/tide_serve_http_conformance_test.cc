@@ -83,9 +83,9 @@ class ServeHttpConformanceTest : public SharedServerSuite<ServeHttpConformanceTe
 TEST_F(ServeHttpConformanceTest, TransferEncodingNotEndingInChunkedIs400AndTheBodyNeverRunsAsARequest) {
   // The body is a complete second request. Served as one (yesterday's behaviour: no body, the
   // connection kept open), a proxy that framed the message otherwise would have smuggled it.
-  const std::string smuggled = "GET /v2/health/live HTTP/1.1\r\nHost: tide\r\n\r\n";
+  const std::string smuggled = "GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n";
   for (const std::string coding : {"xchunked", "chunked, identity", "\"chunked\"", "identity"}) {
-    const RawReadResult r = SendAndReadAll(absl::StrCat("POST /v1/rerank HTTP/1.1\r\nHost: tide\r\nTransfer-Encoding: ",
+    const RawReadResult r = SendAndReadAll(absl::StrCat("POST /v1/rerank HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: ",
                                                         coding, "\r\nAuthorization: Bearer secret\r\n\r\n", smuggled));
     EXPECT_TRUE(r.closed) << coding;
     EXPECT_THAT(r.bytes, StartsWith("HTTP/1.1 400 ")) << coding;
@@ -97,8 +97,8 @@ TEST_F(ServeHttpConformanceTest, TransferEncodingNotEndingInChunkedIs400AndTheBo
 
 TEST_F(ServeHttpConformanceTest, UnsupportedTransferCodingIs501AndCloses) {
   const RawReadResult r = SendAndReadAll(
-      "POST /tokenize HTTP/1.1\r\nHost: tide\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
-      "5\r\nhello\r\n0\r\n\r\nGET /v2/health/live HTTP/1.1\r\nHost: tide\r\n\r\n");
+      "POST /tokenize HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+      "5\r\nhello\r\n0\r\n\r\nGET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n");
   EXPECT_TRUE(r.closed);
   EXPECT_THAT(r.bytes, StartsWith("HTTP/1.1 501 "));
   EXPECT_EQ(CountResponses(r.bytes), 1) << r.bytes;
@@ -106,13 +106,13 @@ TEST_F(ServeHttpConformanceTest, UnsupportedTransferCodingIs501AndCloses) {
 }
 
 TEST_F(ServeHttpConformanceTest, ContentLengthWithTransferEncodingOrTwiceIs400AndCloses) {
-  const std::string next = "GET /v2/health/live HTTP/1.1\r\nHost: tide\r\n\r\n";
+  const std::string next = "GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n";
   for (const std::string headers :
        {"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
         "Transfer-Encoding: identity\r\nContent-Length: 5\r\n", "Content-Length: 5\r\nContent-Length: 5\r\n",
         "Content-Length: 5\r\nContent-Length: 6\r\n"}) {
     const RawReadResult r =
-        SendAndReadAll(absl::StrCat("POST /tokenize HTTP/1.1\r\nHost: tide\r\n", headers, "\r\n0\r\n\r\n", next));
+        SendAndReadAll(absl::StrCat("POST /tokenize HTTP/1.1\r\nHost: localhost\r\n", headers, "\r\n0\r\n\r\n", next));
     EXPECT_TRUE(r.closed) << headers;
     EXPECT_THAT(r.bytes, StartsWith("HTTP/1.1 400 ")) << headers;
     EXPECT_EQ(CountResponses(r.bytes), 1) << headers << ":\n" << r.bytes;
@@ -169,7 +169,7 @@ TEST_F(ServeHttpConformanceTest, HeadAnswersWhereverGetDoesWithGetsHeadersAndNoB
     auto client = NewClient();
     const ClientResponse get = client->Get(path, kAuth);
     const RawReadResult head = SendAndReadAll(
-        absl::StrCat("HEAD ", path, " HTTP/1.1\r\nHost: tide\r\nAuthorization: Bearer secret\r\nConnection: close\r\n\r\n"));
+        absl::StrCat("HEAD ", path, " HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer secret\r\nConnection: close\r\n\r\n"));
     ASSERT_TRUE(head.closed) << path;
     EXPECT_THAT(head.bytes, StartsWith(absl::StrCat("HTTP/1.1 ", get.status, " "))) << path << ":\n" << head.bytes;
     // The body GET would send is described, not sent (stats may change between the two: compare
@@ -181,7 +181,7 @@ TEST_F(ServeHttpConformanceTest, HeadAnswersWhereverGetDoesWithGetsHeadersAndNoB
     }
   }
   // No GET route: 405, and Allow names what is allowed.
-  const RawReadResult rerank = SendAndReadAll("HEAD /rerank HTTP/1.1\r\nHost: tide\r\nConnection: close\r\n\r\n");
+  const RawReadResult rerank = SendAndReadAll("HEAD /rerank HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
   EXPECT_THAT(rerank.bytes, StartsWith("HTTP/1.1 405 "));
   EXPECT_THAT(rerank.bytes, HasSubstr("Allow: POST\r\n"));
 }

@@ -232,7 +232,7 @@ TEST_F(ServeTlsTest, RerankOverHttpsScoresAsPlaintext) {
 TEST_F(ServeTlsTest, PlaintextRequestOnTheTlsPortIsNotServed) {
   for (uint16_t port : {tls_->process->port(), static_cast<uint16_t>(tls_->admin_port)}) {
     HttpClient client("127.0.0.1", port, kTimeout);
-    ASSERT_TRUE(client.SendRaw("GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+    ASSERT_TRUE(client.SendRaw("GET /v2/health/ready HTTP/1.1\r\nHost: localhost\r\n\r\n").ok());
     const auto raw = client.ReadUntilClosed(kTimeout);
     EXPECT_TRUE(raw.closed) << port;
     EXPECT_THAT(raw.bytes, Not(HasSubstr("200 OK"))) << port;

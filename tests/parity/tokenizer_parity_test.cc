@@ -269,7 +269,7 @@ void RunParity(const std::string& name, const fs::path& reference_json, const To
 // ---- every tokenizer.json of the assets ------------------------------------------------------
 
 const std::vector<std::string> kAssetTokenizers = {"bert-base-uncased", "all-minilm-l6-v2",
-                                                   "t5-small-unigram", "roberta-base-bpe"};
+                                                   "t5-small-unigram", "roberta-base-bpe", "qwen3"};
 
 class AssetParity : public ::testing::TestWithParam<std::string> {};
 

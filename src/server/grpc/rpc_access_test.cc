@@ -21,6 +21,10 @@ TEST(RpcAccess, EveryMethodOfEveryServiceHasADecision) {
       tei::v1::Rerank::service_full_name(),                 tei::v1::Tokenize::service_full_name(),
       grpc::health::v1::Health::service_full_name(),
   };
+  // The generated files' descriptors (linked in by naming one message of each file).
+  ASSERT_NE(inference::ServerLiveRequest::descriptor(), nullptr);
+  ASSERT_NE(tei::v1::InfoRequest::descriptor(), nullptr);
+  ASSERT_NE(grpc::health::v1::HealthCheckRequest::descriptor(), nullptr);
   std::set<std::string> methods;
   for (const char* name : services) {
     const google::protobuf::ServiceDescriptor* service =

@@ -73,6 +73,9 @@ bool HostAllowed(std::string_view host_header, std::span<const std::string> allo
   for (const std::string& a : allowed) {
     if (a == "*") return true;
   }
+  // No Host at all: only HTTP/1.0 may omit it (the server refuses HTTP/1.1 without one), and no
+  // browser does, so it cannot come from a rebinding page.
+  if (host_header.empty()) return true;
   std::optional<std::string> host = HostOfHostHeader(host_header);
   if (!host.has_value()) return false;
   for (const std::string& a : allowed) {

@@ -21,8 +21,8 @@ namespace tide::http {
 std::optional<std::string> HostOfHostHeader(std::string_view host_header);
 
 // Whether `host_header` names one of `allowed` (host names or IP literals, without port; "*" allows
-// any). An empty list allows any host; an empty or malformed Host header is not allowed by a
-// non-empty list.
+// any). An empty list allows any host; a malformed Host header is not allowed by a non-empty
+// list; an absent one (empty: HTTP/1.0 only, which no browser sends without Host) is.
 bool HostAllowed(std::string_view host_header, std::span<const std::string> allowed);
 
 // Whether the Origin header value `origin` is the origin of this request itself: its host and port

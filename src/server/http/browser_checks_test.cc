@@ -17,7 +17,8 @@ TEST(BrowserChecks, HostAllowlistComparesTheNameWithoutPort) {
   // A DNS-rebinding page: its own name resolving to 127.0.0.1.
   EXPECT_FALSE(HostAllowed("attacker.example:8000", loopback));
   EXPECT_FALSE(HostAllowed("localhost.attacker.example", loopback));
-  EXPECT_FALSE(HostAllowed("", loopback));
+  EXPECT_TRUE(HostAllowed("", loopback));  // HTTP/1.0 without Host: no browser sends that
+  EXPECT_FALSE(HostAllowed(":8000", loopback));
   EXPECT_FALSE(HostAllowed("local host", loopback));
   EXPECT_FALSE(HostAllowed("::1", loopback));  // an unbracketed IPv6 literal is malformed
   // Another loopback address binds its own name too.
