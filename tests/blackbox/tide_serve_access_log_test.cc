@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "blackbox_support.h"
+#include "raw_socket.h"
 #include "http_client.h"
 
 #ifdef TIDE_HAVE_GRPC
@@ -38,22 +39,6 @@ constexpr char kSecret[] = "alpha-secret-key-1";
 constexpr char kKeys[] =
     "alpha-secret-key-1 name=alpha requests_per_second=1000\n"
     "slow-secret-key-2 name=slowpoke requests_per_second=0.01\n";
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 std::vector<json> ReadLines(const fs::path& path) {
   std::vector<json> out;

@@ -49,6 +49,19 @@ HeaderList Bearer(const std::string& key) {
   return {{"Authorization", "Bearer " + key}};
 }
 
+// What the table means for a key of `role` ("none" for no key) on a server whose keys have every
+// role and --metrics-require-key.
+bool Allowed(Access access, const std::string& role) {
+  switch (access) {
+    case Access::kOpen: return true;
+    case Access::kTenant: return role == "tenant";
+    case Access::kAdmin: return role == "admin";
+    case Access::kMonitor: return role == "monitor" || role == "admin";
+    case Access::kUnset: break;
+  }
+  return false;
+}
+
 // 401 / 403 are the only answers a refusal gives; anything else means the call went through the
 // access check (and may then fail for its own reasons: a `{}` body, an unknown model).
 bool Refused(int status) { return status == 401 || status == 403; }
@@ -110,14 +123,8 @@ TEST_F(ServeAccessTest, EveryHttpRouteAnswersItsTablesDecisionForEveryRole) {
     for (const auto& [role, key] : keys) {
       SCOPED_TRACE(std::string(e.method) + " " + e.pattern + " as " + role);
       const auto r = Call(e, model, Bearer(key));
-      bool allowed = false;
-      switch (e.access) {
-        case Access::kOpen: allowed = true; break;
-        case Access::kTenant: allowed = role == "tenant"; break;
-        case Access::kAdmin: allowed = role == "admin"; break;
-        case Access::kMonitor: allowed = role == "monitor" || role == "admin"; break;
-        case Access::kUnset: ADD_FAILURE() << "no decision"; break;
-      }
+      EXPECT_NE(e.access, Access::kUnset) << "no decision";
+      const bool allowed = Allowed(e.access, role);
       if (allowed) {
         EXPECT_FALSE(Refused(r.status)) << r.status << " " << r.body;
       } else {
@@ -291,14 +298,8 @@ TEST_F(ServeAccessTest, EveryGrpcMethodAnswersItsTablesDecisionForEveryRole) {
     for (const auto& [role, key] : keys) {
       SCOPED_TRACE(full + " as " + role);
       const GrpcOutcome r = CallGeneric(stub, full, key, method->server_streaming() && !method->client_streaming());
-      bool allowed = false;
-      switch (e.access) {
-        case Access::kOpen: allowed = true; break;
-        case Access::kTenant: allowed = role == "tenant"; break;
-        case Access::kAdmin: allowed = role == "admin"; break;
-        case Access::kMonitor: allowed = role == "monitor" || role == "admin"; break;
-        case Access::kUnset: ADD_FAILURE() << "no decision"; break;
-      }
+      EXPECT_NE(e.access, Access::kUnset) << "no decision";
+      const bool allowed = Allowed(e.access, role);
       const bool refused_in_stream = r.message.find("API key") != std::string::npos ||
                                      r.message.find("needs role") != std::string::npos;
       if (allowed) {

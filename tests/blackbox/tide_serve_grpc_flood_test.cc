@@ -31,6 +31,7 @@ TEST(ServeGrpcFloodTest, Skipped) {
 #include <vector>
 
 #include "blackbox_support.h"
+#include "raw_socket.h"
 #include "gmock/gmock.h"
 #include "grpc_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -48,21 +49,6 @@ using ::testing::HasSubstr;
 constexpr int kServerFileLimit = 1024;
 constexpr int kFlood = 1500;
 constexpr char kPrlimit[] = "/usr/bin/prlimit";
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // A TCP connection that never sends a byte; -1 when connect fails.
 int SilentConnection(int port) {

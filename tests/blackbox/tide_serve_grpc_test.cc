@@ -37,6 +37,7 @@ TEST(ServeGrpcTest, Skipped) {
 
 #include "absl/strings/str_split.h"
 #include "blackbox_support.h"
+#include "raw_socket.h"
 #include "gmock/gmock.h"
 #include "grpc_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -49,24 +50,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using Steady = std::chrono::steady_clock;
-
-// A free loopback port for --grpc-port (bound, read, released: the server binds it right after).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 std::string Common(int delay_us) {
   return "backend: \"onnxruntime\"\nmax_batch_size: 16\n"

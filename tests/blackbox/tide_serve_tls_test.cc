@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "blackbox_support.h"
+#include "raw_socket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_client.h"
@@ -41,22 +42,6 @@ using Steady = std::chrono::steady_clock;
 
 constexpr char kRerank[] = R"({"query": "panda", "texts": ["a giant panda eats bamboo", "a city at night"]})";
 constexpr auto kTimeout = std::chrono::milliseconds(30000);
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 std::string ReadAll(const fs::path& path) {
   std::ifstream in(path);
