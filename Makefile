@@ -1,7 +1,7 @@
 # tide: common tasks. `make run` serves the default model; `make test` builds and runs every test.
 # Each target does only what is missing, so a second run is quick.
 #
-#   make run [HOST=127.0.0.1] [PORT=8000]   build, create models/ if absent, start `tide serve`
+#   make run [HOST=127.0.0.1] [PORT=8000]   build the tide binary only, create models/ if absent, start `tide serve`
 #   make test                               build, create models/, run every CTest test
 #   make fuzz [FUZZ_SECONDS=60]             clang + ASan/UBSan build in build-fuzz, run each fuzz target
 #   make fuzz-smoke [FUZZ_SMOKE_SECONDS=10]  the same, a short run per target (CI: .ci/run)
@@ -32,20 +32,30 @@ TIDE_BINARY   ?= $(BUILD_DIR)/tide
 BENCH_MODELS  ?= $(BUILD_DIR)/bench-models
 BENCH_PRESETS ?= bge-reranker-base
 
-.PHONY: all bootstrap build models bench-models run test fuzz fuzz-smoke bench clean image image-test deploy-check replicas-test
+.PHONY: all bootstrap configure build build-serve models models-serve bench-models run test fuzz fuzz-smoke bench clean image image-test deploy-check replicas-test
 
 all: build
 
 bootstrap:
 	@scripts/bootstrap.sh
 
-build: bootstrap
+configure: bootstrap
 	@if [ ! -f $(BUILD_DIR)/build.ninja ]; then \
 	  cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS); \
 	fi
+
+# Everything: the server, every test and benchmark.
+build: configure
 	@cmake --build $(BUILD_DIR)
 
+# Only what serving needs (the tide binary, which also verifies exported models): `make run`.
+build-serve: configure
+	@cmake --build $(BUILD_DIR) --target tide
+
 models: build
+	@TIDE_MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/ensure_models.sh
+
+models-serve: build-serve
 	@TIDE_MODEL_REPOSITORY=$(MODELS) TIDE_BINARY=$(TIDE_BINARY) scripts/ensure_models.sh
 
 # Each preset P becomes $(BENCH_MODELS)/P and P-int8 (tools/export_model.py --int8: verified against
@@ -58,7 +68,7 @@ bench-models: build
 	    --tide-binary "$(TIDE_BINARY)" || exit $$?; \
 	done
 
-run: models
+run: models-serve
 	@echo "tide: serving $(MODELS)/ on http://$(HOST):$(PORT) (the default model has random weights: its scores mean nothing)"
 	@echo "try:  curl -s http://$(HOST):$(PORT)/rerank -H 'Content-Type: application/json' \\"
 	@echo "        -d '{\"query\": \"what is a panda?\", \"texts\": [\"The giant panda is a bear.\", \"Paris is in France.\"]}'"
