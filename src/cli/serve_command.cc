@@ -409,8 +409,8 @@ int Serve(const ServeFlags& f) {
     spdlog::error("{}", s.ToString());
     return 1;
   }
-  // Triton's repository extension: admin endpoints, guarded by --admin-api-key (else --api-key;
-  // the tenants of --api-keys are not admins).
+  // Triton's repository extension and the rollout API: admin endpoints (the access table gives
+  // them to admin keys only: --admin-api-key[-file] or role=admin in --api-keys).
   server::RepositoryRoutes repository_routes(controller.get(), server::RepositoryRoutesOptions{});
   server::RolloutRoutes rollout_routes(core->get(), server::RolloutRoutesOptions{});
   server::ServiceOptions so = f.service;

@@ -31,7 +31,7 @@ enum class Endpoint {
   kInfer,           // POST /v2/models/{model}[/versions/{version}]/infer
   kLoad,            // GET /load (load report for balancers)
   kDashboard,       // GET /dashboard (live dashboard page)
-  // Triton's model repository extension (guarded by --admin-api-key, else --api-key; main port).
+  // Triton's model repository extension (admin role; main port).
   kRepositoryIndex,   // POST /v2/repository/index
   kRepositoryLoad,    // POST /v2/repository/models/{model}/load
   kRepositoryUnload,  // POST /v2/repository/models/{model}/unload

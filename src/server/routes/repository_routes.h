@@ -6,9 +6,9 @@
 //   POST /v2/repository/models/{m}/unload      body optional: {} (Triton's unload_dependents is refused)
 //
 // Contract:
-//  - Admin endpoints: with an admin key (--admin-api-key, else --api-key) a request without
-//    `Authorization: Bearer <key>` gets 401 (`WWW-Authenticate: Bearer`) before anything else;
-//    without any key they are open, like every other endpoint.
+//  - Admin endpoints: who may call them is decided before these handlers run, by the Service
+//    from the access table (server/access/access_table.h: admin role, JSON Content-Type, no
+//    foreign Origin); the handlers assume an admitted admin.
 //  - Load and unload answer once the controller has done the work, from the controller's thread
 //    (loads are serialised there), never blocking an HTTP thread: 200 `{}` on success, else the
 //    controller's error rendered from the one status table (403 outside explicit mode, 404 for a
