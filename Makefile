@@ -79,6 +79,8 @@ test: models
 	set -o pipefail; \
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS) 2>&1 | tee $(BUILD_DIR)/last-test.log; rc=$$?; \
 	summary=$$(grep -E 'tests passed|No tests were found' $(BUILD_DIR)/last-test.log | tail -1); \
+	skipped=$$(grep -E '\*\*\*Skipped|Not Run' $(BUILD_DIR)/last-test.log | sed -E 's/.*Test +#[0-9]+: ([^ ]+).*/\1/' | sort -u | tr '\n' ' '); \
+	if [ -n "$$skipped" ]; then echo "make test: skipped (each printed its reason above): $$skipped"; fi; \
 	if [ $$rc -eq 0 ]; then echo "make test: PASSED ($${summary:-no summary}) in $$(( $$(date +%s) - start )) s"; \
 	else echo "make test: FAILED ($${summary:-ctest exited $$rc}); log in $(BUILD_DIR)/last-test.log"; fi; \
 	exit $$rc
