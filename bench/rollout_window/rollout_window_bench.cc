@@ -6,7 +6,7 @@
 //
 //   new   Rollouts::RecordOutcome (lock, lookup, OutcomeWindow insert/evict, exact P99 of both
 //         versions in O(log window))
-//   old   the removed code's std::deque<Sample> push/pop + Summarize(candidate) + Summarize(stable)
+//   old   the removed code's std::deque<WindowSample> push/pop + Summarize(candidate) + Summarize(stable)
 //
 // Times are the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), so that a machine shared with other
 // work (builds) inflates neither side; one thread does all the work.
@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "serving/rollout.h"
+#include "serving/testing/window_reference.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -36,40 +37,17 @@ double ThreadCpuNs() {
 }
 
 // ---- the reference: the code the incremental windows replaced (rollout.cc before issue 26) ----
-struct Sample {
-  bool ok;
-  double ms;
-};
-double Percentile(const std::deque<double>& sorted_src, double q) {
-  if (sorted_src.empty()) return 0;
-  const size_t idx = std::min(sorted_src.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted_src.size())));
-  return sorted_src[idx];
-}
-struct WindowStats {
-  int64_t requests = 0, errors = 0;
-  double p50 = 0, p99 = 0;
-};
-WindowStats Summarize(const std::deque<Sample>& samples) {
-  WindowStats s;
-  std::deque<double> ms;
-  for (const auto& x : samples) {
-    ++s.requests;
-    if (!x.ok) {
-      ++s.errors;
-      continue;
-    }
-    if (x.ms >= 0) ms.push_back(x.ms);
-  }
-  std::sort(ms.begin(), ms.end());
-  s.p50 = Percentile(ms, 0.50);
-  s.p99 = Percentile(ms, 0.99);
-  return s;
+using tide::serving::testing::WindowSample;
+using tide::serving::testing::WindowSummary;
+// The removed code's summary (serving/testing/window_reference.h, also the tests' brute force).
+WindowSummary Summarize(const std::deque<WindowSample>& samples) {
+  return tide::serving::testing::SummarizeByCopyAndSort(samples);
 }
 
 // ns per candidate answer of the old per-answer work at `window`, over `answers` answers.
 double OldNsPerAnswer(size_t window, int answers, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> latency(5, 15);
-  std::deque<Sample> stable, candidate;
+  std::deque<WindowSample> stable, candidate;
   for (size_t i = 0; i < window; ++i) {
     stable.push_back({true, latency(rng)});
     candidate.push_back({true, latency(rng)});
@@ -79,8 +57,8 @@ double OldNsPerAnswer(size_t window, int answers, std::mt19937_64& rng) {
   for (int i = 0; i < answers; ++i) {
     candidate.push_back({true, latency(rng)});
     while (candidate.size() > window) candidate.pop_front();
-    const WindowStats c = Summarize(candidate);
-    const WindowStats s = Summarize(stable);
+    const WindowSummary c = Summarize(candidate);
+    const WindowSummary s = Summarize(stable);
     sink += c.p99 / s.p99 + static_cast<double>(c.errors);
   }
   const double ns = ThreadCpuNs() - start;

@@ -17,47 +17,20 @@
 #include "gtest/gtest.h"
 #include "serving/rollout.h"
 #include "serving/rollout_json.h"
+#include "serving/testing/window_reference.h"
 
 namespace tide::serving {
 namespace {
 
-struct BruteSample {
-  bool ok;
-  double ms;  // < 0: none
-};
-
-struct BruteStats {
-  int64_t requests = 0, errors = 0;
-  double p50 = 0, p99 = 0;
-};
-
-// The pre-incremental computation: copy the window's latencies, sort, nearest rank.
-BruteStats Brute(const std::deque<BruteSample>& window) {
-  BruteStats s;
-  std::vector<double> ms;
-  for (const BruteSample& x : window) {
-    ++s.requests;
-    if (!x.ok) {
-      ++s.errors;
-      continue;
-    }
-    if (x.ms >= 0) ms.push_back(x.ms);
-  }
-  std::sort(ms.begin(), ms.end());
-  auto at = [&ms](double q) {
-    if (ms.empty()) return 0.0;
-    return ms[std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())))];
-  };
-  s.p50 = at(0.50);
-  s.p99 = at(0.99);
-  return s;
-}
+using testing::SummarizeByCopyAndSort;
+using testing::WindowSample;
+using testing::WindowSummary;
 
 TEST(OutcomeWindow, EqualsABruteForceRecomputationOnRandomSequences) {
   std::mt19937_64 rng(26);
   for (size_t capacity : {size_t{1}, size_t{2}, size_t{7}, size_t{100}, size_t{1000}}) {
     OutcomeWindow window(capacity);
-    std::deque<BruteSample> brute;
+    std::deque<WindowSample> brute;
     for (int step = 0; step < 5000; ++step) {
       const bool ok = rng() % 10 != 0;
       std::optional<double> ms;
@@ -68,7 +41,7 @@ TEST(OutcomeWindow, EqualsABruteForceRecomputationOnRandomSequences) {
       window.Add(ok, ms);
       brute.push_back({ok, ms.value_or(-1.0)});
       while (brute.size() > capacity) brute.pop_front();
-      const BruteStats want = Brute(brute);
+      const WindowSummary want = SummarizeByCopyAndSort(brute);
       ASSERT_EQ(static_cast<int64_t>(window.requests()), want.requests) << "capacity " << capacity << " step " << step;
       ASSERT_EQ(window.errors(), want.errors) << "capacity " << capacity << " step " << step;
       ASSERT_EQ(window.Percentile(0.50), want.p50) << "capacity " << capacity << " step " << step;
@@ -167,7 +140,7 @@ TEST(RolloutGuard, DecisionsEqualABruteForceGuardOnRandomSequences) {
   for (int run = 0; run < 40; ++run) {
     ASSERT_TRUE(rollouts.Start("m", spec).ok());
     ++runs;
-    std::deque<BruteSample> stable, candidate;
+    std::deque<WindowSample> stable, candidate;
     // Each run draws its own candidate: error probability and slowness around the bounds.
     const int error_per_mille = static_cast<int>(rng() % 90);
     const double slow = 1.0 + static_cast<double>(rng() % 100) / 100.0;
@@ -184,16 +157,16 @@ TEST(RolloutGuard, DecisionsEqualABruteForceGuardOnRandomSequences) {
       // The brute-force guard.
       bool roll_back = false;
       if (candidate.size() >= 32) {
-        const BruteStats c = Brute(candidate);
+        const WindowSummary c = SummarizeByCopyAndSort(candidate);
         roll_back = static_cast<double>(c.errors) / static_cast<double>(c.requests) > 0.06;
         if (!roll_back && stable.size() >= 32) {
-          const BruteStats s = Brute(stable);
+          const WindowSummary s = SummarizeByCopyAndSort(stable);
           roll_back = s.p99 > 0 && c.p99 / s.p99 > 1.5;
         }
       }
       const auto status = rollouts.Get("m");
       ASSERT_EQ(status->state == RolloutState::kRolledBack, roll_back) << "run " << run << " step " << step;
-      const BruteStats c = Brute(candidate);
+      const WindowSummary c = SummarizeByCopyAndSort(candidate);
       ASSERT_EQ(status->stats[1].p99_ms, c.p99);
       ASSERT_EQ(status->stats[1].p50_ms, c.p50);
       if (roll_back) {
