@@ -27,6 +27,7 @@
 #include "server/routes/service.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/error_echo.h"
 #include "guard/access.h"
 #include "guard/api_keys.h"
 #include "server/http/browser_checks.h"
@@ -248,6 +249,20 @@ int Serve(const ServeFlags& f) {
   // not wait for.
   StartupSignalWatcher startup_signals(signals);
 
+  // Browser-protection flags: a malformed entry would silently never match.
+  for (const std::string& origin : f.cors_allow_origins) {
+    if (!http::IsOriginPattern(origin)) {
+      spdlog::error("--cors-allow-origin: '{}' is not an origin (scheme://host[:port] with http or https, or *)",
+                    EscapeForLog(origin));
+      return 1;
+    }
+  }
+  for (const std::string& host : f.allowed_hosts) {
+    if (!http::IsHostPattern(host)) {
+      spdlog::error("--allowed-hosts: '{}' is not a host name or address without port (or *)", EscapeForLog(host));
+      return 1;
+    }
+  }
   // Credentials first: a bad key file is refused before minutes of model loading.
   auto credentials = LoadCredentials(f);
   if (!credentials.ok()) {

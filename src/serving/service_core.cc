@@ -77,16 +77,6 @@ std::shared_ptr<guard::ApiKeys> ServiceCore::Keys() const {
   return keys_;
 }
 
-absl::Status ServiceCore::SetApiKeys(std::shared_ptr<guard::ApiKeys> file_keys) {
-  std::string api_key, admin_api_key;
-  {
-    absl::ReaderMutexLock lock(&keys_mu_);
-    api_key = single_keys_.first;
-    admin_api_key = single_keys_.second;
-  }
-  return SetKeys(std::move(api_key), std::move(admin_api_key), std::move(file_keys));
-}
-
 absl::Status ServiceCore::SetKeys(std::string api_key, std::string admin_api_key,
                                   std::shared_ptr<guard::ApiKeys> file_keys) {
   std::shared_ptr<guard::ApiKeys> keys = std::move(file_keys);
@@ -102,7 +92,6 @@ absl::Status ServiceCore::SetKeys(std::string api_key, std::string admin_api_key
   }
   absl::MutexLock lock(&keys_mu_);
   keys_ = std::move(keys);
-  single_keys_ = {std::move(api_key), std::move(admin_api_key)};
   return absl::OkStatus();
 }
 
@@ -146,7 +135,8 @@ absl::StatusOr<CallPtr> ServiceCore::Admit(const CallInfo& info) {
     Shed("draining");
     return errors::Unavailable("server is shutting down");
   }
-  auto tenant = Authenticate(info.authorization);
+  // The tenant the call runs as: the access table gives every admitted route the tenant role.
+  auto tenant = Authorize(guard::Access::kTenant, info.authorization);
   if (!tenant.ok()) return tenant.status();
   std::optional<guard::ConcurrencyLimiter::Permit> tenant_permit;
   if (*tenant != nullptr) {

@@ -23,9 +23,11 @@
 //    still queued when the core is destroyed is destroyed unrun (what it owns is released).
 //  - The Call holds the concurrency permits (the server's and its key's) and the memory lease; keep
 //    it (e.g. in the answer's callback) until the answer is written.
-//  - API keys: options.api_key (tenant "default", no quotas) and options.api_keys (--api-keys,
-//    guard/api_keys.h) together; none: no credential is asked. SetApiKeys swaps the file's table
-//    atomically (SIGHUP); calls admitted before keep their tenant. Rerank and Infer charge the
+//  - API keys: options.api_key (tenant "default", no quotas), options.admin_api_key ("admin", role
+//    admin) and options.api_keys (--api-keys with roles, guard/api_keys.h) together; Authorize
+//    decides every route's access from them (guard/access.h); a call is admitted as the tenant its
+//    key names. SetKeys swaps all of them atomically (SIGHUP); calls admitted before keep their
+//    tenant. Rerank and Infer charge the
 //    key's pairs_per_second quota with the call's pairs before any tokenization (kOverloaded +
 //    RetryAfterMs when over). Outcomes are counted per key name in tide_key_requests_total.
 //  - Rerank / Infer / Tokenize are the model work of an admitted call, on the worker that runs it.
@@ -232,13 +234,6 @@ class ServiceCore {
   // the access of the route table (server/access/access_table.h) before a route's handler runs.
   absl::StatusOr<std::shared_ptr<guard::Tenant>> Authorize(guard::Access access, std::string_view authorization,
                                                            guard::Listener listener = guard::Listener::kMain) const;
-  // Authorize(kTenant): the tenant an inference call runs as (Start admits with it).
-  absl::StatusOr<std::shared_ptr<guard::Tenant>> Authenticate(std::string_view authorization) const {
-    return Authorize(guard::Access::kTenant, authorization);
-  }
-  // Replaces the --api-keys table (options.api_key and admin_api_key stay); a null table removes
-  // the file's keys.
-  absl::Status SetApiKeys(std::shared_ptr<guard::ApiKeys> file_keys);
   // Replaces the single keys (--api-key-file / --admin-api-key-file re-read on SIGHUP) and the
   // file's table together, atomically; empty strings remove a single key.
   absl::Status SetKeys(std::string api_key, std::string admin_api_key, std::shared_ptr<guard::ApiKeys> file_keys);
@@ -329,8 +324,6 @@ class ServiceCore {
   std::atomic<bool> draining_{false};
   mutable absl::Mutex keys_mu_;
   std::shared_ptr<guard::ApiKeys> keys_ ABSL_GUARDED_BY(keys_mu_);  // null: no credential asked
-  // The single keys in keys_ (--api-key, --admin-api-key), kept across SetApiKeys.
-  std::pair<std::string, std::string> single_keys_ ABSL_GUARDED_BY(keys_mu_);
   guard::ConcurrencyLimiter limiter_{options_.max_concurrent_requests};
   std::unique_ptr<guard::MemoryBudget> budget_;
   std::atomic<bool> trim_pending_{false};

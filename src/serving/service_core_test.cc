@@ -422,15 +422,15 @@ TEST(ServiceCore, PerKeyQuotasLimitOnlyTheirOwnTenant) {
   EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(as("Bearer other")).status()), 401);
   auto reloaded = guard::ApiKeys::Parse("other name=other\n", "keys", &clock);
   ASSERT_TRUE(reloaded.ok());
-  ASSERT_TRUE(h.core->SetApiKeys(*reloaded).ok());
+  ASSERT_TRUE(h.core->SetKeys("", "", *reloaded).ok());
   EXPECT_TRUE(h.StartAndWait(as("Bearer other")).ok());
   EXPECT_EQ(api::HttpStatusFor(h.StartAndWait(as("Bearer calm-key")).status()), 401);
-  EXPECT_EQ(api::HttpStatusFor(h.core->Authenticate("Bearer calm-key").status()), 401);
+  EXPECT_EQ(api::HttpStatusFor(h.core->Authorize(guard::Access::kTenant, "Bearer calm-key").status()), 401);
 }
 
 TEST(ServiceCore, WithoutKeysNoCredentialIsAsked) {
   Harness h;
-  auto who = h.core->Authenticate("");
+  auto who = h.core->Authorize(guard::Access::kTenant, "");
   ASSERT_TRUE(who.ok());
   EXPECT_EQ(*who, nullptr);
   auto call = h.StartAndWait(h.Info());

@@ -411,6 +411,15 @@ TEST(ServeAccessKeyFilesTest, TenantsWithoutAnAdminKeyDisableTheAdminApiAndBadKe
   ASSERT_TRUE(r2.ok()) << r2.status();
   EXPECT_NE(r2->exit_code, 0);
   EXPECT_THAT(r2->output, HasSubstr("must differ"));
+  // Browser-protection flags that could never match are refused, naming the flag.
+  auto r3 = run({"--cors-allow-origin", "app.example"});
+  ASSERT_TRUE(r3.ok()) << r3.status();
+  EXPECT_NE(r3->exit_code, 0);
+  EXPECT_THAT(r3->output, HasSubstr("--cors-allow-origin: 'app.example' is not an origin"));
+  auto r4 = run({"--allowed-hosts", "localhost:8000"});
+  ASSERT_TRUE(r4.ok()) << r4.status();
+  EXPECT_NE(r4->exit_code, 0);
+  EXPECT_THAT(r4->output, HasSubstr("--allowed-hosts: 'localhost:8000'"));
 }
 
 }  // namespace

@@ -117,6 +117,28 @@ bool OriginListed(std::string_view origin, std::span<const std::string> allowed)
   return false;
 }
 
+bool IsOriginPattern(std::string_view origin) {
+  if (origin == "*") return true;
+  std::string_view rest;
+  if (origin.size() > 7 && AsciiEqualsIgnoreCase(origin.substr(0, 7), "http://")) {
+    rest = origin.substr(7);
+  } else if (origin.size() > 8 && AsciiEqualsIgnoreCase(origin.substr(0, 8), "https://")) {
+    rest = origin.substr(8);
+  } else {
+    return false;
+  }
+  std::string host;
+  int port = -1;
+  return SplitHostPort(rest, &host, &port);
+}
+
+bool IsHostPattern(std::string_view host) {
+  if (host == "*") return true;
+  std::string name;
+  int port = -1;
+  return SplitHostPort(host, &name, &port) && port < 0;
+}
+
 bool IsJsonMediaType(std::string_view content_type) {
   const size_t semicolon = content_type.find(';');
   return AsciiEqualsIgnoreCase(Trim(content_type.substr(0, semicolon)), "application/json");

@@ -33,6 +33,14 @@ bool SameOrigin(std::string_view origin, std::string_view host_header);
 // Whether `origin` is in `allowed` (exact, ASCII-case-insensitive; "*" matches any origin).
 bool OriginListed(std::string_view origin, std::span<const std::string> allowed);
 
+// Whether `origin` is a valid --cors-allow-origin entry: "*" or scheme://host[:port] with scheme
+// http or https and nothing after the port (what browsers send in Origin).
+bool IsOriginPattern(std::string_view origin);
+
+// Whether `host` is a valid --allowed-hosts entry: "*", a host name, an IPv4 literal or a
+// bracketed IPv6 literal, without port.
+bool IsHostPattern(std::string_view host);
+
 // Whether a Content-Type value's media type is application/json (parameters such as charset are
 // ignored; case-insensitive).
 bool IsJsonMediaType(std::string_view content_type);

@@ -68,5 +68,19 @@ TEST(BrowserChecks, OriginListAndJsonMediaType) {
   EXPECT_FALSE(IsJsonMediaType("application/jsonp"));
 }
 
+TEST(BrowserChecks, FlagEntriesAreValidatedAsOriginsAndHosts) {
+  for (const char* ok : {"*", "https://app.example", "http://localhost:8080", "https://[::1]:8443"}) {
+    EXPECT_TRUE(IsOriginPattern(ok)) << ok;
+  }
+  for (const char* bad : {"", "app.example", "https://", "https://app.example/", "https://app.example/path",
+                          "ftp://app.example", "https://app example", "https://a.example:99999", "null"}) {
+    EXPECT_FALSE(IsOriginPattern(bad)) << bad;
+  }
+  for (const char* ok : {"*", "localhost", "tide.internal", "10.0.0.7", "[fd00::1]"}) EXPECT_TRUE(IsHostPattern(ok)) << ok;
+  for (const char* bad : {"", "localhost:8000", "http://x", "fd00::1", "a b", "x/y"}) {
+    EXPECT_FALSE(IsHostPattern(bad)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace tide::http
