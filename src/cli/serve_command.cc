@@ -32,6 +32,7 @@
 #include "guard/api_keys.h"
 #include "server/http/browser_checks.h"
 #include "serving/model_loader.h"
+#include "runtime/ort_backend.h"
 #include "serving/model_manager.h"
 #include "serving/service_core.h"
 #include "serving/model_repository_controller.h"
@@ -287,8 +288,17 @@ int Serve(const ServeFlags& f) {
     spdlog::error("metrics: {}", metrics.status().ToString());
     return 1;
   }
-  serving::ModelManagerOptions mo;
-  mo.repository = f.model_repository;
+  auto mode = serving::ParseModelControlMode(f.model_control_mode);
+  if (!mode.ok()) {
+    spdlog::error("{}", std::string(mode.status().message()));
+    return 1;
+  }
+  // The one loader driver (serving/model_repository_controller.h) for every control mode: mode
+  // none loads the repository and the HuggingFace folders once; poll and explicit load the folders
+  // once and the repository's models as they come and go.
+  serving::ModelRepositoryControllerOptions lo;
+  lo.mode = *mode;
+  lo.repository = f.model_repository;
   if (!f.hf_model.empty()) {
     config::HuggingFaceFolderOptions hf;
     hf.folder = f.hf_model;
@@ -302,17 +312,22 @@ int Serve(const ServeFlags& f) {
         return ExportWithPython(folder, export_options);
       };
     }
-    mo.huggingface_folders.push_back(hf);
-    if (!f.model_repository_given) mo.repository.clear();
+    lo.huggingface_folders.push_back(hf);
+    if (!f.model_repository_given) lo.repository.clear();
     spdlog::info("serving HuggingFace model folder {} as model '{}'{}", f.hf_model, config::ServedModelName(hf),
-                 mo.repository.empty() ? "" : " besides the model repository");
+                 lo.repository.empty() ? "" : " besides the model repository");
   }
-  mo.model = f.model;
-  mo.model.shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
-  mo.model.metrics = metrics->get();
-  // The composition root: the loader (LoadModel) and the backend factory (one ONNX Runtime
-  // session per instance) are chosen here and injected into every served version.
-  mo.factory = [backends = serving::OrtBackendFactory()](const config::RepositoryModel& model,
+  lo.poll_interval = std::chrono::seconds(f.repository_poll_secs);
+  lo.startup_models = f.load_models;
+  lo.model = f.model;
+  lo.model.shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
+  lo.model.metrics = metrics->get();
+  // The composition root: the signature reader, the loader (LoadModel) and the backend factory (one
+  // ONNX Runtime session per instance) are chosen here and injected into every served version.
+  lo.repository_options.read_signature = [](const std::filesystem::path& file) {
+    return runtime::OrtBackend::ReadSignature(file.string());
+  };
+  lo.factory = [backends = serving::OrtBackendFactory()](const config::RepositoryModel& model,
                                                          const config::ModelVersion& version,
                                                          const serving::ServedModelOptions& options)
       -> absl::StatusOr<std::unique_ptr<serving::ServedModel>> {
@@ -320,50 +335,24 @@ int Serve(const ServeFlags& f) {
     if (!loaded.ok()) return loaded.status();
     return serving::ServedModel::Create(*std::move(loaded), backends, options);
   };
-  auto mode = serving::ParseModelControlMode(f.model_control_mode);
-  if (!mode.ok()) {
-    spdlog::error("{}", std::string(mode.status().message()));
-    return 1;
-  }
   const auto load_start = std::chrono::steady_clock::now();
-  // Mode none: the manager loads the repository once (and refuses a bad model at start). Modes poll
-  // and explicit: the manager starts with the HuggingFace folders only and the repository
-  // controller loads (and later reloads) the repository's models.
-  absl::StatusOr<std::unique_ptr<serving::ModelManager>> models = absl::UnknownError("not created");
-  if (*mode == serving::ModelControlMode::kNone) {
-    models = serving::ModelManager::Create(mo);
-  } else if (!mo.huggingface_folders.empty()) {
-    serving::ModelManagerOptions folders_only = mo;
-    folders_only.repository.clear();
-    models = serving::ModelManager::Create(folders_only);
-  } else {
-    models = serving::ModelManager::CreateEmpty(metrics->get());
-  }
+  absl::StatusOr<std::unique_ptr<serving::ModelManager>> models = serving::ModelManager::CreateEmpty(metrics->get());
   std::unique_ptr<serving::ModelRepositoryController> controller;
-  if (models.ok()) {
-    serving::ModelRepositoryControllerOptions co;
-    co.mode = *mode;
-    co.repository = *mode == serving::ModelControlMode::kNone ? std::filesystem::path() : mo.repository;
-    co.poll_interval = std::chrono::seconds(f.repository_poll_secs);
-    co.startup_models = f.load_models;
-    co.factory = mo.factory;
-    co.model = mo.model;
-    auto created = serving::ModelRepositoryController::Create(models->get(), co);
+  {
+    auto created = serving::ModelRepositoryController::Create(models->get(), lo);
     absl::Status s = created.ok() ? (*created)->Start() : created.status();
-    if (s.ok()) {
-      controller = *std::move(created);
-    } else {
-      models = s;
-    }
+    if (s.ok()) controller = *std::move(created);
+    created = absl::CancelledError();  // a failed controller goes before the manager it holds
+    if (!s.ok()) models = s;
   }
   if (!models.ok()) {
     spdlog::error("loading {}: {}", f.hf_model.empty() ? "model repository " + f.model_repository
-                                                        : (mo.repository.empty() ? "model folder " + f.hf_model
+                                                        : (lo.repository.empty() ? "model folder " + f.hf_model
                                                                                  : "models"),
                   std::string(models.status().message()));
     return 1;
   }
-  spdlog::info("{} loaded in {:.0f} ms", mo.repository.empty() ? "model folder " + f.hf_model
+  spdlog::info("{} loaded in {:.0f} ms", lo.repository.empty() ? "model folder " + f.hf_model
                                                                 : "model repository " + f.model_repository,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count());
 

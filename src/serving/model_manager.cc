@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error_echo.h"
-#include "runtime/ort_backend.h"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -119,48 +118,6 @@ absl::Status ModelManager::Remove(std::string_view name, int64_t version) {
   }
   Retire(std::move(old));
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelManagerOptions& options) {
-  config::RepositoryOptions ro;
-  ro.read_signature = [](const std::filesystem::path& file) {
-    return runtime::OrtBackend::ReadSignature(file.string());
-  };
-  absl::StatusOr<std::vector<config::RepositoryModel>> models = std::vector<config::RepositoryModel>();
-  if (!options.repository.empty()) models = config::ScanModelRepository(options.repository, ro);
-  if (!models.ok()) return models.status();
-  for (const config::HuggingFaceFolderOptions& folder : options.huggingface_folders) {
-    auto model = config::LoadHuggingFaceFolder(folder, ro);
-    if (!model.ok()) return model.status();
-    for (const config::RepositoryModel& other : *models) {
-      if (other.name == model->name) {
-        return absl::AlreadyExistsError(absl::StrCat("model name '", model->name, "' of ", folder.folder.string(),
-                                                     " is taken by ", other.directory.string(),
-                                                     " (choose another with --served-model-name)"));
-      }
-    }
-    const ModelParameter* task = nullptr;
-    if (auto it = model->config.parameters().find("task"); it != model->config.parameters().end()) task = &it->second;
-    spdlog::info("model {}: HuggingFace folder {}, model file {}, task {}{}", EscapeForLog(model->name), folder.folder.string(),
-                 model->versions.back().model_file.string(), task ? task->string_value() : "rerank",
-                 model->labels.size() > 1 ? absl::StrCat(", score = P(label '", EscapeForLog(model->labels.back()), "')") : "");
-    models->push_back(*std::move(model));
-  }
-  if (models->empty()) {
-    return absl::NotFoundError(absl::StrCat("model repository ", options.repository.string(), " has no models"));
-  }
-  std::unique_ptr<ModelManager> manager(new ModelManager());
-  manager->metrics_ = options.model.metrics;
-  for (const config::RepositoryModel& model : *models) {
-    for (const config::ModelVersion& version : model.versions) {
-      auto served = options.factory ? options.factory(model, version, options.model)
-                                    : ServedModel::Create(model, version, options.model);
-      if (!served.ok()) return served.status();
-      absl::MutexLock lock(&manager->mu_);
-      manager->models_[model.name][version.version] = manager->Own(*std::move(served));
-    }
-  }
-  return manager;
 }
 
 ModelManager::~ModelManager() {

@@ -1,10 +1,8 @@
-// tide::serving::ModelManager — every model version the server serves, loaded from a Triton-style
-// model repository, looked up by name and version.
+// tide::serving::ModelManager — every model version the server serves, looked up by name and
+// version. It only holds what is served: loading (every control mode) is the repository
+// controller's (serving/model_repository_controller.h), which adds, replaces and removes versions.
 //
 // Contract:
-//  - Create scans the repository (Parse -> Normalize -> Validate each config.pbtxt), reads the
-//    HuggingFace folders, loads and warms up every chosen version of every model, and fails with
-//    the first error, which names the file and the field. When Create returns, every model is ready.
 //  - Thread-safe. Find returns a shared_ptr so that a caller keeps its model alive for the whole
 //    request even if a later reload replaces it.
 //  - Add / Replace / Remove change the (name, version) -> model map atomically under one mutex:
@@ -20,7 +18,6 @@
 #pragma once
 
 #include <chrono>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,31 +28,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "config/hf_model_folder.h"
-#include "config/model_repository.h"
 #include "serving/served_model.h"
 
 namespace tide::serving {
 
-// Builds one served version (the composition root's loader + backend factory).
-using ServedModelFactory = std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
-    const config::RepositoryModel&, const config::ModelVersion&, const ServedModelOptions&)>;
-
-struct ModelManagerOptions {
-  std::filesystem::path repository;  // Triton-style model repository; empty: none
-  // HuggingFace model folders served besides the repository's models (`tide serve --model`), each
-  // as one model (config::LoadHuggingFaceFolder); a name the repository also has is an error.
-  std::vector<config::HuggingFaceFolderOptions> huggingface_folders;
-  ServedModelOptions model;          // applied to every model
-  // Builds one served version (the composition root's loader + backend factory); empty:
-  // ServedModel::Create (LoadModel + OrtBackendFactory). Tests inject fake backends here.
-  ServedModelFactory factory;
-};
-
 class ModelManager {
  public:
-  static absl::StatusOr<std::unique_ptr<ModelManager>> Create(const ModelManagerOptions& options);
-  // A manager serving nothing yet; models come through Add (tests, and later hot reload).
+  // A manager serving nothing yet; models come through Add (the repository controller, tests).
+  // `metrics`: where RefreshMetrics mirrors the models' state; may be null.
   static std::unique_ptr<ModelManager> CreateEmpty(ServingMetrics* metrics = nullptr);
   ~ModelManager();
 

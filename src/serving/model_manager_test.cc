@@ -221,14 +221,5 @@ TEST(ModelManager, RetiringFromAnInstanceThreadDoesNotDeadlock) {
   EXPECT_TRUE(c->all_destroyed.WaitForNotificationWithTimeout(kHang));
 }
 
-TEST(ModelManager, CreateBuildsEveryVersionThroughTheInjectedFactory) {
-  // An empty repository path and no folders: nothing to serve is an error, named.
-  ModelManagerOptions o;
-  o.factory = [](const config::RepositoryModel&, const config::ModelVersion&, const ServedModelOptions&)
-      -> absl::StatusOr<std::unique_ptr<ServedModel>> { return absl::InternalError("not called"); };
-  auto manager = ModelManager::Create(o);
-  EXPECT_EQ(manager.status().code(), absl::StatusCode::kNotFound);
-}
-
 }  // namespace
 }  // namespace tide::serving

@@ -15,7 +15,6 @@
 #include "common/error.h"
 #include "common/error_echo.h"
 #include "config/model_config.h"
-#include "runtime/ort_backend.h"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -115,14 +114,9 @@ absl::StatusOr<std::unique_ptr<ModelRepositoryController>> ModelRepositoryContro
   if (options.poll_interval <= std::chrono::milliseconds::zero()) {
     return absl::InvalidArgumentError("--repository-poll-secs must be positive");
   }
-  if (!options.repository_options.read_signature) {
-    options.repository_options.read_signature = [](const fs::path& file) {
-      return runtime::OrtBackend::ReadSignature(file.string());
-    };
-  }
-  if (!options.factory) {
-    options.factory = [](const config::RepositoryModel& model, const config::ModelVersion& version,
-                         const ServedModelOptions& o) { return ServedModel::Create(model, version, o); };
+  if (!options.repository_options.read_signature || !options.factory) {
+    return absl::InvalidArgumentError(
+        "ModelRepositoryController: no model factory or signature reader (the composition root injects them)");
   }
   options.repository_options.config_override.reset();
   std::unique_ptr<ModelRepositoryController> controller(new ModelRepositoryController(manager, std::move(options)));
@@ -147,6 +141,7 @@ ModelRepositoryController::~ModelRepositoryController() {
 absl::Status ModelRepositoryController::Start() {
   {
     absl::MutexLock lock(&op_mu_);
+    if (absl::Status s = LoadOnceAtStart(); !s.ok()) return s;
     for (const auto& model : manager_->All()) {
       table_->Set(model->name(), model->version(), ModelState::kReady);
       external_.insert(model->name());
@@ -175,6 +170,49 @@ absl::Status ModelRepositoryController::Start() {
     if (!stop_ && !thread_started_) {
       thread_started_ = true;
       thread_ = std::thread([this] { ThreadMain(); });
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRepositoryController::LoadOnceAtStart() {
+  const config::RepositoryOptions& ro = options_.repository_options;
+  std::vector<config::RepositoryModel> models;
+  if (options_.mode == ModelControlMode::kNone && !options_.repository.empty()) {
+    auto scanned = config::ScanModelRepository(options_.repository, ro);
+    if (!scanned.ok()) return scanned.status();
+    models = *std::move(scanned);
+  }
+  const size_t from_repository = models.size();
+  for (const config::HuggingFaceFolderOptions& folder : options_.huggingface_folders) {
+    auto model = config::LoadHuggingFaceFolder(folder, ro);
+    if (!model.ok()) return model.status();
+    for (size_t i = 0; i < from_repository; ++i) {
+      if (models[i].name == model->name) {
+        return absl::AlreadyExistsError(absl::StrCat("model name '", model->name, "' of ", folder.folder.string(),
+                                                     " is taken by ", models[i].directory.string(),
+                                                     " (choose another with --served-model-name)"));
+      }
+    }
+    const ModelParameter* task = nullptr;
+    if (auto it = model->config.parameters().find("task"); it != model->config.parameters().end()) task = &it->second;
+    spdlog::info("model {}: HuggingFace folder {}, model file {}, task {}{}", EscapeForLog(model->name),
+                 folder.folder.string(), model->versions.back().model_file.string(),
+                 task ? task->string_value() : "rerank",
+                 model->labels.size() > 1
+                     ? absl::StrCat(", score = P(label '", EscapeForLog(model->labels.back()), "')")
+                     : "");
+    models.push_back(*std::move(model));
+  }
+  if (options_.mode == ModelControlMode::kNone && models.empty()) {
+    return absl::NotFoundError(absl::StrCat("model repository ", options_.repository.string(), " has no models"));
+  }
+  for (const config::RepositoryModel& model : models) {
+    for (const config::ModelVersion& version : model.versions) {
+      auto served = options_.factory(model, version, options_.model);
+      if (served.ok() && *served == nullptr) served = absl::InternalError("the model factory returned no model");
+      if (!served.ok()) return served.status();
+      if (absl::Status s = manager_->Add(*std::move(served)); !s.ok()) return s;
     }
   }
   return absl::OkStatus();

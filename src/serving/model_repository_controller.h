@@ -1,8 +1,12 @@
-// tide::serving::ModelRepositoryController — Triton's model control modes over a ModelManager:
-// which versions of the repository's models are served, loading and unloading them while the
-// server runs, and the state table the repository index reports.
+// tide::serving::ModelRepositoryController — the one loader driver: every model the server serves
+// is loaded through it, in every one of Triton's model control modes, into a ModelManager (which
+// only holds what is served); it decides which versions of the repository's models are served,
+// loads and unloads them while the server runs, and keeps the state table the repository index
+// reports. How a version is built (the loader and the backend, ONNX Runtime in production) is the
+// factory the composition root injects; the controller never constructs a backend itself.
 //
-//   none      the repository is loaded once at start (by ModelManager::Create); nothing changes.
+//   none      Start loads the whole repository once (a bad model anywhere fails start-up) and the
+//             HuggingFace folders; nothing changes afterwards.
 //   poll      Start loads every model; then every poll_interval the repository is rescanned and
 //             added, removed and changed models and versions are applied (a changed config.pbtxt
 //             or top-level file such as tokenizer.json reloads every version of its model; a
@@ -10,10 +14,15 @@
 //   explicit  Start loads startup_models ("*": all); then only Load / Unload change anything.
 //
 // Contract:
-//  - Create only checks the options; Start does the start-up loading and fails with the first
-//    error (the server then exits, as Triton does with --exit-on-error). Models the manager already
-//    serves when Start runs (HuggingFace folders, or everything in mode none) are listed READY and
-//    never touched: a repository model of the same name fails to load.
+//  - Create only checks the options (a factory and a signature reader are required: the composition
+//    root injects them; tests inject fakes); Start does the start-up loading and fails with the
+//    first error (the server then exits, as Triton does with --exit-on-error). Start first reads
+//    every HuggingFace folder (huggingface_folders, `tide serve --model`; in mode none after
+//    scanning the whole repository, and a folder whose name a repository model has is refused
+//    before anything is built), then builds their versions. Models served from elsewhere when
+//    Start runs (the folders, tests' models added to the manager, everything in mode none) are
+//    listed READY and never touched: in poll and explicit mode a repository model of the same
+//    name fails to load. In mode none a start with nothing to serve fails (NOT_FOUND).
 //  - One operation at a time: Poll, Load and Unload hold one mutex for their whole run, so loads
 //    are serialised (at most one model being loaded and warmed up at once, whichever thread asks)
 //    and two versions of one (name, version) coexist only while that version is swapped.
@@ -54,6 +63,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "config/hf_model_folder.h"
 #include "config/model_repository.h"
 #include "serving/model_manager.h"
 #include "serving/model_state_table.h"
@@ -63,21 +73,29 @@ namespace tide::serving {
 
 enum class ModelControlMode { kNone, kPoll, kExplicit };
 
+// Builds one served version: the composition root's loader and backend factory (LoadModel + one
+// ONNX Runtime session per instance in production; fakes in tests).
+using ServedModelFactory = std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
+    const config::RepositoryModel&, const config::ModelVersion&, const ServedModelOptions&)>;
+
 // "none" | "poll" | "explicit" (INVALID_ARGUMENT otherwise).
 absl::StatusOr<ModelControlMode> ParseModelControlMode(std::string_view text);
 std::string_view ModelControlModeName(ModelControlMode mode);
 
 struct ModelRepositoryControllerOptions {
   ModelControlMode mode = ModelControlMode::kNone;
-  std::filesystem::path repository;  // required in poll and explicit mode
+  std::filesystem::path repository;  // required in poll and explicit mode; mode none: may be empty
+  // HuggingFace model folders served besides the repository's models (`tide serve --model`), each
+  // as one model (config::LoadHuggingFaceFolder), loaded once by Start in every mode.
+  std::vector<config::HuggingFaceFolderOptions> huggingface_folders;
   // Poll mode: time between rescans (Triton's --repository-poll-secs, default 15 s).
   std::chrono::milliseconds poll_interval{15000};
   // Explicit mode: models Start loads (Triton's --load-model); "*" loads every model.
   std::vector<std::string> startup_models;
-  // How model directories are read; read_signature unset: runtime::OrtBackend::ReadSignature.
-  // config_override is set per Load request and ignored here.
+  // How model directories are read; read_signature is required (the composition root's:
+  // runtime::OrtBackend::ReadSignature). config_override is set per Load request and ignored here.
   config::RepositoryOptions repository_options;
-  ServedModelFactory factory;  // unset: ServedModel::Create (LoadModel + ONNX Runtime)
+  ServedModelFactory factory;  // required: builds every version loaded
   ServedModelOptions model;    // applied to every version loaded
   // Told (name, version) on a retirement thread once an unloaded version has finished its last
   // request and shut down (UNLOADING -> UNAVAILABLE); tests wait on it. May be empty.
@@ -156,6 +174,9 @@ class ModelRepositoryController {
   absl::StatusOr<std::vector<std::string>> ListModels() const;
   static DirectoryFingerprint Fingerprint(const std::filesystem::path& model_dir);
   absl::Status CheckExplicit(std::string_view operation) const;
+  // Start's first step: the HuggingFace folders, and in mode none the whole repository, read and
+  // checked first, then built and served; each is listed READY and left alone afterwards.
+  absl::Status LoadOnceAtStart() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
 
   // Runs `op` on the controller's thread (on the caller's without one); op(false): Stop ran first.
   void Enqueue(absl::AnyInvocable<void(bool run) &&> op);

@@ -202,6 +202,48 @@ TEST_F(ControllerTest, CreateRefusesInconsistentOptions) {
   o = Options(ModelControlMode::kExplicit);
   o.repository.clear();
   EXPECT_FALSE(ModelRepositoryController::Create(manager_.get(), o).ok());
+  // The factory and the signature reader are the composition root's: never a default backend.
+  for (int which = 0; which < 2; ++which) {
+    o = Options(ModelControlMode::kNone);
+    if (which == 0) o.factory = nullptr;
+    if (which == 1) o.repository_options.read_signature = nullptr;
+    EXPECT_THAT(ModelRepositoryController::Create(manager_.get(), o).status().message(), HasSubstr("composition root"));
+  }
+}
+
+// Mode none is the same driver: Start loads every version of every model once, through the
+// injected factory, lists them READY, and nothing changes afterwards (no poll, no load, no unload).
+TEST_F(ControllerTest, ModeNoneLoadsTheWholeRepositoryOnceThroughTheFactory) {
+  AddModel("a", {1, 2}, "version_policy { all { } }\n");
+  AddModel("b", {3});
+  Start(Options(ModelControlMode::kNone));
+  EXPECT_EQ(manager_->Versions("a"), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(manager_->Versions("b"), std::vector<int64_t>{3});
+  EXPECT_EQ(Loads("a", 1) + Loads("a", 2) + Loads("b", 3), 3);
+  EXPECT_EQ(State("a", 2), ModelState::kReady);
+  EXPECT_EQ(State("b", 3), ModelState::kReady);
+  EXPECT_EQ(controller_->Poll().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(KindOf(controller_->Load("b")), ErrorKind::kForbidden);
+  EXPECT_EQ(KindOf(controller_->Unload("b")), ErrorKind::kForbidden);
+  AddModel("c", {1});  // appears later: mode none never looks again
+  EXPECT_EQ(controller_->Poll().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(manager_->Versions("c").empty());
+}
+
+// Mode none refuses to start on a bad model anywhere (before building any), and with nothing to serve.
+TEST_F(ControllerTest, ModeNoneFailsStartOnABadModelOrAnEmptyRepository) {
+  {
+    auto c = ModelRepositoryController::Create(manager_.get(), Options(ModelControlMode::kNone));
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ((*c)->Start().code(), absl::StatusCode::kNotFound);  // no models
+  }
+  AddModel("good", {1});
+  AddModel("bad", {1}, "max_batch_size: many\n");
+  auto c = ModelRepositoryController::Create(manager_.get(), Options(ModelControlMode::kNone));
+  ASSERT_TRUE(c.ok());
+  EXPECT_THAT((*c)->Start().message(), HasSubstr("config.pbtxt:1:"));
+  EXPECT_EQ(Loads("good", 1), 0);  // the whole repository is checked before anything is built
+  EXPECT_TRUE(manager_->All().empty());
 }
 
 // Poll: a new version is served in place of the old one (latest policy), then removing it brings

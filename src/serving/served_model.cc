@@ -59,14 +59,6 @@ batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, c
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(const config::RepositoryModel& model,
-                                                                 const config::ModelVersion& version,
-                                                                 const ServedModelOptions& options) {
-  auto loaded = LoadModel(model, version);
-  if (!loaded.ok()) return loaded.status();
-  return Create(*std::move(loaded), OrtBackendFactory(), options);
-}
-
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr<const LoadedModel> loaded,
                                                                  BackendFactory backends,
                                                                  const ServedModelOptions& options) {

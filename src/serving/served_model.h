@@ -69,9 +69,6 @@ struct ServedModelOptions {
 
 class ServedModel {
  public:
-  static absl::StatusOr<std::unique_ptr<ServedModel>> Create(const config::RepositoryModel& model,
-                                                             const config::ModelVersion& version,
-                                                             const ServedModelOptions& options);
   // The scheduler over an already loaded model; `backends` opens each instance's backend.
   static absl::StatusOr<std::unique_ptr<ServedModel>> Create(std::shared_ptr<const LoadedModel> loaded,
                                                              BackendFactory backends,
