@@ -1,6 +1,11 @@
 #!/usr/bin/python3
 """Checks tide's layering: every #include of a src/ folder's header, and every tide_library's DEPS,
-against the table in tools/layers.txt (see the comment at its top for the rule).
+against the table in tools/layers.txt (see the comment at its top for the rule). The table lists
+each folder's DIRECT dependencies and the check compares declarations, not reachability: a folder
+may include only its own headers and those of the folders its line names; every folder its line
+names must be included by it somewhere (no stale declaration); and with --declared, each library
+links only folders its line names, and the libraries of a folder together link every folder it
+includes (nothing arrives by another library's PUBLIC link).
 
   tools/check_layers.py [--src src] [--table tools/layers.txt] [--declared build/tide_layers_declared.txt]
 
@@ -80,8 +85,11 @@ def folder_of(path, table):
     return best
 
 
-def check_includes(src, table, reach, label_root):
+def check_includes(src, table, label_root, table_path):
+    """Includes against the table's direct dependencies; also {folder: folders it includes}."""
     problems = []
+    used = {}
+    seen = set()
     top_dirs = {d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d))}
     for dirpath, dirnames, filenames in os.walk(src):
         dirnames.sort()
@@ -95,6 +103,7 @@ def check_includes(src, table, reach, label_root):
             if own is None:
                 problems.append(f'{shown}:1: its folder is not in the layer table')
                 continue
+            seen.add(own)
             with open(full, encoding='utf-8', errors='replace') as f:
                 for number, line in enumerate(f, 1):
                     m = INCLUDE.match(line)
@@ -106,15 +115,24 @@ def check_includes(src, table, reach, label_root):
                     target = folder_of(included, table)
                     if target is None:
                         problems.append(f'{shown}:{number}: "{included}" is in no folder of the layer table')
-                    elif target != own and target not in reach[own]:
-                        allowed = ' '.join(sorted(reach[own])) or 'nothing'
+                    elif target != own and target not in table[own]:
+                        allowed = ' '.join(table[own]) or 'nothing'
                         problems.append(f'{shown}:{number}: {own} may not include "{included}" '
-                                        f'({target} is not below it; {own} may use: {allowed})')
-    return problems
+                                        f'({target} is not among its direct dependencies in the layer table: '
+                                        f'{allowed}; declare it there and in its CMake DEPS)')
+                    elif target != own:
+                        used.setdefault(own, set()).add(target)
+    for folder, deps in table.items():
+        for dep in deps:
+            if dep not in used.get(folder, set()) and folder in seen:
+                problems.append(f'{os.path.basename(table_path)}: {folder} declares {dep}, '
+                                f'but no file of {folder} includes a header of it')
+    return problems, used
 
 
-def check_declared(path, table, reach):
-    """DEPS of each tide_library (as CMakeLists.txt wrote them) against the table."""
+def check_declared(path, table, used):
+    """DEPS of each tide_library (as CMakeLists.txt wrote them) against the table's direct
+    dependencies, and every folder a folder includes linked by one of its libraries."""
     problems = []
     libraries = {}
     entries = []
@@ -127,6 +145,7 @@ def check_declared(path, table, reach):
             name, _, folder = head.strip().partition(' ')
             libraries[name] = folder.strip()
             entries.append((number, name, folder.strip(), deps.split()))
+    linked = {}
     for number, name, folder, deps in entries:
         if folder not in table:
             problems.append(f'{path}:{number}: {name}: folder {folder} is not in the layer table')
@@ -135,9 +154,16 @@ def check_declared(path, table, reach):
             dep_folder = libraries.get(dep)
             if dep_folder is None or dep_folder == folder:
                 continue  # not a tide_library (absl::..., Boost::boost), or the same folder
-            if dep_folder not in reach[folder]:
+            linked.setdefault(folder, set()).add(dep_folder)
+            if dep_folder not in table[folder]:
                 problems.append(f'{path}:{number}: {name} ({folder}) links {dep} ({dep_folder}), '
-                                f'which the layer table does not allow')
+                                f'which is not among {folder}\'s direct dependencies in the layer table')
+    for folder, targets in sorted(used.items()):
+        if folder not in linked and not any(f == folder for _, _, f, _ in entries):
+            continue  # a folder without a tide_library of its own (nothing to link)
+        for target in sorted(targets - linked.get(folder, set())):
+            problems.append(f'{path}: {folder} includes headers of {target} but none of its libraries '
+                            f'lists a {target} library in DEPS')
     return problems
 
 
@@ -151,14 +177,14 @@ def main(argv):
     args = parser.parse_args(argv)
     try:
         table = read_table(args.table)
-        reach = closures(table, args.table)
+        closures(table, args.table)  # no cycles
     except TableError as e:
         print(f'check_layers: {e}', file=sys.stderr)
         return 2
     label_root = os.path.dirname(os.path.abspath(args.src))
-    problems = check_includes(args.src, table, reach, label_root)
+    problems, used = check_includes(args.src, table, label_root, args.table)
     if args.declared:
-        problems += check_declared(args.declared, table, reach)
+        problems += check_declared(args.declared, table, used)
     for p in problems:
         print(p)
     if problems:

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Self-test of tools/check_layers.py on small trees written to a temporary folder: a wrong-way
 include, a wrong-way DEPS, a cycle in the table and an unlisted folder must fail with file:line;
-the allowed cases (own folder, transitive use, tests, third-party headers) must pass."""
+a use the table does not declare directly (transitive only), a stale declaration and an include
+no DEPS links must fail too; the allowed cases (own folder, declared use, tests, third-party
+headers) must pass."""
 import io
 import os
 import sys
@@ -15,7 +17,7 @@ import check_layers  # noqa: E402
 TABLE = """# bottom to top
 base:
 mid:        base
-top/part:   mid
+top/part:   mid base
 """
 
 
@@ -60,7 +62,7 @@ class CheckLayersTest(unittest.TestCase):
         self.write('src/mid/flag_user.h', '#pragma once\n#include "top/part/part.h"\n')
         rc, out = self.run_check()
         self.assertEqual(rc, 1, out)
-        self.assertIn('flag_user.h:2: mid may not include "top/part/part.h" (top/part is not below it', out)
+        self.assertIn('flag_user.h:2: mid may not include "top/part/part.h" (top/part is not among its direct dependencies', out)
 
     def test_angle_bracket_include_is_checked_too(self):
         self.write('src/base/x.cc', '#include <mid/mid.h>\n')
@@ -73,6 +75,26 @@ class CheckLayersTest(unittest.TestCase):
             self.write('src/' + name, '#include "top/part/part.h"\n')
         rc, out = self.run_check()
         self.assertEqual(rc, 0, out)
+
+    def test_transitive_use_must_be_declared(self):
+        # top/part reaches base through mid, but uses it directly: its line must say so.
+        self.write('layers.txt', TABLE.replace('top/part:   mid base', 'top/part:   mid'))
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn('part.cc:2: top/part may not include "base/base.h" (base is not among its direct '
+                      'dependencies in the layer table: mid', out)
+
+    def test_a_declared_folder_that_is_never_included_is_stale(self):
+        self.write('src/top/part/part.cc', '#include "top/part/part.h"\n#include "mid/mid.h"\n')
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn('top/part declares base, but no file of top/part includes a header of it', out)
+
+    def test_a_folder_must_link_what_it_includes(self):
+        declared = self.write('declared.txt', 'tide_base base:\ntide_mid mid: tide_base\ntide_part top/part: tide_mid\n')
+        rc, out = self.run_check('--declared', declared)
+        self.assertEqual(rc, 1, out)
+        self.assertIn('top/part includes headers of base but none of its libraries lists a base library', out)
 
     def test_folder_missing_from_the_table_fails(self):
         self.write('src/extra/extra.h', '#pragma once\n')

@@ -56,7 +56,7 @@
 #include "nlohmann/json.hpp"
 #include "optimize/fusion_check.h"
 #include "runtime/ort_backend.h"
-#include "runtime/ort_options.h"
+#include "serving/ort_options.h"
 #include "tokenizer/tokenizer.h"
 
 extern char** environ;
@@ -514,7 +514,7 @@ int main(int argc, char** argv) {
     auto signature = tide::runtime::OrtBackend::ReadSignature(model_file);
     if (!signature.ok()) Die(signature.status().ToString());
     tide::optimize::FusedModel fused = tide::optimize::PrepareFusedModel(
-        tide::runtime::MakeOrtOptions(*params, model_file),
+        tide::serving::MakeOrtOptions(*params, model_file),
         tide::optimize::ProbeBatch(*signature, static_cast<int64_t>((*tok)->vocab_size()), max_length));
     raw_graph = fused.fused ? "fused like the server's: " + fused.report.Summary() : "as exported: " + fused.reason;
     if (fused.fused) raw_model_data = std::move(fused.model_data);
@@ -593,7 +593,7 @@ int main(int argc, char** argv) {
     p.intra_op_threads = threads;
     std::vector<std::unique_ptr<tide::runtime::OrtBackend>> backends;
     for (int i = 0; i < sessions; ++i) {
-      tide::runtime::OrtOptions o = tide::runtime::MakeOrtOptions(p, model_file);
+      tide::runtime::OrtOptions o = tide::serving::MakeOrtOptions(p, model_file);
       if (!raw_model_data.empty()) {
         o.model_path.clear();
         o.model_data = raw_model_data;

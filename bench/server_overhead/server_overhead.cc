@@ -19,7 +19,7 @@
 #include "http_client.h"
 #include "nlohmann/json.hpp"
 #include "runtime/ort_backend.h"
-#include "runtime/ort_options.h"
+#include "serving/ort_options.h"
 #include "serving/served_model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   if (!params.ok()) { std::fprintf(stderr, "%s\n", params.status().ToString().c_str()); return 1; }
   auto tok = tide::tokenizer::Tokenizer::FromFile(model_dir + "/" + params->tokenizer);
   if (!tok.ok()) { std::fprintf(stderr, "%s\n", tok.status().ToString().c_str()); return 1; }
-  auto backend = tide::runtime::OrtBackend::Create(tide::runtime::MakeOrtOptions(*params, model_dir + "/1/model.onnx"));
+  auto backend = tide::runtime::OrtBackend::Create(tide::serving::MakeOrtOptions(*params, model_dir + "/1/model.onnx"));
   if (!backend.ok()) { std::fprintf(stderr, "%s\n", backend.status().ToString().c_str()); return 1; }
 
   std::mt19937 rng(42);

@@ -36,7 +36,7 @@
 //    differ or a score is not finite. Ties keep the request order.
 #pragma once
 
-#include "common/long_documents.h"
+#include "domain/long_documents_mode.h"
 
 #include <optional>
 #include <span>

@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "api/request_limits.h"
-#include "tokenizer/truncation_direction.h"
+#include "domain/truncation_direction.h"
 
 namespace tide::api {
 

@@ -27,8 +27,8 @@
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
 #include "api/json_reader.h"
-#include "common/long_documents.h"
-#include "tokenizer/truncation_direction.h"
+#include "domain/long_documents_mode.h"
+#include "domain/truncation_direction.h"
 
 namespace tide::api {
 

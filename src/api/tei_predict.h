@@ -26,7 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
-#include "tokenizer/truncation_direction.h"
+#include "domain/truncation_direction.h"
 
 namespace tide::api {
 

@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/model_signature.h"
+#include "domain/model_signature.h"
 #include "model_config.pb.h"
 
 namespace tide::config {

@@ -74,13 +74,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/long_documents.h"
+#include "domain/long_documents_mode.h"
+#include "domain/task.h"
+#include "domain/truncation_direction.h"
 #include "model_config.pb.h"
-#include "tokenizer/truncation_direction.h"
 
 namespace tide::config {
 
-enum class Task { kRerank, kClassify };
+using ::tide::Task;  // domain/task.h
 enum class ScoreActivation { kSigmoid, kNone, kSoftmax };
 enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
 enum class BatchGrouping { kLength, kFifo };

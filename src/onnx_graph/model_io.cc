@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace tide::onnx_graph {
@@ -96,6 +97,19 @@ absl::StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes) {
     return absl::InvalidArgumentError("not a valid ONNX model (protobuf parse failed)");
   }
   if (!model.has_graph()) return absl::InvalidArgumentError("ONNX model has no graph");
+  return model;
+}
+
+absl::StatusOr<onnx::ModelProto> ReadModelFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  onnx::ModelProto model;
+  google::protobuf::io::IstreamInputStream raw(&in);
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage() || !model.has_graph()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid ONNX model"));
+  }
   return model;
 }
 

@@ -1,6 +1,12 @@
-// tide::onnx_graph model I/O — read and write ONNX ModelProto files, with external data.
+// tide::onnx_graph model I/O — read and write ONNX ModelProto files, with external data: the one
+// ONNX reader of the project (the passes, the runtime's shared weights and serving's token limits
+// all read models through it).
 //
 // Contract:
+//  - ReadModelFile parses `path` as it is, streaming from the file (no second copy of its bytes);
+//    initializers stored as external data stay references to their files. For readers that look
+//    at the graph or at inline weights only. Errors: NOT_FOUND (cannot open), INVALID_ARGUMENT
+//    (not an ONNX model; the message names the file).
 //  - LoadModel parses `path` and pulls every initializer stored as external data (the layout
 //    PyTorch and ONNX use for models over 2 GB: TensorProto.data_location = EXTERNAL with
 //    location/offset/length entries) into raw_data, so the passes see every weight in memory.
@@ -36,6 +42,7 @@ struct SaveOptions {
 };
 
 absl::StatusOr<onnx::ModelProto> LoadModel(const std::string& path);
+absl::StatusOr<onnx::ModelProto> ReadModelFile(const std::string& path);  // external data left on disk
 absl::StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes);  // no external data
 // The whole file in one string of its size (NOT_FOUND: cannot open; INTERNAL: read error).
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/model_signature.h"
+#include "domain/model_signature.h"
 
 namespace tide::runtime {
 

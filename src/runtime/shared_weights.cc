@@ -14,6 +14,7 @@
 
 #ifdef TIDE_HAVE_ONNX_PROTO
 #include "onnx/onnx_pb.h"
+#include "onnx_graph/model_io.h"
 #endif
 
 namespace tide::runtime {
@@ -37,17 +38,16 @@ size_t ElementSize(int32_t type) {
 }
 
 absl::Status Load(const std::string& model_path, const std::string& model_data, SharedModelWeights* out) {
-  onnx::ModelProto model;
-  bool parsed = false;
-  if (!model_path.empty()) {
-    std::ifstream f(model_path, std::ios::binary);
-    if (!f) return absl::NotFoundError(absl::StrCat(model_path, ": cannot read the model for shared weights"));
-    parsed = model.ParseFromIstream(&f);
-  } else {
-    parsed = model.ParseFromString(model_data);
+  absl::StatusOr<onnx::ModelProto> read =
+      model_path.empty() ? onnx_graph::ParseModel(model_data) : onnx_graph::ReadModelFile(model_path);
+  if (!read.ok()) {
+    const std::string label = model_path.empty() ? std::string("<in-memory model>") : model_path;
+    if (read.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat(label, ": cannot read the model for shared weights"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(label, ": not an ONNX model (shared weights)"));
   }
-  const std::string label = model_path.empty() ? std::string("<in-memory model>") : model_path;
-  if (!parsed) return absl::FailedPreconditionError(absl::StrCat(label, ": not an ONNX model (shared weights)"));
+  onnx::ModelProto& model = *read;
   const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
   auto* initializers = model.mutable_graph()->mutable_initializer();
   out->names.reserve(initializers->size());

@@ -2,7 +2,7 @@
 //
 // Contract:
 //  - Create one SharedWeights per loaded model version and put it in every instance's
-//    OrtOptions::shared_weights (config::MakeOrtOptions does so unless the model sets the
+//    OrtOptions::shared_weights (serving::MakeOrtOptions does so unless the model sets the
 //    parameter share_weights "false"). Sessions opened with it take the model's initializers from
 //    buffers held here (ONNX Runtime's AddInitializer: no per-session copy) and keep the kernels'
 //    pre-packed forms of those weights in one PrepackedWeightsContainer, so N instances hold the

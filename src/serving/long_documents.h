@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/long_documents.h"
+#include "domain/long_documents_mode.h"
 #include "serving/served_model.h"
 
 namespace tide::serving {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/error_echo.h"
 #include "optimize/fusion_check.h"
-#include "runtime/ort_options.h"
+#include "serving/ort_options.h"
 #include "spdlog/spdlog.h"
 
 namespace tide::serving {
@@ -38,7 +38,7 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
 
   int instances = 0;
   for (const ModelInstanceGroup& g : m->config.instance_group()) instances += std::max(g.count(), 1);
-  m->ort = runtime::MakeOrtOptions(m->parameters, version.model_file, std::max(instances, 1));
+  m->ort = MakeOrtOptions(m->parameters, version.model_file, std::max(instances, 1));
   runtime::OrtOptions& ort = m->ort;
   auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
   if (!signature.ok()) return signature.status();

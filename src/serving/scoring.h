@@ -25,7 +25,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/long_documents.h"
+#include "domain/long_documents_mode.h"
 #include "serving/inference_request.h"
 #include "serving/served_model.h"
 #include "serving/serving_metrics.h"

@@ -35,7 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/kserve_infer.h"
-#include "common/long_documents.h"
+#include "domain/long_documents_mode.h"
 #include "serving/inference_request.h"
 #include "common/clock.h"
 #include "runtime/model_backend.h"

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "onnx/onnx_pb.h"
+#include "onnx_graph/model_io.h"
 
 namespace tide::serving {
 
@@ -90,15 +91,9 @@ class EmbeddingFinder {
 
 absl::StatusOr<GraphEmbeddingRows> ReadEmbeddingRows(const std::string& model_path,
                                                      const ModelSignature& signature) {
-  std::ifstream in(model_path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(model_path, ": cannot open"));
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  onnx::ModelProto model;
-  if (!model.ParseFromString(bytes.str())) {
-    return absl::InvalidArgumentError(absl::StrCat(model_path, ": not an ONNX model"));
-  }
-  EmbeddingFinder finder(model.graph());
+  absl::StatusOr<onnx::ModelProto> model = onnx_graph::ReadModelFile(model_path);
+  if (!model.ok()) return model.status();
+  EmbeddingFinder finder(model->graph());
   GraphEmbeddingRows rows;
   rows.input_ids = finder.RowsIndexedBy(signature.input_ids_name);
   if (!signature.token_type_ids_name.empty()) rows.token_type_ids = finder.RowsIndexedBy(signature.token_type_ids_name);

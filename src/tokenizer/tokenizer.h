@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tokenizer/truncation_direction.h"
+#include "domain/truncation_direction.h"
 
 namespace tide::tokenizer {
 

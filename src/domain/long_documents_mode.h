@@ -1,4 +1,4 @@
-// tide::LongDocuments — what a reranker does with a document longer than what fits beside the
+// tide::LongDocuments (the domain vocabulary; the algorithm is serving/long_documents.h) — what a reranker does with a document longer than what fits beside the
 // query in the model's max_sequence_length: cut it (`truncate`, HF's and TEI's behaviour), or score
 // overlapping windows of it and keep the best window's score (`chunk_max`) or their mean
 // (`chunk_mean`). A model parameter (`long_documents`) and a per-request override share these

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ort_backend.h"
-#include "runtime/ort_options.h"
+#include "serving/ort_options.h"
 #include "shared_assets.h"
 
 namespace tide::config {
@@ -85,7 +85,7 @@ TEST(NormalizeOnnxTest, ParametersBecomeSessionOptions) {
   ASSERT_TRUE(c.ok()) << c.status();
   auto params = TideParameters::FromConfig(*c, "config.pbtxt");
   ASSERT_TRUE(params.ok()) << params.status();
-  runtime::OrtOptions o = runtime::MakeOrtOptions(*params, model);
+  runtime::OrtOptions o = serving::MakeOrtOptions(*params, model);
   EXPECT_EQ(o.model_path, model.string());
   EXPECT_EQ(o.intra_op_threads, 1);
   EXPECT_EQ(o.inter_op_threads, 0);

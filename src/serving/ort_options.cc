@@ -1,10 +1,15 @@
-#include "runtime/ort_options.h"
+#include "serving/ort_options.h"
 
 #include <memory>
 
 #include "runtime/shared_weights.h"
 
-namespace tide::runtime {
+namespace tide::serving {
+
+using runtime::AloneSessionSlot;
+using runtime::GraphOptimization;
+using runtime::OrtOptions;
+using runtime::SharedWeights;
 
 OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file,
                           int instances) {
@@ -30,4 +35,4 @@ OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::files
   return o;
 }
 
-}  // namespace tide::runtime
+}  // namespace tide::serving

@@ -1,7 +1,7 @@
 // tide::ModelSignature — the input and output names and types of a reranker model file.
 //
 // Contract: a plain value. The runtime reads it from the model (runtime::OrtBackend::ReadSignature),
-// config normalises a config.pbtxt against it, serving and the routes report it. It lives in common
+// config normalises a config.pbtxt against it, serving and the routes report it. It lives in domain
 // so that each of them can use it without depending on the others.
 #pragma once
 

@@ -1,4 +1,5 @@
-// tide::runtime::MakeOrtOptions — the ONNX Runtime session settings a model's `parameters` ask for.
+// tide::serving::MakeOrtOptions — the ONNX Runtime session settings a model's `parameters` ask for:
+// where config (TideParameters) meets the runtime (OrtOptions), so that neither depends on the other.
 //
 // Contract: thread-safe; the parameters are already validated by TideParameters::FromConfig, so
 // it cannot fail. `instances` is the model's instance count (instance_group): with thread_layout
@@ -12,9 +13,9 @@
 #include "config/tide_parameters.h"
 #include "runtime/ort_backend.h"
 
-namespace tide::runtime {
+namespace tide::serving {
 
-OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file,
+runtime::OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::filesystem::path& model_file,
                           int instances = 1);
 
-}  // namespace tide::runtime
+}  // namespace tide::serving
