@@ -10,7 +10,7 @@ BUILD=${BUILD_DIR:-build}
 MODELS=${TIDE_MODEL_REPOSITORY:-models}
 cmake --build "$BUILD" --target tide >/dev/null
 TIDE="$BUILD/tide"
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 server=""
 tmp=$(mktemp -d); trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
 start_tide "$tmp/log" --model-repository "$MODELS" --log-level warn

@@ -38,7 +38,7 @@ instance_group [{ count: 1, kind: KIND_CPU }]
 parameters { key: "max_sequence_length" value { string_value: "32" } }
 CONFIG
 
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 {
   echo "# bench/memory/burst.sh $CLIENTS $SECONDS_ $SETTLE   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, tide: $TIDE)"
   echo "# RSS MiB: before the burst / peak / ${SETTLE} s after it; statuses of the burst's requests"

@@ -20,7 +20,7 @@ DOCS=${DOCS:-8}
 TIDE="$BUILD/tide"
 [ -x "$TIDE" ] || { echo "instances.sh: build $TIDE first" >&2; exit 2; }
 [ -f "$MODEL/1/model.onnx" ] || { echo "instances.sh: $MODEL missing (make models)" >&2; exit 2; }
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 work=$(mktemp -d /tmp/tide-instances-XXXXXX)
 server=""
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$work"; }

@@ -15,7 +15,7 @@ TIDE=${TIDE:-$BUILD/tide}
 OUT=${OUT:-bench/results/memory-swap.txt}
 [ -x "$TIDE" ] || { echo "swap: build $TIDE first (make build)" >&2; exit 2; }
 [ -f "$MODELS/minilm-l6/1/model.onnx" ] || { echo "swap: run make models first" >&2; exit 2; }
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 
 work=$(mktemp -d)
 server=""

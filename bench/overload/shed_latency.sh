@@ -45,7 +45,7 @@ mkdir -p "$out"
 server="" probe=""
 trap 'kill $probe $server 2>/dev/null || true' EXIT
 
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 qps=""
 IFS=';' read -r -a variants <<< "$VARIANTS"
 for variant in "${variants[@]}"; do

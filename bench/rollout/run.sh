@@ -22,7 +22,7 @@ TIDE=${TIDE:-$BUILD/tide}
 CONCURRENCY=${CONCURRENCY:-4} DURATION=${DURATION:-20s} DOCS=${DOCS:-4}
 [ -x "$TIDE" ] || { echo "rollout: build $TIDE first (make build)" >&2; exit 2; }
 [ -f "$MODELS/minilm-l6/1/model.onnx" ] || { echo "rollout: run make models first" >&2; exit 2; }
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 
 work=$(mktemp -d /tmp/tide-rollout-XXXXXX)
 server=""

@@ -32,7 +32,7 @@ VARIANTS=${VARIANTS:-idle idle-nohold}
 OPEN_PAIRS=${OPEN_PAIRS:-2} OPEN_FRACTION=${OPEN_FRACTION:-0.5}
 [ -x "$TIDE" ] || { echo "shadow: build $TIDE first (make build)" >&2; exit 2; }
 [ -f "$MODELS/minilm-l6/1/model.onnx" ] || { echo "shadow: run make models first" >&2; exit 2; }
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 
 work=$(mktemp -d /tmp/tide-shadow-XXXXXX)
 server=""

@@ -8,7 +8,7 @@ BUILD=${BUILD_DIR:-build}
 MODELS=${TIDE_MODEL_REPOSITORY:-models}
 cmake --build "$BUILD" --target tide server_overhead_bench >/dev/null
 TIDE="$BUILD/tide"
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 server=""
 log=$(mktemp); trap 'kill $server 2>/dev/null; rm -f "$log"' EXIT
 start_tide "$log" --model-repository "$MODELS" --log-level warn

@@ -56,7 +56,7 @@ parameters { key: "breaker_queue_fullness" value { string_value: "0.9" } }
 parameters { key: "breaker_open_s" value { string_value: "5" } }
 CONFIG
 
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 log="$out/server.log"
 start_tide "$log" --model-repository "$repo" --default-timeout-ms 30000 --log-level info
 common=(--url "$url" --tokenizer "$MODELS/minilm-l6/tokenizer.json" --documents 16 --timeout-ms 60000)
