@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 item 3: resident memory of `tide serve` with instance_group count 1, 2 and 4, with the
+# Resident memory of `tide serve` with instance_group count 1, 2 and 4, with the
 # instances sharing one copy of the weights (parameter share_weights "true", the default) and
 # without (share_weights "false"), in alternating rounds.
 # For each configuration: start tide serve on a copy of the model entry (model and tokenizer

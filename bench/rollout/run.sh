@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gray release under load (issue 13 item 7): one `tide serve` in poll mode serves minilm-l6 as
+# Gray release under load: one `tide serve` in poll mode serves minilm-l6 as
 # versions 1 and 2 of model m (the same weights; version_policy all), and the load generator keeps
 # CONCURRENCY closed-loop clients on /rerank through five phases of DURATION each, in one run:
 #   steady    no rollout (the newest version, 2, answers)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a 100% shadow rollout costs live traffic (issue 13: "shadow rows never delay live rows"):
+# What a 100% shadow rollout costs live traffic (the requirement: "shadow rows never delay live rows"):
 # one `tide serve` per scheduling variant serves minilm-l6 as versions 1 and 2 of model m (the same
 # weights), CONCURRENCY closed-loop clients keep /rerank saturated, and phases of DURATION
 # alternate shadow off (no rollout running) and shadow on (PUT rollout: candidate 2, shadow 100%),

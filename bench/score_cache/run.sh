@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 item 2: the per-pair score cache under a RAG-like workload, where popular queries come
+# The per-pair score cache under a RAG-like workload, where popular queries come
 # back with the same candidates: a pool of POOL distinct rerank requests (1 query + DOCS
 # SciFact-length documents each), sent with Zipf(S) popularity by `tide bench`
 # (--request-popularity zipf:S), closed loop at CONCURRENCY, for DURATION, against the same

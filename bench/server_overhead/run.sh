@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 benchmark: single-client latency of a 16-document rerank request, split into stages,
+# Single-client latency of a 16-document rerank request, split into stages,
 # and the server's overhead against a direct ONNX Runtime call on the same batch, in one run.
 # Usage: bench/server_overhead/run.sh   (after `make models`; writes bench/results/server_overhead.txt)
 set -euo pipefail

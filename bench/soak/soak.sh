@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak test (issue 5; not part of CI, nor of `make bench`: it runs for 30 minutes): open-loop Poisson load at FACTOR x the server's measured
+# Soak test (not part of CI, nor of `make bench`: it runs for 30 minutes): open-loop Poisson load at FACTOR x the server's measured
 # capacity for DURATION seconds on the default model (minilm-l6) with a bounded queue, a deadline
 # and a circuit breaker, sampling the server's RSS every 10 s. Reports RSS over time (CSV plus
 # first/min/max/last), counts of success / shed (429, 503) / timeout (504) / degraded (BM25), and the

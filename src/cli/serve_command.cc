@@ -113,7 +113,7 @@ struct ServeFlags {
   int64_t default_timeout_ms = 30000;
   // Shadow lanes' threads (serving/shadow_lane.h): idle (SCHED_IDLE) | normal.
   std::string shadow_scheduling = "idle";
-  // Issue 26 (tenant isolation): --score-cache-scope tenant | shared (serving::ScoreCacheScope).
+  // Tenant isolation: --score-cache-scope tenant | shared (serving::ScoreCacheScope).
   std::string score_cache_scope = "tenant";
   int shadow_hold_off_ms = 10;
   // Rollouts started through the API, kept across restarts (serving/rollout_state_file.h); "": none.
@@ -731,7 +731,7 @@ void RegisterServeCommand(CLI::App* app) {
                   "Bytes of the per-pair score cache (an LRU of the model's logits per (model version, query, "
                   "document, options)); 0: off")
       ->envname("TIDE_SCORE_CACHE_BYTES")->capture_default_str();
-  // Issue 26 (tenant isolation): who shares the score cache's entries.
+  // Tenant isolation: who shares the score cache's entries.
   cmd->add_option("--score-cache-scope", flags->score_cache_scope,
                   "Who shares score cache entries: tenant (each API key name its own, so a hit never reveals "
                   "another tenant's pair) or shared (every caller: more hits, but hit counts and latency tell a "
