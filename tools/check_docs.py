@@ -7,6 +7,9 @@
   docs/configuration.md  | flag | env | default | meaning |       `tide serve --help`
   docs/configuration.md  | parameter | default | meaning |        TideParameters::Keys()
 
+It also checks that every relative link in docs/*.md and README.md names a file that exists and,
+with #anchor, one of its headings.
+
 The code's routes, RPCs, error kinds and parameter keys come from tools/doc_tables (a C++ program
 that prints them); the flags, their environment twins and defaults from `tide serve --help`.
 Every row the code has must be in the docs and every row in the docs must be in the code; each
@@ -169,6 +172,48 @@ def check(docs, tables, help_text):
     return problems
 
 
+def github_anchor(heading):
+    text = re.sub(r'[^\w\- ]', '', heading.strip().lstrip('#').strip().lower())
+    return text.replace(' ', '-')
+
+
+def check_links(pages):
+    """Every relative link of `pages` (paths of markdown files) names a file that exists and, with
+    #anchor, a heading of that file. Links inside code blocks and to other sites are not checked."""
+    problems = []
+    anchors = {}
+
+    def anchors_of(path):
+        if path not in anchors:
+            found, in_code = set(), False
+            for line in path.read_text().split('\n'):
+                if line.startswith('```'):
+                    in_code = not in_code
+                elif not in_code and re.match(r'^#{1,6} ', line):
+                    found.add(github_anchor(line))
+            anchors[path] = found
+        return anchors[path]
+
+    for page in pages:
+        in_code = False
+        for n, line in enumerate(page.read_text().split('\n'), 1):
+            if line.startswith('```'):
+                in_code = not in_code
+                continue
+            if in_code:
+                continue
+            for target in re.findall(r'\]\(([^)\s]+)\)', line):
+                if re.match(r'^[a-z]+:', target):
+                    continue
+                path, _, anchor = target.partition('#')
+                dest = (page.parent / path).resolve() if path else page
+                if not dest.exists():
+                    problems.append(f'{page.name}:{n}: link to {target}: no such file')
+                elif anchor and dest.suffix == '.md' and anchor not in anchors_of(dest):
+                    problems.append(f'{page.name}:{n}: link to {target}: no such heading')
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--docs', required=True)
@@ -191,6 +236,8 @@ def main():
         print('check_docs: no flags in tide serve --help', file=sys.stderr)
         return 1
     problems = check(a.docs, tables, help_text)
+    readme = Path(a.docs).resolve().parent / 'README.md'
+    problems += check_links(sorted(Path(a.docs).glob('*.md')) + ([readme] if readme.exists() else []))
     for p in problems:
         print(p)
     counts = (f"{len(tables['route'])} routes, {len(tables['rpc'])} RPCs, {len(tables['error'])} error kinds, "

@@ -127,6 +127,17 @@ class CheckDocsTest(unittest.TestCase):
         problems = self.run_check(api=API.replace('| RPC | access |', '| method | access |'))
         self.assertReported(problems, 'no table with the header | RPC | access |')
 
+    def test_links(self):
+        with tempfile.TemporaryDirectory() as d:
+            Path(d, 'a.md').write_text('# A\n\n## Some heading (`x`)\n\n[ok](#some-heading-x) [ok](b.md#b) '
+                                       '[bad](#nowhere) [bad](c.md) [web](https://example.org/#x)\n'
+                                       '```\n[not a link](#in-code)\n```\n')
+            Path(d, 'b.md').write_text('# B\n[bad](a.md#b)\n')
+            problems = check_docs.check_links([Path(d, 'a.md'), Path(d, 'b.md')])
+        self.assertEqual(sorted(problems), ['a.md:5: link to #nowhere: no such heading',
+                                            'a.md:5: link to c.md: no such file',
+                                            'b.md:2: link to a.md#b: no such heading'])
+
     def test_help_parsing(self):
         flags = check_docs.parse_help(HELP)
         self.assertEqual(flags['--host'], ('TIDE_HOST', '127.0.0.1'))

@@ -64,7 +64,7 @@ shadow_on() {  # shadow_on VARIANT LABEL: start the rollout and wait (no load) u
   [ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' "$url/v2/models/m/rollout" \
         -d '{"candidate": "2", "stable": "1", "mode": "shadow", "percent": 100, "guard": {"min_requests": 100000}}')" = 200 ]
   # The on phase measures the lane in its steady state: wait until its session is open and warm
-  # (it opens at nice 19; under saturation that takes long, see the README).
+  # (it opens at nice 19; under saturation that takes long, see docs/model-lifecycle.md).
   local opened t0
   opened=$(grep -c 'shadow lane open' "$work/tide-$1.log" || true)
   t0=$(date +%s.%N)

@@ -803,7 +803,7 @@ void RegisterServeCommand(CLI::App* app) {
                   "Largest gRPC request message (RESOURCE_EXHAUSTED above)")
       ->envname("TIDE_GRPC_MAX_MESSAGE_BYTES")->check(CLI::Range(int64_t{1}, int64_t{2147483647}))->capture_default_str();
 #ifdef TIDE_HAVE_GRPC
-  // gRPC connections (README "gRPC connection limits").
+  // gRPC connections (docs/security.md "gRPC connection limits").
   cmd->add_option("--grpc-max-connections", flags->grpc_options.max_connections,
                   "Open gRPC connections; at the cap a new one evicts a silent (no HTTP/2 preface) or idle one, "
                   "else is refused (every connection has a call in flight)")
