@@ -4,6 +4,7 @@
   docs/api.md            | method | path | access | listeners |    server::RouteTable()
   docs/api.md            | RPC | access |                         server::RpcTable()
   docs/api.md            | status | error_type | gRPC | kind | when |   kErrorKinds (common/error.h)
+  docs/api.md            | HTTP | gRPC |                          kErrorKinds, grouped by gRPC code
   docs/configuration.md  | flag | env | default | meaning |       `tide serve --help`
   docs/configuration.md  | parameter | default | meaning |        TideParameters::Keys()
 
@@ -26,6 +27,7 @@ from pathlib import Path
 ROUTES = ('api.md', ['method', 'path', 'access', 'listeners'])
 RPCS = ('api.md', ['RPC', 'access'])
 ERRORS = ('api.md', ['status', 'error_type', 'gRPC', 'kind', 'when'])
+HTTP_TO_GRPC = ('api.md', ['HTTP', 'gRPC'])
 FLAGS = ('configuration.md', ['flag', 'env', 'default', 'meaning'])
 PARAMETERS = ('configuration.md', ['parameter', 'default', 'meaning'])
 
@@ -128,6 +130,14 @@ def check(docs, tables, help_text):
     doc_errors = {(plain(r[3]), plain(r[0]), plain(r[1]), plain(r[2])) for r in table(ERRORS) if len(r) >= 4}
     compare(problems, 'docs/api.md error table', tables['error'], doc_errors,
             lambda r: f'kind {r[0]}: {r[1]} {r[2]} {r[3]}')
+
+    # The gRPC section's summary: each gRPC code with every HTTP status answered with it.
+    grouped = {}
+    for _, http, _, grpc in tables['error']:
+        grouped.setdefault(grpc, set()).add(int(http))
+    code_summary = {(', '.join(str(h) for h in sorted(v)), k) for k, v in grouped.items()}
+    doc_summary = {(', '.join(re.findall(r'\d+', r[0])), plain(r[1])) for r in table(HTTP_TO_GRPC) if len(r) >= 2}
+    compare(problems, 'docs/api.md HTTP-to-gRPC table', code_summary, doc_summary, lambda r: f'{r[0]} -> {r[1]}')
 
     # Flags: a row may name several flags (`--host` / `--port`); its env cell names their twins.
     flags = parse_help(help_text)

@@ -47,6 +47,11 @@ API = '''# API
 |---|---|---|---|---|
 | 404 | `not_found` | NOT_FOUND | not_found | unknown model |
 | 429 | `overloaded` | RESOURCE_EXHAUSTED | overloaded | over a limit (`a \\| b`) |
+
+| HTTP | gRPC |
+|---|---|
+| 404 | NOT_FOUND |
+| 429 | RESOURCE_EXHAUSTED |
 '''
 
 CONFIGURATION = '''# Configuration
@@ -95,6 +100,11 @@ class CheckDocsTest(unittest.TestCase):
         problems = self.run_check(api=API.replace('| 404 | `not_found`', '| 410 | `not_found`'))
         self.assertReported(problems, 'error table', 'missing row kind not_found: 404')
         self.assertReported(problems, 'error table', 'extra row kind not_found: 410')
+
+    def test_http_to_grpc_summary_differs(self):
+        problems = self.run_check(api=API.replace('| 404 | NOT_FOUND |', '| 404, 410 | NOT_FOUND |'))
+        self.assertReported(problems, 'HTTP-to-gRPC table', 'missing row 404 -> NOT_FOUND')
+        self.assertReported(problems, 'HTTP-to-gRPC table', 'extra row 404, 410 -> NOT_FOUND')
 
     def test_flag_missing_from_docs(self):
         problems = self.run_check(configuration=CONFIGURATION.replace(
