@@ -5,11 +5,14 @@
 #   make test                               build, create models/, run every CTest test
 #   make fuzz [FUZZ_SECONDS=60]             clang + ASan/UBSan build in build-fuzz, run each fuzz target
 #   make fuzz-smoke [FUZZ_SMOKE_SECONDS=10]  the same, a short run per target (CI: .ci/run)
-#   make bench                              run every bench/*/run.sh
+#   make bench                              the quick benchmarks (BENCH_QUICK, each about 2 min or less), then lists the long ones
+#   make bench-all                          every bench/*/run.sh, quick and long (BENCH_LONG: 3 to 20+ min each; about an hour)
+#   make bench-NAME                         one benchmark, bench/NAME/run.sh (e.g. make bench-batching)
+#   make bench-list                         the quick and the long benchmarks
 #   make bench-models [BENCH_MODELS=DIR]    export bge-reranker-base (XLM-R, seeded random weights) FP32 + INT8
 #                                           into DIR (default build/bench-models) for bench/run_all --model
 #                                           (not part of `make models`: 1.1 GB + 0.3 GB, minutes)
-#   make models | build | bootstrap | clean
+#   make models | build | bootstrap | clean | help
 #
 # Deployment (outside make test and CI; each installs its host tools with scripts/deploy/install-tools.sh):
 #   make image [BUILD_FROM=host|source] [MODELS_IN_IMAGE=mount|baked]   OCI image localhost/tide:latest (podman)
@@ -31,10 +34,23 @@ CMAKE_FLAGS   ?=
 TIDE_BINARY   ?= $(BUILD_DIR)/tide
 BENCH_MODELS  ?= $(BUILD_DIR)/bench-models
 BENCH_PRESETS ?= bge-reranker-base
+# Every bench/*/run.sh is in one of these lists (make bench refuses an unlisted one). The time is
+# what its defaults take on the 2-core development machine, read from each script's settings.
+#   quick: compat (~40 gzip/plain bodies), fusion (5 rounds x 2, ~45 s), rollout_window (seconds),
+#          server_overhead (18 single-client requests), tls (2 x 3 rounds of 5 s), tokenizer (~12 s)
+#   long:  batching (4 layouts x 60 s + warm-ups + raw engine, ~7 min), light_load (Node peer, ~20 min;
+#          --short ~6 min), protocol_overhead (65 rounds x 5 formats + 6 x 12 s loops, ~4 min),
+#          quantize (8-10 min), replicas (make replicas-test, minutes), rollout (5 phases x 20 s +
+#          3 model versions loading, ~3 min), score_cache (2 x 60 s + starts, ~3 min)
+BENCH_QUICK   ?= compat fusion rollout_window server_overhead tls tokenizer
+BENCH_LONG    ?= batching light_load protocol_overhead quantize replicas rollout score_cache
 
-.PHONY: all bootstrap configure build build-serve models models-serve bench-models run test fuzz fuzz-smoke bench clean image image-test deploy-check replicas-test
+.PHONY: all help bootstrap configure build build-serve models models-serve bench-models run test fuzz fuzz-smoke bench bench-all bench-list clean image image-test deploy-check replicas-test
 
 all: build
+
+help:
+	@sed -n '1,/^$$/p' Makefile | sed -E 's/^# ?//'
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -91,11 +107,30 @@ fuzz: bootstrap
 fuzz-smoke: bootstrap
 	@FUZZ_DIR=$(FUZZ_DIR) tools/run_fuzz.sh $(FUZZ_SMOKE_SECONDS)
 
-bench: models
-	@found=0; for script in bench/*/run.sh; do \
-	  [ -f "$$script" ] || continue; found=1; \
-	  echo "== $$script"; bash "$$script" || exit $$?; \
-	done; [ $$found -eq 1 ] || echo "make bench: no bench/*/run.sh yet"
+# Runs bench/NAME/run.sh for each NAME in $(1), stopping at the first that fails.
+bench_run = for name in $(1); do \
+	  echo "== bench/$$name/run.sh"; BUILD_DIR=$(BUILD_DIR) TIDE_BINARY=$(TIDE_BINARY) MODELS=$(MODELS) \
+	    MODEL_REPOSITORY=$(MODELS) TIDE_MODEL_REPOSITORY=$(MODELS) bash "bench/$$name/run.sh" || exit $$?; \
+	done
+
+bench-list:
+	@echo "quick (make bench):    $(BENCH_QUICK)"
+	@echo "long (make bench-NAME, or all with make bench-all): $(BENCH_LONG)"
+	@for script in bench/*/run.sh; do name=$$(basename $$(dirname $$script)); \
+	  case " $(BENCH_QUICK) $(BENCH_LONG) " in *" $$name "*) ;; \
+	  *) echo "make bench: bench/$$name/run.sh is in neither BENCH_QUICK nor BENCH_LONG (Makefile)"; exit 1;; esac; \
+	done
+
+bench: bench-list models
+	@$(call bench_run,$(BENCH_QUICK))
+	@echo "make bench: the quick benchmarks ran; the long ones: $(BENCH_LONG) (make bench-NAME, or make bench-all)"
+
+bench-all: bench-list models
+	@$(call bench_run,$(BENCH_QUICK) $(BENCH_LONG))
+
+bench-%: models
+	@[ -f bench/$*/run.sh ] || { echo "make bench-$*: no bench/$*/run.sh (make bench-list)"; exit 1; }
+	@$(call bench_run,$*)
 
 BUILD_FROM      ?= host
 MODELS_IN_IMAGE ?= mount

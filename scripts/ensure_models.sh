@@ -41,7 +41,7 @@ if up_to_date; then
   exit 0
 fi
 
-echo "ensure_models: exporting $ENTRY (random weights; see tools/README.md for real checkpoints)"
+echo "ensure_models: exporting $ENTRY (random weights; see docs/models.md for real checkpoints)"
 args=(--preset "$NAME" --repository "$REPO" --name "$NAME" --tide-binary "$TIDE_BINARY")
 [ -n "${TIDE_TOKENIZER:-}" ] && args+=(--tokenizer "$TIDE_TOKENIZER")
 rm -f "$STAMP"

@@ -1,4 +1,4 @@
-// Batching benchmark (issue 4): the server at saturation against the raw engine, in one run on the
+// Batching benchmark: the server at saturation against the raw engine, in one run on the
 // same machine, the same model and the same (query, document) pairs.
 //
 //  1. Workload: a fixed seed draws `--requests` rerank requests, each one query of
@@ -459,7 +459,7 @@ ServerResult RunServer(const Server& server, const Workload& w, const ServerConf
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tide batching benchmark (issue 4)"};
+  CLI::App app{"tide batching benchmark"};
   std::string tide = "build/tide", model_dir = "models/minilm-l6", work_dir;
   int requests = 8, documents = 16, query_tokens = 21, clients = 50, raw_passes = 1, max_batch_size = 32,
       delay_us = 5000;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4 benchmark: the server at saturation (50 closed-loop clients, realistic rerank lengths)
+# The server at saturation (50 closed-loop clients, realistic rerank lengths)
 # against the raw engine's best on the same pairs, instance layouts 1x2 vs 2x1, and length-sorted
 # batching vs first-in-first-out, in one run.
 # Usage: bench/batching/run.sh [batching_bench flags]   (after `make models`;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16: what a gzip request body costs. The same ~0.9 MB /tokenize body (100 texts of 1000
+# What a gzip request body costs. The same ~0.9 MB /tokenize body (100 texts of 1000
 # words from Debian's word list, seeded) sent plain and as gzip -9 (Content-Encoding: gzip), 10
 # times each, twice alternating; prints the median client-side time of each round and checks that
 # both answers are byte-identical. Inflating runs on the connection's I/O thread.
@@ -10,7 +10,7 @@ BUILD=${BUILD_DIR:-build}
 MODELS=${TIDE_MODEL_REPOSITORY:-models}
 cmake --build "$BUILD" --target tide >/dev/null
 TIDE="$BUILD/tide"
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 server=""
 tmp=$(mktemp -d); trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
 start_tide "$tmp/log" --model-repository "$MODELS" --log-level warn

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A flood of silent TCP connections on the gRPC port (issue 26 item 11), measured from outside.
+"""A flood of silent TCP connections on the gRPC port, measured from outside.
 
 For each server (this build's tide, and with --reference-tide another one, e.g. a build from before
 the gRPC connection gate, measured in the same run):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 item 2: light-load latency of tide's thread layouts against the best peer, in one run.
+# Light-load latency of tide's thread layouts against the best peer, in one run.
 #
 # Servers, all started once and measured in turn (an idle server costs no CPU: no spinning):
 #   fixed      tide serve, thread_layout "fixed": every batch on its instance's intra_op_threads

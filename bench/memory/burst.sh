@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory after a burst (issue 19 item 3): RSS of `tide serve` while CLIENTS clients send heavy
+# Memory after a burst: RSS of `tide serve` while CLIENTS clients send heavy
 # requests for SECONDS seconds, and SETTLE seconds after, sampled every 0.5 s. Three runs, each on a
 # fresh server (model minilm-l6 capped at max_sequence_length 32, so inference stays cheap and the
 # burst measures parsing and tokenization):
@@ -9,7 +9,7 @@
 #   rerank100-notrim    the same with --malloc-trim-above-bytes 0
 # usage: bench/memory/burst.sh [CLIENTS=8] [SECONDS=30] [SETTLE=10]   (after `make models`)
 #        TIDE=/path/to/other/tide OUT=... ONLY_BYTES2M=1 bench/memory/burst.sh ...  (e.g. the binary before
-#        issue 19, which knows no --malloc-trim-above-bytes: the bytes2m run only)
+#        the fix, which knows no --malloc-trim-above-bytes: the bytes2m run only)
 # output: bench/results/memory-burst.txt (summary lines and the command) and the JSON per run next to it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,7 +38,7 @@ instance_group [{ count: 1, kind: KIND_CPU }]
 parameters { key: "max_sequence_length" value { string_value: "32" } }
 CONFIG
 
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 {
   echo "# bench/memory/burst.sh $CLIENTS $SECONDS_ $SETTLE   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, tide: $TIDE)"
   echo "# RSS MiB: before the burst / peak / ${SETTLE} s after it; statuses of the burst's requests"

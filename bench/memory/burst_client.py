@@ -5,7 +5,7 @@ RSS is sampled for SETTLE seconds more. Prints one JSON object: statuses, rss sa
 import http.client, json, sys, threading, time
 
 def body_for(kind):
-    if kind == "bytes2m":  # 2,000,000 one-byte strings: 8 MB (issue 19 item 3)
+    if kind == "bytes2m":  # 2,000,000 one-byte strings: 8 MB
         data = "[" + ",".join(['"a"'] * 2000000) + "]"
         return "/v2/models/m/infer", '{"inputs":[{"name":"text","shape":[2000000],"datatype":"BYTES","data":%s}]}' % data
     if kind == "rerank100":  # valid and heavy: 100 documents of ~75 KB (7.5 MB; 100 rows to score)

@@ -17,7 +17,7 @@ trap 'kill $server 2>/dev/null || true; rm -rf "$repo"' EXIT
 mkdir -p $repo/m/1
 ln -s $(pwd)/models/minilm-l6/1/model.onnx $repo/m/1/model.onnx; ln -s $(pwd)/models/minilm-l6/tokenizer.json $repo/m/tokenizer.json
 printf 'name: "m"\nbackend: "onnxruntime"\nmax_batch_size: 64\ninstance_group [{ count: 1, kind: KIND_CPU }]\nparameters { key: "max_sequence_length" value { string_value: "512" } }\n' > $repo/m/config.pbtxt
-TIDE=${TIDE:-build/tide}; source bench/lib/tide_server.sh
+TIDE=${TIDE:-build/tide}; source scripts/lib/tide_server.sh
 for kind in ints nested rerank; do
 start_tide $repo/server.log --model-repository $repo --log-level warn
 /usr/bin/python3 - $port $server $kind <<'PY' | tee -a "$OUT"

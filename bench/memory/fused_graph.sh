@@ -14,7 +14,7 @@ NEW=${NEW_TIDE:-build/tide}
 MODEL=${MODEL:-models/minilm-l6}
 WARM_REQUESTS=${WARM_REQUESTS:-4}
 DOCS=${DOCS:-8}
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 work=$(mktemp -d /tmp/tide-fused-graph-XXXXXX)
 server=""
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$work"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 item 3: resident memory of `tide serve` with instance_group count 1, 2 and 4, with the
+# Resident memory of `tide serve` with instance_group count 1, 2 and 4, with the
 # instances sharing one copy of the weights (parameter share_weights "true", the default) and
 # without (share_weights "false"), in alternating rounds.
 # For each configuration: start tide serve on a copy of the model entry (model and tokenizer
@@ -20,7 +20,7 @@ DOCS=${DOCS:-8}
 TIDE="$BUILD/tide"
 [ -x "$TIDE" ] || { echo "instances.sh: build $TIDE first" >&2; exit 2; }
 [ -f "$MODEL/1/model.onnx" ] || { echo "instances.sh: $MODEL missing (make models)" >&2; exit 2; }
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 work=$(mktemp -d /tmp/tide-instances-XXXXXX)
 server=""
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$work"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory during a hot swap (issue 13 item 3): `tide serve --model-control-mode poll` serves
+# Memory during a hot swap: `tide serve --model-control-mode poll` serves
 # minilm-l6 (2 instances, as `make models` writes it) as version 1 of model m; a copy of it is then
 # moved in as version 2, which loads and warms up beside version 1, takes over, and version 1 is
 # unloaded. RSS is sampled every 0.1 s from before the swap until 5 s after it, while one client
@@ -15,7 +15,7 @@ TIDE=${TIDE:-$BUILD/tide}
 OUT=${OUT:-bench/results/memory-swap.txt}
 [ -x "$TIDE" ] || { echo "swap: build $TIDE first (make build)" >&2; exit 2; }
 [ -f "$MODELS/minilm-l6/1/model.onnx" ] || { echo "swap: run make models first" >&2; exit 2; }
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 
 work=$(mktemp -d)
 server=""

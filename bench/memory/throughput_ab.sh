@@ -11,7 +11,7 @@ BUILD=${BUILD_DIR:-build}
 MODEL=${MODEL:-models/minilm-l6}
 COUNT=${COUNT:-2} CLIENTS=${CLIENTS:-8} DOCS=${DOCS:-4} WARMUP=${WARMUP:-5} DURATION=${DURATION:-20}
 TIDE="$BUILD/tide"
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 work=$(mktemp -d /tmp/tide-ab-XXXXXX)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How fast tide answers overload (issue 5: "429 or 503 with Retry-After immediately — within a
+# How fast tide answers overload (the requirement: "429 or 503 with Retry-After immediately — within a
 # millisecond even under 10x overload"), measured from outside with tide bench's event-loop client.
 #
 # For each server VARIANT (a label and tide serve flags; the first one is the reference — by default
@@ -45,7 +45,7 @@ mkdir -p "$out"
 server="" probe=""
 trap 'kill $probe $server 2>/dev/null || true' EXIT
 
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 qps=""
 IFS=';' read -r -a variants <<< "$VARIANTS"
 for variant in "${variants[@]}"; do

@@ -224,7 +224,7 @@ def main():
         w(f"Load generator (tide bench, beside the server) CPU, % of one core in the closed loop: {', '.join(gen)}.")
     w("")
 
-    # Useful GFLOP/s against the nominal peak and the measured ceilings (issue 18 item 1).
+    # Useful GFLOP/s against the nominal peak and the measured ceilings.
     ceilings = roofline_ceilings(raw)
     flops, length = flops_per_pair(raw, machine)
     if flops and ceilings:

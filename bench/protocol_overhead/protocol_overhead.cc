@@ -1,4 +1,4 @@
-// Protocol overhead benchmark (issue 14): one client, one request at a time, the same pairs through
+// Protocol overhead benchmark: one client, one request at a time, the same pairs through
 // every wire format tide serves, interleaved round-robin in one run so that drift hits all alike:
 //   HTTP TEI /rerank (JSON), HTTP KServe infer with JSON BYTES tensors, HTTP KServe infer with
 //   binary BYTES tensors, gRPC KServe ModelInfer (raw_input_contents), gRPC tei.v1 Rerank.

@@ -18,7 +18,7 @@ CONCURRENCY=${CONCURRENCY:-1}
 MODEL=${MODEL:-minilm-l6}
 cmake --build "$BUILD" --target tide protocol_overhead_bench >/dev/null
 TIDE="$BUILD/tide"
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 server=""
 grpc_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 log=$(mktemp); work=$(mktemp -d); trap 'kill $server 2>/dev/null; rm -rf "$log" "$work"' EXIT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quantization benchmark (issue 6, items 4 and 6), one run:
+# Quantization benchmark, one run:
 #  1. the fidelity table of `tide eval` (INT8 and FP16 variants against FP32 on the same seeded
 #     rerank requests: score differences, Spearman/Kendall per query, top-1/top-10 agreement,
 #     NDCG@10, next to pairs/s and memory) for minilm-l6 and for the third-party DistilBERT export;

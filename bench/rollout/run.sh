@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gray release under load (issue 13 item 7): one `tide serve` in poll mode serves minilm-l6 as
+# Gray release under load: one `tide serve` in poll mode serves minilm-l6 as
 # versions 1 and 2 of model m (the same weights; version_policy all), and the load generator keeps
 # CONCURRENCY closed-loop clients on /rerank through five phases of DURATION each, in one run:
 #   steady    no rollout (the newest version, 2, answers)
@@ -22,7 +22,7 @@ TIDE=${TIDE:-$BUILD/tide}
 CONCURRENCY=${CONCURRENCY:-4} DURATION=${DURATION:-20s} DOCS=${DOCS:-4}
 [ -x "$TIDE" ] || { echo "rollout: build $TIDE first (make build)" >&2; exit 2; }
 [ -f "$MODELS/minilm-l6/1/model.onnx" ] || { echo "rollout: run make models first" >&2; exit 2; }
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 
 work=$(mktemp -d /tmp/tide-rollout-XXXXXX)
 server=""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a 100% shadow rollout costs live traffic (issue 13: "shadow rows never delay live rows"):
+# What a 100% shadow rollout costs live traffic (the requirement: "shadow rows never delay live rows"):
 # one `tide serve` per scheduling variant serves minilm-l6 as versions 1 and 2 of model m (the same
 # weights), CONCURRENCY closed-loop clients keep /rerank saturated, and phases of DURATION
 # alternate shadow off (no rollout running) and shadow on (PUT rollout: candidate 2, shadow 100%),
@@ -32,7 +32,7 @@ VARIANTS=${VARIANTS:-idle idle-nohold}
 OPEN_PAIRS=${OPEN_PAIRS:-2} OPEN_FRACTION=${OPEN_FRACTION:-0.5}
 [ -x "$TIDE" ] || { echo "shadow: build $TIDE first (make build)" >&2; exit 2; }
 [ -f "$MODELS/minilm-l6/1/model.onnx" ] || { echo "shadow: run make models first" >&2; exit 2; }
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 
 work=$(mktemp -d /tmp/tide-shadow-XXXXXX)
 server=""
@@ -64,7 +64,7 @@ shadow_on() {  # shadow_on VARIANT LABEL: start the rollout and wait (no load) u
   [ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' "$url/v2/models/m/rollout" \
         -d '{"candidate": "2", "stable": "1", "mode": "shadow", "percent": 100, "guard": {"min_requests": 100000}}')" = 200 ]
   # The on phase measures the lane in its steady state: wait until its session is open and warm
-  # (it opens at nice 19; under saturation that takes long, see the README).
+  # (it opens at nice 19; under saturation that takes long, see docs/model-lifecycle.md).
   local opened t0
   opened=$(grep -c 'shadow lane open' "$work/tide-$1.log" || true)
   t0=$(date +%s.%N)

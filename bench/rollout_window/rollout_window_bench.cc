@@ -1,4 +1,4 @@
-// Cost of one recorded answer in a rollout at the largest window (issue 26 item 7), measured in one
+// Cost of one recorded answer in a rollout at the largest window, measured in one
 // run against the reference: the per-answer window work the guard did before its statistics were
 // incremental, reproduced here as it was (push the answer, trim the window, then copy each
 // version's latencies and sort them for P99). Both sides hold full windows of both versions with
@@ -36,7 +36,7 @@ double ThreadCpuNs() {
   return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
 }
 
-// ---- the reference: the code the incremental windows replaced (rollout.cc before issue 26) ----
+// ---- the reference: the code the incremental windows replaced in rollout.cc ----
 using tide::serving::testing::WindowSample;
 using tide::serving::testing::WindowSummary;
 // The removed code's summary (serving/testing/window_reference.h, also the tests' brute force).

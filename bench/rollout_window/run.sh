@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cost per recorded answer of a rollout's guard windows at the largest window, incremental (now)
-# against the copy-and-sort it replaced, measured in one run (issue 26 item 7).
+# against the copy-and-sort it replaced, measured in one run.
 # usage: bench/rollout_window/run.sh   (after: cmake --build build --target rollout_window_bench)
 # output: bench/results/rollout-window-<UTC time>.txt
 set -euo pipefail

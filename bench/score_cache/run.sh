@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 item 2: the per-pair score cache under a RAG-like workload, where popular queries come
+# The per-pair score cache under a RAG-like workload, where popular queries come
 # back with the same candidates: a pool of POOL distinct rerank requests (1 query + DOCS
 # SciFact-length documents each), sent with Zipf(S) popularity by `tide bench`
 # (--request-popularity zipf:S), closed loop at CONCURRENCY, for DURATION, against the same
@@ -17,7 +17,7 @@ POOL=${POOL:-32} DOCS=${DOCS:-16} S=${S:-1.1} CONCURRENCY=${CONCURRENCY:-2} DURA
 CACHE_BYTES=${CACHE_BYTES:-268435456}
 TIDE="$BUILD/tide"
 [ -x "$TIDE" ] || { echo "score_cache/run.sh: build $TIDE first" >&2; exit 2; }
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 work=$(mktemp -d /tmp/tide-score-cache-XXXXXX)
 server=""
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$work"; }

@@ -10,7 +10,7 @@ shift 2; [ $# -gt 0 ] && shift
 BUILD=${BUILD_DIR:-build}
 MODELS=${TIDE_MODEL_REPOSITORY:-models}
 cmake --build "$BUILD" --target server_overhead_bench >/dev/null
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 server=""
 log=$(mktemp); trap 'kill $server 2>/dev/null; rm -f "$log"' EXIT
 mkdir -p bench/results

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 benchmark: single-client latency of a 16-document rerank request, split into stages,
+# Single-client latency of a 16-document rerank request, split into stages,
 # and the server's overhead against a direct ONNX Runtime call on the same batch, in one run.
 # Usage: bench/server_overhead/run.sh   (after `make models`; writes bench/results/server_overhead.txt)
 set -euo pipefail
@@ -8,7 +8,7 @@ BUILD=${BUILD_DIR:-build}
 MODELS=${TIDE_MODEL_REPOSITORY:-models}
 cmake --build "$BUILD" --target tide server_overhead_bench >/dev/null
 TIDE="$BUILD/tide"
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 server=""
 log=$(mktemp); trap 'kill $server 2>/dev/null; rm -f "$log"' EXIT
 start_tide "$log" --model-repository "$MODELS" --log-level warn

@@ -1,4 +1,4 @@
-// Server overhead benchmark (issue 3): one client, one 16-document rerank request at a time.
+// Server overhead benchmark: one client, one 16-document rerank request at a time.
 // Measures, in one run on the same model and the same token batch:
 //   - a direct ONNX Runtime call (OrtBackend, the model's own session settings) on the batch padded
 //     to its longest row, and on the batch padded to the server's sequence bucket;

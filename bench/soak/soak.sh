@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak test (issue 5; not part of CI, nor of `make bench`: it runs for 30 minutes): open-loop Poisson load at FACTOR x the server's measured
+# Soak test (not part of CI, nor of `make bench`: it runs for 30 minutes): open-loop Poisson load at FACTOR x the server's measured
 # capacity for DURATION seconds on the default model (minilm-l6) with a bounded queue, a deadline
 # and a circuit breaker, sampling the server's RSS every 10 s. Reports RSS over time (CSV plus
 # first/min/max/last), counts of success / shed (429, 503) / timeout (504) / degraded (BM25), and the
@@ -56,7 +56,7 @@ parameters { key: "breaker_queue_fullness" value { string_value: "0.9" } }
 parameters { key: "breaker_open_s" value { string_value: "5" } }
 CONFIG
 
-source bench/lib/tide_server.sh
+source scripts/lib/tide_server.sh
 log="$out/server.log"
 start_tide "$log" --model-repository "$repo" --default-timeout-ms 30000 --log-level info
 common=(--url "$url" --tokenizer "$MODELS/minilm-l6/tokenizer.json" --documents 16 --timeout-ms 60000)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26 item 10: the cost of TLS, measured in one run with one tide build. Two servers of the same
+# The cost of TLS, measured in one run with one tide build. Two servers of the same
 # binary and model, one plaintext and one with --tls-cert-file/--tls-key-file (a throwaway EC P-256
 # certificate made here with the openssl CLI), alternated ROUNDS times:
 #  1. keep-alive: `tide bench` closed loop, CONCURRENCY clients, a small rerank request (DOCS

@@ -114,7 +114,7 @@ struct ServeFlags {
   int64_t default_timeout_ms = 30000;
   // Shadow lanes' threads (serving/shadow_lane.h): idle (SCHED_IDLE) | normal.
   std::string shadow_scheduling = "idle";
-  // Issue 26 (tenant isolation): --score-cache-scope tenant | shared (serving::ScoreCacheScope).
+  // Tenant isolation: --score-cache-scope tenant | shared (serving::ScoreCacheScope).
   std::string score_cache_scope = "tenant";
   int shadow_hold_off_ms = 10;
   // Rollouts started through the API, kept across restarts (serving/rollout_state_file.h); "": none.
@@ -720,7 +720,7 @@ void RegisterServeCommand(CLI::App* app) {
                   "Bytes of the per-pair score cache (an LRU of the model's logits per (model version, query, "
                   "document, options)); 0: off")
       ->envname("TIDE_SCORE_CACHE_BYTES")->capture_default_str();
-  // Issue 26 (tenant isolation): who shares the score cache's entries.
+  // Tenant isolation: who shares the score cache's entries.
   cmd->add_option("--score-cache-scope", flags->score_cache_scope,
                   "Who shares score cache entries: tenant (each API key name its own, so a hit never reveals "
                   "another tenant's pair) or shared (every caller: more hits, but hit counts and latency tell a "
@@ -792,7 +792,7 @@ void RegisterServeCommand(CLI::App* app) {
                   "Largest gRPC request message (RESOURCE_EXHAUSTED above)")
       ->envname("TIDE_GRPC_MAX_MESSAGE_BYTES")->check(CLI::Range(int64_t{1}, int64_t{2147483647}))->capture_default_str();
 #ifdef TIDE_HAVE_GRPC
-  // gRPC connections (README "gRPC connection limits").
+  // gRPC connections (docs/security.md "gRPC connection limits").
   cmd->add_option("--grpc-max-connections", flags->grpc_options.max_connections,
                   "Open gRPC connections; at the cap a new one evicts a silent (no HTTP/2 preface) or idle one, "
                   "else is refused (every connection has a call in flight)")

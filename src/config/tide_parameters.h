@@ -10,7 +10,7 @@
 //  - Pure functions; thread-safe.
 //
 // Keys (string values; defaults in the struct below; the accepted list is the table in
-// tide_parameters.cc, which Keys() returns — a test checks this comment and README name each one):
+// tide_parameters.cc, which Keys() returns — tests check this comment and docs/configuration.md):
 //   task                      "rerank" | "classify"
 //   tokenizer                 file name relative to the model directory
 //   max_sequence_length       integer >= 2; unset: the tokenizer's truncation, else 512

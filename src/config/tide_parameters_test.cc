@@ -176,8 +176,8 @@ TEST(TideParametersTest, BreakerDefaultResult) {
 }
 
 // The key table in tide_parameters.cc is the one list of keys; every key in it is accepted, every
-// key is documented in the header's comment and in README's parameter table, and the unknown-key
-// error names them all.
+// key is documented in the header's comment and in docs/configuration.md's parameter table, and
+// the unknown-key error names them all.
 TEST(TideParametersTest, EveryKeyInTheTableIsAcceptedAndDocumented) {
   const char* source_dir = std::getenv("TIDE_SOURCE_DIR");
   const std::string root = source_dir != nullptr ? source_dir : ".";
@@ -188,7 +188,7 @@ TEST(TideParametersTest, EveryKeyInTheTableIsAcceptedAndDocumented) {
     return ss.str();
   };
   const std::string header = read(root + "/src/config/tide_parameters.h");
-  const std::string readme = read(root + "/README.md");
+  const std::string readme = read(root + "/docs/configuration.md");
   ASSERT_FALSE(header.empty());
   ASSERT_FALSE(readme.empty());
   ModelConfig unknown;
@@ -199,7 +199,7 @@ TEST(TideParametersTest, EveryKeyInTheTableIsAcceptedAndDocumented) {
     const std::string k(key);
     EXPECT_TRUE(header.find("//   " + k + " ") != std::string::npos || header.find("alias " + k) != std::string::npos)
         << k << " is not documented in tide_parameters.h";
-    EXPECT_TRUE(readme.find("`" + k + "`") != std::string::npos) << k << " is not documented in README.md";
+    EXPECT_TRUE(readme.find("`" + k + "`") != std::string::npos) << k << " is not documented in docs/configuration.md";
     EXPECT_THAT(unknown_error, HasSubstr(k));
     // A value that is wrong for every key is refused naming that key (so the key is looked up).
     ModelConfig config;

@@ -286,7 +286,7 @@ std::string TypeEmbeddingModel() {
 }
 
 // An index ONNX Runtime rejects (its ORT_INVALID_ARGUMENT) is an engine failure: INTERNAL, never
-// the INVALID_ARGUMENT that the edge would answer as a client's 400 (issue #19).
+// the INVALID_ARGUMENT that the edge would answer as a client's 400.
 TEST(OrtBackendTest, EngineRejectionOfABatchIsInternalWithTheEngineTextKept) {
   auto backend = OrtBackend::Create({.model_data = TypeEmbeddingModel()});
   ASSERT_TRUE(backend.ok()) << backend.status();

@@ -113,7 +113,7 @@ class ServedModel {
   // of this version's results are keyed by.
   uint64_t generation() const { return generation_; }
 
-  // Circuit breaker admission (issue 5): false while the breaker is open — answer with the
+  // Circuit breaker admission: false while the breaker is open — answer with the
   // fallback instead of calling Submit. Every true must be followed by exactly one Submit, whose
   // outcome the breaker records. Always true when no breaker trigger is configured.
   bool AdmitToModel() {

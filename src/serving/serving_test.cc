@@ -279,7 +279,7 @@ namespace tide::serving {
 namespace {
 
 // The whole path: requests' rows batched together, a backend that rejects the batch over one
-// request's bad row; only that request fails, the others get their logits (issue #19).
+// request's bad row; only that request fails, the others get their logits.
 TEST(ModelRunner, PoolIsolatesTheRequestWhoseRowFailsTheBatch) {
   batching::BatcherOptions o;
   o.max_batch_size = 16;

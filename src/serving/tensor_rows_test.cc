@@ -1,5 +1,5 @@
 // Unit tests of the KServe tensor -> row conversion and the token input limits it checks against
-// (issue #19: a value the engine rejects must be refused before its row joins a batch).
+// (a value the engine rejects must be refused before its row joins a batch).
 #include "serving/tensor_rows.h"
 
 #include <filesystem>
@@ -67,7 +67,7 @@ TEST_F(TensorRowsTest, ValidTensorsBecomeRows) {
 }
 
 TEST_F(TensorRowsTest, TokenTypeIdsOutsideTheModelsTypesAre422NamingFieldAndPosition) {
-  absl::Status s = Convert({0, 0, 2, 2, 0, 0, 0, 0});  // the request of issue #19
+  absl::Status s = Convert({0, 0, 2, 2, 0, 0, 0, 0});  // the request that once failed a whole batch
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("token_type_ids[0][2] = 2"));
   EXPECT_THAT(s.message(), HasSubstr("0..1"));

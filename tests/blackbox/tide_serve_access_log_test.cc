@@ -1,4 +1,4 @@
-// Black-box test of the structured access log (`--access-log PATH`, issue 17 item 3) against the
+// Black-box test of the structured access log (`--access-log PATH`) against the
 // real binary: one JSON line per answered request from the HTTP edge and (when built with gRPC) the
 // gRPC edge, with the API key's name (never the key), pairs, cache hits, status and error_type,
 // timings and the request id (the client's x-request-id, echoed, else one tide made); a key over

@@ -1,4 +1,4 @@
-// Black-box tests of tide's trust boundary (issue 26 items 1-4): every route and every gRPC method
+// Black-box tests of tide's trust boundary: every route and every gRPC method
 // of the one access table (server/access/access_table.h) is walked against the real `tide serve`
 // with no key, a tenant's key, an admin key and a monitor key, over HTTP and gRPC, so both edges
 // are seen to apply the same decisions; the browser protections with the headers a browser sends

@@ -1,4 +1,4 @@
-// Black-box tests of every HTTP endpoint of `tide serve` and their errors (tide issue 3), against
+// Black-box tests of every HTTP endpoint of `tide serve` and their errors, against
 // the real binary on a free loopback port with two real models:
 //   bert        tools/export_model.py's tiny-bert (1 label, token_type_ids), max_sequence_length 48
 //   distilbert  the third-party DistilBERT export in ../shared/assets (no token_type_ids, 2 labels,

@@ -1,4 +1,4 @@
-// Black-box tests of dynamic batching, queue policy and deadlines in `tide serve` (tide issue 4).
+// Black-box tests of dynamic batching, queue policy and deadlines in `tide serve`.
 // One server, three copies of the exported tiny-bert that differ only in config.pbtxt:
 //   batched    max_batch_size 16, dynamic_batching { max_queue_delay 200 ms }
 //   unbatched  max_batch_size 1, no dynamic_batching: every row runs alone

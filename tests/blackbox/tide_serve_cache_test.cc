@@ -1,7 +1,7 @@
-// Black-box test of the per-pair score cache (`--score-cache-bytes`, issue 17 item 2) against the
+// Black-box test of the per-pair score cache (`--score-cache-bytes`) against the
 // real binary over HTTP: a request seen again is answered from the cache with the same scores and
 // `x-tide-cache-hits`; a partly new one queues only its new pairs (the batch metrics show it);
-// `Cache-Control: no-cache` bypasses it; the cache's metrics add up. Tenant isolation (issue 26):
+// `Cache-Control: no-cache` bypasses it; the cache's metrics add up. Tenant isolation:
 // with two keys of an --api-keys file, tenant B never hits the pairs tenant A scored
 // (`--score-cache-scope tenant`, the default), and does with `--score-cache-scope shared`.
 #include <fstream>

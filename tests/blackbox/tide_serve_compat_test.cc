@@ -1,4 +1,4 @@
-// Black-box tests of drop-in compatibility (tide issue 16): every route and field real clients of
+// Black-box tests of drop-in compatibility: every route and field real clients of
 // Cohere (v1, v2), TEI and KServe/Triton use, against the real binary, and the OpenAPI
 // description: every route of the route table is described, and every example in it succeeds.
 // One server:

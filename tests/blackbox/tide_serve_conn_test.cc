@@ -1,4 +1,4 @@
-// Connection-lifecycle tests of `tide serve` (tide issue 19, items 2, 5 and 6), against the real
+// Connection-lifecycle tests of `tide serve`, against the real
 // binary over HTTP on loopback:
 //  - a flood of silent connections beyond --max-connections does not lock out health probes (on
 //    the main port, through eviction, and on the --admin-port listener) nor inference;
@@ -250,7 +250,7 @@ TEST(ServeConnShutdownTest, SigtermExitsWithinTheGracePeriodWhenWorkCannotFinish
   }
 }
 
-// Issue 15: SIGTERM during warm-up was acted on only once the warm-up finished (seconds to
+// SIGTERM during warm-up was acted on only once the warm-up finished (seconds to
 // minutes). The default minilm-l6 model warms up 26 shapes on 2 instances (about 9 s here).
 TEST(ServeConnShutdownTest, SigtermWhileModelsLoadExitsAtOnce) {
   const std::filesystem::path repository = SourceDir() / "models";

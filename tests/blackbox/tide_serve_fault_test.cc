@@ -1,4 +1,4 @@
-// Fault and overload tests of `tide serve` (tide issue 5, item 8), against the real binary over
+// Fault and overload tests of `tide serve`, against the real binary over
 // HTTP on a free loopback port. One server for the hostile-input and overload cases:
 //   --max-concurrent-requests 6, --header-read-timeout-ms 1000, --body-read-timeout-ms 1000,
 //   --default-timeout-ms 5000

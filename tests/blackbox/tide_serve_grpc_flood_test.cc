@@ -1,4 +1,4 @@
-// Black-box test of the gRPC edge's connection cap (issue 26 item 11): `tide serve` limited to
+// Black-box test of the gRPC edge's connection cap: `tide serve` limited to
 // 1024 open files (prlimit) gets 1500 silent TCP connections on its gRPC port. Without a cap they
 // took every descriptor and gRPC kept them for its 120 s handshake timeout, so a new client (and a
 // Kubernetes gRPC probe) could not connect. With the gate, the silent ones give way: a new client's

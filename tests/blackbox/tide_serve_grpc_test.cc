@@ -1,4 +1,4 @@
-// Black-box tests of tide's gRPC edge (issue 14) against the real `tide serve`, with a C++ gRPC
+// Black-box tests of tide's gRPC edge against the real `tide serve`, with a C++ gRPC
 // client built from the project's protos (proto/): every RPC of KServe v2 GRPCInferenceService (and
 // Triton's extensions), tei.v1 and grpc.health.v1; every error code; the client's deadline;
 // cancellation; the message size limit; the stream; 2x overload where every call gets exactly one
@@ -923,7 +923,7 @@ TEST_F(ServeGrpcRepositoryTest, LoadAndUnloadFollowTheIndex) {
 }
 
 
-// Issue 26 item 7: the load RPC's parameters.config gets the HTTP load's bounds: INVALID_ARGUMENT,
+// The load RPC's parameters.config gets the HTTP load's bounds: INVALID_ARGUMENT,
 // and the served model is untouched.
 TEST_F(ServeGrpcRepositoryTest, ALoadConfigOutOfBoundsIsInvalidArgumentAndChangesNothing) {
   ASSERT_EQ(StateOf("m"), "READY");

@@ -1,4 +1,4 @@
-// Black-box tests of the go-live guards of `tide serve` (tide issue 5): API key, concurrency limit
+// Black-box tests of the go-live guards of `tide serve`: API key, concurrency limit
 // (429 at once), and the circuit breaker's BM25 fallback (degraded answers) — against the real
 // binary over HTTP. One server:
 //   --api-key secret --max-concurrent-requests 2

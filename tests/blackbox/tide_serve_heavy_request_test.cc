@@ -1,4 +1,4 @@
-// Black-box tests of the cost bounds on one request (tide issue 19 item 3): row limits on every
+// Black-box tests of the cost bounds on one request: row limits on every
 // endpoint, a JSON body of millions of tiny strings refused before it is materialised, the
 // in-flight byte budget (--max-inflight-bytes), and parsing/tokenization off the HTTP threads
 // (--tokenization-workers), so health checks and small requests are answered while heavy ones are

@@ -1,4 +1,4 @@
-// Black-box tests of `tide serve`'s HTTP conformance (tide issue 19, items 4, 7, 8, 9), against the
+// Black-box tests of `tide serve`'s HTTP conformance, against the
 // real binary over raw loopback sockets where a well-behaved client library would not send the
 // bytes: request smuggling (Transfer-Encoding / Content-Length framing), absolute-form targets,
 // HEAD, Host, huge timeouts, error bodies (error_type everywhere, Allow on 405, bounded echo of

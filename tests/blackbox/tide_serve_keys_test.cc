@@ -1,4 +1,4 @@
-// Black-box tests of several API keys with quotas (`--api-keys FILE`, issue 17 item 3) against the
+// Black-box tests of several API keys with quotas (`--api-keys FILE`) against the
 // real binary over HTTP. One server:
 //   --api-key single --api-keys keys.txt with
 //     flood-secret-1 name=flood requests_per_second=5 max_concurrent=2

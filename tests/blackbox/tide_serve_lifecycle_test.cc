@@ -1,4 +1,4 @@
-// Black-box tests of model control (tide issue 13, items 1-3): the real binary, the exported tiny
+// Black-box tests of model control: the real binary, the exported tiny
 // model, closed-loop clients running throughout and every answer checked.
 //
 //  - poll mode (--repository-poll-secs 1): a new version is picked up, then removed, then the
@@ -335,7 +335,7 @@ TEST_F(ServeLifecycleExplicitTest, LoadAndUnloadNeedTheAdminKey) {
   EXPECT_EQ(IndexEntry(Index(), "b", "1").value("reason", ""), "unloaded");
 }
 
-// Issue 26 item 7: admin input out of its bounds gets a 4xx JSON error, never a crash and never a
+// Admin input out of its bounds gets a 4xx JSON error, never a crash and never a
 // change to what serves; a model file name outside the version directory is answered exactly as a
 // missing one, whatever exists at the path it names.
 TEST_F(ServeLifecycleExplicitTest, AdminInputsOutOfBoundsAreRefusedAndChangeNothing) {

@@ -1,4 +1,4 @@
-// Black-box test of log hygiene (issue 26 item 9) against the real binary: a model name an admin
+// Black-box test of log hygiene against the real binary: a model name an admin
 // request carries (percent-encoded in the repository API's URL) with a newline, ANSI escape bytes,
 // a quote and a byte that is not UTF-8 reaches the server's log (spdlog on stdout; stderr checked
 // too) as one line per request, escaped (common/error_echo.h EscapeForLog): it can neither forge a

@@ -1,4 +1,4 @@
-// Black-box test of long documents scored whole (`long_documents`, issue 17 item 1) on TEI's
+// Black-box test of long documents scored whole (`long_documents`) on TEI's
 // /rerank and Cohere's /v1/rerank against the real binary: a short document scores exactly as with
 // truncation; a long one is scored over windows (the best window is at least the mean, usage counts
 // every window's tokens); a bad mode and a document over max_chunks_per_document are 422 naming

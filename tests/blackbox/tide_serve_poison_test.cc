@@ -1,4 +1,4 @@
-// One client's bad input must not fail other clients' requests (tide issue #19, item 1), against
+// One client's bad input must not fail other clients' requests, against
 // the real `tide serve` over HTTP on a free loopback port. One server, two tiny-bert models:
 //   lax     token_type_vocab_size 4 (the graph's token-type table has 2 rows), so token_type_ids
 //           of 2 pass validation and reach ONNX Runtime, which rejects the whole batch; the first
@@ -76,7 +76,7 @@ TEST_F(ServePoisonTest, TokenTensorValuesTheModelDoesNotAcceptAre422NamingFieldA
     std::string names;
   };
   const std::vector<Case> cases = {
-      {{0, 0, 2, 2}, {1, 1, 1, 1}, "token_type_ids[0][2] = 2"},  // the request of issue #19
+      {{0, 0, 2, 2}, {1, 1, 1, 1}, "token_type_ids[0][2] = 2"},  // the request that once failed a whole batch
       {{0, -1, 0, 0}, {1, 1, 1, 1}, "token_type_ids[0][1] = -1"},
       {{0, 0, 1, 1}, {1, 1, 2, 1}, "attention_mask[0][2] = 2"},
       {{0, 0, 1, 1}, {1, -3, 1, 1}, "attention_mask[0][1] = -3"},

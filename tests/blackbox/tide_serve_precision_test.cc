@@ -1,4 +1,4 @@
-// Black-box tests of serving FP32 and INT8 variants of one model side by side (tide issue 6),
+// Black-box tests of serving FP32 and INT8 variants of one model side by side,
 // against the real `tide quantize` and `tide serve` binaries. The INT8 model is
 // `tide quantize --int8` of tools/export_model.py's tiny-bert (2 layers, hidden 64, seeded random
 // weights). One repository, one server:

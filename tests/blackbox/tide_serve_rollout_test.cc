@@ -1,4 +1,4 @@
-// Black-box tests of gray release (tide issue 13, items 4-6): the real binary serving three versions
+// Black-box tests of gray release: the real binary serving three versions
 // of one model — 1 (stable), 2 (the same weights: an identical candidate) and 3 (tiny-bert exported
 // with another seed: a candidate that ranks differently) — with the rollout API behind an admin key.
 //
@@ -160,7 +160,7 @@ TEST_F(ServeRolloutTest, TheRolloutApiNeedsTheAdminKeyAndValidBodies) {
   EXPECT_EQ(client->Post("/v2/models/m/rollout/rollback", "", Admin()).status, 404);  // none yet
 }
 
-// Issue 26 item 7: a rollout's window is bounded (1..100000), and its body gets the admin input
+// A rollout's window is bounded (1..100000), and its body gets the admin input
 // pre-scan; a refused PUT changes nothing.
 TEST_F(ServeRolloutTest, OutOfBoundsRolloutInputIsRefusedAndChangesNothing) {
   const json before = Rollout();

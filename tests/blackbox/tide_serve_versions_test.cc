@@ -1,4 +1,4 @@
-// Black-box test of per-version identity (tide issue 12, item 5): two versions of one model served
+// Black-box test of per-version identity: two versions of one model served
 // side by side keep their own metrics and statistics. Before, per-model metric families were
 // labelled by model name only, so the versions' gauges overwrote each other and mirrored counters
 // kept the larger value instead of the sum.

@@ -27,7 +27,7 @@ std::span<const RouteEntry> RouteTable() {
       {"POST", "/v2/repository/index", Endpoint::kRepositoryIndex, false, Access::kAdmin},
       {"POST", "/v2/repository/models/{model}/load", Endpoint::kRepositoryLoad, false, Access::kAdmin},
       {"POST", "/v2/repository/models/{model}/unload", Endpoint::kRepositoryUnload, false, Access::kAdmin},
-      // Drop-in compatibility (issue 16): Cohere v2, TEI's other routes, Triton's config and stats.
+      // Drop-in compatibility: Cohere v2, TEI's other routes, Triton's config and stats.
       {"POST", "/v2/rerank", Endpoint::kCohereRerankV2, false, Access::kTenant},
       {"POST", "/predict", Endpoint::kPredict, false, Access::kTenant},
       {"POST", "/", Endpoint::kInvocations, false, Access::kTenant},
