@@ -14,7 +14,7 @@
 //    (empty, without allocating, while no rollout is sticky).
 //  - Tracks(model): the version is the stable or the candidate of a running rollout; its answers
 //    must reach Watch (so the score cache alone never answers for it).
-//  - Watch(call, model, mirror) is called just before a live answer's rows are submitted: null
+//  - Watch(call, model, mirror) is called before a live answer's rows are queued: null
 //    when the version is not tracked. Otherwise the rollout may also offer `mirror` to the other
 //    version's shadow lane (the one place that chooses "the other version"); the caller then calls
 //    Submitted() once the live rows are queued and Answered(...) exactly once with the live answer.

@@ -106,7 +106,7 @@ class ScoringPipeline {
   void Infer(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
              InferDone done, TensorWindows windows = {});
   // Encodes each input with the model's tokenizer, cut to its max_sequence_length from the end
-  // `direction` names (unset: the tokenizer's own).
+  // `direction` names (unset: the tokenizer's own; see Encoding::truncated to refuse a cut input).
   absl::Status Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,
                         bool add_special_tokens, std::vector<tokenizer::Encoding>* out,
                         std::optional<tokenizer::TruncationDirection> direction) const;
