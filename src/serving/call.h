@@ -103,7 +103,11 @@ class Call {
   bool named_version() const { return named_version_.load(std::memory_order_relaxed); }
 
  private:
-  friend class ServiceCore;
+  // Admission sets what it admitted; the scoring pipeline counts cache hits; the rollout marks a
+  // named version.
+  friend class Admission;
+  friend class ScoringPipeline;
+  friend class RolloutCoordinator;
   const Clock* clock_;  // StillWanted's time source
   RowTask::Admission admission_;
   Clock::time_point received_at_;
@@ -112,9 +116,9 @@ class Call {
   bool has_own_priority_;
   bool no_cache_ = false;
   std::vector<std::pair<std::string, std::string>> sticky_values_;
-  mutable std::atomic<int64_t> pairs_{0};       // ServiceCore::ChargePairs
-  mutable std::atomic<int64_t> cache_hits_{0};  // ServiceCore's score-cache split
-  mutable std::atomic<bool> named_version_{false};  // ServiceCore::FindModel
+  mutable std::atomic<int64_t> pairs_{0};       // Admission::ChargePairs
+  mutable std::atomic<int64_t> cache_hits_{0};  // ScoringPipeline's score-cache split
+  mutable std::atomic<bool> named_version_{false};  // RolloutCoordinator::Pick
   std::shared_ptr<guard::Tenant> tenant_;  // declared first: outlives its permit below
   std::optional<guard::ConcurrencyLimiter::Permit> tenant_permit_;
   std::optional<guard::ConcurrencyLimiter::Permit> permit_;

@@ -7,12 +7,12 @@
 namespace tide::server {
 
 LoadReport MakeLoadReport(bool ready, int64_t in_flight, int64_t max_concurrent_requests,
-                          std::span<const batching::BatcherStats> queues) {
+                          std::span<const serving::QueueLoad> queues) {
   LoadReport r;
   r.ready = ready;
   r.in_flight = std::max<int64_t>(0, in_flight);
   r.max_concurrent_requests = max_concurrent_requests;
-  for (const batching::BatcherStats& q : queues) {
+  for (const serving::QueueLoad& q : queues) {
     r.queued_tasks += q.queued_tasks;
     r.queued_tokens += q.queued_tokens;
   }

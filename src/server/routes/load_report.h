@@ -16,7 +16,7 @@
 #include <span>
 #include <string>
 
-#include "batching/batch.h"
+#include "serving/service_load.h"
 
 namespace tide::server {
 
@@ -30,7 +30,7 @@ struct LoadReport {
 };
 
 LoadReport MakeLoadReport(bool ready, int64_t in_flight, int64_t max_concurrent_requests,
-                          std::span<const batching::BatcherStats> queues);
+                          std::span<const serving::QueueLoad> queues);
 
 std::string RenderLoadJson(const LoadReport& report);
 

@@ -7,15 +7,15 @@
 namespace tide::server {
 namespace {
 
-batching::BatcherStats Queue(size_t tasks, size_t tokens) {
-  batching::BatcherStats s;
+serving::QueueLoad Queue(uint64_t tasks, uint64_t tokens) {
+  serving::QueueLoad s;
   s.queued_tasks = tasks;
   s.queued_tokens = tokens;
   return s;
 }
 
 TEST(LoadReportTest, SumsEveryModelsQueueAndFreeCapacityFollowsInFlight) {
-  std::vector<batching::BatcherStats> queues = {Queue(3, 300), Queue(2, 50)};
+  std::vector<serving::QueueLoad> queues = {Queue(3, 300), Queue(2, 50)};
   LoadReport r = MakeLoadReport(true, 16, 64, queues);
   EXPECT_EQ(r.queued_tasks, 5u);
   EXPECT_EQ(r.queued_tokens, 350u);

@@ -1,0 +1,137 @@
+// tide::serving::ScoringPipeline — the model work of an admitted call, in one place: a rerank goes
+// score cache -> long documents -> quota -> batch -> score -> fallback, token rows (KServe) go
+// quota -> breaker -> batch, and the rollout (RolloutHook) watches both. It runs on the worker that
+// runs the call (serving/admission.h).
+//
+// Contract:
+//  - Rerank / Infer / Tokenize check Call::StillWanted before and between chunks of
+//    kTokenizeChunkDocuments inputs. Rerank and Infer call `done` exactly once: on the calling
+//    thread for an error or a fallback, on the instance thread that finished the last row
+//    otherwise. While a model's breaker is open, Rerank answers with its fallback (BM25 or a
+//    classifier's default result) and Infer with a classifier's breaker_default_result, both
+//    marked (`fallback` set) and counted in tide_degraded_responses_total; a model without one
+//    answers DegradedUnavailableError.
+//  - Quotas: each Rerank and Infer charges its rows (documents, long documents' windows, token
+//    rows) once, through `charge_pairs` (Admission::ChargePairs), before any row is queued: a
+//    refusal (kOverloaded + RetryAfterMs) is the answer.
+//  - Score cache (options.score_cache_bytes > 0): Rerank looks every pair up (unless the call is
+//    no_cache), queues only the pairs not found, stores the model's logits of those, and answers
+//    with RerankScores::cache_hits set; a request whose every pair was found is answered on the
+//    calling thread without touching the model. Fallback answers are never stored, and a degraded
+//    answer is degraded for every document (never cached model scores mixed with BM25). Entries
+//    are the call's tenant's own (kTenant, the default) or everyone's (kShared). Hits and misses
+//    are counted in tide_score_cache_{hits,misses}_total{model,version}.
+//  - RerankFromCache answers a rerank whole from the cache on the calling thread (cheap enough for
+//    an I/O thread: one hash and lookup per pair): nullopt unless the cache is on, the call reads
+//    it, the options are plain (truncate: no windows), the rollout does not track the version and
+//    every pair is found; then the pairs are charged (the status of a refusal) and counted as hits.
+//    It counts nothing when it answers nullopt (the pairs are looked up again by Rerank).
+//  - Long documents (PairOptions::long_documents chunk_max / chunk_mean; serving/long_documents.h):
+//    a document longer than what fits beside the query is split into windows, every window is a
+//    row (queued, cached, charged like a document), and the document's score is the best or the
+//    mean of its windows'. real_tokens counts every window's tokens.
+//  - Rollouts: a live answer of a version the rollout tracks goes to RolloutHook::Watch (rerank:
+//    before the quota; token rows: after the quota and the breaker), which is told once the rows
+//    are queued and is given the answer before `done`.
+//  - Thread-safe. The metrics and the hook (may be null) must outlive the object.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "serving/call.h"
+#include "serving/inference_request.h"
+#include "serving/rollout_hook.h"
+#include "serving/score_cache.h"
+#include "serving/scoring.h"
+#include "serving/served_model.h"
+#include "serving/serving_metrics.h"
+#include "serving/tensor_rows.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tide::serving {
+
+struct ScoringPipelineOptions {
+  // Bytes of the per-pair score cache (score_cache.h); 0: no cache.
+  size_t score_cache_bytes = 0;
+  // Who shares its entries: each tenant its own (a hit never reveals another tenant's pair), or
+  // every caller (more hits; see ScoreCacheScope).
+  ScoreCacheScope score_cache_scope = ScoreCacheScope::kTenant;
+};
+
+// A text input of Tokenize: a text or a (text, text_pair) pair.
+struct TextInput {
+  std::string_view text;
+  std::optional<std::string_view> text_pair;
+};
+
+// Token rows' answer: the model's result, or (breaker open) a fallback's.
+struct InferOutcome {
+  InferenceResult result;
+  const char* fallback = nullptr;  // set: degraded; the fallback's name (kFallbackDefault)
+};
+using InferDone = absl::AnyInvocable<void(absl::StatusOr<InferOutcome>) &&>;
+
+// Charges a call's rows to its key's quota (Admission::ChargePairs).
+using ChargePairsFn = std::function<absl::Status(const Call& call, size_t pairs)>;
+
+class ScoringPipeline {
+ public:
+  // `charge_pairs` is required; `rollouts` may be null (no rollouts).
+  ScoringPipeline(ServingMetrics* metrics, ChargePairsFn charge_pairs, RolloutHook* rollouts,
+                  const ScoringPipelineOptions& options);
+  ScoringPipeline(const ScoringPipeline&) = delete;
+  ScoringPipeline& operator=(const ScoringPipeline&) = delete;
+
+  std::optional<absl::StatusOr<RerankScores>> RerankFromCache(const Call& call, const ServedModel& model,
+                                                              std::string_view query,
+                                                              std::span<const std::string_view> documents,
+                                                              const PairOptions& options, bool raw_scores);
+  // `documents` need only live until this call returns.
+  void Rerank(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
+              std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+              RerankDone done);
+  // `windows`: which input each row belongs to when long documents were split (what the edge
+  // folds the answer with); a rollout compares per input.
+  void Infer(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
+             InferDone done, TensorWindows windows = {});
+  // Encodes each input with the model's tokenizer, cut to its max_sequence_length from the end
+  // `direction` names (unset: the tokenizer's own; see Encoding::truncated to refuse a cut input).
+  absl::Status Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,
+                        bool add_special_tokens, std::vector<tokenizer::Encoding>* out,
+                        std::optional<tokenizer::TruncationDirection> direction) const;
+
+  const ScoreCache* score_cache() const { return cache_.get(); }
+  // Mirrors the cache's evictions and size into the metrics.
+  void RefreshMetrics() const;
+
+ private:
+  // Implementation details follow. In call order: Rerank -> RerankDocuments (long documents,
+  // quota) -> ScoreRows (cache, then ScoreOrFallback, then the cache's store).
+  void RerankDocuments(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
+                       std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+                       RerankDone done);
+  void ScoreRows(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
+                 std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
+                 RerankDone done);
+
+  ServingMetrics* const metrics_;
+  const ChargePairsFn charge_pairs_;
+  RolloutHook* const rollouts_;
+  const ScoringPipelineOptions options_;
+  std::unique_ptr<ScoreCache> cache_;  // null: no score cache
+  mutable absl::Mutex refresh_mu_;
+  mutable uint64_t mirrored_evictions_ ABSL_GUARDED_BY(refresh_mu_) = 0;
+};
+
+}  // namespace tide::serving
