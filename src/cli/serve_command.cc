@@ -402,7 +402,11 @@ int Serve(const ServeFlags& f) {
   co.shadow_hold_off = std::chrono::milliseconds(f.shadow_hold_off_ms);
   co.rollout_state_file = f.rollout_state_file;
   if (co.max_concurrent_requests > 0) co.tokenization_queue = static_cast<size_t>(co.max_concurrent_requests);
-  auto core = serving::ServiceCore::Create(models->get(), metrics->get(), co);
+  // The core's parts (admission, the scoring pipeline, the rollout coordinator) are built here and
+  // handed to the facade, which only wires them (serving/service_core.h).
+  auto parts = serving::ServiceCore::BuildParts(models->get(), metrics->get(), co);
+  auto core = parts.ok() ? serving::ServiceCore::Create(models->get(), metrics->get(), co, *std::move(parts))
+                         : absl::StatusOr<std::unique_ptr<serving::ServiceCore>>(parts.status());
   if (!core.ok()) {
     spdlog::error("service core: {}", core.status().ToString());
     return 1;
