@@ -384,4 +384,8 @@ std::string RequestPipeline::MetricsText() const {
   return core_->metrics().registry.RenderText();
 }
 
+std::optional<serving::RolloutStatus> RolloutStatusOf(const serving::ServiceCore& core, const std::string& model) {
+  return core.rollouts().Get(model);
+}
+
 }  // namespace tide::pipeline

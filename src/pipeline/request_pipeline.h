@@ -169,4 +169,8 @@ class RequestPipeline {
   const CompletionRecorder recorder_;
 };
 
+// The model's rollout (GET /v2/models/{m}/rollout); nullopt: it has none. A function of the core,
+// so that no edge reaches into the core's parts.
+std::optional<serving::RolloutStatus> RolloutStatusOf(const serving::ServiceCore& core, const std::string& model);
+
 }  // namespace tide::pipeline
