@@ -516,7 +516,6 @@ int Serve(const ServeFlags& f) {
     go.max_message_bytes = f.grpc_max_message_bytes;
     go.limits = f.service.limits;
     go.version = f.service.version;
-    go.max_batch_tokens = static_cast<int64_t>(f.model.max_batch_tokens);
     go.repository = controller.get();
     go.tls = tls_context;
     auto created = grpc_edge::GrpcServer::Create(core->get(), go);

@@ -73,25 +73,6 @@ void AddTimingTrailers(const serving::StageTimings& t, grpc::CallbackServerConte
                                        Ms(t.tokenize), Ms(t.queue), Ms(t.inference), Ms(t.postprocess), Ms(t.total)));
 }
 
-void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, const std::string& version,
-                  const char* endpoint, const absl::Status& status, Steady::time_point received_at,
-                  const serving::StageTimings* timings) {
-  if (metrics == nullptr) return;
-  const double seconds = std::chrono::duration<double>(Steady::now() - received_at).count();
-  const int http_status = status.ok() ? 200 : api::HttpStatusFor(status);
-  metrics->requests->WithLabels({model, version, endpoint, std::to_string(http_status), "grpc"})->Increment();
-  metrics->request_duration->WithLabels({model, version, endpoint, "grpc"})->Observe(seconds);
-  if (timings != nullptr) {
-    auto observe = [&](const char* stage, serving::Clock::duration d) {
-      metrics->stage_duration->WithLabels({model, version, stage})->Observe(std::chrono::duration<double>(d).count());
-    };
-    observe("tokenize", timings->tokenize);
-    observe("queue", timings->queue);
-    observe("inference", timings->inference);
-    observe("postprocess", timings->postprocess);
-  }
-}
-
 absl::Status CheckAccess(const serving::ServiceCore& core, const grpc::CallbackServerContext& context,
                          std::string_view rpc) {
   const guard::Access access = server::RpcAccess(rpc);
@@ -109,77 +90,65 @@ std::string RequestIdOf(const grpc::CallbackServerContext& context) {
   return absl::StrFormat("%08x-g%d", process, counter.fetch_add(1, std::memory_order_relaxed) + 1);
 }
 
-void LogAnswer(serving::AccessLog* log, const std::string& model, const std::string& version, const char* endpoint,
-               const absl::Status& status, Steady::time_point received_at, const serving::StageTimings* timings,
-               bool degraded, const serving::Call* call, std::string request_id) {
-  if (log == nullptr) return;
-  serving::AccessRecord r;
-  r.time = std::chrono::system_clock::now();
-  r.protocol = "grpc";
-  r.route = endpoint;
-  r.model = model;
-  r.version = version;
-  r.status = status.ok() ? 200 : api::HttpStatusFor(status);
-  if (!status.ok()) r.error_type = std::string(api::ErrorTypeFor(status));
-  if (call != nullptr) {
-    if (call->tenant() != nullptr) r.key = call->tenant()->name();
-    r.pairs = call->pairs();
-    r.cache_hits = call->cache_hits();
-  } else if (!status.ok()) {
-    r.key = KeyNameOf(status);
-  }
-  r.degraded = degraded;
-  if (timings != nullptr) {
-    r.queue_ms = std::chrono::duration<double, std::milli>(timings->queue).count();
-    r.inference_ms = std::chrono::duration<double, std::milli>(timings->inference).count();
-  }
-  r.total_ms = std::chrono::duration<double, std::milli>(Steady::now() - received_at).count();
-  r.request_id = std::move(request_id);
-  log->Log(std::move(r));
-}
-
 UnaryAnswer& UnaryAnswer::operator=(UnaryAnswer&& other) noexcept {
   if (this == &other) return *this;
-  if (finish_) Done(errors::Internal("answer replaced unfinished"), nullptr, nullptr);
+  if (finish_) FinishError(errors::Internal("answer replaced unfinished"));
   context_ = other.context_;
   id_source_ = other.id_source_;
   finish_ = std::move(other.finish_);
   other.finish_ = nullptr;
-  metrics_ = other.metrics_;
-  access_log_ = other.access_log_;
+  recorder_ = other.recorder_;
   endpoint_ = other.endpoint_;
   received_at_ = other.received_at_;
-  model_ = std::move(other.model_);
-  version_ = std::move(other.version_);
+  outcome_ = std::move(other.outcome_);
   call_ = std::move(other.call_);
   return *this;
 }
 
 UnaryAnswer::~UnaryAnswer() {
-  if (finish_) Done(errors::Internal("the call was dropped without an answer"), nullptr, nullptr);
+  if (finish_) FinishError(errors::Internal("the call was dropped without an answer"));
 }
 
-void UnaryAnswer::Finish(const serving::StageTimings* timings, const char* degraded) {
-  Done(absl::OkStatus(), timings, degraded);
-}
+void UnaryAnswer::Finish() { Done(); }
 
-void UnaryAnswer::FinishError(const absl::Status& status) { Done(status, nullptr, nullptr); }
-
-void UnaryAnswer::Done(const absl::Status& status, const serving::StageTimings* timings, const char* degraded) {
+void UnaryAnswer::Finish(pipeline::Outcome outcome) {
   if (!finish_) return;
-  RecordAnswer(metrics_, model_, version_, endpoint_, status, received_at_, status.ok() ? timings : nullptr);
-  if (context_ != nullptr && !version_.empty()) context_->AddTrailingMetadata("x-tide-model-version", version_);
-  if (access_log_ != nullptr) {
-    std::string request_id = id_source_ != nullptr ? RequestIdOf(*id_source_) : std::string();
-    if (context_ != nullptr) context_->AddTrailingMetadata("x-request-id", request_id);
-    LogAnswer(access_log_, model_, version_, endpoint_, status, received_at_, status.ok() ? timings : nullptr,
-              status.ok() && degraded != nullptr, call_.get(), std::move(request_id));
+  if (outcome.model.empty() && !outcome_.model.empty()) outcome.set_model(outcome_.model, *outcome_.version);
+  outcome_ = std::move(outcome);
+  Done();
+}
+
+void UnaryAnswer::FinishError(const absl::Status& status) {
+  outcome_.status = status;
+  Done();
+}
+
+void UnaryAnswer::Done() {
+  if (!finish_) return;
+  const serving::StageTimings* timings = outcome_.Complete(received_at_);
+  std::string request_id;
+  if (recorder_ != nullptr && recorder_->logs()) {
+    request_id = id_source_ != nullptr ? RequestIdOf(*id_source_) : std::string();
   }
+  if (recorder_ != nullptr) {
+    pipeline::Completion c;
+    c.protocol = "grpc";
+    c.endpoint = endpoint_;
+    c.received_at = received_at_;
+    c.outcome = &outcome_;
+    c.call = call_.get();
+    c.timings = timings;
+    c.request_id = request_id;
+    recorder_->Record(c);
+  }
+  const absl::Status& status = outcome_.status;
   if (context_ != nullptr) {
+    if (outcome_.version.has_value()) context_->AddTrailingMetadata("x-tide-model-version", outcome_.version_label());
+    if (recorder_ != nullptr && recorder_->logs()) context_->AddTrailingMetadata("x-request-id", request_id);
     if (!status.ok()) {
       AddErrorTrailers(status, context_);
-    } else if (degraded != nullptr) {
-      context_->AddTrailingMetadata("x-tide-degraded", degraded);
+    } else if (outcome_.fallback != nullptr) {
+      context_->AddTrailingMetadata("x-tide-degraded", outcome_.fallback);
     } else if (timings != nullptr) {
       AddTimingTrailers(*timings, context_);
     }

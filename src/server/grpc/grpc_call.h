@@ -13,14 +13,14 @@
 //  - UnaryReactor raises its client-gone flag when gRPC reports the call cancelled (the client
 //    cancelled or left, or its deadline passed), so queued rows of the call are dropped unrun; it
 //    deletes itself when gRPC is done with it.
-//  - UnaryAnswer is move-only and finishes its reactor exactly once: Finish / FinishError record
-//    tide_requests_total and tide_request_duration_seconds (protocol "grpc"; status: the HTTP
-//    status of the answer's error kind, 200 for OK) and, with timings, the stage histograms; add
-//    `x-tide-model-version` and the timing trailers (x-tokenization-time, x-queue-time,
-//    x-inference-time, x-total-time in whole ms, server-timing in fractional ms) or the error
-//    trailers (grpc_status.h); hand the access log (when given) one record, with the request id of
-//    the `x-request-id` metadata (else a new one) also sent as an `x-request-id` trailer; release
-//    the held call's concurrency permit; then finish. An answer destroyed unfinished finishes
+//  - UnaryAnswer is move-only and finishes its reactor exactly once: Finish / FinishError hand the
+//    request's domain outcome (pipeline/outcome.h) to the pipeline's CompletionRecorder (the
+//    metrics with protocol "grpc" and the access-log record, as for HTTP), with the request id of
+//    the `x-request-id` metadata (else a new one) also sent as an `x-request-id` trailer when there
+//    is an access log; add `x-tide-model-version` and the timing trailers (x-tokenization-time,
+//    x-queue-time, x-inference-time, x-total-time in whole ms, server-timing in fractional ms) or
+//    `x-tide-degraded` or the error trailers (grpc_status.h); release the held call's concurrency
+//    permit; then finish. An answer destroyed unfinished finishes
 //    INTERNAL (a bug, never silence). The answer to one message of a stream has no context (no
 //    trailers): its record takes the request id of the stream's context (set_request_id_source).
 //  - StartCall is every inference RPC's opening: CallInfoFor, then ServiceCore::Start (admission);
@@ -39,11 +39,11 @@
 #include "common/cancellation_flag.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
-#include "serving/access_log.h"
+#include "pipeline/completion_recorder.h"
+#include "pipeline/outcome.h"
 #include "serving/call.h"
 #include "serving/inference_request.h"
 #include "serving/service_core.h"
-#include "serving/serving_metrics.h"
 
 namespace tide::grpc_edge {
 
@@ -56,20 +56,8 @@ absl::StatusOr<serving::CallInfo> CallInfoFor(const grpc::CallbackServerContext&
 // The timing trailers of an answer (the same values as the HTTP edge's timing headers).
 void AddTimingTrailers(const serving::StageTimings& timings, grpc::CallbackServerContext* context);
 
-// Hands `log` (may be null: nothing) the access record of one answered RPC or stream message.
-// `call` (may be null: not admitted) gives the key name, pairs and cache hits; else a refusal's
-// errors::KeyNameOf.
-void LogAnswer(serving::AccessLog* log, const std::string& model, const std::string& version, const char* endpoint,
-               const absl::Status& status, Steady::time_point received_at, const serving::StageTimings* timings,
-               bool degraded, const serving::Call* call, std::string request_id);
-
 // The request id of a call: its `x-request-id` metadata (first 128 bytes), else a new one.
 std::string RequestIdOf(const grpc::CallbackServerContext& context);
-
-// Records one answered RPC (or one answer on a stream) in the request metrics.
-void RecordAnswer(serving::ServingMetrics* metrics, const std::string& model, const std::string& version,
-                  const char* endpoint, const absl::Status& status, Steady::time_point received_at,
-                  const serving::StageTimings* timings);
 
 class UnaryAnswer;
 
@@ -101,31 +89,27 @@ class UnaryReactor final : public grpc::ServerUnaryReactor {
 class UnaryAnswer {
  public:
   // `finish` finishes the RPC (the reactor's Finish); it is called exactly once. `context` may be
-  // null: the answer to one message of a stream (recorded in the metrics, no trailers).
+  // null: the answer to one message of a stream (recorded, no trailers).
   using FinishFn = absl::AnyInvocable<void(const grpc::Status&) &&>;
-  // `access_log` may be null (none).
-  UnaryAnswer(grpc::CallbackServerContext* context, FinishFn finish, serving::ServingMetrics* metrics,
-              serving::AccessLog* access_log, const char* endpoint, Steady::time_point received_at)
+  // `recorder` may be null (nothing recorded).
+  UnaryAnswer(grpc::CallbackServerContext* context, FinishFn finish, const pipeline::CompletionRecorder* recorder,
+              const char* endpoint, Steady::time_point received_at)
       : context_(context),
         id_source_(context),
         finish_(std::move(finish)),
-        metrics_(metrics),
-        access_log_(access_log),
+        recorder_(recorder),
         endpoint_(endpoint),
         received_at_(received_at) {}
   // For a UnaryReactor.
-  UnaryAnswer(grpc::CallbackServerContext* context, UnaryReactor* reactor, serving::ServingMetrics* metrics,
-              serving::AccessLog* access_log, const char* endpoint, Steady::time_point received_at)
-      : UnaryAnswer(context, [reactor](const grpc::Status& s) { reactor->Finish(s); }, metrics, access_log,
-                    endpoint, received_at) {}
+  UnaryAnswer(grpc::CallbackServerContext* context, UnaryReactor* reactor, const pipeline::CompletionRecorder* recorder,
+              const char* endpoint, Steady::time_point received_at)
+      : UnaryAnswer(context, [reactor](const grpc::Status& s) { reactor->Finish(s); }, recorder, endpoint,
+                    received_at) {}
   UnaryAnswer(UnaryAnswer&& other) noexcept { *this = std::move(other); }
   UnaryAnswer& operator=(UnaryAnswer&& other) noexcept;
   ~UnaryAnswer();
 
-  void set_model(std::string model, int64_t version) {
-    model_ = std::move(model);
-    version_ = std::to_string(version);
-  }
+  void set_model(std::string model, int64_t version) { outcome_.set_model(std::move(model), version); }
   void hold(serving::CallPtr call) { call_ = std::move(call); }
   // The context whose `x-request-id` names this answer in the access log (the stream's, for the
   // answer to one message of a stream).
@@ -133,23 +117,24 @@ class UnaryAnswer {
   grpc::CallbackServerContext* context() const { return context_; }
   Steady::time_point received_at() const { return received_at_; }
 
-  // OK; `timings` (when given) go to the stage histograms and the trailers; `degraded` (a
-  // fallback's name) adds `x-tide-degraded` instead.
-  void Finish(const serving::StageTimings* timings = nullptr, const char* degraded = nullptr);
+  // OK, without model work.
+  void Finish();
+  // The pipeline's answer: OK with its timings (completed here unless the edge already did,
+  // Outcome::Complete) or a fallback's `x-tide-degraded`; an error outcome as FinishError (naming
+  // the model it chose, if any).
+  void Finish(pipeline::Outcome outcome);
   void FinishError(const absl::Status& status);
 
  private:
-  void Done(const absl::Status& status, const serving::StageTimings* timings, const char* degraded);
+  void Done();
 
   grpc::CallbackServerContext* context_ = nullptr;
   const grpc::CallbackServerContext* id_source_ = nullptr;
   FinishFn finish_;  // empty once finished (or moved from)
-  serving::ServingMetrics* metrics_ = nullptr;
-  serving::AccessLog* access_log_ = nullptr;
+  const pipeline::CompletionRecorder* recorder_ = nullptr;
   const char* endpoint_ = "";
   Steady::time_point received_at_;
-  std::string model_;
-  std::string version_;
+  pipeline::Outcome outcome_;
   serving::CallPtr call_;
 };
 

@@ -63,8 +63,6 @@ struct GrpcServerOptions {
   // The same request limits as the HTTP edge (--max-documents, --max-text-bytes).
   api::RequestLimits limits;
   std::string version{Version()};
-  // What tei.v1 Info reports as max_batch_tokens (the models' --max-batch-tokens).
-  int64_t max_batch_tokens = 0;
   // Triton's repository extension (RepositoryIndex / RepositoryModelLoad / RepositoryModelUnload),
   // the same controller the HTTP repository API uses; not owned. Null: the index lists what the
   // model manager serves and load / unload answer UNIMPLEMENTED.

@@ -129,13 +129,16 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
     if (value < 0) return absl::InvalidArgumentError(absl::StrCat(name, " must not be negative, got ", value));
   }
   std::unique_ptr<GrpcServer> server(new GrpcServer());
-  server->kserve_ = std::make_unique<KServeService>(core, options);
-  server->info_ = std::make_unique<TeiInfoService>(core, options);
-  server->rerank_ = std::make_unique<TeiRerankService>(core, options);
-  server->tokenize_ = std::make_unique<TeiTokenizeService>(core, options);
-  server->predict_ = std::make_unique<TeiPredictService>(core, options);
-  server->embed_ = std::make_unique<TeiEmbedService>(core);
-  server->health_ = std::make_unique<HealthService>(core);
+  server->pipeline_ = std::make_unique<pipeline::RequestPipeline>(
+      core, pipeline::PipelineOptions{options.limits, options.version});
+  const pipeline::RequestPipeline* p = server->pipeline_.get();
+  server->kserve_ = std::make_unique<KServeService>(core, p, options);
+  server->info_ = std::make_unique<TeiInfoService>(core, p, options);
+  server->rerank_ = std::make_unique<TeiRerankService>(core, p, options);
+  server->tokenize_ = std::make_unique<TeiTokenizeService>(core, p, options);
+  server->predict_ = std::make_unique<TeiPredictService>(core, p, options);
+  server->embed_ = std::make_unique<TeiEmbedService>(core, p);
+  server->health_ = std::make_unique<HealthService>(core, &p->recorder());
 
   // TLS (when configured): gRPC runs the TLS handshake on each connection handed over below.
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();

@@ -36,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pipeline/request_pipeline.h"
 #include "server/grpc/grpc_options.h"
 #include "serving/service_core.h"
 
@@ -81,6 +82,8 @@ class GrpcServer {
   std::shared_ptr<tls::ServerTlsContext> tls_;
   std::string tls_dir_;  // the watched copy of the PEMs; "" without TLS
   bool shut_down_ = false;
+  // The request path every service hands its decoded requests to (the HTTP edge's twin).
+  std::unique_ptr<pipeline::RequestPipeline> pipeline_;
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<TeiInfoService> info_;
   std::unique_ptr<TeiRerankService> rerank_;

@@ -125,7 +125,7 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
                                                const grpc::health::v1::HealthCheckRequest* request,
                                                grpc::health::v1::HealthCheckResponse* response) {
   auto* reactor = new UnaryReactor();
-  UnaryAnswer answer(context, reactor, &core_->metrics(), core_->access_log(), "health_check", Steady::now());
+  UnaryAnswer answer(context, reactor, recorder_, "health_check", Steady::now());
   const HealthStatus status = HealthStatusFor(request->service(), core_->Ready());
   if (status == HealthCheckResponse::SERVICE_UNKNOWN) {
     answer.FinishError(errors::NotFound(absl::StrCat("unknown service '", EchoForError(request->service()), "'")));

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "health.grpc.pb.h"
+#include "pipeline/completion_recorder.h"
 #include "serving/service_core.h"
 
 namespace tide::grpc_edge {
@@ -49,9 +50,10 @@ HealthStatus HealthStatusFor(std::string_view service, bool ready);
 
 class HealthService final : public grpc::health::v1::Health::CallbackService {
  public:
-  explicit HealthService(serving::ServiceCore* core,
-                         std::chrono::milliseconds watch_poll = std::chrono::milliseconds(100))
-      : core_(core), watch_poll_(watch_poll) {}
+  // `recorder` (may be null: nothing recorded) records Check's answers.
+  HealthService(serving::ServiceCore* core, const pipeline::CompletionRecorder* recorder,
+                std::chrono::milliseconds watch_poll = std::chrono::milliseconds(100))
+      : core_(core), recorder_(recorder), watch_poll_(watch_poll) {}
   ~HealthService() override;
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const grpc::health::v1::HealthCheckRequest* request,
@@ -69,6 +71,7 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   std::vector<WatchReactor*> Referenced();
 
   serving::ServiceCore* const core_;
+  const pipeline::CompletionRecorder* const recorder_;
   const std::chrono::milliseconds watch_poll_;
   std::mutex mu_;
   std::condition_variable wake_;

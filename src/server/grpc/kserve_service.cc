@@ -8,19 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "api/kserve_infer.h"
 #include "common/error.h"
 #include "common/error_echo.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/kserve_proto.h"
-#include "serving/kserve_answers.h"
-#include "serving/tensor_rows.h"
 
 namespace tide::grpc_edge {
 
 namespace {
-
-using serving::Clock;
 
 // A unary RPC answered at once on the gRPC thread (health, metadata, repository). The access the
 // table gives `rpc` is checked first: `refused` when the answer was already sent.
@@ -29,10 +24,10 @@ struct Immediate {
   UnaryAnswer answer;
   bool refused = false;
 };
-Immediate NewImmediate(grpc::CallbackServerContext* context, serving::ServiceCore* core, const char* endpoint,
-                       std::string_view rpc) {
+Immediate NewImmediate(grpc::CallbackServerContext* context, serving::ServiceCore* core,
+                       const pipeline::RequestPipeline* pipeline, const char* endpoint, std::string_view rpc) {
   auto* reactor = new UnaryReactor();
-  Immediate r{reactor, UnaryAnswer(context, reactor, &core->metrics(), core->access_log(), endpoint, Steady::now())};
+  Immediate r{reactor, UnaryAnswer(context, reactor, &pipeline->recorder(), endpoint, Steady::now())};
   if (absl::Status s = CheckAccess(*core, *context, rpc); !s.ok()) {
     r.answer.FinishError(s);
     r.refused = true;
@@ -43,21 +38,13 @@ Immediate NewImmediate(grpc::CallbackServerContext* context, serving::ServiceCor
 constexpr char kRpcPrefix[] = "/inference.GRPCInferenceService/";
 
 // The model the request names (set on `answer` for the metrics).
-absl::StatusOr<std::shared_ptr<serving::ServedModel>> NamedModel(const serving::ServiceCore& core,
+absl::StatusOr<std::shared_ptr<serving::ServedModel>> NamedModel(const pipeline::RequestPipeline& pipeline,
                                                                  std::string_view name, std::string_view version,
                                                                  UnaryAnswer* answer) {
-  auto model = core.models().Find(name, version);
+  auto model = pipeline.Model(name, version);
   if (!model.ok()) return model.status();
   answer->set_model((*model)->name(), (*model)->version());
   return model;
-}
-
-// KServe parameters arrive as bool/int/double/string; timeouts and priorities must be integers.
-absl::StatusOr<std::optional<int64_t>> IntParameter(const api::Parameters& params, std::string_view name) {
-  auto it = params.find(name);
-  if (it == params.end()) return std::optional<int64_t>();
-  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return std::optional<int64_t>(*v);
-  return errors::InvalidInput(absl::StrCat("parameters.", std::string(name), " must be an integer"));
 }
 
 void StatToProto(const api::DurationStat& d, inference::StatisticDuration* out) {
@@ -136,12 +123,12 @@ class StreamInferReactor final
   void Start(uint64_t seq, std::shared_ptr<inference::ModelInferRequest> request) {
     const Steady::time_point received = Steady::now();
     auto info = CallInfoFor(*context_, request->ByteSizeLong(), received, client_gone_);
-    if (!info.ok()) return Answer(seq, *request, received, KServeService::InferAnswer{.status = info.status()});
+    if (!info.ok()) return Answer(seq, *request, received, Failed(info.status()));
     info->model = request->model_name();
     info->model_version = request->model_version();
     service_->core()->Start(*info, [this, seq, request, received](absl::StatusOr<serving::CallPtr> call) mutable {
-      if (!call.ok()) return Answer(seq, *request, received, KServeService::InferAnswer{.status = call.status()});
-      service_->RunInfer(*call, *request, received,
+      if (!call.ok()) return Answer(seq, *request, received, Failed(call.status()));
+      service_->RunInfer(*call, *request,
                          [this, seq, request, received, c = *call](KServeService::InferAnswer answer) mutable {
                            c->ReleasePermit();
                            Answer(seq, *request, received, std::move(answer), c.get());
@@ -149,26 +136,38 @@ class StreamInferReactor final
     });
   }
 
+  static KServeService::InferAnswer Failed(absl::Status status) {
+    KServeService::InferAnswer a;
+    a.outcome.status = std::move(status);
+    return a;
+  }
+
   // Any thread: queue the answer of message `seq` and write what is next in order.
   // `call`: the admitted call (null when refused), for the access log.
   void Answer(uint64_t seq, const inference::ModelInferRequest& request, Steady::time_point received,
               KServeService::InferAnswer answer, const serving::Call* call = nullptr) {
-    const std::string version = answer.model.empty() ? "" : std::to_string(answer.version);
-    const serving::StageTimings* timings = answer.status.ok() && answer.timings.has_value() ? &*answer.timings : nullptr;
-    RecordAnswer(&service_->core()->metrics(), answer.model, version, "stream_infer", answer.status, received, timings);
-    // One access record per message; the stream's x-request-id metadata, suffixed with the
-    // message's id when it has one.
-    if (serving::AccessLog* log = service_->core()->access_log(); log != nullptr) {
-      std::string id = RequestIdOf(*context_);
+    // One record per message; in the access log the stream's x-request-id metadata, suffixed with
+    // the message's id when it has one.
+    const pipeline::CompletionRecorder& recorder = service_->pipeline()->recorder();
+    std::string id;
+    if (recorder.logs()) {
+      id = RequestIdOf(*context_);
       if (!request.id().empty()) absl::StrAppend(&id, "/", request.id().substr(0, 128));
-      LogAnswer(log, answer.model, version, "stream_infer", answer.status, received, timings,
-                answer.status.ok() && answer.degraded != nullptr, call, std::move(id));
     }
+    pipeline::Completion c;
+    c.protocol = "grpc";
+    c.endpoint = "stream_infer";
+    c.received_at = received;
+    c.outcome = &answer.outcome;
+    c.call = call;
+    c.timings = answer.outcome.Complete(received);
+    c.request_id = id;
+    recorder.Record(c);
     inference::ModelStreamInferResponse out;
-    if (answer.status.ok()) {
+    if (answer.outcome.status.ok()) {
       *out.mutable_infer_response() = std::move(answer.response);
     } else {
-      out.set_error_message(std::string(answer.status.message()));
+      out.set_error_message(std::string(answer.outcome.status.message()));
       out.mutable_infer_response()->set_id(request.id());
       out.mutable_infer_response()->set_model_name(request.model_name());
     }
@@ -234,7 +233,7 @@ class StreamInferReactor final
 grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext* context,
                                                     const inference::ServerLiveRequest*,
                                                     inference::ServerLiveResponse* response) {
-  Immediate r = NewImmediate(context, core_, "health_live", absl::StrCat(kRpcPrefix, "ServerLive"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "health_live", absl::StrCat(kRpcPrefix, "ServerLive"));
   if (r.refused) return r.reactor;
   response->set_live(true);
   r.answer.Finish();
@@ -244,7 +243,7 @@ grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* KServeService::ServerReady(grpc::CallbackServerContext* context,
                                                      const inference::ServerReadyRequest*,
                                                      inference::ServerReadyResponse* response) {
-  Immediate r = NewImmediate(context, core_, "health_ready", absl::StrCat(kRpcPrefix, "ServerReady"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "health_ready", absl::StrCat(kRpcPrefix, "ServerReady"));
   if (r.refused) return r.reactor;
   response->set_ready(core_->Ready());
   r.answer.Finish();
@@ -254,9 +253,9 @@ grpc::ServerUnaryReactor* KServeService::ServerReady(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext* context,
                                                     const inference::ModelReadyRequest* request,
                                                     inference::ModelReadyResponse* response) {
-  Immediate r = NewImmediate(context, core_, "model_ready", absl::StrCat(kRpcPrefix, "ModelReady"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "model_ready", absl::StrCat(kRpcPrefix, "ModelReady"));
   if (r.refused) return r.reactor;
-  auto model = core_->models().Find(request->name(), request->version());
+  auto model = pipeline_->Model(request->name(), request->version());
   if (!model.ok()) {
     r.answer.FinishError(model.status());
     return r.reactor;
@@ -270,7 +269,7 @@ grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerContext* context,
                                                         const inference::ServerMetadataRequest*,
                                                         inference::ServerMetadataResponse* response) {
-  Immediate r = NewImmediate(context, core_, "server_metadata", absl::StrCat(kRpcPrefix, "ServerMetadata"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "server_metadata", absl::StrCat(kRpcPrefix, "ServerMetadata"));
   if (r.refused) return r.reactor;
   response->set_name("tide");
   response->set_version(options_.version);
@@ -283,14 +282,14 @@ grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerContext* context,
                                                        const inference::ModelMetadataRequest* request,
                                                        inference::ModelMetadataResponse* response) {
-  Immediate r = NewImmediate(context, core_, "model_metadata", absl::StrCat(kRpcPrefix, "ModelMetadata"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "model_metadata", absl::StrCat(kRpcPrefix, "ModelMetadata"));
   if (r.refused) return r.reactor;
-  auto model = NamedModel(*core_, request->name(), request->version(), &r.answer);
+  auto model = NamedModel(*pipeline_, request->name(), request->version(), &r.answer);
   if (!model.ok()) {
     r.answer.FinishError(model.status());
     return r.reactor;
   }
-  const api::ModelMetadata md = serving::ModelMetadataOf(core_->models(), **model);
+  const api::ModelMetadata md = pipeline_->Metadata(**model);
   response->set_name(md.name);
   for (const std::string& v : md.versions) response->add_versions(v);
   response->set_platform(md.platform);
@@ -308,9 +307,9 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext* context,
                                                      const inference::ModelConfigRequest* request,
                                                      inference::ModelConfigResponse* response) {
-  Immediate r = NewImmediate(context, core_, "model_config", absl::StrCat(kRpcPrefix, "ModelConfig"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "model_config", absl::StrCat(kRpcPrefix, "ModelConfig"));
   if (r.refused) return r.reactor;
-  auto model = NamedModel(*core_, request->name(), request->version(), &r.answer);
+  auto model = NamedModel(*pipeline_, request->name(), request->version(), &r.answer);
   if (!model.ok()) {
     r.answer.FinishError(model.status());
     return r.reactor;
@@ -323,18 +322,18 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* KServeService::ModelStatistics(grpc::CallbackServerContext* context,
                                                          const inference::ModelStatisticsRequest* request,
                                                          inference::ModelStatisticsResponse* response) {
-  Immediate r = NewImmediate(context, core_, "model_stats", absl::StrCat(kRpcPrefix, "ModelStatistics"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "model_stats", absl::StrCat(kRpcPrefix, "ModelStatistics"));
   if (r.refused) return r.reactor;
   std::vector<std::shared_ptr<serving::ServedModel>> models;
   if (!request->version().empty()) {
-    auto model = core_->models().Find(request->name(), request->version());
+    auto model = pipeline_->Model(request->name(), request->version());
     if (!model.ok()) {
       r.answer.FinishError(model.status());
       return r.reactor;
     }
     models.push_back(*model);
   } else {
-    for (auto& m : core_->models().All()) {
+    for (auto& m : pipeline_->AllModels()) {
       if (request->name().empty() || m->name() == request->name()) models.push_back(m);
     }
     if (models.empty()) {
@@ -350,7 +349,7 @@ grpc::ServerUnaryReactor* KServeService::ModelStatistics(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* KServeService::RepositoryIndex(grpc::CallbackServerContext* context,
                                                          const inference::RepositoryIndexRequest* request,
                                                          inference::RepositoryIndexResponse* response) {
-  Immediate r = NewImmediate(context, core_, "repository_index", absl::StrCat(kRpcPrefix, "RepositoryIndex"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "repository_index", absl::StrCat(kRpcPrefix, "RepositoryIndex"));
   if (r.refused) return r.reactor;
   if (options_.repository != nullptr) {
     // The controller's state table: READY / LOADING / UNLOADING / UNAVAILABLE with reasons.
@@ -364,7 +363,7 @@ grpc::ServerUnaryReactor* KServeService::RepositoryIndex(grpc::CallbackServerCon
     r.answer.Finish();
     return r.reactor;
   }
-  for (const auto& m : core_->models().All()) {
+  for (const auto& m : pipeline_->AllModels()) {
     const bool ready = core_->ModelReady(*m);
     if (request->ready() && !ready) continue;
     inference::RepositoryIndexResponse::ModelIndex* index = response->add_models();
@@ -380,7 +379,7 @@ grpc::ServerUnaryReactor* KServeService::RepositoryIndex(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(grpc::CallbackServerContext* context,
                                                              const inference::RepositoryModelLoadRequest* request,
                                                              inference::RepositoryModelLoadResponse*) {
-  Immediate r = NewImmediate(context, core_, "repository_load", absl::StrCat(kRpcPrefix, "RepositoryModelLoad"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "repository_load", absl::StrCat(kRpcPrefix, "RepositoryModelLoad"));
   if (r.refused) return r.reactor;
   if (options_.repository == nullptr) {
     r.answer.FinishError(errors::Unimplemented("RepositoryModelLoad: this server has no model repository controller"));
@@ -407,7 +406,7 @@ grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(grpc::CallbackServe
 grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(grpc::CallbackServerContext* context,
                                                                const inference::RepositoryModelUnloadRequest* request,
                                                                inference::RepositoryModelUnloadResponse*) {
-  Immediate r = NewImmediate(context, core_, "repository_unload", absl::StrCat(kRpcPrefix, "RepositoryModelUnload"));
+  Immediate r = NewImmediate(context, core_, pipeline_, "repository_unload", absl::StrCat(kRpcPrefix, "RepositoryModelUnload"));
   if (r.refused) return r.reactor;
   if (options_.repository == nullptr) {
     r.answer.FinishError(errors::Unimplemented("RepositoryModelUnload: this server has no model repository controller"));
@@ -426,16 +425,13 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                                     const inference::ModelInferRequest* request,
                                                     inference::ModelInferResponse* response) {
   auto* reactor = new UnaryReactor();
-  const Steady::time_point received = Steady::now();
   StartCall(
-      core_, *context, request->ByteSizeLong(), UnaryAnswer(context, reactor, &core_->metrics(), core_->access_log(), "infer", received),
-      reactor->client_gone(),
-      [this, request, response, received](serving::CallPtr call, UnaryAnswer answer) {
-        RunInfer(call, *request, received, [response, answer = std::move(answer)](InferAnswer result) mutable {
-          if (!result.model.empty()) answer.set_model(result.model, result.version);
-          if (!result.status.ok()) return answer.FinishError(result.status);
-          response->Swap(&result.response);
-          answer.Finish(result.timings.has_value() ? &*result.timings : nullptr, result.degraded);
+      core_, *context, request->ByteSizeLong(),
+      UnaryAnswer(context, reactor, &pipeline_->recorder(), "infer", Steady::now()), reactor->client_gone(),
+      [this, request, response](serving::CallPtr call, UnaryAnswer answer) {
+        RunInfer(call, *request, [response, answer = std::move(answer)](InferAnswer result) mutable {
+          if (result.outcome.status.ok()) response->Swap(&result.response);
+          answer.Finish(std::move(result.outcome));
         });
       },
       request->model_name(), request->model_version());
@@ -447,82 +443,15 @@ KServeService::ModelStreamInfer(grpc::CallbackServerContext* context) {
   return new StreamInferReactor(this, context);
 }
 
-void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferRequest& request,
-                             Steady::time_point received_at, InferDone done) {
-  auto fail = [&done](absl::Status s, std::string model = {}, int64_t version = 0) {
-    InferAnswer a;
-    a.status = std::move(s);
-    a.model = std::move(model);
-    a.version = version;
-    std::move(done)(std::move(a));
-  };
-  auto model = core_->FindModel(*call, request.model_name(), request.model_version());
-  if (!model.ok()) return fail(model.status());
-  const std::string name = (*model)->name();
-  const int64_t version = (*model)->version();
-  // Token tensors hold at most max_documents rows of max_sequence_length tokens (as on HTTP).
-  api::RequestLimits limits = options_.limits;
-  const size_t seq = std::max<size_t>((*model)->max_sequence_length(), 1);
-  if (limits.max_documents <= limits.max_batch_tensor_elements / seq) {
-    limits.max_batch_tensor_elements = limits.max_documents * seq;
-  }
-  auto parsed = InferRequestFromProto(request, limits);
-  if (!parsed.ok()) return fail(parsed.status(), name, version);
-  const ModelSignature& sig = (*model)->signature();
-  for (const api::InferRequestedOutput& out : parsed->outputs) {
-    if (out.name != sig.logits_name) {
-      return fail(errors::InvalidInput(absl::StrCat("unknown output '", EchoForError(out.name), "'; model ", name,
-                                                    " has '", sig.logits_name, "'")),
-                  name, version);
-    }
-  }
-  auto timeout = IntParameter(parsed->parameters, "timeout");
-  if (!timeout.ok()) return fail(timeout.status(), name, version);
-  auto priority = IntParameter(parsed->parameters, "priority");
-  if (!priority.ok()) return fail(priority.status(), name, version);
-  if (absl::Status s = call->Refine(*timeout, *priority); !s.ok()) return fail(s, name, version);
-  if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return fail(s, name, version);
-
-  auto long_documents = serving::LongDocumentsParameter(parsed->parameters);
-  if (!long_documents.ok()) return fail(long_documents.status(), name, version);
-  std::vector<tokenizer::Encoding> rows;
-  Clock::duration tokenize{};
-  serving::TensorWindows windows;
-  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, *long_documents, &rows, &windows, &tokenize);
-      !s.ok()) {
-    return fail(s, name, version);
-  }
-  auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
-  serving::TensorWindows compared = windows;  // a rollout compares per input (the lambda takes `windows`)
-  core_->Infer(call, *model, std::move(rows),
-               [done = std::move(done), req, m = *model, tokenize, received_at, name, version,
-                windows = std::move(windows)](absl::StatusOr<serving::InferOutcome> outcome) mutable {
-                 InferAnswer a;
-                 a.model = name;
-                 a.version = version;
-                 if (!outcome.ok()) {
-                   a.status = outcome.status();
-                   return std::move(done)(std::move(a));
-                 }
-                 serving::FoldWindowRows(windows, &outcome->result);
-                 const Steady::time_point post = Steady::now();
-                 serving::StageTimings t = outcome->result.timings;
-                 const char* fallback = outcome->fallback;
-                 const api::InferResponse response =
-                     serving::InferResponseOf(*m, *req, std::move(outcome->result), fallback != nullptr);
-                 a.status = InferResponseToProto(response, *req, &a.response);
-                 if (!a.status.ok()) return std::move(done)(std::move(a));
-                 if (fallback != nullptr) {
-                   a.degraded = fallback;
-                 } else {
-                   t.tokenize = tokenize;
-                   t.postprocess = Steady::now() - post;
-                   t.total = Steady::now() - received_at;
-                   a.timings = t;
-                 }
-                 std::move(done)(std::move(a));
-               },
-               std::move(compared));
+void KServeService::RunInfer(serving::CallPtr call, const inference::ModelInferRequest& request, InferDone done) {
+  pipeline_->Infer(
+      call, request.model_name(), request.model_version(),
+      [&request](const api::RequestLimits& limits) { return InferRequestFromProto(request, limits); },
+      [done = std::move(done)](pipeline::InferAnswer answer) mutable {
+        InferAnswer a{.outcome = std::move(answer.outcome)};
+        if (a.outcome.status.ok()) a.outcome.status = InferResponseToProto(answer.response, *answer.request, &a.response);
+        std::move(done)(std::move(a));
+      });
 }
 
 }  // namespace tide::grpc_edge

@@ -12,13 +12,15 @@
 //   RepositoryModelLoad / Unload              UNIMPLEMENTED until the repository controller is wired
 //
 // Contract:
-//  - ModelInfer is the HTTP edge's KServe infer (server/routes/service.cc InferWork) over gRPC:
-//    ServiceCore::Start admits it (API key, concurrency, model, memory, deadline, worker queue; the
-//    refusal is answered at once), the request is converted and checked on a tokenization worker,
-//    ServiceCore::Infer runs it with the breaker fallback, and the answer goes back from the
-//    instance thread. Request parameters "timeout" (us) and "priority" refine the call as on HTTP.
-//    A degraded answer has the response parameter "degraded": true and `x-tide-degraded` trailing
-//    metadata; a model's answer has the timing trailers (grpc_call.h).
+//  - ModelInfer: ServiceCore::Start admits it (API key, concurrency, model, memory, deadline,
+//    worker queue; the refusal is answered at once); on a tokenization worker the request pipeline
+//    (pipeline/request_pipeline.h, the HTTP edge's too) chooses the version (a rollout's split when
+//    none is named), has the message converted (kserve_proto.h) under the model's limits, and runs
+//    it: request parameters "timeout" (us), "priority" and "long_documents", the breaker fallback,
+//    Triton's classification (an output's parameters.classification = k: a BYTES output of
+//    "value:index[:label]" strings, as over HTTP). A degraded answer has the response parameter
+//    "degraded": true and `x-tide-degraded` trailing metadata; a model's answer has the timing
+//    trailers (grpc_call.h).
 //  - ModelStreamInfer: each message is one call with its own admission, under the stream's
 //    deadline and cancellation; a failed message is answered with its error_message (Triton's
 //    convention) and the stream goes on. At most kMaxStreamPending messages are in flight per
@@ -29,6 +31,7 @@
 #pragma once
 
 #include "grpc_service.grpc.pb.h"
+#include "pipeline/request_pipeline.h"
 #include "server/grpc/grpc_call.h"
 #include "server/grpc/grpc_options.h"
 #include "serving/service_core.h"
@@ -39,7 +42,8 @@ inline constexpr int kMaxStreamPending = 32;
 
 class KServeService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  KServeService(serving::ServiceCore* core, const GrpcServerOptions& options) : core_(core), options_(options) {}
+  KServeService(serving::ServiceCore* core, const pipeline::RequestPipeline* pipeline, const GrpcServerOptions& options)
+      : core_(core), pipeline_(pipeline), options_(options) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context, const inference::ServerLiveRequest* request,
                                        inference::ServerLiveResponse* response) override;
@@ -74,24 +78,21 @@ class KServeService final : public inference::GRPCInferenceService::CallbackServ
                                                   inference::RepositoryModelUnloadResponse* response) override;
 
   // One ModelInfer on an admitted call, on a tokenization worker: `done` gets the response or
-  // the error, exactly once, with the model that answered (empty before one is chosen), the stage
-  // timings of a model's answer and the fallback's name of a degraded one.
+  // the error, exactly once, with the pipeline's outcome (the model that answered, timings, the
+  // fallback of a degraded answer).
   struct InferAnswer {
-    absl::Status status;
+    pipeline::Outcome outcome;
     inference::ModelInferResponse response{};
-    std::string model{};
-    int64_t version = 0;
-    std::optional<serving::StageTimings> timings{};
-    const char* degraded = nullptr;
   };
   using InferDone = absl::AnyInvocable<void(InferAnswer) &&>;
-  void RunInfer(serving::CallPtr call, const inference::ModelInferRequest& request, Steady::time_point received_at,
-                InferDone done);
+  void RunInfer(serving::CallPtr call, const inference::ModelInferRequest& request, InferDone done);
 
   serving::ServiceCore* core() const { return core_; }
+  const pipeline::RequestPipeline* pipeline() const { return pipeline_; }
 
  private:
   serving::ServiceCore* const core_;
+  const pipeline::RequestPipeline* const pipeline_;
   const GrpcServerOptions options_;
 };
 

@@ -1,5 +1,8 @@
 #include "server/grpc/tei_proto.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
 #include "common/status_macros.h"
@@ -164,6 +167,36 @@ void MetadataToProto(const RerankAccounting& a, tei::v1::Metadata* out) {
   out->set_tokenization_time_ns(a.tokenization_time_ns);
   out->set_queue_time_ns(a.queue_time_ns);
   out->set_inference_time_ns(a.inference_time_ns);
+}
+
+namespace {
+
+uint32_t Clamp32(int64_t v) { return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, UINT32_MAX)); }
+
+}  // namespace
+
+void InfoToProto(const api::TeiInfo& info, tei::v1::InfoResponse* out) {
+  out->set_version(info.version);
+  out->set_model_id(info.model_id);
+  out->set_model_dtype(info.model_dtype);
+  out->set_model_type(info.classifier ? tei::v1::MODEL_TYPE_CLASSIFIER : tei::v1::MODEL_TYPE_RERANKER);
+  out->set_max_concurrent_requests(Clamp32(info.max_concurrent_requests));
+  out->set_max_input_length(Clamp32(info.max_input_length));
+  out->set_max_batch_tokens(Clamp32(info.max_batch_tokens));
+  if (info.max_batch_requests.has_value()) out->set_max_batch_requests(Clamp32(*info.max_batch_requests));
+  out->set_max_client_batch_size(Clamp32(info.max_client_batch_size));
+  out->set_tokenization_workers(Clamp32(info.tokenization_workers));
+}
+
+void TokensToProto(const std::vector<api::TokenInfo>& tokens, tei::v1::EncodeResponse* out) {
+  for (const api::TokenInfo& t : tokens) {
+    tei::v1::SimpleToken* token = out->add_tokens();
+    token->set_id(Clamp32(t.id));
+    token->set_text(t.text);
+    token->set_special(t.special);
+    if (t.start.has_value()) token->set_start(Clamp32(static_cast<int64_t>(*t.start)));
+    if (t.stop.has_value()) token->set_stop(Clamp32(static_cast<int64_t>(*t.stop)));
+  }
 }
 
 }  // namespace tide::grpc_edge

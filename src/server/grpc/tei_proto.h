@@ -30,6 +30,7 @@
 #include "api/request_limits.h"
 #include "api/rerank.h"
 #include "api/tei_decode.h"
+#include "api/tei_info.h"
 #include "api/tei_predict.h"
 #include "api/tokenize.h"
 #include "tei.pb.h"
@@ -79,5 +80,13 @@ absl::Status RerankResponseToProto(const api::RerankRequest& request, std::span<
 
 // TEI's Metadata from the accounting (shared by Rerank and Predict answers).
 void MetadataToProto(const RerankAccounting& accounting, tei::v1::Metadata* out);
+
+// GET /info's answer as tei.v1.InfoResponse (model_type CLASSIFIER for a classifier, else RERANKER;
+// numbers above UINT32_MAX are clamped).
+void InfoToProto(const api::TeiInfo& info, tei::v1::InfoResponse* out);
+
+// One input's tokens (POST /tokenize's) as an EncodeResponse: id, text, special, and start / stop
+// when the token's offsets are known.
+void TokensToProto(const std::vector<api::TokenInfo>& tokens, tei::v1::EncodeResponse* out);
 
 }  // namespace tide::grpc_edge

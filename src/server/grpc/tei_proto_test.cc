@@ -149,5 +149,58 @@ TEST(DecodeRequestFromProto, EmptyAndOverTheLimit) {
   EXPECT_EQ(DecodeRequestFromProto(p, limits).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(InfoToProto, GetInfosAnswerAsTeiV1) {
+  api::TeiInfo info;
+  info.model_id = "m";
+  info.classifier = true;
+  info.max_concurrent_requests = 512;
+  info.max_input_length = 64;
+  info.max_batch_tokens = 16384;
+  info.max_client_batch_size = 100;
+  info.tokenization_workers = 3;
+  info.version = "1.2.3";
+  tei::v1::InfoResponse out;
+  InfoToProto(info, &out);
+  EXPECT_EQ(out.model_id(), "m");
+  EXPECT_EQ(out.model_dtype(), "float32");
+  EXPECT_EQ(out.model_type(), tei::v1::MODEL_TYPE_CLASSIFIER);
+  EXPECT_EQ(out.max_concurrent_requests(), 512u);
+  EXPECT_EQ(out.max_input_length(), 64u);
+  EXPECT_EQ(out.max_batch_tokens(), 16384u);
+  EXPECT_FALSE(out.has_max_batch_requests());
+  EXPECT_EQ(out.max_client_batch_size(), 100u);
+  EXPECT_EQ(out.tokenization_workers(), 3u);
+  EXPECT_EQ(out.version(), "1.2.3");
+  info.classifier = false;
+  info.max_batch_requests = 8;
+  info.max_batch_tokens = int64_t{1} << 40;  // clamped, not wrapped
+  InfoToProto(info, &out);
+  EXPECT_EQ(out.model_type(), tei::v1::MODEL_TYPE_RERANKER);
+  EXPECT_EQ(out.max_batch_requests(), 8u);
+  EXPECT_EQ(out.max_batch_tokens(), UINT32_MAX);
+}
+
+TEST(TokensToProto, OffsetsOnlyWhereKnown) {
+  std::vector<api::TokenInfo> tokens(2);
+  tokens[0].id = 101;
+  tokens[0].text = "[CLS]";
+  tokens[0].special = true;
+  tokens[1].id = 7592;
+  tokens[1].text = "hello";
+  tokens[1].start = 0;
+  tokens[1].stop = 5;
+  tei::v1::EncodeResponse out;
+  TokensToProto(tokens, &out);
+  ASSERT_EQ(out.tokens_size(), 2);
+  EXPECT_EQ(out.tokens(0).id(), 101u);
+  EXPECT_TRUE(out.tokens(0).special());
+  EXPECT_FALSE(out.tokens(0).has_start());
+  EXPECT_FALSE(out.tokens(0).has_stop());
+  EXPECT_EQ(out.tokens(1).text(), "hello");
+  EXPECT_FALSE(out.tokens(1).special());
+  EXPECT_EQ(out.tokens(1).start(), 0u);
+  EXPECT_EQ(out.tokens(1).stop(), 5u);
+}
+
 }  // namespace
 }  // namespace tide::grpc_edge

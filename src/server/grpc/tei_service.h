@@ -2,17 +2,21 @@
 // RerankStream) and Tokenize (Tokenize) over serving::ServiceCore, with gRPC's callback API.
 //
 // Contract:
-//  - Rerank is the HTTP edge's POST /rerank (server/routes/service.cc RerankWork) over gRPC: the
-//    same admission (ServiceCore::Start), request checks (tei_proto.h), default model, rerank path
-//    with breaker fallback (ServiceCore::Rerank) and timings; ranks come highest first. TEI's
+//  - Every RPC decodes its message (tei_proto.h) and hands it to the request pipeline
+//    (pipeline/request_pipeline.h), the HTTP edge's too, so both answer alike.
+//  - Rerank is POST /rerank over gRPC: the same admission (ServiceCore::Start), request checks,
+//    model (the default; a rollout's split), options (the model's truncation direction and long
+//    documents when the request names none), breaker fallback and timings; ranks come highest first. TEI's
 //    Metadata carries the stage times in nanoseconds and compute_tokens; the timing trailers are
 //    sent as well. A degraded answer (a fallback's) carries `x-tide-degraded` trailing metadata
 //    and zero times.
 //  - RerankStream collects the stream's texts (the first message's query and options), then runs
 //    one rerank call admitted when the client half-closes; an invalid message ends the RPC with
 //    its error at once.
-//  - Tokenize encodes one input with the default model's tokenizer (ServiceCore::Tokenize); Decode
-//    turns ids back into text (POST /decode). Each is admitted as a call (API key, limits).
+//  - Tokenize encodes one input with the default model's tokenizer as POST /tokenize does: each
+//    token's id, special flag, and its text and byte offsets (start, stop) in the input where they
+//    align; Decode turns ids back into text (POST /decode). Each is admitted as a call (API key,
+//    limits).
 //  - Predict / PredictPair classify one input / one pair as POST /predict does (every label,
 //    highest first; softmax, sigmoid for one label, logits with raw_scores; breaker fallback
 //    flagged with `x-tide-degraded`), with TEI's Metadata and the timing trailers.
@@ -22,12 +26,14 @@
 //  - Embed (every RPC of the service): UNIMPLEMENTED "Model is not an embedding model". TEI
 //    answers FAILED_PRECONDITION with that message; tide's error table (common/error.h) has no
 //    FAILED_PRECONDITION / 424 row, and its "feature tide does not offer" row is UNIMPLEMENTED.
-//  - Info describes the default model: model_id its name, model_type RERANKER (CLASSIFIER for a
-//    task "classify" model), max_input_length its max_sequence_length, max_client_batch_size
+//  - Info describes the default model with GET /info's answer (RequestPipeline::Info): model_id
+//    its name, model_type RERANKER (CLASSIFIER for a task "classify" model), max_input_length its
+//    max_sequence_length, max_batch_tokens and max_batch_requests its own, max_client_batch_size
 //    --max-documents.
 //  - Thread-safe; the core must outlive the services.
 #pragma once
 
+#include "pipeline/request_pipeline.h"
 #include "server/grpc/grpc_options.h"
 #include "serving/service_core.h"
 #include "tei.grpc.pb.h"
@@ -36,18 +42,21 @@ namespace tide::grpc_edge {
 
 class TeiInfoService final : public tei::v1::Info::CallbackService {
  public:
-  TeiInfoService(serving::ServiceCore* core, const GrpcServerOptions& options) : core_(core), options_(options) {}
+  TeiInfoService(serving::ServiceCore* core, const pipeline::RequestPipeline* pipeline, const GrpcServerOptions& options)
+      : core_(core), pipeline_(pipeline), options_(options) {}
   grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context, const tei::v1::InfoRequest* request,
                                  tei::v1::InfoResponse* response) override;
 
  private:
   serving::ServiceCore* const core_;
+  const pipeline::RequestPipeline* const pipeline_;
   const GrpcServerOptions options_;
 };
 
 class TeiRerankService final : public tei::v1::Rerank::CallbackService {
  public:
-  TeiRerankService(serving::ServiceCore* core, const GrpcServerOptions& options) : core_(core), options_(options) {}
+  TeiRerankService(serving::ServiceCore* core, const pipeline::RequestPipeline* pipeline, const GrpcServerOptions& options)
+      : core_(core), pipeline_(pipeline), options_(options) {}
   grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context, const tei::v1::RerankRequest* request,
                                    tei::v1::RerankResponse* response) override;
   grpc::ServerReadReactor<tei::v1::RerankStreamRequest>* RerankStream(grpc::CallbackServerContext* context,
@@ -55,15 +64,18 @@ class TeiRerankService final : public tei::v1::Rerank::CallbackService {
 
   const GrpcServerOptions& options() const { return options_; }
   serving::ServiceCore* core() const { return core_; }
+  const pipeline::RequestPipeline* pipeline() const { return pipeline_; }
 
  private:
   serving::ServiceCore* const core_;
+  const pipeline::RequestPipeline* const pipeline_;
   const GrpcServerOptions options_;
 };
 
 class TeiTokenizeService final : public tei::v1::Tokenize::CallbackService {
  public:
-  TeiTokenizeService(serving::ServiceCore* core, const GrpcServerOptions& options) : core_(core), options_(options) {}
+  TeiTokenizeService(serving::ServiceCore* core, const pipeline::RequestPipeline* pipeline, const GrpcServerOptions& options)
+      : core_(core), pipeline_(pipeline), options_(options) {}
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context, const tei::v1::EncodeRequest* request,
                                      tei::v1::EncodeResponse* response) override;
   grpc::ServerBidiReactor<tei::v1::EncodeRequest, tei::v1::EncodeResponse>* TokenizeStream(
@@ -75,12 +87,14 @@ class TeiTokenizeService final : public tei::v1::Tokenize::CallbackService {
 
  private:
   serving::ServiceCore* const core_;
+  const pipeline::RequestPipeline* const pipeline_;
   const GrpcServerOptions options_;
 };
 
 class TeiPredictService final : public tei::v1::Predict::CallbackService {
  public:
-  TeiPredictService(serving::ServiceCore* core, const GrpcServerOptions& options) : core_(core), options_(options) {}
+  TeiPredictService(serving::ServiceCore* core, const pipeline::RequestPipeline* pipeline, const GrpcServerOptions& options)
+      : core_(core), pipeline_(pipeline), options_(options) {}
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context, const tei::v1::PredictRequest* request,
                                     tei::v1::PredictResponse* response) override;
   grpc::ServerUnaryReactor* PredictPair(grpc::CallbackServerContext* context,
@@ -93,12 +107,14 @@ class TeiPredictService final : public tei::v1::Predict::CallbackService {
 
  private:
   serving::ServiceCore* const core_;
+  const pipeline::RequestPipeline* const pipeline_;
   const GrpcServerOptions options_;
 };
 
 class TeiEmbedService final : public tei::v1::Embed::CallbackService {
  public:
-  explicit TeiEmbedService(serving::ServiceCore* core) : core_(core) {}
+  TeiEmbedService(serving::ServiceCore* core, const pipeline::RequestPipeline* pipeline)
+      : core_(core), pipeline_(pipeline) {}
   grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context, const tei::v1::EmbedRequest* request,
                                   tei::v1::EmbedResponse* response) override;
   grpc::ServerBidiReactor<tei::v1::EmbedRequest, tei::v1::EmbedResponse>* EmbedStream(
@@ -115,6 +131,7 @@ class TeiEmbedService final : public tei::v1::Embed::CallbackService {
 
  private:
   serving::ServiceCore* const core_;
+  const pipeline::RequestPipeline* const pipeline_;
 };
 
 }  // namespace tide::grpc_edge

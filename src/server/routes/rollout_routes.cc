@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/ascii.h"
 #include "nlohmann/json.hpp"
+#include "pipeline/request_pipeline.h"
 #include "serving/rollout_json.h"
 
 namespace tide::server {
@@ -27,7 +28,7 @@ RolloutRoutes::RolloutRoutes(serving::ServiceCore* core, RolloutRoutesOptions op
 http::Response RolloutRoutes::Render(const std::string& model) const {
   auto newest = core_->FindModel(model);
   if (!newest.ok()) return ErrorResponse(newest.status());
-  std::optional<serving::RolloutStatus> status = core_->rollouts().Get(model);
+  std::optional<serving::RolloutStatus> status = pipeline::RolloutStatusOf(*core_, model);
   json out;
   if (!status.has_value()) {
     out = {{"stable", std::to_string((*newest)->version())},

@@ -96,22 +96,28 @@ void AddTimingHeaders(const serving::StageTimings& t, http::Response* response) 
                                        Ms(t.tokenize), Ms(t.queue), Ms(t.inference), Ms(t.postprocess), Ms(t.total)));
 }
 
-void ResponseSender::SendAnswer(http::Response response, serving::StageTimings timings,
-                                std::chrono::steady_clock::time_point post, const char* fallback) {
-  if (fallback != nullptr) {
-    response.headers.emplace_back("x-tide-degraded", fallback);
-    return Send(std::move(response));
+void ResponseSender::SendAnswer(http::Response response, pipeline::Outcome outcome) {
+  if (!outcome.status.ok()) return SendFailure(std::move(outcome));
+  outcome_ = std::move(outcome);
+  if (outcome_.fallback != nullptr) {
+    response.headers.emplace_back("x-tide-degraded", outcome_.fallback);
+    return Deliver(std::move(response), nullptr);
   }
-  const auto now = std::chrono::steady_clock::now();
-  timings.postprocess = now - post;
-  timings.total = now - received_at_;
-  AddTimingHeaders(timings, &response);
-  Send(std::move(response), &timings);
+  const serving::StageTimings* timings = outcome_.Complete(received_at_);
+  if (timings != nullptr) AddTimingHeaders(*timings, &response);
+  Deliver(std::move(response), timings);
 }
 
+void ResponseSender::Send(http::Response response) { Deliver(std::move(response), nullptr); }
+
 void ResponseSender::SendError(const absl::Status& status) {
-  if (access_log_ != nullptr && call_ == nullptr) refused_key_ = KeyNameOf(status);
-  Send(ErrorResponse(status));
+  outcome_.status = status;
+  Deliver(ErrorResponse(status), nullptr);
+}
+
+void ResponseSender::SendFailure(pipeline::Outcome outcome) {
+  if (!outcome.model.empty()) outcome_.set_model(outcome.model, *outcome.version);
+  SendError(outcome.status);
 }
 
 std::string RequestIdFor(std::string_view header_value) {
@@ -121,71 +127,22 @@ std::string RequestIdFor(std::string_view header_value) {
   return absl::StrFormat("%08x-%d", process, counter.fetch_add(1, std::memory_order_relaxed) + 1);
 }
 
-namespace {
-
-// The error_type of an error body ({"error": ..., "error_type": "..."}, ErrorResponse's); "" when
-// none. A plain search: only error answers get here, and their bodies are short.
-std::string ErrorTypeOfBody(const std::string& body) {
-  static constexpr std::string_view kField = "\"error_type\":\"";
-  const size_t at = body.find(kField);
-  if (at == std::string::npos) return {};
-  const size_t begin = at + kField.size();
-  const size_t end = body.find('"', begin);
-  return end == std::string::npos ? std::string() : body.substr(begin, std::min<size_t>(end - begin, 64));
-}
-
-}  // namespace
-
-void ResponseSender::Log(const http::Response& response, double seconds, const serving::StageTimings* timings) {
-  serving::AccessRecord r;
-  r.time = std::chrono::system_clock::now();
-  r.protocol = "http";
-  r.route = endpoint_;
-  r.model = model_;
-  r.version = version_;
-  r.status = response.status;
-  if (response.status >= 400) r.error_type = ErrorTypeOfBody(response.body);
-  if (call_ != nullptr) {
-    if (call_->tenant() != nullptr) r.key = call_->tenant()->name();
-    r.pairs = call_->pairs();
-    r.cache_hits = call_->cache_hits();
-  } else {
-    r.key = refused_key_;
-  }
-  for (const auto& [name, value] : response.headers) {
-    if (name == "x-tide-degraded") r.degraded = true;
-  }
-  if (timings != nullptr) {
-    r.queue_ms = std::chrono::duration<double, std::milli>(timings->queue).count();
-    r.inference_ms = std::chrono::duration<double, std::milli>(timings->inference).count();
-  }
-  r.total_ms = seconds * 1000;
-  r.request_id = request_id_;
-  access_log_->Log(std::move(r));
-}
-
-void ResponseSender::Send(http::Response response, const serving::StageTimings* timings) {
+void ResponseSender::Deliver(http::Response response, const serving::StageTimings* timings) {
   if (!respond_) return;
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - received_at_).count();
-  if (metrics_ != nullptr) {
-    metrics_->requests->WithLabels({model_, version_, endpoint_, std::to_string(response.status), "http"})->Increment();
-    metrics_->request_duration->WithLabels({model_, version_, endpoint_, "http"})->Observe(seconds);
-    if (timings != nullptr) {
-      auto observe = [&](const char* stage, serving::Clock::duration d) {
-        metrics_->stage_duration->WithLabels({model_, version_, stage})->Observe(std::chrono::duration<double>(d).count());
-      };
-      observe("tokenize", timings->tokenize);
-      observe("queue", timings->queue);
-      observe("inference", timings->inference);
-      observe("postprocess", timings->postprocess);
-    }
+  if (recorder_ != nullptr) {
+    pipeline::Completion c;
+    c.protocol = "http";
+    c.endpoint = endpoint_;
+    c.received_at = received_at_;
+    c.outcome = &outcome_;
+    c.call = call_.get();
+    c.timings = timings;
+    c.ok_status = response.status;
+    c.request_id = request_id_;
+    recorder_->Record(c);
   }
-  if (!version_.empty()) response.headers.emplace_back("x-tide-model-version", version_);
-  if (access_log_ != nullptr) {
-    Log(response, seconds, timings);
-    response.headers.emplace_back("x-request-id", request_id_);
-  }
+  if (outcome_.version.has_value()) response.headers.emplace_back("x-tide-model-version", outcome_.version_label());
+  if (!request_id_.empty()) response.headers.emplace_back("x-request-id", request_id_);
   // The permit goes first: a client that reads this response and sends its next request at once
   // must find its slot free (else a sequential client at --max-concurrent-requests 1 gets 429s).
   if (call_ != nullptr) call_->ReleasePermit();

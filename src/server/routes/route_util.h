@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/http/http_server.h"
+#include "pipeline/completion_recorder.h"
+#include "pipeline/outcome.h"
 #include "serving/call.h"
 #include "serving/service_core.h"
 #include "serving/inference_request.h"
@@ -38,73 +40,57 @@ http::Response JsonResponse(std::string body, int status = 200);
 // <= 0, a negative priority: 422) are the core's, the same for every edge.
 absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request);
 
-// The core's text inputs of parsed TEI inputs (api::TokenizeInput, api::PredictInput: a text and an
-// optional text_pair); views into `inputs`.
-template <typename Input>
-std::vector<serving::TextInput> TextInputsOf(const std::vector<Input>& inputs) {
-  std::vector<serving::TextInput> out;
-  out.reserve(inputs.size());
-  for (const Input& in : inputs) {
-    serving::TextInput t{in.text, std::nullopt};
-    if (in.text_pair.has_value()) t.text_pair = *in.text_pair;
-    out.push_back(t);
-  }
-  return out;
-}
-
 // TEI's x-tokenization-time, x-queue-time, x-inference-time, x-total-time (whole milliseconds, as TEI
 // sends them) plus a W3C Server-Timing header with fractional milliseconds.
 void AddTimingHeaders(const serving::StageTimings& timings, http::Response* response);
 
-// Sends a response once and records tide_requests_total / tide_request_duration_seconds (and the
-// stage histograms when timings are given) for (model, version, endpoint). Once a model version is
-// chosen (set_model), the response names it in `x-tide-model-version`. With an access log
-// (set_access_log), it also hands the log one record (serving/access_log.h: never blocks) and
-// answers `x-request-id`: the request's own, else the one tide made.
+// Sends a response once and hands its completion to the pipeline's recorder
+// (pipeline/completion_recorder.h: tide_requests_total, tide_request_duration_seconds, the stage
+// histograms of a model's answer, the access-log record), from the request's domain outcome: the
+// error it was answered with, the model version that answered, the fallback of a degraded answer.
+// Once a model version is chosen (set_model, or an answer's outcome), the response names it in
+// `x-tide-model-version`. With an access log (set_request_id) it answers `x-request-id`: the
+// request's own, else the one tide made.
 class ResponseSender {
  public:
-  ResponseSender(http::Responder respond, serving::ServingMetrics* metrics, std::string endpoint,
+  // `recorder` may be null (nothing recorded).
+  ResponseSender(http::Responder respond, const pipeline::CompletionRecorder* recorder, std::string endpoint,
                  std::chrono::steady_clock::time_point received_at)
-      : respond_(std::move(respond)), metrics_(metrics), endpoint_(std::move(endpoint)), received_at_(received_at) {}
+      : respond_(std::move(respond)), recorder_(recorder), endpoint_(std::move(endpoint)), received_at_(received_at) {}
   ResponseSender(ResponseSender&&) = default;
   ResponseSender& operator=(ResponseSender&&) = default;
 
   // The model version that answers (metrics are labelled by model and version; both stay "" for
   // requests answered before a model is chosen).
-  void set_model(std::string model, int64_t version) {
-    model_ = std::move(model);
-    version_ = std::to_string(version);
-  }
+  void set_model(std::string model, int64_t version) { outcome_.set_model(std::move(model), version); }
   // Holds the admitted call (its concurrency permit and memory lease) until the response is sent:
   // the permit is released just before the response is handed to the connection.
   void hold(serving::CallPtr call) { call_ = std::move(call); }
-  // `log` may be null (no access log); `request_id` names the request in the log and the answer.
-  void set_access_log(serving::AccessLog* log, std::string request_id) {
-    access_log_ = log;
-    request_id_ = std::move(request_id);
-  }
+  // Names the request in the access log and the answer (RequestIdFor).
+  void set_request_id(std::string request_id) { request_id_ = std::move(request_id); }
   const std::chrono::steady_clock::time_point& received_at() const { return received_at_; }
-  void Send(http::Response response, const serving::StageTimings* timings = nullptr);
-  // A model's answer: a fallback's (`fallback` set) marked `x-tide-degraded: <fallback>` without
-  // timing headers; the model's with the timing headers of `timings`, whose postprocess runs from
-  // `post` and total from the request's arrival.
-  void SendAnswer(http::Response response, serving::StageTimings timings, std::chrono::steady_clock::time_point post,
-                  const char* fallback);
+  // A success (its status as the response says: 200, or e.g. 503 {"ready": false}).
+  void Send(http::Response response);
+  // A model's answer rendered into `response`, with the pipeline's outcome: a fallback's marked
+  // `x-tide-degraded: <fallback>` without timing headers; the model's with the timing headers
+  // (postprocess from the outcome's `post`, total from the request's arrival). An error outcome
+  // is answered as SendError.
+  void SendAnswer(http::Response response, pipeline::Outcome outcome);
+  // The error answer of `status` (ErrorResponse).
   void SendError(const absl::Status& status);
+  // An outcome whose status is an error (the model named, when one was chosen).
+  void SendFailure(pipeline::Outcome outcome);
 
  private:
-  void Log(const http::Response& response, double seconds, const serving::StageTimings* timings);
+  void Deliver(http::Response response, const serving::StageTimings* timings);
 
   http::Responder respond_;
-  serving::ServingMetrics* metrics_;
+  const pipeline::CompletionRecorder* recorder_ = nullptr;
   std::string endpoint_;
-  std::string model_;
-  std::string version_;
   std::chrono::steady_clock::time_point received_at_;
+  pipeline::Outcome outcome_;
   serving::CallPtr call_;
-  serving::AccessLog* access_log_ = nullptr;
-  std::string request_id_;
-  std::string refused_key_;  // the key a refusal names (errors::KeyNameOf), when no call holds it
+  std::string request_id_;  // empty: no access log
 };
 
 // The request id of the access log: the request's `x-request-id` (its first 128 bytes), else a

@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/cohere_rerank.h"
-#include "api/kserve_classification.h"
 #include "api/kserve_infer.h"
 #include "api/kserve_metadata.h"
 #include "api/model_statistics.h"
@@ -25,47 +24,20 @@
 #include "server/routes/load_report.h"
 #include "server/access/access_table.h"
 #include "server/routes/route_util.h"
-#include "serving/fallback.h"
-#include "serving/kserve_answers.h"
 #include "serving/scoring.h"
-#include "serving/tensor_rows.h"
-#include "tokenizer/token_text.h"
 
 namespace tide::server {
 
 namespace {
 
-using serving::Clock;
-using Steady = std::chrono::steady_clock;
 
 std::string NextRequestId() {
   static std::atomic<uint64_t> counter{0};
   return absl::StrCat("tide-", counter.fetch_add(1, std::memory_order_relaxed) + 1);
 }
 
-// KServe parameters arrive as bool/int/double/string; timeouts and priorities must be integers.
-absl::StatusOr<std::optional<int64_t>> IntParameter(const api::Parameters& params, std::string_view name) {
-  auto it = params.find(name);
-  if (it == params.end()) return std::optional<int64_t>();
-  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return std::optional<int64_t>(*v);
-  return errors::InvalidInput(absl::StrCat("parameters.", std::string(name), " must be an integer"));
-}
-
-// The KServe answer carrying `result` as the model's output tensor (JSON, or binary when asked);
-// `degraded` (a fallback's result) adds "parameters": {"degraded": true}.
-absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& model, const api::InferRequest& request,
-                                                 serving::InferenceResult result, bool degraded,
-                                                 std::optional<int64_t> classification) {
-  const int64_t rows = result.rows, labels = result.num_labels;
-  api::InferResponse response = serving::InferResponseOf(model, request, std::move(result), degraded);
-  if (classification.has_value()) {
-    // Triton's classification extension: the top k as "value:index" strings.
-    api::Tensor& out = response.outputs.front();
-    auto top = api::ClassificationTensor(out.name, std::get<std::vector<float>>(out.data), rows, labels,
-                                         *classification, model.loaded()->labels);
-    if (!top.ok()) return top.status();
-    out = *std::move(top);
-  }
+// The KServe answer rendered for `request` (JSON, or binary tensors when asked).
+absl::StatusOr<http::Response> InferHttpResponse(const api::InferResponse& response, const api::InferRequest& request) {
   auto rendered = api::RenderInferResponse(response, request);
   if (!rendered.ok()) return rendered.status();
   http::Response http_response = JsonResponse(std::move(rendered->body));
@@ -75,6 +47,22 @@ absl::StatusOr<http::Response> InferHttpResponse(const serving::ServedModel& mod
                                        std::to_string(*rendered->inference_header_content_length));
   }
   return http_response;
+}
+
+// A rerank answer rendered with `render` (the cache-hit header when the core has a cache).
+template <typename Render>
+void SendRerank(ResponseSender& sender, pipeline::RerankAnswer answer, Render render) {
+  if (!answer.outcome.status.ok()) return sender.SendFailure(std::move(answer.outcome));
+  auto body = render(answer);
+  if (!body.ok()) {
+    answer.outcome.status = body.status();
+    return sender.SendFailure(std::move(answer.outcome));
+  }
+  http::Response response = JsonResponse(*std::move(body));
+  if (answer.outcome.cache_on) {
+    response.headers.emplace_back("x-tide-cache-hits", std::to_string(answer.outcome.cache_hits));
+  }
+  sender.SendAnswer(std::move(response), std::move(answer.outcome));
 }
 
 // The metrics label of an endpoint's answers (the one its handler records with).
@@ -202,10 +190,8 @@ http::RouteHandler Service::Guarded(const RouteEntry& entry, const char* metric,
 }
 
 ResponseSender Service::SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const {
-  ResponseSender sender(std::move(respond), metrics_, endpoint, request.received_at);
-  if (serving::AccessLog* log = core_->access_log(); log != nullptr) {
-    sender.set_access_log(log, RequestIdFor(request.header("x-request-id")));
-  }
+  ResponseSender sender(std::move(respond), &pipeline_.recorder(), endpoint, request.received_at);
+  if (pipeline_.recorder().logs()) sender.set_request_id(RequestIdFor(request.header("x-request-id")));
   return sender;
 }
 
@@ -360,33 +346,15 @@ bool Service::RerankFromCache(const http::Request& request, ResponseSender& send
   // Anything unusual (a bad body, an unknown model) is left to the worker, which answers it.
   auto parsed = api::ParseRerankRequest(request.body, options_.limits);
   if (!parsed.ok()) return false;
-  auto model = core_->FindModel(*call);
-  if (!model.ok()) return false;
-  serving::PairOptions pair_options{
-      parsed->truncate, parsed->truncation_direction.value_or((*model)->parameters().truncation_direction),
-      std::nullopt};
-  pair_options.long_documents = parsed->long_documents.value_or((*model)->parameters().long_documents);
-  const std::vector<std::string_view> docs(parsed->texts.begin(), parsed->texts.end());
-  auto scores = core_->RerankFromCache(*call, **model, parsed->query, docs, pair_options, parsed->raw_scores);
-  if (!scores.has_value()) {  // not whole in the cache: the worker takes this parse over
+  std::optional<pipeline::RerankAnswer> answer = pipeline_.RerankFromCache(call, *parsed);
+  if (!answer.has_value()) {  // not whole in the cache: the worker takes this parse over
     parsed_slot->emplace(*std::move(parsed));
     return false;
   }
   sender.hold(call);
-  sender.set_model((*model)->name(), (*model)->version());
-  if (!scores->ok()) {
-    sender.SendError(scores->status());
-    return true;
-  }
-  const Steady::time_point post = Steady::now();
-  auto body = api::RenderRerankResponse(*parsed, (*scores)->scores, false);
-  if (!body.ok()) {
-    sender.SendError(body.status());
-    return true;
-  }
-  http::Response response = JsonResponse(*std::move(body));
-  response.headers.emplace_back("x-tide-cache-hits", std::to_string((*scores)->cache_hits));
-  sender.SendAnswer(std::move(response), (*scores)->timings, post, nullptr);
+  SendRerank(sender, *std::move(answer), [&](const pipeline::RerankAnswer& a) {
+    return api::RenderRerankResponse(*parsed, a.scores, false);
+  });
   return true;
 }
 
@@ -397,18 +365,12 @@ void Service::RerankWork(const http::Request& request, ResponseSender sender, se
                                                    : api::ParseRerankRequest(request.body, options_.limits);
   if (kept) parsed_slot->reset();
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  auto model = core_->FindModel(*call);
-  if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name(), (*model)->version());
-  auto req = std::make_shared<api::RerankRequest>(*std::move(parsed));
-  // A request without truncation_direction gets the model's (its truncation_direction parameter).
-  serving::PairOptions pair_options{
-      req->truncate, req->truncation_direction.value_or((*model)->parameters().truncation_direction), std::nullopt};
-  pair_options.long_documents = req->long_documents.value_or((*model)->parameters().long_documents);
-  ScorePairs(std::move(sender), std::move(call), *model, req->query, req->texts, pair_options, req->raw_scores,
-             [req](const serving::RerankScores& s) {
-               return api::RenderRerankResponse(*req, s.scores, s.fallback != nullptr);
-             });
+  auto req = std::make_shared<const api::RerankRequest>(*std::move(parsed));
+  pipeline_.Rerank(call, req, [sender = std::move(sender), req](pipeline::RerankAnswer answer) mutable {
+    SendRerank(sender, std::move(answer), [&](const pipeline::RerankAnswer& a) {
+      return api::RenderRerankResponse(*req, a.scores, a.outcome.fallback != nullptr);
+    });
+  });
 }
 
 void Service::CohereRerank(http::Request request, http::Responder respond) {
@@ -429,36 +391,14 @@ void Service::CohereRerankWork(const http::Request& request, ResponseSender send
                                api::CohereApiVersion api_version) {
   auto parsed = api::ParseCohereRerankRequest(request.body, options_.limits, api_version);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  auto model = core_->FindModel(*call, parsed->model.value_or(""));
-  if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name(), (*model)->version());
-  auto req = std::make_shared<api::CohereRerankRequest>(*std::move(parsed));
-  // Cohere's endpoint always truncates (in the model's truncation_direction); max_tokens_per_doc
-  // cuts documents first.
-  serving::PairOptions pair_options{true, (*model)->parameters().truncation_direction, req->max_tokens_per_doc};
-  pair_options.long_documents = req->long_documents.value_or((*model)->parameters().long_documents);
-  ScorePairs(std::move(sender), std::move(call), *model, req->query, req->documents, pair_options,
-             /*raw_scores=*/false, [req, name = (*model)->name()](const serving::RerankScores& s) {
-               return api::RenderCohereRerankResponse(
-                   *req, s.scores, api::CohereRerankResponseInfo{NextRequestId(), name, s.real_tokens, s.fallback != nullptr});
-             });
-}
-
-void Service::ScorePairs(ResponseSender sender, serving::CallPtr call, std::shared_ptr<serving::ServedModel> model,
-                         std::string_view query, const std::vector<std::string>& documents,
-                         const serving::PairOptions& pair_options, bool raw_scores, RerankRenderer render) {
-  const std::vector<std::string_view> docs(documents.begin(), documents.end());
-  core_->Rerank(call, std::move(model), query, docs, pair_options, raw_scores,
-                [sender = std::move(sender), render = std::move(render), cached = core_->score_cache() != nullptr](
-                    absl::StatusOr<serving::RerankScores> scores) mutable {
-                  if (!scores.ok()) return sender.SendError(scores.status());
-                  const Steady::time_point post = Steady::now();
-                  auto body = render(*scores);
-                  if (!body.ok()) return sender.SendError(body.status());
-                  http::Response response = JsonResponse(*std::move(body));
-                  if (cached) response.headers.emplace_back("x-tide-cache-hits", std::to_string(scores->cache_hits));
-                  sender.SendAnswer(std::move(response), scores->timings, post, scores->fallback);
-                });
+  auto req = std::make_shared<const api::CohereRerankRequest>(*std::move(parsed));
+  pipeline_.CohereRerank(call, req, [sender = std::move(sender), req](pipeline::RerankAnswer answer) mutable {
+    SendRerank(sender, std::move(answer), [&](const pipeline::RerankAnswer& a) {
+      return api::RenderCohereRerankResponse(
+          *req, a.scores,
+          api::CohereRerankResponseInfo{NextRequestId(), a.outcome.model, a.real_tokens, a.outcome.fallback != nullptr});
+    });
+  });
 }
 
 // ---- tokenize ----------------------------------------------------------------------------------
@@ -473,64 +413,9 @@ void Service::Tokenize(http::Request request, http::Responder respond) {
 void Service::TokenizeWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
   auto parsed = api::ParseTokenizeRequest(request.body, options_.limits);
   if (!parsed.ok()) return sender.SendError(parsed.status());
-  auto model = core_->FindModel();
-  if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name(), (*model)->version());
-  const std::vector<serving::TextInput> inputs = TextInputsOf(parsed->inputs);
-  std::vector<tokenizer::Encoding> encodings;
-  if (absl::Status s = core_->Tokenize(*call, **model, inputs, parsed->add_special_tokens, &encodings); !s.ok()) {
-    return sender.SendError(s);
-  }
-  const tokenizer::Tokenizer& tok = (*model)->tokenizer();
-  std::vector<std::vector<api::TokenInfo>> out(encodings.size());
-  for (size_t i = 0; i < encodings.size(); ++i) {
-    // TEI gives each token the input's own substring and its byte offsets; tide's tokenizers do
-    // not track offsets, so the pieces are aligned to the text (tokenizer/token_text.h). A pair's
-    // second text starts at its first token of type 1 (BERT); without token types, the alignment
-    // runs over the first text only and the rest keep their pieces.
-    const tokenizer::Encoding& e = encodings[i];
-    std::vector<std::string> pieces(e.ids.size());
-    std::vector<bool> special(e.ids.size());
-    for (size_t t = 0; t < e.ids.size(); ++t) {
-      pieces[t] = tok.IdToToken(e.ids[t]).value_or("");
-      special[t] = tok.IsSpecialToken(e.ids[t]);
-    }
-    size_t second = e.ids.size();
-    if (parsed->inputs[i].text_pair.has_value()) {
-      for (size_t t = 0; t < e.type_ids.size(); ++t) {
-        if (e.type_ids[t] != 0) {
-          second = t;
-          break;
-        }
-      }
-    }
-    std::vector<tokenizer::TokenSpan> spans(e.ids.size());
-    auto align = [&](std::string_view text, size_t begin, size_t end) {
-      std::vector<std::string> p(pieces.begin() + begin, pieces.begin() + end);
-      std::vector<bool> sp(special.begin() + begin, special.begin() + end);
-      std::vector<tokenizer::TokenSpan> got = tokenizer::AlignTokens(text, p, sp);
-      std::copy(got.begin(), got.end(), spans.begin() + begin);
-    };
-    align(parsed->inputs[i].text, 0, second);
-    if (second < e.ids.size()) align(*parsed->inputs[i].text_pair, second, e.ids.size());
-    out[i].reserve(e.ids.size());
-    for (size_t t = 0; t < e.ids.size(); ++t) {
-      api::TokenInfo info;
-      info.id = e.ids[t];
-      info.special = special[t];
-      const std::string_view text = t < second ? std::string_view(parsed->inputs[i].text)
-                                               : std::string_view(*parsed->inputs[i].text_pair);
-      if (spans[t].has_value()) {
-        info.start = spans[t]->first;
-        info.stop = spans[t]->second;
-        info.text = std::string(text.substr(spans[t]->first, spans[t]->second - spans[t]->first));
-      } else {
-        info.text = std::move(pieces[t]);
-      }
-      out[i].push_back(std::move(info));
-    }
-  }
-  sender.Send(JsonResponse(api::RenderTokenizeResponse(out)));
+  pipeline::TokenizeAnswer answer = pipeline_.Tokenize(*call, *parsed);
+  if (!answer.outcome.status.ok()) return sender.SendFailure(std::move(answer.outcome));
+  sender.SendAnswer(JsonResponse(api::RenderTokenizeResponse(answer.tokens)), std::move(answer.outcome));
 }
 
 // ---- KServe v2: health and metadata ---------------------------------------------------------------
@@ -563,17 +448,17 @@ void Service::Load(http::Request request, http::Responder respond) {
 
 void Service::ModelMetadata(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "model_metadata");
-  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  auto model = pipeline_.Model(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   const serving::ServedModel& m = **model;
   sender.set_model(m.name(), m.version());
-  const api::ModelMetadata md = serving::ModelMetadataOf(*models_, m);
+  const api::ModelMetadata md = pipeline_.Metadata(m);
   sender.Send(JsonResponse(api::RenderModelMetadata(md)));
 }
 
 void Service::ModelReady(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "model_ready");
-  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  auto model = pipeline_.Model(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   const bool ready = core_->ModelReady(**model);
@@ -583,7 +468,7 @@ void Service::ModelReady(http::Request request, const http::PathParams& params, 
 
 void Service::ModelStats(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "model_stats");
-  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  auto model = pipeline_.Model(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   sender.Send(JsonResponse(api::RenderModelStatistics({(*model)->Statistics()})));
@@ -592,13 +477,13 @@ void Service::ModelStats(http::Request request, const http::PathParams& params, 
 void Service::AllModelStats(http::Request request, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "model_stats");
   std::vector<api::ModelStatistics> stats;
-  for (const auto& model : models_->All()) stats.push_back(model->Statistics());
+  for (const auto& model : pipeline_.AllModels()) stats.push_back(model->Statistics());
   sender.Send(JsonResponse(api::RenderModelStatistics(stats)));
 }
 
 void Service::ModelConfig(http::Request request, const http::PathParams& params, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "model_config");
-  auto model = models_->Find(params.Get("model"), params.Get("version"));
+  auto model = pipeline_.Model(params.Get("model"), params.Get("version"));
   if (!model.ok()) return sender.SendError(model.status());
   sender.set_model((*model)->name(), (*model)->version());
   sender.Send(JsonResponse(config::ModelConfigJson((*model)->config())));
@@ -617,72 +502,30 @@ void Service::Infer(http::Request request, const http::PathParams& params, http:
 
 void Service::InferWork(const http::Request& request, std::string_view model_name, std::string_view version,
                         ResponseSender sender, serving::CallPtr call) {
-  auto model = core_->FindModel(*call, model_name, version);
-  if (!model.ok()) return sender.SendError(model.status());
-  sender.set_model((*model)->name(), (*model)->version());
   std::optional<std::string_view> header_length;
   if (std::string_view h = request.header(api::kInferenceHeaderContentLength); !h.empty()) header_length = h;
-  // Token tensors hold at most max_documents rows of max_sequence_length tokens.
-  api::RequestLimits limits = options_.limits;
-  const size_t seq = std::max<size_t>((*model)->max_sequence_length(), 1);
-  if (limits.max_documents <= limits.max_batch_tensor_elements / seq) {
-    limits.max_batch_tensor_elements = limits.max_documents * seq;
-  }
-  auto parsed = api::ParseInferRequest(request.body, header_length, limits);
-  if (!parsed.ok()) return sender.SendError(parsed.status());
-  const ModelSignature& sig = (*model)->signature();
-  std::optional<int64_t> classification;
-  for (const api::InferRequestedOutput& out : parsed->outputs) {
-    if (out.name != sig.logits_name) {
-      return sender.SendError(errors::InvalidInput(
-          absl::StrCat("unknown output '", EchoForError(out.name), "'; model ", (*model)->name(), " has '", sig.logits_name, "'")));
-    }
-    auto k = api::ClassificationCount(out.parameters, out.name);
-    if (!k.ok()) return sender.SendError(k.status());
-    if (k->has_value()) classification = *k;
-  }
-  auto long_documents = serving::LongDocumentsParameter(parsed->parameters);
-  if (!long_documents.ok()) return sender.SendError(long_documents.status());
-  auto timeout = IntParameter(parsed->parameters, "timeout");
-  if (!timeout.ok()) return sender.SendError(timeout.status());
-  auto priority = IntParameter(parsed->parameters, "priority");
-  if (!priority.ok()) return sender.SendError(priority.status());
-  if (absl::Status s = call->Refine(*timeout, *priority); !s.ok()) return sender.SendError(s);
-  if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return sender.SendError(s);
-
-  std::vector<tokenizer::Encoding> rows;
-  Clock::duration tokenize{};
-  serving::TensorWindows windows;
-  if (absl::Status s = serving::RowsFromTensors(**model, *parsed, *long_documents, &rows, &windows, &tokenize);
-      !s.ok()) {
-    return sender.SendError(s);
-  }
-
-  auto req = std::make_shared<api::InferRequest>(*std::move(parsed));
-  serving::TensorWindows compared = windows;  // a rollout compares per input (the lambda takes `windows`)
-  core_->Infer(call, *model, std::move(rows),
-               [sender = std::move(sender), req, m = *model, tokenize, classification,
-                windows = std::move(windows)](absl::StatusOr<serving::InferOutcome> outcome) mutable {
-                 if (!outcome.ok()) return sender.SendError(outcome.status());
-                 serving::FoldWindowRows(windows, &outcome->result);
-                 const Steady::time_point post = Steady::now();
-                 serving::StageTimings t = outcome->result.timings;
-                 const char* fallback = outcome->fallback;
-                 auto response = InferHttpResponse(*m, *req, std::move(outcome->result), fallback != nullptr, classification);
-                 if (!response.ok()) return sender.SendError(response.status());
-                 t.tokenize = tokenize;
-                 sender.SendAnswer(*std::move(response), t, post, fallback);
-               },
-               std::move(compared));
+  pipeline_.Infer(
+      call, model_name, version,
+      [&request, header_length](const api::RequestLimits& limits) {
+        return api::ParseInferRequest(request.body, header_length, limits);
+      },
+      [sender = std::move(sender)](pipeline::InferAnswer answer) mutable {
+        if (!answer.outcome.status.ok()) return sender.SendFailure(std::move(answer.outcome));
+        auto response = InferHttpResponse(answer.response, *answer.request);
+        if (!response.ok()) {
+          answer.outcome.status = response.status();
+          return sender.SendFailure(std::move(answer.outcome));
+        }
+        sender.SendAnswer(*std::move(response), std::move(answer.outcome));
+      });
 }
 
 // ---- metrics -------------------------------------------------------------------------------------
 
 void Service::Metrics(http::Request request, http::Responder respond) {
-  core_->RefreshMetrics();
   http::Response r;
   r.content_type = metrics::kPrometheusTextContentType;
-  r.body = metrics_->registry.RenderText();
+  r.body = pipeline_.MetricsText();
   std::move(respond)(std::move(r));
 }
 

@@ -19,12 +19,13 @@
 //   GET|PUT /v2/models/{m}/rollout[/promote|/rollback]  gray release (rollout_routes.h)
 //
 // Contract:
-//  - The HTTP edge of serving::ServiceCore: every inference route turns its request into a CallInfo
-//    (route_util's CallInfoFor: Authorization, x-timeout-ms, x-priority), starts the call on the
-//    core (which admits it and runs the route's work on a tokenization worker: see
-//    serving/service_core.h for the order of the checks and their answers), parses the body there,
-//    calls the core's Rerank / Infer / Tokenize and renders the answer. Health, metadata and
-//    metrics routes answer on the I/O thread.
+//  - The HTTP edge: every inference route turns its request into a CallInfo (route_util's
+//    CallInfoFor: Authorization, x-timeout-ms, x-priority), starts the call on the core (which
+//    admits it and runs the route's work on a tokenization worker: see serving/service_core.h for
+//    the order of the checks and their answers), decodes the body there into an api:: request,
+//    hands it to the request pipeline (pipeline/request_pipeline.h, the one the gRPC edge uses)
+//    and renders its domain answer; the pipeline's recorder records the completion. Health,
+//    metadata and metrics routes answer on the I/O thread.
 //  - The Service does not own the core, the models or the metrics; all must outlive it.
 //  - handler() is the http::Handler to give to the HttpServer; it is thread-safe.
 //  - Every endpoint refuses more than limits.max_documents rows (rerank texts, Cohere documents,
@@ -58,6 +59,7 @@
 #include "serving/model_manager.h"
 #include "server/routes/repository_routes.h"
 #include "server/routes/rollout_routes.h"
+#include "pipeline/request_pipeline.h"
 #include "server/routes/route_util.h"
 #include "serving/scoring.h"
 #include "serving/serving_metrics.h"
@@ -94,7 +96,7 @@ class Service {
 
  private:
   Service(serving::ServiceCore* core, const ServiceOptions& options)
-      : core_(core), models_(&core->models()), metrics_(&core->metrics()), options_(options) {}
+      : core_(core), pipeline_(core, {options.limits, options.version}), options_(options) {}
   absl::Status AddRoutes();
   // The route's handler behind the edge checks, in this order: the Host allowlist (403), the
   // Origin (403: admin routes and state-changing methods accept only the server's own origin, or
@@ -113,7 +115,7 @@ class Service {
   // The work of an inference route, on a tokenization worker, with its admitted call. The
   // request's headers stay where CallInfoFor saw them (it lives on the heap).
   using Work = absl::AnyInvocable<void(const http::Request&, ResponseSender, serving::CallPtr) &&>;
-  // The sender of one request's answer: metrics, and the access log when the core has one.
+  // The sender of one request's answer, recording its completion (pipeline/completion_recorder.h).
   ResponseSender SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const;
   // The opening of every inference route: its ResponseSender for `endpoint` (metrics label), the
   // request's CallInfo (`model` / `version`: the model the path names, if any), then
@@ -130,13 +132,7 @@ class Service {
   bool RerankFromCache(const http::Request& request, ResponseSender& sender, const serving::CallPtr& call,
                        const ParsedRerank& parsed_slot);
 
-  // The rerank path shared by TEI and Cohere: the core's Rerank, rendered with `render` (degraded
-  // when scores.fallback).
-  using RerankRenderer = std::function<absl::StatusOr<std::string>(const serving::RerankScores&)>;
-  void ScorePairs(ResponseSender sender, serving::CallPtr call, std::shared_ptr<serving::ServedModel> model,
-                  std::string_view query, const std::vector<std::string>& documents,
-                  const serving::PairOptions& pair_options, bool raw_scores, RerankRenderer render);
-  // The bodies of the inference routes, on a tokenization worker.
+  // The bodies of the inference routes, on a tokenization worker: decode, the pipeline, render.
   void RerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call,
                   const ParsedRerank& parsed_slot = nullptr);
   void CohereRerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call,
@@ -169,9 +165,8 @@ class Service {
   void Metrics(http::Request request, http::Responder respond);
   void Load(http::Request request, http::Responder respond);
 
-  serving::ServiceCore* const core_;
-  serving::ModelManager* const models_;
-  serving::ServingMetrics* const metrics_;
+  serving::ServiceCore* const core_;  // admission (Start), access (Authorize), readiness, load
+  const pipeline::RequestPipeline pipeline_;
   const ServiceOptions options_;
   http::Router router_;
   http::Router admin_router_;
