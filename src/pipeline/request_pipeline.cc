@@ -356,14 +356,14 @@ InfoAnswer RequestPipeline::Info() const {
   info.model_id = m.name();
   info.classifier = m.parameters().task == config::Task::kClassify;
   info.labels = m.LabelNames(std::max<int64_t>(m.num_labels(), 1));
-  info.max_concurrent_requests = core_->options().max_concurrent_requests;
+  const serving::ServiceLimits limits = core_->Limits();
+  info.max_concurrent_requests = limits.max_concurrent_requests;
   info.max_input_length = static_cast<int64_t>(m.max_sequence_length());
   info.max_batch_tokens = static_cast<int64_t>(m.max_batch_tokens());
   if (m.config().max_batch_size() > 0) info.max_batch_requests = m.config().max_batch_size();
   info.max_client_batch_size = static_cast<int64_t>(options_.limits.max_documents);
   info.auto_truncate = true;
-  const int workers = core_->options().tokenization_workers;
-  info.tokenization_workers = workers > 0 ? workers : std::max(1u, std::thread::hardware_concurrency());
+  info.tokenization_workers = limits.tokenization_workers;
   info.version = options_.version;
   return a;
 }
@@ -374,10 +374,10 @@ absl::StatusOr<std::shared_ptr<serving::ServedModel>> RequestPipeline::Model(std
 }
 
 api::ModelMetadata RequestPipeline::Metadata(const serving::ServedModel& model) const {
-  return serving::ModelMetadataOf(core_->models(), model);
+  return core_->MetadataOf(model);
 }
 
-std::vector<std::shared_ptr<serving::ServedModel>> RequestPipeline::AllModels() const { return core_->models().All(); }
+std::vector<std::shared_ptr<serving::ServedModel>> RequestPipeline::AllModels() const { return core_->AllModels(); }
 
 std::string RequestPipeline::MetricsText() const {
   core_->RefreshMetrics();
@@ -385,7 +385,7 @@ std::string RequestPipeline::MetricsText() const {
 }
 
 std::optional<serving::RolloutStatus> RolloutStatusOf(const serving::ServiceCore& core, const std::string& model) {
-  return core.rollouts().Get(model);
+  return core.RolloutStatusOf(model);
 }
 
 }  // namespace tide::pipeline
