@@ -298,11 +298,13 @@ TEST_F(ServeFaultTest, SlowHeaderSenderGets408WithoutBlockingOthers) {
   std::string answer;
   bool closed = false;
   std::atomic<bool> slow_done{false};
+  std::atomic<int> trickled{0};
   Steady::time_point answered;
   const auto t0 = Steady::now();
   std::thread trickle([&] {
     for (size_t i = 0; i < request.size() && !closed; ++i) {
       if (!slow.Send(request.substr(i, 1))) break;
+      ++trickled;
       closed = slow.ReadFor(std::chrono::milliseconds(100), &answer);
       if (!answer.empty() || closed) break;
     }
@@ -311,7 +313,8 @@ TEST_F(ServeFaultTest, SlowHeaderSenderGets408WithoutBlockingOthers) {
     slow_done = true;
   });
   // While the slow sender holds its connection, another client is served promptly.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(WaitFor([&] { return trickled.load() >= 3 || slow_done.load(); }, std::chrono::seconds(10),
+                      "the slow sender to get going"));
   auto other = NewClient();
   const auto t1 = Steady::now();
   const ClientResponse r = other->Post("/v1/rerank", TaggedBody("fault", "other"));
@@ -405,14 +408,18 @@ TEST_F(ServeFaultTest, ClientThatLeavesMidRequestHasItsWorkDropped) {
     RawSocket leaver(server().port());
     ASSERT_TRUE(leaver.ok());
     ASSERT_TRUE(leaver.Send(RawPost("/v1/rerank", TaggedBody("held", "leaver"))));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // read and queued, not yet run
+    // Read and queued (the held model's 1 s batching window keeps its rows there), not yet run.
+    ASSERT_TRUE(WaitFor([] { return MetricSum(Metrics(), "tide_queue_tasks", {R"(model="held")"}) >= 2; },
+                        std::chrono::seconds(10), "the leaver's rows to be queued"));
     leaver.Close();
   }
   double dropped = dropped_before;
-  for (const auto end = Steady::now() + std::chrono::seconds(10); dropped < dropped_before + 2 && Steady::now() < end;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    dropped = MetricSum(Metrics(), "tide_dropped_tasks_total", cancelled);
-  }
+  WaitFor(
+      [&] {
+        dropped = MetricSum(Metrics(), "tide_dropped_tasks_total", cancelled);
+        return dropped >= dropped_before + 2;
+      },
+      std::chrono::seconds(10));
   EXPECT_EQ(dropped, dropped_before + 2) << "both rows of the request whose client left are dropped as cancelled";
   const json stats_after = ParseJson(NewClient()->Get("/v2/models/held/stats").body);
   ASSERT_TRUE(stats_before.is_object() && stats_after.is_object());
