@@ -75,11 +75,12 @@ run: models-serve
 	@exec $(BUILD_DIR)/tide serve --model-repository $(MODELS) --host $(HOST) --port $(PORT)
 
 # Prints the skipped tests, and the GoogleTest cases skipped inside black-box binaries that passed
-# as a whole, grouped by reason, then one line: passed, failed, skipped, time. A tier alone:
+# as a whole (ctest keeps up to 4 MB of a passed test's output for that, not its default 1 KB),
+# grouped by reason, then one line: passed, failed, skipped, time. A tier alone:
 # ctest --test-dir $(BUILD_DIR) -L unit|blackbox|parity|tools (make test runs them all).
 test: models
 	@start=$$(date +%s); rm -f $(BUILD_DIR)/last-test.xml; \
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS) \
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS) --test-output-size-passed 4194304 \
 	  --output-junit $(abspath $(BUILD_DIR))/last-test.xml 2>&1 | tee $(BUILD_DIR)/last-test.log; \
 	rc=$${PIPESTATUS[0]}; \
 	/usr/bin/python3 tests/support/test_summary.py --junit $(BUILD_DIR)/last-test.xml \

@@ -53,6 +53,11 @@ class SkippedCasesTest(unittest.TestCase):
         self.assertEqual(test_summary.skipped_cases(BINARY_OUTPUT),
                          [('Plain.Skips', 'built without gRPC'), ('Plain.SkipsSilently', 'no reason given')])
 
+    def test_a_case_cut_from_the_output_is_found_in_the_closing_list(self):
+        cut = '[ RUN      ] A.B\n[This part of the test output was removed]\n[  PASSED  ] 1 test.\n' \
+              '[  SKIPPED ] 1 test, listed below:\n[  SKIPPED ] A.C\n'
+        self.assertEqual(test_summary.skipped_cases(cut), [('A.C', 'reason not in the captured output')])
+
     def test_a_passing_case_has_no_skip(self):
         self.assertEqual(test_summary.skipped_cases('[ RUN      ] A.B\n[       OK ] A.B (1 ms)\n'), [])
 

@@ -18,6 +18,7 @@ import sys
 import xml.etree.ElementTree as ElementTree
 
 SKIPPED_CASE = re.compile(r'^\[  SKIPPED \] (\S+) \(')  # "[  SKIPPED ] Suite.Case (0 ms)"
+SKIPPED_LISTED = re.compile(r'^\[  SKIPPED \] (\S+)$')  # gtest's closing list, "[  SKIPPED ] Suite.Case"
 SKIP_SITE = re.compile(r':\d+: Skipped$')  # "path/file.cc:42: Skipped", the reason follows
 GTEST_MARK = re.compile(r'^\[[ =A-Z-]{10}\]')  # "[ RUN      ]", "[       OK ]", "[----------]"...
 
@@ -28,9 +29,14 @@ def skipped_cases(output):
     The reason is the message GTEST_SKIP printed after "file:line: Skipped", in the case itself or
     in its suite's SetUpTestSuite (printed before the suite's cases run)."""
     cases = []
+    listed = []
     reason = None
     collecting = None
     for line in output.splitlines():
+        m = SKIPPED_LISTED.match(line)
+        if m:
+            listed.append(m.group(1))
+            continue
         if collecting is not None:
             if GTEST_MARK.match(line):
                 reason = ' '.join(collecting).strip() or 'no reason given'
@@ -46,6 +52,9 @@ def skipped_cases(output):
             cases.append((m.group(1), reason or 'no reason given'))
         elif line.startswith(('[       OK ]', '[  FAILED  ]')):
             reason = None
+    # A case whose own lines ctest cut from a long output still appears in gtest's closing list.
+    seen = {case for case, _ in cases}
+    cases += [(case, 'reason not in the captured output') for case in listed if case not in seen]
     return cases
 
 
