@@ -23,6 +23,9 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
 # Leaves of the graph: nothing depends on them, so they may use any library they link.
 EXEMPT = re.compile(r'(_test|_benchmark|_fuzz)\.(cc|cpp)$')
 SOURCE = re.compile(r'\.(h|hpp|cc|cpp)$')
+# Test-only headers (fakes, references) live in a folder's testing/ subfolder: only tests,
+# benchmarks, fuzz targets and other testing/ headers may include them.
+TESTING = re.compile(r'(^|/)testing/')
 
 
 class TableError(Exception):
@@ -113,6 +116,10 @@ def check_includes(src, table, label_root, table_path):
                     if included.split('/', 1)[0] not in top_dirs or '/' not in included:
                         continue  # a system or third-party header, or one of the folder's own by bare name
                     target = folder_of(included, table)
+                    if TESTING.search(included) and not TESTING.search(rel):
+                        problems.append(f'{shown}:{number}: "{included}" is test-only; non-test code may not '
+                                        f'include a testing/ header')
+                        continue
                     if target is None:
                         problems.append(f'{shown}:{number}: "{included}" is in no folder of the layer table')
                     elif target != own and target not in table[own]:

@@ -58,6 +58,17 @@ class CheckLayersTest(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn(os.path.join('src', 'base', 'clock.h') + ':3: base may not include "mid/mid.h"', out)
 
+    def test_testing_header_only_from_tests_and_testing_headers(self):
+        self.write('src/mid/testing/fake.h', '#pragma once\n#include "base/testing/ref.h"\n')
+        self.write('src/base/testing/ref.h', '#pragma once\n')
+        self.write('src/mid/mid_test.cc', '#include "mid/testing/fake.h"\n')
+        rc, out = self.run_check()
+        self.assertEqual(rc, 0, out)
+        self.write('src/top/part/prod.cc', '#include "top/part/part.h"\n#include "mid/testing/fake.h"\n')
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn(os.path.join('src', 'top', 'part', 'prod.cc') + ':2: "mid/testing/fake.h" is test-only', out)
+
     def test_upward_include_into_a_nested_folder_fails(self):
         self.write('src/mid/flag_user.h', '#pragma once\n#include "top/part/part.h"\n')
         rc, out = self.run_check()

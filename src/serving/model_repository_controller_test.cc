@@ -1,6 +1,7 @@
 // Unit tests of the repository controller (model control modes poll and explicit) over a real
 // directory tree with fake model files: the signature reader and the model factory are injected,
-// so "model.onnx" is a few bytes ("ok", "corrupt"), and the served versions run on a fake backend.
+// so "model.onnx" is a few bytes ("ok", "corrupt"), and the served versions run on fake backends
+// (serving/testing/fake_backend.h).
 // Polls are called directly (no controller thread, no sleeps); an unload's end is awaited through
 // the on_unloaded hook.
 #include "serving/model_repository_controller.h"
@@ -21,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "serving/model_loader.h"
+#include "serving/testing/fake_backend.h"
 #include "tokenizer/testing/small_bert_tokenizer.h"
 
 namespace tide::serving {
@@ -30,33 +32,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ResultOr = absl::StatusOr<InferenceResult>;
 constexpr absl::Duration kHang = absl::Seconds(30);  // generous bound for hangs only
-
-// Every batch answers 1.0; while `gate` is armed a batch waits for it (a request in flight).
-struct Gate {
-  std::atomic<bool> armed{false};
-  absl::Notification entered;
-  absl::Notification open;
-};
-
-class FakeBackend : public runtime::ModelBackend {
- public:
-  explicit FakeBackend(std::shared_ptr<Gate> gate) : gate_(std::move(gate)) { signature_.num_labels = 1; }
-  absl::Status Run(const runtime::TokenBatch& b, runtime::Logits* out) override {
-    if (gate_->armed.load()) {
-      if (!gate_->entered.HasBeenNotified()) gate_->entered.Notify();
-      gate_->open.WaitForNotificationWithTimeout(kHang);
-    }
-    out->batch = b.batch;
-    out->num_labels = 1;
-    out->values.assign(b.batch, 1.0f);
-    return absl::OkStatus();
-  }
-  const ModelSignature& signature() const override { return signature_; }
-
- private:
-  std::shared_ptr<Gate> gate_;
-  ModelSignature signature_;
-};
 
 std::string ReadFile(const fs::path& p) {
   std::ifstream in(p);
@@ -117,12 +92,7 @@ class ControllerTest : public ::testing::Test {
       loaded->signature.num_labels = 1;
       loaded->max_sequence_length = 16;
       loaded->token_input_limits.vocab_size = 10;
-      auto gate = gate_;
-      return ServedModel::Create(std::move(loaded),
-                                 [gate](const LoadedModel&, int) -> absl::StatusOr<std::unique_ptr<runtime::ModelBackend>> {
-                                   return std::unique_ptr<runtime::ModelBackend>(std::make_unique<FakeBackend>(gate));
-                                 },
-                                 options);
+      return ServedModel::Create(std::move(loaded), testing::Fake(gate_), options);
     };
     o.on_unloaded = [this](const std::string& name, int64_t version) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -180,7 +150,8 @@ class ControllerTest : public ::testing::Test {
   fs::path root_;
   std::unique_ptr<ModelManager> manager_;
   std::unique_ptr<ModelRepositoryController> controller_;
-  std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
+  // Every batch answers 1.0; while armed, a batch waits for `gate` (a request in flight).
+  std::shared_ptr<testing::BackendControl> gate_ = std::make_shared<testing::BackendControl>();
   std::mutex mu_;
   std::map<std::pair<std::string, int64_t>, int> loads_;
   std::map<std::string, int> max_batch_size_;
@@ -424,7 +395,7 @@ TEST_F(ControllerTest, ExplicitModeLoadsWhatItIsToldAndUnloadsAfterInFlightReque
   EXPECT_FALSE(manager_->Find("a").ok());  // new requests no longer find it
   EXPECT_EQ(State("a", 1), ModelState::kUnloading);
   EXPECT_FALSE(a_gone->HasBeenNotified());
-  gate_->open.Notify();
+  gate_->gate.Notify();
   ASSERT_TRUE(answered.WaitForNotificationWithTimeout(kHang));
   EXPECT_TRUE(result.ok()) << result.status();  // finished on the version it started on
   ASSERT_TRUE(a_gone->WaitForNotificationWithTimeout(kHang));

@@ -21,6 +21,7 @@
 #include "serving/rollout.h"
 #include "serving/rollout_state_file.h"
 #include "serving/testing/fake_backend.h"
+#include "wait_for.h"
 
 namespace tide::serving {
 namespace {
@@ -129,17 +130,14 @@ struct CoreHarness {
     ASSERT_TRUE(core->rollouts().Start("m", spec).ok());
     core->SyncShadowLanes();
     const int64_t scored = spec.mode == RolloutMode::kShadow ? spec.candidate : spec.stable;
-    for (int i = 0; i < 10000 && !core->ShadowLaneReady("m", scored); ++i) absl::SleepFor(absl::Milliseconds(1));
-    ASSERT_TRUE(core->ShadowLaneReady("m", scored));
+    ASSERT_TRUE(test_support::WaitFor([&] { return core->ShadowLaneReady("m", scored); }, absl::Seconds(10),
+                                      "the shadow lane to be ready"));
   }
   // Waits (bounded) until the rollout has compared `pairs` requests: the other version's answer
   // arrives on its instance thread after the live one.
-  bool WaitForPairs(int64_t pairs) {
-    for (int i = 0; i < 3000; ++i) {
-      if (core->rollouts().Get("m")->pairs >= pairs) return true;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return false;
+  ::testing::AssertionResult WaitForPairs(int64_t pairs) {
+    return test_support::WaitFor([&] { return core->rollouts().Get("m")->pairs >= pairs; }, absl::Seconds(10),
+                                 "the rollout to compare the pairs");
   }
   FakeClock clock;
   std::unique_ptr<ServingMetrics> metrics;
@@ -399,13 +397,13 @@ TEST(ServiceCoreRollout, AShadowBatchStoppedByLiveRowsIsCountedPreemptedNeverAsA
   auto m = *h.core->FindModel(*c1, "m");
   ASSERT_EQ(m->version(), 1);
   ASSERT_TRUE(h.Rerank(c1, m).ok());
-  for (int i = 0; i < 10000 && h.candidate_control->blocked_runs.load() == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(test_support::WaitFor([&] { return h.candidate_control->blocked_runs.load() > 0; }, absl::Seconds(10)));
   ASSERT_EQ(h.candidate_control->blocked_runs.load(), 1);
   // The next live request's rows stop the running shadow batch; its own shadow then runs.
   CallPtr c2 = h.Admit();
   ASSERT_TRUE(h.Rerank(c2, m).ok());
   auto* preempted = h.metrics->rollout_shadow->WithLabels({"m", "preempted"});
-  for (int i = 0; i < 10000 && preempted->Value() < 1; ++i) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(test_support::WaitFor([&] { return preempted->Value() >= 1; }, absl::Seconds(10)));
   EXPECT_EQ(preempted->Value(), 1);
   h.candidate_control->block_until_terminated = false;
   ASSERT_TRUE(h.WaitForPairs(1));

@@ -15,6 +15,7 @@
 #include "serving/inference_request.h"
 #include "serving/model_runner.h"
 #include "serving/scoring.h"
+#include "serving/testing/fake_backend.h"
 
 namespace tide::serving {
 namespace {
@@ -91,15 +92,17 @@ TEST(DeadlineTimer, FailsARunningRequestAtItsDeadline) {
   DeadlineTimer timer;
   absl::Notification done;
   absl::Status status;
+  std::chrono::steady_clock::time_point failed_at;
   auto request = std::make_shared<InferenceRequest>(1, 1, [&](ResultOr result) {
+    failed_at = std::chrono::steady_clock::now();
     status = result.status();
     done.Notify();
   });
-  const auto start = std::chrono::steady_clock::now();
-  timer.Schedule(start + std::chrono::milliseconds(30), request);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+  timer.Schedule(deadline, request);
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(30));
+  EXPECT_GE(failed_at, deadline) << "failed before its deadline";  // an order, not a duration
 }
 
 TEST(DeadlineTimer, AnsweredRequestsAreNotFailedLater) {
@@ -140,45 +143,27 @@ TEST(RerankScore, ActivationsOnTheLastLabel) {
               1e-6);
 }
 
-// A backend that returns, per row, the number of attended tokens and the sum of the ids; records
-// the shapes it was given (RunAlone's apart).
-class FakeBackend : public runtime::ModelBackend {
- public:
-  FakeBackend() { signature_.num_labels = 2; signature_.token_type_ids_name = "token_type_ids"; }
-  absl::Status Run(const runtime::TokenBatch& b, runtime::Logits* out) override {
-    shapes.push_back({b.batch, b.seq_len});
-    return Compute(b, out);
-  }
-  absl::Status RunAlone(const runtime::TokenBatch& b, runtime::Logits* out) override {
-    alone_shapes.push_back({b.batch, b.seq_len});
-    return Compute(b, out);
-  }
-  absl::Status Compute(const runtime::TokenBatch& b, runtime::Logits* out) {
-    if (fail) return fail_status;
-    if (poison_id >= 0 && std::find(b.input_ids.begin(), b.input_ids.end(), poison_id) != b.input_ids.end()) {
-      return absl::InvalidArgumentError("indices element out of data bounds");
-    }
-    out->batch = b.batch;
-    out->num_labels = 2;
-    out->values.assign(b.batch * 2, 0);
+// Fake backends (serving/testing/fake_backend.h) that answer, per row, [the number of attended
+// tokens, the sum of the ids] and take token_type_ids; the control records the shapes run (RunAlone's
+// apart).
+std::shared_ptr<testing::BackendControl> CountingBackends() {
+  auto c = std::make_shared<testing::BackendControl>();
+  c->signature.num_labels = 2;
+  c->signature.token_type_ids_name = "token_type_ids";
+  c->logits = [](const runtime::TokenBatch& b, runtime::Logits* out) {
     for (int64_t r = 0; r < b.batch; ++r) {
-      for (int64_t c = 0; c < b.seq_len; ++c) {
-        out->values[r * 2] += static_cast<float>(b.attention_mask[r * b.seq_len + c]);
-        out->values[r * 2 + 1] += static_cast<float>(b.input_ids[r * b.seq_len + c]);
+      for (int64_t col = 0; col < b.seq_len; ++col) {
+        out->values[r * 2] += static_cast<float>(b.attention_mask[r * b.seq_len + col]);
+        out->values[r * 2 + 1] += static_cast<float>(b.input_ids[r * b.seq_len + col]);
       }
     }
-    return absl::OkStatus();
-  }
-  const ModelSignature& signature() const override { return signature_; }
-  std::vector<std::pair<int64_t, int64_t>> shapes;
-  std::vector<std::pair<int64_t, int64_t>> alone_shapes;
-  bool fail = false;
-  absl::Status fail_status = absl::InternalError("engine failed");
-  int64_t poison_id = -1;  // >= 0: fail every batch holding this token id (like ONNX Runtime)
+  };
+  return c;
+}
 
- private:
-  ModelSignature signature_;
-};
+std::unique_ptr<runtime::ModelBackend> Backend(std::shared_ptr<testing::BackendControl> c) {
+  return std::make_unique<testing::FakeBackend>(std::move(c));
+}
 
 tokenizer::Encoding Row(std::vector<int64_t> ids) {
   tokenizer::Encoding e;
@@ -189,10 +174,9 @@ tokenizer::Encoding Row(std::vector<int64_t> ids) {
 }
 
 TEST(ModelRunner, PadsToTheBatchShapeAndCompletesEveryRow) {
-  auto backend = std::make_unique<FakeBackend>();
-  FakeBackend* fake = backend.get();
+  auto fake = CountingBackends();
   int observed = 0;
-  ModelRunner runner(std::move(backend), /*pad_id=*/7, 0,
+  ModelRunner runner(Backend(fake), /*pad_id=*/7, 0,
                      [&](const batching::Batch<RowTask>& b, Clock::duration, int) { observed += b.size(); });
   ResultOr got = absl::UnknownError("unset");
   auto request = std::make_shared<InferenceRequest>(2, 2, [&](ResultOr r) { got = std::move(r); });
@@ -203,8 +187,8 @@ TEST(ModelRunner, PadsToTheBatchShapeAndCompletesEveryRow) {
   batch.padded_sequence_length = 8;
   batch.padded_batch_size = 4;
   ASSERT_TRUE(runner.Run(batch).ok());
-  ASSERT_EQ(fake->shapes.size(), 1u);
-  EXPECT_EQ(fake->shapes[0], (std::pair<int64_t, int64_t>{4, 8}));
+  ASSERT_EQ(fake->shapes().size(), 1u);
+  EXPECT_EQ(fake->shapes()[0], (std::pair<int64_t, int64_t>{4, 8}));
   ASSERT_TRUE(got.ok()) << got.status();
   // Row 0: 3 attended tokens, ids 1+2+3 plus 5 pads of 7; row 1: 1 token, 4 + 7 pads of 7.
   EXPECT_EQ(got->logits, (std::vector<float>{3, 6 + 35, 1, 4 + 49}));
@@ -215,14 +199,12 @@ TEST(ModelRunner, PadsToTheBatchShapeAndCompletesEveryRow) {
 // A batch the batcher formed alone goes to the backend's RunAlone (its wider session), any other
 // to Run; warm-up runs RunAlone on the one-row shapes and the largest.
 TEST(ModelRunner, AloneBatchesRunOnTheBackendsWiderPath) {
-  auto backend = std::make_unique<FakeBackend>();
-  FakeBackend* fake = backend.get();
-  ModelRunner runner(std::move(backend), 0, 0, nullptr);
+  auto fake = CountingBackends();
+  ModelRunner runner(Backend(fake), 0, 0, nullptr);
   ASSERT_TRUE(runner.Warmup({{1, 16}, {2, 16}, {4, 32}, {1, 32}}).ok());
-  EXPECT_EQ(fake->alone_shapes, (std::vector<std::pair<int64_t, int64_t>>{{1, 16}, {4, 32}, {1, 32}}));
-  EXPECT_EQ(fake->shapes.size(), 4u);
-  fake->shapes.clear();
-  fake->alone_shapes.clear();
+  EXPECT_EQ(fake->alone_shapes(), (std::vector<std::pair<int64_t, int64_t>>{{1, 16}, {4, 32}, {1, 32}}));
+  EXPECT_EQ(fake->shapes().size(), 4u);
+  fake->ClearShapes();
   for (const bool alone : {true, false}) {
     auto request = std::make_shared<InferenceRequest>(1, 2, [](ResultOr) {});
     batching::Batch<RowTask> batch;
@@ -233,14 +215,14 @@ TEST(ModelRunner, AloneBatchesRunOnTheBackendsWiderPath) {
     batch.alone = alone;
     ASSERT_TRUE(runner.Run(batch).ok());
   }
-  EXPECT_EQ(fake->alone_shapes, (std::vector<std::pair<int64_t, int64_t>>{{1, 16}}));
-  EXPECT_EQ(fake->shapes, (std::vector<std::pair<int64_t, int64_t>>{{1, 16}}));
+  EXPECT_EQ(fake->alone_shapes(), (std::vector<std::pair<int64_t, int64_t>>{{1, 16}}));
+  EXPECT_EQ(fake->shapes(), (std::vector<std::pair<int64_t, int64_t>>{{1, 16}}));
 }
 
 TEST(ModelRunner, BackendErrorLeavesTasksForThePoolToFail) {
-  auto backend = std::make_unique<FakeBackend>();
-  backend->fail = true;
-  ModelRunner runner(std::move(backend), 0, 0, nullptr);
+  auto fake = CountingBackends();
+  fake->fail = true;
+  ModelRunner runner(Backend(fake), 0, 0, nullptr);
   auto request = std::make_shared<InferenceRequest>(1, 2, [](ResultOr) {});
   batching::Batch<RowTask> batch;
   batch.tasks.push_back(std::make_unique<RowTask>(request, 0, Row({1}), RowTask::Admission{}));
@@ -254,10 +236,10 @@ TEST(ModelRunner, BackendErrorLeavesTasksForThePoolToFail) {
 // Engine errors never reach clients: the runner answers a generic INTERNAL (500, "backend") naming
 // the model, even when the engine said INVALID_ARGUMENT (which would be a 400).
 TEST(ModelRunner, BackendErrorBecomesAGenericInternalErrorWithoutTheEngineText) {
-  auto backend = std::make_unique<FakeBackend>();
-  backend->fail = true;
-  backend->fail_status = absl::InvalidArgumentError("indices element out of data bounds, idx=2");
-  ModelRunner runner(std::move(backend), 0, 0, nullptr, "ranker", 3);
+  auto fake = CountingBackends();
+  fake->fail = true;
+  fake->failure = absl::InvalidArgumentError("indices element out of data bounds, idx=2");
+  ModelRunner runner(Backend(fake), 0, 0, nullptr, "ranker", 3);
   auto request = std::make_shared<InferenceRequest>(1, 2, [](ResultOr) {});
   batching::Batch<RowTask> batch;
   batch.tasks.push_back(std::make_unique<RowTask>(request, 0, Row({1}), RowTask::Admission{}));
@@ -298,12 +280,12 @@ TEST(ModelRunner, PoolIsolatesTheRequestWhoseRowFailsTheBatch) {
       ASSERT_TRUE((*batcher)->Submit(task).ok());
     }
   }
+  auto fake = CountingBackends();
+  fake->poison_token = 99;
   auto pool = batching::InstancePool<RowTask>::Create(
       {.instance_count = 1}, batcher->get(),
-      [](int instance) -> absl::StatusOr<std::unique_ptr<batching::BatchRunner<RowTask>>> {
-        auto backend = std::make_unique<FakeBackend>();
-        backend->poison_id = 99;
-        return std::make_unique<ModelRunner>(std::move(backend), 0, instance, nullptr, "m", 1);
+      [fake](int instance) -> absl::StatusOr<std::unique_ptr<batching::BatchRunner<RowTask>>> {
+        return std::make_unique<ModelRunner>(Backend(fake), 0, instance, nullptr, "m", 1);
       });
   ASSERT_TRUE(pool.ok()) << pool.status();
   (*pool)->Stop();
@@ -313,7 +295,7 @@ TEST(ModelRunner, PoolIsolatesTheRequestWhoseRowFailsTheBatch) {
       EXPECT_EQ(got[r].status().message(), "inference failed for model m version 1");
     } else {
       ASSERT_TRUE(got[r].ok()) << "request " << r << ": " << got[r].status();
-      // FakeBackend: [attended tokens, sum of ids (pads are 0)] per row.
+      // CountingBackends: [attended tokens, sum of ids (pads are 0)] per row.
       EXPECT_EQ(got[r]->logits, (std::vector<float>{1, 10.0f * r + 1, 1, 10.0f * r + 2})) << "request " << r;
     }
   }

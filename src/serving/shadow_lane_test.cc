@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "serving/live_preemption.h"
 #include "serving/testing/fake_backend.h"
+#include "wait_for.h"
 
 namespace tide::serving {
 namespace {
@@ -87,9 +88,8 @@ ShadowJob Job(Answer* answer, std::vector<std::string> docs = {"b", "c", "d"}) {
   return job;
 }
 
-bool WaitReady(const ShadowLane& lane) {
-  for (int i = 0; i < 10000 && !lane.ready(); ++i) absl::SleepFor(absl::Milliseconds(1));
-  return lane.ready();
+::testing::AssertionResult WaitReady(const ShadowLane& lane) {
+  return test_support::WaitFor([&] { return lane.ready(); }, absl::Seconds(10), "the shadow lane to be ready");
 }
 
 // The lane opens (and warms up) its own backend at nice 19, then scores under SCHED_IDLE; the
@@ -292,10 +292,8 @@ TEST(ShadowLane, ClosingAnswersQueuedJobsCancelledAndFinishesTheRunningOne) {
   ShadowLane* raw = lane.get();  // alive until the worker, held in the backend, is joined
   std::thread closer([&] { lane.reset(); });
   ShadowLane::Refusal r = ShadowLane::Refusal::kNone;
-  for (int i = 0; i < 10000 && r != ShadowLane::Refusal::kStopped; ++i) {
-    r = raw->Offer(Job(&probe));
-    if (r != ShadowLane::Refusal::kStopped) absl::SleepFor(absl::Milliseconds(1));
-  }
+  EXPECT_TRUE(test_support::WaitFor([&] { return (r = raw->Offer(Job(&probe))) == ShadowLane::Refusal::kStopped; },
+                                    absl::Seconds(10), "the closing lane to refuse offers as stopped"));
   ASSERT_EQ(r, ShadowLane::Refusal::kStopped);
   control->gate.Notify();
   closer.join();
@@ -363,9 +361,8 @@ TEST(LivePreemption, StopsOnlyTheAttachedRunAndNothingReachesATerminatorAfterIts
   EXPECT_EQ(late, 0);
 }
 
-bool WaitUntil(const std::function<bool()>& done) {
-  for (int i = 0; i < 10000 && !done(); ++i) absl::SleepFor(absl::Milliseconds(1));
-  return done();
+::testing::AssertionResult WaitUntil(const std::function<bool()>& done) {
+  return test_support::WaitFor(done, absl::Seconds(10));
 }
 
 // Live rows queued on the stable or on the candidate version stop the lane's running batch at

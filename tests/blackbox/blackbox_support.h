@@ -30,8 +30,12 @@
 #include "http_client.h"
 #include "nlohmann/json.hpp"
 #include "server_process.h"
+#include "wait_for.h"
 
 namespace tide::blackbox {
+
+// How a black-box test waits for a condition (tests/support/wait_for.h).
+using tide::test_support::WaitFor;
 
 std::filesystem::path SourceDir();
 std::filesystem::path BinaryDir();

@@ -54,11 +54,12 @@ std::vector<json> ReadLines(const fs::path& path) {
 // Polls until `path` holds at least `n` lines (the writer is asynchronous), up to 20 s.
 std::vector<json> WaitForLines(const fs::path& path, size_t n) {
   std::vector<json> lines;
-  for (int i = 0; i < 400; ++i) {
-    lines = ReadLines(path);
-    if (lines.size() >= n) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitFor(
+      [&] {
+        lines = ReadLines(path);
+        return lines.size() >= n;
+      },
+      std::chrono::seconds(20));
   return lines;
 }
 
@@ -203,13 +204,13 @@ TEST(ServeAccessLogTest, OneLinePerAnswerFromEveryEdgeByKeyNameAndReopenedOnSigh
   const size_t before_rotate = ReadLines(log).size();
   fs::rename(log, dir.path() / "access.log.1");
   ASSERT_TRUE((*server)->Signal(SIGHUP).ok());
-  bool reopened = false;
-  for (int i = 0; i < 200 && !reopened; ++i) {
-    client.Post("/rerank", body, with(auth, "req-after-" + std::to_string(i)));
-    reopened = fs::exists(log) && !ReadLines(log).empty();
-    if (!reopened) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(reopened) << "no new access.log after SIGHUP";
+  int after = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        client.Post("/rerank", body, with(auth, "req-after-" + std::to_string(after++)));
+        return fs::exists(log) && !ReadLines(log).empty();
+      },
+      std::chrono::seconds(10), "a new access.log after SIGHUP"));
   const std::vector<json> rotated = ReadLines(dir.path() / "access.log.1");
   EXPECT_GE(rotated.size(), before_rotate);  // the old file kept its lines (and got no new file's)
   const std::vector<json> fresh = ReadLines(log);

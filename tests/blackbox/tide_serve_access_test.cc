@@ -352,23 +352,21 @@ TEST(ServeAccessKeyFilesTest, KeyFilesAreReadAtStartAndOnSighupAndRolesStaySepar
   // Rotation: new files, SIGHUP; the old admin key stops working.
   write(admin, "admin-key-2\n");
   ASSERT_TRUE(server.Signal(SIGHUP).ok());
-  int got = 0;
-  for (int i = 0; i < 200 && got != 200; ++i) {
-    got = client.Get("/v2/models/m/rollout", Bearer("admin-key-2")).status;
-    if (got != 200) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_EQ(got, 200);
+  EXPECT_TRUE(WaitFor([&] { return client.Get("/v2/models/m/rollout", Bearer("admin-key-2")).status == 200; },
+                      std::chrono::seconds(10), "the new admin key to be accepted"));
   EXPECT_EQ(client.Get("/v2/models/m/rollout", Bearer("admin-key-1")).status, 401);
   EXPECT_EQ(client.Post("/rerank", rerank, Bearer("inference-key-1")).status, 200);
   // An empty file at SIGHUP is refused and the keys in force stay.
   write(admin, "\n");
   ASSERT_TRUE(server.Signal(SIGHUP).ok());
   std::string log;
-  for (int i = 0; i < 200 && log.find("keeping the current API keys") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    log = server.Stdout() + server.Stderr();
-  }
-  EXPECT_THAT(log, HasSubstr("keeping the current API keys"));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        log = server.Stdout() + server.Stderr();
+        return log.find("keeping the current API keys") != std::string::npos;
+      },
+      std::chrono::seconds(10), "tide to refuse the empty keys file"))
+      << log;
   EXPECT_EQ(client.Get("/v2/models/m/rollout", Bearer("admin-key-2")).status, 200);
 }
 

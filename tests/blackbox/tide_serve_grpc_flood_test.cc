@@ -129,11 +129,13 @@ TEST(ServeGrpcFloodTest, NewClientsAreServedWhileSilentConnectionsFloodTheGrpcPo
   // Every flood connection accepted: all but `cap` evicted (the HTTP edge answers meanwhile).
   const double expected_evictions = kFlood - cap;
   double evicted = 0;
-  for (int i = 0; i < 600 && evicted < expected_evictions; ++i) {
-    evicted = MetricSum(http.Get("/metrics").body, "tide_http_connection_limit_total",
-                        {R"(listener="grpc")", R"(action="evicted")"});
-    if (evicted < expected_evictions) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitFor(
+      [&] {
+        evicted = MetricSum(http.Get("/metrics").body, "tide_http_connection_limit_total",
+                            {R"(listener="grpc")", R"(action="evicted")"});
+        return evicted >= expected_evictions;
+      },
+      std::chrono::seconds(60));
   ASSERT_EQ(evicted, expected_evictions) << server.Diagnostics();
 
   // A new client, with the port full of silent connections: answered within 1 s.
@@ -211,11 +213,13 @@ TEST(ServeGrpcFloodTest, AConnectionWithACallInFlightIsNeverEvicted) {
   const int silent = SilentConnection(grpc_port);
   ASSERT_GE(silent, 0);
   double refused = 0;
-  for (int i = 0; i < 300 && refused < 1; ++i) {
-    refused = MetricSum(http.Get("/metrics").body, "tide_http_connection_limit_total",
-                        {R"(listener="grpc")", R"(action="refused")"});
-    if (refused < 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitFor(
+      [&] {
+        refused = MetricSum(http.Get("/metrics").body, "tide_http_connection_limit_total",
+                            {R"(listener="grpc")", R"(action="refused")"});
+        return refused >= 1;
+      },
+      std::chrono::seconds(30));
   EXPECT_EQ(refused, 1) << server.Diagnostics();
   EXPECT_EQ(MetricSum(http.Get("/metrics").body, "tide_http_connection_limit_total",
                       {R"(listener="grpc")", R"(action="evicted")"}),

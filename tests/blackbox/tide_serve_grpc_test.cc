@@ -716,13 +716,14 @@ TEST_F(ServeGrpcTest, DeadlineIsTidesDeadlineAndQueuedRowsAreDropped) {
     return MetricSum(m, "tide_requests_total", gateway) + MetricSum(m, "tide_requests_total", gone);
   };
   std::string last;
-  for (const auto end = Steady::now() + std::chrono::seconds(10); Steady::now() < end;) {
-    last = Metrics();
-    dropped = drops(last) - drops(before);
-    answered = answers(last) - answers(before);
-    if (dropped >= 2 && answered >= 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitFor(
+      [&] {
+        last = Metrics();
+        dropped = drops(last) - drops(before);
+        answered = answers(last) - answers(before);
+        return dropped >= 2 && answered >= 1;
+      },
+      std::chrono::seconds(10));
   EXPECT_EQ(dropped, 2) << "both rows dropped at the deadline";
   std::string infer_answers;  // for the failure message: what the infer answers were counted as
   for (const std::string& line : std::vector<std::string>(absl::StrSplit(last, '\n'))) {
@@ -741,17 +742,21 @@ TEST_F(ServeGrpcTest, CancelledCallHasItsRowsDroppedUnrun) {
   auto ctx = Ctx();
   grpc::ClientContext* raw = ctx.get();
   std::thread canceller([raw] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // received and queued, not yet run
+    // Received and queued (in the slow model's 400 ms batching window), not yet run.
+    WaitFor([] { return MetricSum(Metrics(), "tide_queue_tasks", {R"(model="slow")"}) >= 3; },
+            std::chrono::seconds(10));
     raw->TryCancel();
   });
   const grpc::Status s = kserve_->ModelInfer(ctx.get(), TextInfer("slow", "q", {"a", "b", "c"}), &r);
   canceller.join();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED);
   double dropped = before;
-  for (const auto end = Steady::now() + std::chrono::seconds(10); dropped < before + 3 && Steady::now() < end;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    dropped = MetricSum(Metrics(), "tide_dropped_tasks_total", cancelled);
-  }
+  WaitFor(
+      [&] {
+        dropped = MetricSum(Metrics(), "tide_dropped_tasks_total", cancelled);
+        return dropped >= before + 3;
+      },
+      std::chrono::seconds(10));
   EXPECT_EQ(dropped, before + 3) << "the rows of a cancelled call are dropped unrun";
 }
 
@@ -816,9 +821,21 @@ TEST(ServeGrpcDrainTest, SigtermDrainsGrpcWithHttp) {
     inference::ModelInferResponse r;
     in_flight = kserve->ModelInfer(&ctx, TextInfer("slow", "q", {"d"}), &r);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // queued in the 400 ms window
+  {
+    // The call is queued (in the slow model's 400 ms batching window) before the signal.
+    tide::testing::HttpClient http((*server)->host(), (*server)->port(), std::chrono::milliseconds(5000));
+    EXPECT_TRUE(WaitFor([&] { return MetricSum(http.Get("/metrics").body, "tide_queue_tasks", {R"(model="slow")"}) >= 1; },
+                        std::chrono::seconds(10), "the call to be queued"));
+  }
   EXPECT_TRUE((*server)->Signal(SIGTERM).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The signal is handled asynchronously: readiness turns NOT_SERVING.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        grpc::ClientContext hctx;
+        grpc::health::v1::HealthCheckResponse hr;
+        return health->Check(&hctx, {}, &hr).ok() && hr.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING;
+      },
+      std::chrono::seconds(10), "readiness to turn NOT_SERVING"));
   {
     // During the grace period: health NOT_SERVING, a new call UNAVAILABLE with its retry hint.
     auto health = grpc::health::v1::Health::NewStub(channel);

@@ -43,13 +43,8 @@ const std::string kInferBody = R"({"inputs": [
     {"name": "text", "shape": [2], "datatype": "BYTES", "data": ["what is a panda?", "what is a bear?"]},
     {"name": "text_pair", "shape": [2], "datatype": "BYTES", "data": ["a bear", "a city"]}]})";
 
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = kApplyTimeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return done();
+::testing::AssertionResult WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = kApplyTimeout) {
+  return tide::test_support::WaitFor(done, timeout);
 }
 
 // The entry (name, version) of a repository index, or null.

@@ -65,13 +65,9 @@ std::vector<int> Order(const json& body) {
   return out;
 }
 
-bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
+::testing::AssertionResult WaitFor(const std::function<bool()>& done,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  return tide::test_support::WaitFor(done, timeout);
 }
 
 // Versions 1 and 2 of m (tiny-bert, the same weights) and 3 (exported with another seed).

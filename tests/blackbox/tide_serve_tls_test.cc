@@ -164,13 +164,9 @@ class ServeTlsTest : public ::testing::Test {
   static std::string Log(const ServerProcess& process) { return process.Stdout() + process.Stderr(); }
 
   // Waits until the server's log contains `text` (a SIGHUP is handled asynchronously).
-  static bool WaitForLog(const ServerProcess& process, const std::string& text) {
-    const auto deadline = Steady::now() + std::chrono::seconds(20);
-    while (Steady::now() < deadline) {
-      if (Log(process).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+  static ::testing::AssertionResult WaitForLog(const ServerProcess& process, const std::string& text) {
+    return WaitFor([&] { return Log(process).find(text) != std::string::npos; }, std::chrono::seconds(20),
+                   "the log line \"" + text + "\"");
   }
 
   static inline TempDir* dir_ = nullptr;
@@ -395,11 +391,8 @@ TEST_F(ServeTlsTest, SighupReloadsTheCertificateWithoutDroppingConnections) {
 #ifdef TIDE_HAVE_GRPC
   // gRPC's provider picks the copy up within a second or two: poll new connections.
   std::string grpc_cn;
-  for (const auto deadline = Steady::now() + std::chrono::seconds(20); Steady::now() < deadline;) {
-    grpc_cn = GrpcPeerCommonName(tls_->grpc_port, *pki_);
-    if (grpc_cn == "tide renewed") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitFor([&] { return (grpc_cn = GrpcPeerCommonName(tls_->grpc_port, *pki_)) == "tide renewed"; },
+          std::chrono::seconds(20));
   EXPECT_EQ(grpc_cn, "tide renewed");
 #endif
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "http_client.h"
+#include "wait_for.h"
 
 extern char** environ;
 
@@ -205,15 +206,10 @@ absl::Status ServerProcess::Signal(int signal) {
 }
 
 absl::StatusOr<int> ServerProcess::WaitExit(std::chrono::milliseconds timeout) {
-  // waitpid has no timeout; poll with a short period (this waits on another process, not on a
-  // condition inside the test).
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!Reap(/*block=*/false)) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("server process ", pid_, " still running after ",
-                                                      timeout.count(), " ms"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // waitpid has no timeout: poll it.
+  if (!test_support::WaitFor([this] { return Reap(/*block=*/false); }, timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat("server process ", pid_, " still running after ",
+                                                    timeout.count(), " ms"));
   }
   return exit_code_;
 }
@@ -230,26 +226,33 @@ absl::StatusOr<int> ServerProcess::Stop() {
 }
 
 absl::Status ServerProcess::WaitReady(std::string_view path, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string last;
-  for (;;) {
-    if (!IsRunning()) {
-      return absl::UnavailableError(absl::StrCat("server exited (code ", exit_code_, ") while waiting for ",
-                                                 std::string(path), "\n", Diagnostics()));
-    }
-    HttpClient client(host_, port_, std::chrono::milliseconds(2000));
-    if (options_.tls.has_value()) {
-      if (absl::Status s = client.UseTls(*options_.tls); !s.ok()) return s;
-    }
-    const ClientResponse response = client.Get(path);
-    if (response.status == 200) return absl::OkStatus();
-    last = response.status == 0 ? response.error : absl::StrCat(response.status, " ", response.body);
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(std::string(path), " not ready after ", timeout.count(),
-                                                      " ms; last answer: ", last, "\n", Diagnostics()));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  absl::Status result;
+  const bool answered = test_support::WaitFor(
+      [&] {
+        if (!IsRunning()) {
+          result = absl::UnavailableError(absl::StrCat("server exited (code ", exit_code_, ") while waiting for ",
+                                                       std::string(path), "\n", Diagnostics()));
+          return true;
+        }
+        HttpClient client(host_, port_, std::chrono::milliseconds(2000));
+        if (options_.tls.has_value()) {
+          if (absl::Status s = client.UseTls(*options_.tls); !s.ok()) {
+            result = s;
+            return true;
+          }
+        }
+        const ClientResponse response = client.Get(path);
+        if (response.status == 200) return true;
+        last = response.status == 0 ? response.error : absl::StrCat(response.status, " ", response.body);
+        return false;
+      },
+      timeout);
+  if (!answered) {
+    return absl::DeadlineExceededError(absl::StrCat(std::string(path), " not ready after ", timeout.count(),
+                                                    " ms; last answer: ", last, "\n", Diagnostics()));
   }
+  return result;
 }
 
 std::string ServerProcess::Stdout() const {

@@ -1,6 +1,11 @@
 #include "server_process.h"
 
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -77,17 +82,25 @@ TEST(ServerProcessTest, ProcessExitingBeforeListeningIsUnavailableWithStderr) {
 }
 
 TEST(ServerProcessTest, SilentProcessTimesOutAndIsKilled) {
+  // A child that writes its pid, then sleeps 30 s without a word.
+  const std::string pid_file =
+      (std::filesystem::temp_directory_path() / ("tide_silent_" + std::to_string(getpid()) + ".pid")).string();
+  std::filesystem::remove(pid_file);
   ServerProcessOptions options;
-  options.binary = "/bin/sleep";
-  options.args = {"30"};
+  options.binary = "/bin/sh";
+  options.args = {"-c", "echo $$ > '" + pid_file + "'; exec sleep 30"};
   options.append_port_zero = false;
-  options.startup_timeout = std::chrono::milliseconds(200);
-  const auto started = std::chrono::steady_clock::now();
+  options.startup_timeout = std::chrono::milliseconds(1000);
   auto server = ServerProcess::Start(options);
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kDeadlineExceeded);
-  // Stop() reaped the child on destruction: sleep 30 did not run to its end.
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(25));
+  // Start killed and reaped the child: its pid names no process (not even a zombie) any more.
+  std::ifstream in(pid_file);
+  pid_t pid = 0;
+  ASSERT_TRUE(in >> pid) << "the child did not write " << pid_file << " before the startup timeout";
+  std::filesystem::remove(pid_file);
+  EXPECT_EQ(kill(pid, 0), -1) << "process " << pid << " is still there";
+  EXPECT_EQ(errno, ESRCH);
 }
 
 TEST(ServerProcessTest, MissingBinaryIsNotFound) {
