@@ -821,59 +821,6 @@ TEST(ServeConnectedSocketTest, RejectsBadOptionsAndClosesTheDescriptor) {
   ::close(fds[0]);
 }
 
-TEST(JsonErrorTest, EscapesMessage) {
-  const Response response = JsonError(400, "bad \"quote\"\n");
-  EXPECT_EQ(response.status, 400);
-  EXPECT_EQ(response.body, R"({"error":"bad \"quote\"\n","error_type":"validation"})");
-}
-
-// Every status the HTTP layer answers by itself, with the kind it answers it as: the status and the
-// error_type are that kind's row of the one table, whether the response is made from the kind or
-// from the bare status.
-TEST(JsonErrorTest, EveryStatusTheHttpLayerEmitsHasTheErrorTypeOfItsKind) {
-  const std::pair<int, ErrorKind> emitted[] = {
-      {400, ErrorKind::kMalformedRequest},  // malformed HTTP, framing, Host
-      {404, ErrorKind::kNotFound},          // no route
-      {405, ErrorKind::kMethodNotAllowed},  // wrong method for a known path
-      {408, ErrorKind::kRequestTimeout},    // slow sender
-      {413, ErrorKind::kPayloadTooLarge},   // body over max_body_bytes
-      {431, ErrorKind::kHeadersTooLarge},   // headers over max_header_bytes
-      {500, ErrorKind::kInternal},          // a dropped Responder, an invalid handler status
-      {501, ErrorKind::kUnimplemented},     // unsupported transfer coding
-      {503, ErrorKind::kUnavailable},       // connection cap
-  };
-  for (const auto& [status, kind] : emitted) {
-    SCOPED_TRACE(status);
-    EXPECT_EQ(Info(kind).http_status, status);
-    EXPECT_EQ(ErrorTypeForStatus(status), Info(kind).error_type);
-    const Response by_kind = JsonError(kind, "x");
-    EXPECT_EQ(by_kind.status, status);
-    EXPECT_EQ(nlohmann::json::parse(by_kind.body)["error_type"], Info(kind).error_type);
-    EXPECT_EQ(by_kind.body, JsonError(status, "x").body);
-  }
-  // And every kind's status maps back to an error_type the kinds sharing that status agree on,
-  // except kEmpty: TEI answers an empty batch 400 with its own error_type "empty", which only the
-  // routes make (with the kind); a bare 400 from the HTTP layer stays "validation".
-  for (const ErrorKindInfo& info : kErrorKinds) {
-    if (info.kind == ErrorKind::kEmpty) continue;
-    EXPECT_EQ(ErrorTypeForStatus(info.http_status), info.error_type) << info.name;
-  }
-  EXPECT_EQ(ErrorTypeForStatus(400), "validation");
-  // Statuses no kind uses: 4xx validation, 5xx backend.
-  EXPECT_EQ(ErrorTypeForStatus(418), "validation");
-  EXPECT_EQ(ErrorTypeForStatus(502), "backend");
-}
-
-TEST(JsonErrorTest, CarriesTheErrorTypeOfItsStatusAndABoundedMessage) {
-  EXPECT_EQ(nlohmann::json::parse(JsonError(404, "x").body)["error_type"], "not_found");
-  EXPECT_EQ(nlohmann::json::parse(JsonError(408, "x").body)["error_type"], "timeout");
-  EXPECT_EQ(nlohmann::json::parse(JsonError(501, "x").body)["error_type"], "unimplemented");
-  EXPECT_EQ(nlohmann::json::parse(JsonError(500, "x").body)["error_type"], "backend");
-  const Response big = JsonError(400, std::string(100 * 1024, 'a'));
-  EXPECT_LT(big.body.size(), 1200u);
-  EXPECT_THAT(big.body, HasSubstr("...(truncated)"));
-}
-
 // ---- Request validation: framing (RFC 9112 §6), Host (§3.2), absolute-form (§3.2.2) -------------
 
 // Serves `input` on one connection with a handler that records every request it is given.
