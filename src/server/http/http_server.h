@@ -12,8 +12,9 @@
 //    up to kMaxPipelinedRequests requests in flight, after which reading pauses), HTTP/1.0,
 //    `Connection: close`, `Expect: 100-continue`, chunked request bodies.
 //  - The server answers some requests itself, with a JSON body {"error": "...", "error_type": "..."}
-//    (ServerErrorResponse, error_response.h) and then closes the connection: 400 malformed HTTP, 408 header or body read
-//    timeout, 413 body larger than max_body_bytes, 431 header larger than max_header_bytes.
+//    (ServerErrorResponse, error_response.h) and then closes the connection: 400 malformed HTTP,
+//    408 header or body read timeout, 413 body larger than max_body_bytes, 431 header larger than
+//    max_header_bytes.
 //  - Request framing is checked when the headers are in, before any body byte is read, so that a
 //    body can never be taken for the next request (RFC 9112 §6.1, §6.3): a Transfer-Encoding
 //    whose final coding is not `chunked` (or any Transfer-Encoding on HTTP/1.0) -> 400; a
@@ -59,10 +60,11 @@
 //
 // Implementation details follow: one io_context, `io_threads` threads, one strand per connection;
 // no thread is created per request. The server's parts, each with its own header and tests:
-// request and response values (http_message.h), request-head validation (request_head.h),
-// response framing (response_serializer.h), its own error answers (error_response.h), connection
-// policy: deadlines, limits, eviction ranking (connection_policy.h), the connection state machine
-// driving Beast (http_connection.h), the accept loop (accept_loop.h); this file is the facade.
+// request and response values (http_message.h), the handler interface (handler.h), request-head
+// validation (request_head.h), response framing (response_serializer.h), its own error answers
+// (error_response.h), connection policy: deadlines, limits, eviction ranking
+// (connection_policy.h), the connection state machine driving Beast (http_connection.h), the
+// accept loop (accept_loop.h); this header is the facade.
 #pragma once
 
 #include <chrono>
@@ -75,11 +77,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/error.h"
 #include "server/http/error_response.h"
+#include "server/http/handler.h"
 #include "server/http/http_message.h"
 
 namespace tide::tls {
@@ -87,47 +88,6 @@ class ServerTlsContext;
 }
 
 namespace tide::http {
-
-namespace internal {
-// Where a Responder delivers its response. Implemented by the server's connections and by
-// Responder::FromCallback.
-class ResponseSink {
- public:
-  virtual ~ResponseSink() = default;
-  virtual void Complete(uint64_t request_id, Response response) = 0;
-};
-}  // namespace internal
-
-// Move-only, call-once completion of one request. Safe to call from any thread.
-class Responder {
- public:
-  Responder() = default;
-  Responder(std::shared_ptr<internal::ResponseSink> sink, uint64_t request_id)
-      : sink_(std::move(sink)), request_id_(request_id) {}
-  Responder(Responder&& other) noexcept = default;
-  Responder& operator=(Responder&& other) noexcept;
-  Responder(const Responder&) = delete;
-  Responder& operator=(const Responder&) = delete;
-  ~Responder();
-
-  // Delivers the response. Calling an empty (moved-from or already used) Responder does nothing.
-  void operator()(Response response) &&;
-  explicit operator bool() const { return sink_ != nullptr; }
-
-  // A Responder that hands the response to `callback` (for tests and in-process callers). If it is
-  // destroyed uncalled, `callback` receives the 500 "request dropped" response.
-  static Responder FromCallback(absl::AnyInvocable<void(Response)> callback);
-
- private:
-  std::shared_ptr<internal::ResponseSink> sink_;
-  uint64_t request_id_ = 0;
-};
-
-class Handler {
- public:
-  virtual ~Handler() = default;
-  virtual void Handle(Request request, Responder respond) = 0;
-};
 
 // What the server did at max_connections (HttpServerOptions::on_connection_limit).
 enum class ConnectionLimitAction { kEvicted, kRefused };
