@@ -12,8 +12,9 @@
 //    up to kMaxPipelinedRequests requests in flight, after which reading pauses), HTTP/1.0,
 //    `Connection: close`, `Expect: 100-continue`, chunked request bodies.
 //  - The server answers some requests itself, with a JSON body {"error": "...", "error_type": "..."}
-//    (JsonError) and then closes the connection: 400 malformed HTTP, 408 header or body read
-//    timeout, 413 body larger than max_body_bytes, 431 header larger than max_header_bytes.
+//    (ServerErrorResponse, error_response.h) and then closes the connection: 400 malformed HTTP,
+//    408 header or body read timeout, 413 body larger than max_body_bytes, 431 header larger than
+//    max_header_bytes.
 //  - Request framing is checked when the headers are in, before any body byte is read, so that a
 //    body can never be taken for the next request (RFC 9112 §6.1, §6.3): a Transfer-Encoding
 //    whose final coding is not `chunked` (or any Transfer-Encoding on HTTP/1.0) -> 400; a
@@ -57,8 +58,13 @@
 //  - Thread safety: Start/StopAccepting/Stop/WaitIdle are called from one controlling thread;
 //    port() and the counters from any thread. Stop() blocks until the I/O threads exit.
 //
-// Implementation details follow in http_server.cc: one io_context, `io_threads` threads, one strand
-// per connection; no thread is created per request.
+// Implementation details follow: one io_context, `io_threads` threads, one strand per connection;
+// no thread is created per request. The server's parts, each with its own header and tests:
+// request and response values (http_message.h), the handler interface (handler.h), request-head
+// validation (request_head.h), response framing (response_serializer.h), its own error answers
+// (error_response.h), connection policy: deadlines, limits, eviction ranking
+// (connection_policy.h), the connection state machine driving Beast (http_connection.h), the
+// accept loop (accept_loop.h); this header is the facade.
 #pragma once
 
 #include <chrono>
@@ -71,98 +77,17 @@
 #include <utility>
 #include <vector>
 
-#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/cancellation_flag.h"
-#include "common/error.h"
+#include "server/http/error_response.h"
+#include "server/http/handler.h"
+#include "server/http/http_message.h"
 
 namespace tide::tls {
 class ServerTlsContext;
 }
 
 namespace tide::http {
-
-struct Request {
-  std::string method;                 // "GET", "POST", ... as sent
-  std::string target;                 // origin-form request-target: "/v1/rerank?x=1" (an
-                                      // absolute-form target reduced to its path and query)
-  std::string path;                   // target before '?', not percent-decoded
-  std::string query;                  // target after '?', without it; "" if none
-  int version = 11;                   // 10 for HTTP/1.0, 11 for HTTP/1.1
-  std::vector<std::pair<std::string, std::string>> headers;  // in arrival order
-  std::string body;                   // de-chunked
-  std::shared_ptr<CancellationFlag> client_gone;  // never null when built by the server
-  std::chrono::steady_clock::time_point received_at;  // first byte of the request arrived
-  std::string remote_address;         // "ip:port"
-
-  // First value of the header `name` (case-insensitive), or "" when absent.
-  std::string_view header(std::string_view name) const;
-};
-
-struct Response {
-  int status = 200;
-  std::string content_type = "application/json";  // empty: no Content-Type header
-  // Extra headers. Control characters (CR, LF, NUL, ...) are dropped from values and from
-  // content_type; a header whose name is not an RFC 9110 token is not sent.
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
-};
-
-// A JSON error response {"error": message, "error_type": ErrorTypeForStatus(status)} with
-// `status`. A message longer than kMaxErrorMessageBytes (common/error_echo.h) is cut there.
-Response JsonError(int status, std::string_view message);
-// The same with the HTTP status and error_type of `kind` (tide::kErrorKinds, common/error.h).
-// The HTTP layer's own errors use this one.
-Response JsonError(ErrorKind kind, std::string_view message);
-
-// The error_type of an error answered with HTTP `status`, from the one table (tide::kErrorKinds):
-// the error_type of the first kind answered with `status` (so 400, 405, 413, 422, 431
-// "validation", 401 "unauthorized", 403 "forbidden", 404 "not_found", 408 and 504 "timeout",
-// 429 "overloaded", 499 "cancelled", 501 "unimplemented", 503 "unhealthy", 500 "backend");
-// a status no kind uses: other 4xx "validation", anything else "backend".
-std::string_view ErrorTypeForStatus(int status);
-
-namespace internal {
-// Where a Responder delivers its response. Implemented by the server's connections and by
-// Responder::FromCallback.
-class ResponseSink {
- public:
-  virtual ~ResponseSink() = default;
-  virtual void Complete(uint64_t request_id, Response response) = 0;
-};
-}  // namespace internal
-
-// Move-only, call-once completion of one request. Safe to call from any thread.
-class Responder {
- public:
-  Responder() = default;
-  Responder(std::shared_ptr<internal::ResponseSink> sink, uint64_t request_id)
-      : sink_(std::move(sink)), request_id_(request_id) {}
-  Responder(Responder&& other) noexcept = default;
-  Responder& operator=(Responder&& other) noexcept;
-  Responder(const Responder&) = delete;
-  Responder& operator=(const Responder&) = delete;
-  ~Responder();
-
-  // Delivers the response. Calling an empty (moved-from or already used) Responder does nothing.
-  void operator()(Response response) &&;
-  explicit operator bool() const { return sink_ != nullptr; }
-
-  // A Responder that hands the response to `callback` (for tests and in-process callers). If it is
-  // destroyed uncalled, `callback` receives the 500 "request dropped" response.
-  static Responder FromCallback(absl::AnyInvocable<void(Response)> callback);
-
- private:
-  std::shared_ptr<internal::ResponseSink> sink_;
-  uint64_t request_id_ = 0;
-};
-
-class Handler {
- public:
-  virtual ~Handler() = default;
-  virtual void Handle(Request request, Responder respond) = 0;
-};
 
 // What the server did at max_connections (HttpServerOptions::on_connection_limit).
 enum class ConnectionLimitAction { kEvicted, kRefused };
