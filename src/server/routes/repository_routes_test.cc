@@ -22,12 +22,18 @@ class RepositoryRoutesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     manager_ = serving::ModelManager::CreateEmpty();
-    serving::ModelRepositoryControllerOptions o;  // mode none: index only
+    // Mode none, never started: an empty index, and Load / Unload refused for the mode. Nothing is
+    // loaded, so the factory and the signature reader (always injected) are never called.
+    serving::ModelRepositoryControllerOptions o;
     o.run_thread = false;
+    o.factory = [](const config::RepositoryModel&, const config::ModelVersion&, const serving::ServedModelOptions&)
+        -> absl::StatusOr<std::unique_ptr<serving::ServedModel>> { return absl::InternalError("not called"); };
+    o.repository_options.read_signature = [](const std::filesystem::path&) -> absl::StatusOr<ModelSignature> {
+      return absl::InternalError("not called");
+    };
     auto c = serving::ModelRepositoryController::Create(manager_.get(), o);
     ASSERT_TRUE(c.ok()) << c.status();
     controller_ = *std::move(c);
-    ASSERT_TRUE(controller_->Start().ok());
     routes_ = std::make_unique<RepositoryRoutes>(controller_.get(), RepositoryRoutesOptions{});
   }
 
