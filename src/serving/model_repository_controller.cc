@@ -258,7 +258,7 @@ absl::StatusOr<std::vector<std::string>> ModelRepositoryController::ListModels()
     std::error_code dir_ec;
     if (IsModelName(name) && it->is_directory(dir_ec)) names.push_back(name);
   }
-  if (ec) return absl::InternalError(absl::StrCat(options_.repository.string(), ": cannot list: ", ec.message()));
+  if (ec) return errors::Internal(absl::StrCat(options_.repository.string(), ": cannot list: ", ec.message()));
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -301,7 +301,7 @@ absl::Status ModelRepositoryController::CheckExplicit(std::string_view operation
 
 absl::Status ModelRepositoryController::Poll() {
   if (options_.mode != ModelControlMode::kPoll) {
-    return absl::FailedPreconditionError("Poll: the controller is not in poll mode");
+    return errors::InvalidInput("Poll: the controller is not in poll mode");
   }
   absl::MutexLock lock(&op_mu_);
   auto names = ListModels();

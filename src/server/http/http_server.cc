@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "server/http/content_encoding.h"
+#include "server/http/error_response.h"
 
 #include <atomic>
 #include <deque>
@@ -262,36 +263,6 @@ std::string_view Request::header(std::string_view name) const {
     if (AsciiEqualsIgnoreCase(key, name)) return value;
   }
   return {};
-}
-
-std::string_view ErrorTypeForStatus(int status) {
-  // The first kind answered with `status` (500: kBackend, whose error_type kInternal shares).
-  for (const ErrorKindInfo& info : kErrorKinds) {
-    if (info.http_status == status) return info.error_type;
-  }
-  return status >= 400 && status < 500 ? Info(ErrorKind::kMalformedRequest).error_type
-                                       : Info(ErrorKind::kInternal).error_type;
-}
-
-namespace {
-Response JsonErrorOfType(int status, std::string_view error_type, std::string_view message) {
-  Response response;
-  response.status = status;
-  nlohmann::json body = nlohmann::json::object();
-  body["error"] = EchoForError(message, kMaxErrorMessageBytes);
-  body["error_type"] = std::string(error_type);
-  response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return response;
-}
-}  // namespace
-
-// The kind's own error_type (kEmpty shares 400 with kMalformedRequest but not its error_type).
-Response JsonError(ErrorKind kind, std::string_view message) {
-  return JsonErrorOfType(Info(kind).http_status, Info(kind).error_type, message);
-}
-
-Response JsonError(int status, std::string_view message) {
-  return JsonErrorOfType(status, ErrorTypeForStatus(status), message);
 }
 
 Responder& Responder::operator=(Responder&& other) noexcept {
@@ -748,7 +719,7 @@ class Connection final : public internal::ResponseSink, public std::enable_share
       }
       try {
         if (!decoded.ok()) {
-          std::move(responder)(JsonError(KindOf(decoded), std::string_view(decoded.message().data(), decoded.message().size())));
+          std::move(responder)(ErrorResponse(decoded));
         } else {
           core_->handler->Handle(std::move(request), std::move(responder));
         }
@@ -963,8 +934,7 @@ bool ChooseEvictionVictim(HttpServer::Core& core, std::shared_ptr<Connection>* v
 // an answer: a plaintext 503 means nothing to a client that is about to start a handshake.
 void RefuseConnection(tcp::socket& socket, bool tls) {
   static const std::string* const kRefused = [] {
-    Response response = JsonError(ErrorKind::kUnavailable, "server at connection limit: every connection has a request in flight");
-    response.headers.emplace_back("Retry-After", "1");
+    const Response response = JsonError(ErrorKind::kUnavailable, "server at connection limit: every connection has a request in flight");
     return new std::string(Serialize(response, 11, /*keep_alive=*/false, /*head_request=*/false));
   }();
   if (!tls) (void)::send(socket.native_handle(), kRefused->data(), kRefused->size(), MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -12,7 +12,7 @@
 //    up to kMaxPipelinedRequests requests in flight, after which reading pauses), HTTP/1.0,
 //    `Connection: close`, `Expect: 100-continue`, chunked request bodies.
 //  - The server answers some requests itself, with a JSON body {"error": "...", "error_type": "..."}
-//    (JsonError) and then closes the connection: 400 malformed HTTP, 408 header or body read
+//    (JsonError, server/http/error_response.h) and then closes the connection: 400 malformed HTTP, 408 header or body read
 //    timeout, 413 body larger than max_body_bytes, 431 header larger than max_header_bytes.
 //  - Request framing is checked when the headers are in, before any body byte is read, so that a
 //    body can never be taken for the next request (RFC 9112 §6.1, §6.3): a Transfer-Encoding
@@ -108,20 +108,6 @@ struct Response {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
 };
-
-// A JSON error response {"error": message, "error_type": ErrorTypeForStatus(status)} with
-// `status`. A message longer than kMaxErrorMessageBytes (common/error_echo.h) is cut there.
-Response JsonError(int status, std::string_view message);
-// The same with the HTTP status and error_type of `kind` (tide::kErrorKinds, common/error.h).
-// The HTTP layer's own errors use this one.
-Response JsonError(ErrorKind kind, std::string_view message);
-
-// The error_type of an error answered with HTTP `status`, from the one table (tide::kErrorKinds):
-// the error_type of the first kind answered with `status` (so 400, 405, 413, 422, 431
-// "validation", 401 "unauthorized", 403 "forbidden", 404 "not_found", 408 and 504 "timeout",
-// 429 "overloaded", 499 "cancelled", 501 "unimplemented", 503 "unhealthy", 500 "backend");
-// a status no kind uses: other 4xx "validation", anything else "backend".
-std::string_view ErrorTypeForStatus(int status);
 
 namespace internal {
 // Where a Responder delivers its response. Implemented by the server's connections and by

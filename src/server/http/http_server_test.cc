@@ -1,4 +1,5 @@
 #include "server/http/http_server.h"
+#include "server/http/error_response.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -802,7 +803,7 @@ TEST(ServeConnectedSocketTest, WaitsForAResponderCalledFromAnotherThread) {
     auto shared = std::make_shared<Responder>(std::move(respond));
     worker.Post([shared] {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      std::move(*shared)(JsonError(503, "later"));
+      std::move(*shared)(JsonError(ErrorKind::kUnavailable, "later"));
     });
   });
   const std::string out = ServeBytes(HttpServerOptions(), &handler, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -819,59 +820,6 @@ TEST(ServeConnectedSocketTest, RejectsBadOptionsAndClosesTheDescriptor) {
   char byte;
   EXPECT_EQ(::read(fds[0], &byte, 1), 0);  // the server end was closed: EOF
   ::close(fds[0]);
-}
-
-TEST(JsonErrorTest, EscapesMessage) {
-  const Response response = JsonError(400, "bad \"quote\"\n");
-  EXPECT_EQ(response.status, 400);
-  EXPECT_EQ(response.body, R"({"error":"bad \"quote\"\n","error_type":"validation"})");
-}
-
-// Every status the HTTP layer answers by itself, with the kind it answers it as: the status and the
-// error_type are that kind's row of the one table, whether the response is made from the kind or
-// from the bare status.
-TEST(JsonErrorTest, EveryStatusTheHttpLayerEmitsHasTheErrorTypeOfItsKind) {
-  const std::pair<int, ErrorKind> emitted[] = {
-      {400, ErrorKind::kMalformedRequest},  // malformed HTTP, framing, Host
-      {404, ErrorKind::kNotFound},          // no route
-      {405, ErrorKind::kMethodNotAllowed},  // wrong method for a known path
-      {408, ErrorKind::kRequestTimeout},    // slow sender
-      {413, ErrorKind::kPayloadTooLarge},   // body over max_body_bytes
-      {431, ErrorKind::kHeadersTooLarge},   // headers over max_header_bytes
-      {500, ErrorKind::kInternal},          // a dropped Responder, an invalid handler status
-      {501, ErrorKind::kUnimplemented},     // unsupported transfer coding
-      {503, ErrorKind::kUnavailable},       // connection cap
-  };
-  for (const auto& [status, kind] : emitted) {
-    SCOPED_TRACE(status);
-    EXPECT_EQ(Info(kind).http_status, status);
-    EXPECT_EQ(ErrorTypeForStatus(status), Info(kind).error_type);
-    const Response by_kind = JsonError(kind, "x");
-    EXPECT_EQ(by_kind.status, status);
-    EXPECT_EQ(nlohmann::json::parse(by_kind.body)["error_type"], Info(kind).error_type);
-    EXPECT_EQ(by_kind.body, JsonError(status, "x").body);
-  }
-  // And every kind's status maps back to an error_type the kinds sharing that status agree on,
-  // except kEmpty: TEI answers an empty batch 400 with its own error_type "empty", which only the
-  // routes make (with the kind); a bare 400 from the HTTP layer stays "validation".
-  for (const ErrorKindInfo& info : kErrorKinds) {
-    if (info.kind == ErrorKind::kEmpty) continue;
-    EXPECT_EQ(ErrorTypeForStatus(info.http_status), info.error_type) << info.name;
-  }
-  EXPECT_EQ(ErrorTypeForStatus(400), "validation");
-  // Statuses no kind uses: 4xx validation, 5xx backend.
-  EXPECT_EQ(ErrorTypeForStatus(418), "validation");
-  EXPECT_EQ(ErrorTypeForStatus(502), "backend");
-}
-
-TEST(JsonErrorTest, CarriesTheErrorTypeOfItsStatusAndABoundedMessage) {
-  EXPECT_EQ(nlohmann::json::parse(JsonError(404, "x").body)["error_type"], "not_found");
-  EXPECT_EQ(nlohmann::json::parse(JsonError(408, "x").body)["error_type"], "timeout");
-  EXPECT_EQ(nlohmann::json::parse(JsonError(501, "x").body)["error_type"], "unimplemented");
-  EXPECT_EQ(nlohmann::json::parse(JsonError(500, "x").body)["error_type"], "backend");
-  const Response big = JsonError(400, std::string(100 * 1024, 'a'));
-  EXPECT_LT(big.body.size(), 1200u);
-  EXPECT_THAT(big.body, HasSubstr("...(truncated)"));
 }
 
 // ---- Request validation: framing (RFC 9112 §6), Host (§3.2), absolute-form (§3.2.2) -------------
