@@ -58,6 +58,7 @@
 #include "api/tokenize.h"
 #include "common/ascii.h"
 #include "guard/api_key.h"
+#include "server/http/error_response.h"
 #include "server/http/http_server.h"
 #include "server/http/router.h"
 #include "server/access/access_table.h"
@@ -98,11 +99,10 @@ Response JsonOk(const nlohmann::json& body) {
   return response;
 }
 
+// The server's own rendering; a decoding error without a kind is a finding.
 Response ErrorFor(const absl::Status& status) {
-  Response response;
-  response.status = tide::api::HttpStatusFor(status.code());
-  response.body = tide::api::ErrorBody(status);
-  return response;
+  if (!tide::FindKind(status).has_value()) std::abort();
+  return tide::http::ErrorResponse(status);
 }
 
 nlohmann::json Describe(const Request& request, const PathParams& params) {
