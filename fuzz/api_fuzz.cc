@@ -18,6 +18,8 @@
 #include "api/tei_decode.h"
 #include "api/tei_predict.h"
 #include "api/status_http.h"
+#include "common/error.h"
+#include "server/http/error_response.h"
 #include "api/tokenize.h"
 
 namespace {
@@ -34,12 +36,15 @@ void Check(bool condition) {
   if (!condition) std::abort();
 }
 
-// Every error must map to a status the table knows and render to a body.
+// Every error carries an error kind (no status without one reaches an edge) and renders, through
+// the server's own HTTP rendering, to an error status and a body.
 void CheckError(const absl::Status& status) {
   Check(!status.ok());
-  const int http = HttpStatusFor(status.code());
-  Check(http >= 400 && http < 600);
-  Check(!ErrorBody(status).empty());
+  Check(tide::FindKind(status).has_value());
+  const tide::http::Response response = tide::http::ErrorResponse(status);
+  Check(response.status >= 400 && response.status < 600);
+  Check(response.status == HttpStatusFor(status));
+  Check(!response.body.empty());
 }
 
 void FuzzInfer(std::string_view body, std::optional<std::string_view> header,

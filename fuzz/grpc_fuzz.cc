@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/status_http.h"
+#include "common/error.h"
 #include "google/protobuf/stubs/logging.h"
 #include "server/grpc/kserve_proto.h"
 #include "server/grpc/tei_proto.h"
@@ -27,6 +28,7 @@ void Check(bool condition) {
 
 void CheckError(const absl::Status& status) {
   Check(!status.ok());
+  Check(FindKind(status).has_value());  // every decoding error carries its kind to the edge
   const int http = api::HttpStatusFor(status);
   Check(http >= 400 && http < 600);
   const int grpc = api::GrpcStatusFor(status);

@@ -57,7 +57,9 @@
 #include "api/status_http.h"
 #include "api/tokenize.h"
 #include "common/ascii.h"
+#include "common/error.h"
 #include "guard/api_key.h"
+#include "server/http/error_response.h"
 #include "server/http/http_server.h"
 #include "server/http/router.h"
 #include "server/access/access_table.h"
@@ -98,11 +100,10 @@ Response JsonOk(const nlohmann::json& body) {
   return response;
 }
 
+// The server's own rendering; a decoding error without a kind is a finding.
 Response ErrorFor(const absl::Status& status) {
-  Response response;
-  response.status = tide::api::HttpStatusFor(status.code());
-  response.body = tide::api::ErrorBody(status);
-  return response;
+  if (!tide::FindKind(status).has_value()) std::abort();
+  return tide::http::ErrorResponse(status);
 }
 
 nlohmann::json Describe(const Request& request, const PathParams& params) {
@@ -118,7 +119,7 @@ nlohmann::json Describe(const Request& request, const PathParams& params) {
 bool Admit(const Request& request, Responder& respond) {
   const std::string_view authorization = request.header("Authorization");
   if (!authorization.empty() && !tide::guard::ApiKeyMatches(authorization, kApiKey)) {
-    std::move(respond)(ErrorFor(absl::UnauthenticatedError("missing or invalid API key")));
+    std::move(respond)(ErrorFor(tide::errors::Unauthenticated("missing or invalid API key")));
     return false;
   }
   return true;
@@ -243,7 +244,10 @@ class FuzzHandler final : public tide::http::Handler {
 };
 
 bool AllowedResponseHeader(std::string_view name) {
-  for (std::string_view allowed : {"server", "content-type", "content-length", "connection", "allow", "x-echo"}) {
+  // The server's framing, the harness's own, and what the server's error rendering adds
+  // (http::ErrorResponse: Retry-After, WWW-Authenticate, x-tide-degraded).
+  for (std::string_view allowed : {"server", "content-type", "content-length", "connection", "allow", "x-echo",
+                                   "retry-after", "www-authenticate", "x-tide-degraded"}) {
     if (tide::AsciiEqualsIgnoreCase(name, allowed)) return true;
   }
   return false;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan, -DTIDE_FUZZ=ON) in $FUZZ_DIR (default build-fuzz)
 # and runs each for the given number of seconds (default 60), one after the other, one process each.
-# A fuzz target is any CMake executable target named <name>_fuzz (fuzz/CMakeLists.txt's convention)
-# or fuzz_<name>; its seed corpus is every one of fuzz/corpus/<name>/, fuzz/corpus/<target>/ and
-# testdata/fuzz_seed/ beside its source that exists. New inputs go to $FUZZ_DIR/corpus/<name>, never
+# A fuzz target is any CMake executable target named <name>_fuzz or fuzz_<name>; all of them live in
+# fuzz/ (fuzz/CMakeLists.txt). Its seed corpus is fuzz/corpus/<name>/ (and fuzz/corpus/<target>/ if
+# that exists). New inputs go to $FUZZ_DIR/corpus/<name>, never
 # into the source tree; logs to $FUZZ_DIR/<name>.log, crashes to $FUZZ_DIR/artifacts/.
 #   FUZZ_TARGETS="http_fuzz api_fuzz"   run only these targets (default: all)
 # Only the fuzz targets and the libraries they link are built (not the server or the tests).
@@ -42,9 +42,8 @@ for t in "${targets[@]}"; do
   [ -n "$bin" ] || { echo "run_fuzz: built $t but cannot find its binary" >&2; failed+=("$t"); continue; }
   name=${t#fuzz_}; name=${name%_fuzz}
   work="$FUZZ_DIR/corpus/$name"; mkdir -p "$work" "$FUZZ_DIR/artifacts"
-  source_dir=$(dirname "${bin#"$FUZZ_DIR"/}")
   seeds=()
-  for d in "fuzz/corpus/$name" "fuzz/corpus/$t" "$source_dir/testdata/fuzz_seed"; do [ -d "$d" ] && seeds+=("$d"); done
+  for d in "fuzz/corpus/$name" "fuzz/corpus/$t"; do [ -d "$d" ] && seeds+=("$d"); done
   echo "run_fuzz: $t for ${SECONDS_PER_TARGET}s (seeds: ${seeds[*]:-none}; load average $(cut -d' ' -f1-3 /proc/loadavg))"
   log="$FUZZ_DIR/$name.log"
   if ! "$bin" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \

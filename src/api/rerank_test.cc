@@ -104,7 +104,7 @@ TEST(ParseRerankRequestTest, LimitsNameThemselves) {
 }
 
 TEST(ParseRerankRequestTest, ErrorsMapToTeiHttpStatuses) {
-  EXPECT_EQ(HttpStatusFor(ParseRerankRequest("{").status().code()), 400);
+  EXPECT_EQ(HttpStatusFor(ParseRerankRequest("{").status()), 400);
   EXPECT_EQ(HttpStatusFor(ParseRerankRequest(R"({"query":"q","texts":[]})").status()), 400);  // TEI's Empty
   EXPECT_EQ(ErrorTypeFor(ParseRerankRequest(R"({"query":"q","texts":[]})").status()), "empty");
   EXPECT_EQ(HttpStatusFor(ParseRerankRequest(R"({"query":"","texts":["a"]})").status()), 422);

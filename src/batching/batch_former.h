@@ -174,12 +174,12 @@ BatchFormer<Task>::BatchFormer(const BatcherOptions& options)
 
 template <BatchTask Task>
 absl::Status BatchFormer<Task>::Enqueue(std::unique_ptr<Task>& task, Clock::time_point now) {
-  if (task == nullptr) return absl::InvalidArgumentError("null task");
+  if (task == nullptr) return errors::Internal("null task");
   const size_t seq_len = task->seq_len();
   const size_t bucket = buckets_.SequenceBucketIndex(seq_len);
   if (bucket == ShapeBuckets::kNoBucket) {
     ++stats_.rejected_invalid;
-    return absl::InvalidArgumentError(absl::StrCat("sequence length ", seq_len, " exceeds the largest bucket (",
+    return errors::InvalidInput(absl::StrCat("sequence length ", seq_len, " exceeds the largest bucket (",
                                                    options_.sequence_buckets.back(), ")"));
   }
   const size_t level = LevelOf(*task);

@@ -1,5 +1,7 @@
 #include "batching/batch_former.h"
 
+#include "common/error.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -249,7 +251,7 @@ TEST_F(BatchFormerTest, BucketRoundingAndAllowedBatchSizes) {
 
   std::unique_ptr<FakeTask> too_long = Task(9, 513);
   absl::Status s = f->Enqueue(too_long, kT0);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(KindOf(s), ErrorKind::kInvalidInput);  // a limit exceeded: 422
   EXPECT_NE(too_long, nullptr);
   EXPECT_EQ(f->stats().rejected_invalid, 1u);
 }

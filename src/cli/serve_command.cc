@@ -27,6 +27,7 @@
 #include "server/routes/service.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/error.h"
 #include "common/error_echo.h"
 #include "guard/access.h"
 #include "guard/api_keys.h"
@@ -43,6 +44,34 @@
 namespace tide::cli {
 
 namespace {
+
+// tide_errors_without_kind_total while a server runs (SetErrorWithoutKindHook takes a plain function).
+std::atomic<metrics::Counter*> errors_without_kind_counter{nullptr};
+
+// An error that reached an edge without an error kind (a library status no boundary converted) is
+// answered as internal (500): counted, and logged while rare.
+void OnErrorWithoutKind(const absl::Status& status) {
+  if (metrics::Counter* counter = errors_without_kind_counter.load(std::memory_order_acquire)) counter->Increment();
+  const uint64_t n = ErrorsWithoutKind();
+  if (n <= 10 || (n & (n - 1)) == 0) {
+    spdlog::error("an error without an error kind reached an edge (answered as internal; {} so far): {}", n,
+                  EscapeForLog(status.ToString()));
+  }
+}
+
+// Clears the hook when the server's metrics go away.
+struct ErrorWithoutKindHookScope {
+  explicit ErrorWithoutKindHookScope(metrics::Counter* counter) {
+    errors_without_kind_counter.store(counter, std::memory_order_release);
+    SetErrorWithoutKindHook(&OnErrorWithoutKind);
+  }
+  ~ErrorWithoutKindHookScope() {
+    SetErrorWithoutKindHook(nullptr);
+    errors_without_kind_counter.store(nullptr, std::memory_order_release);
+  }
+  ErrorWithoutKindHookScope(const ErrorWithoutKindHookScope&) = delete;
+  ErrorWithoutKindHookScope& operator=(const ErrorWithoutKindHookScope&) = delete;
+};
 
 struct ServeFlags {
   std::string model_repository = "models";
@@ -439,6 +468,15 @@ int Serve(const ServeFlags& f) {
   ho.body_read_timeout = std::chrono::milliseconds(f.body_read_timeout_ms);
   ho.idle_timeout = std::chrono::milliseconds(f.idle_timeout_ms);
   ho.tls = tls_context;  // the admin listener (a copy of ho) serves HTTPS too
+  auto without_kind = (*metrics)->registry.AddCounter(
+      "tide_errors_without_kind_total",
+      "Errors that reached an edge without an error kind (a bug: answered as internal, 500 / INTERNAL, and logged)",
+      {});
+  if (!without_kind.ok()) {
+    spdlog::error("metrics: {}", without_kind.status().ToString());
+    return 1;
+  }
+  const ErrorWithoutKindHookScope without_kind_hook((*without_kind)->WithLabels({}));
   auto connection_limit = (*metrics)->registry.AddCounter(
       "tide_http_connection_limit_total",
       "Connections evicted (idle or still reading a request) or refused (503, every connection busy) at the "

@@ -1,14 +1,23 @@
 // tide::ErrorKind — what went wrong, in the domain's words, carried on an absl::Status as a payload
 // (Envoy's http/status.h does the same), and the ONE table that maps a kind to the HTTP status,
-// the JSON `error_type` and the gRPC code. Every edge answers the same mistake the same way.
+// the JSON `error_type`, the gRPC code and the kind's own answer facts (a retry hint, an auth
+// challenge). Every edge answers the same mistake the same way.
 //
 // Contract:
 //  - Make errors with the constructors below (tide::errors::InvalidInput("...") etc.): each sets
 //    the absl code that matches the kind and attaches the kind as a payload.
-//  - KindOf(status) reads the payload; a status made elsewhere (absl::InvalidArgumentError, an
-//    error from a library) has no payload and gets the kind its absl code implies
-//    (KindForCode), so existing code keeps its answers while call sites move to explicit kinds.
-//  - Info(kind) is the table row. Header-only, constexpr, thread-safe, never fails.
+//  - A status from a library (absl::*Error in config, tokenizer, runtime, ...) has no kind. It gets
+//    one, chosen deliberately, where it enters serving: WithKind / EnsureKind at that boundary.
+//    There is no kind implied by an absl code.
+//  - KindOf(status) reads the payload. A status without one (or an OK status) that is asked for its
+//    kind is a bug: it is counted (ErrorsWithoutKind(), tide_errors_without_kind_total through
+//    SetErrorWithoutKindHook) and answers kInternal; production keeps serving. Tests assert the count.
+//  - Facts an answer carries besides its kind are typed payloads: RetryAfterMs (a quota's wait),
+//    Degraded (a model that could not answer, no fallback), KeyName (the access log's key).
+//    FactsOf(status) gathers them with the kind's row; each edge renders FactsOf once
+//    (server/http/error_response.h, server/grpc/grpc_status.h).
+//  - Info(kind) is the table row: constexpr, thread-safe, never fails. KindOf/FactsOf are
+//    thread-safe.
 #pragma once
 
 #include <array>
@@ -17,8 +26,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/string_view.h"
 
@@ -54,30 +65,34 @@ struct ErrorKindInfo {
   int http_status;              // HTTP status answered
   std::string_view error_type;  // JSON "error_type" (TEI's categories, lower-case)
   int grpc_code;                // grpc::StatusCode value answered on the gRPC edge
+  int64_t retry_after_ms;       // the retry hint when the status carries none (0: no hint):
+                                // HTTP Retry-After, gRPC retry-after / grpc-retry-pushback-ms
+  std::string_view challenge;   // HTTP WWW-Authenticate on this kind ("" = none)
 };
 
 // The table. gRPC codes are google.rpc.Code values (OK 0, CANCELLED 1, INVALID_ARGUMENT 3,
 // DEADLINE_EXCEEDED 4, NOT_FOUND 5, PERMISSION_DENIED 7, RESOURCE_EXHAUSTED 8, UNIMPLEMENTED 12,
-// INTERNAL 13, UNAVAILABLE 14, UNAUTHENTICATED 16).
+// INTERNAL 13, UNAVAILABLE 14, UNAUTHENTICATED 16). Overload and unavailability are short-lived:
+// their default retry hint is 1 s.
 inline constexpr std::array<ErrorKindInfo, 18> kErrorKinds = {{
-    {ErrorKind::kMalformedRequest, "malformed_request", absl::StatusCode::kInvalidArgument, 400, "validation", 3},
-    {ErrorKind::kInvalidInput, "invalid_input", absl::StatusCode::kFailedPrecondition, 422, "validation", 3},
-    {ErrorKind::kEmpty, "empty", absl::StatusCode::kInvalidArgument, 400, "empty", 3},
-    {ErrorKind::kUnauthenticated, "unauthenticated", absl::StatusCode::kUnauthenticated, 401, "unauthorized", 16},
-    {ErrorKind::kForbidden, "forbidden", absl::StatusCode::kPermissionDenied, 403, "forbidden", 7},
-    {ErrorKind::kNotFound, "not_found", absl::StatusCode::kNotFound, 404, "not_found", 5},
-    {ErrorKind::kMethodNotAllowed, "method_not_allowed", absl::StatusCode::kUnimplemented, 405, "validation", 12},
-    {ErrorKind::kRequestTimeout, "request_timeout", absl::StatusCode::kDeadlineExceeded, 408, "timeout", 4},
-    {ErrorKind::kPayloadTooLarge, "payload_too_large", absl::StatusCode::kResourceExhausted, 413, "validation", 8},
-    {ErrorKind::kHeadersTooLarge, "headers_too_large", absl::StatusCode::kResourceExhausted, 431, "validation", 8},
-    {ErrorKind::kUnsupportedMediaType, "unsupported_media_type", absl::StatusCode::kInvalidArgument, 415, "validation", 3},
-    {ErrorKind::kOverloaded, "overloaded", absl::StatusCode::kResourceExhausted, 429, "overloaded", 8},
-    {ErrorKind::kUnavailable, "unavailable", absl::StatusCode::kUnavailable, 503, "unhealthy", 14},
-    {ErrorKind::kDeadlineExceeded, "deadline_exceeded", absl::StatusCode::kDeadlineExceeded, 504, "timeout", 4},
-    {ErrorKind::kCancelled, "cancelled", absl::StatusCode::kCancelled, 499, "cancelled", 1},
-    {ErrorKind::kUnimplemented, "unimplemented", absl::StatusCode::kUnimplemented, 501, "unimplemented", 12},
-    {ErrorKind::kBackend, "backend", absl::StatusCode::kInternal, 500, "backend", 13},
-    {ErrorKind::kInternal, "internal", absl::StatusCode::kInternal, 500, "backend", 13},
+    {ErrorKind::kMalformedRequest, "malformed_request", absl::StatusCode::kInvalidArgument, 400, "validation", 3, 0, ""},
+    {ErrorKind::kInvalidInput, "invalid_input", absl::StatusCode::kFailedPrecondition, 422, "validation", 3, 0, ""},
+    {ErrorKind::kEmpty, "empty", absl::StatusCode::kInvalidArgument, 400, "empty", 3, 0, ""},
+    {ErrorKind::kUnauthenticated, "unauthenticated", absl::StatusCode::kUnauthenticated, 401, "unauthorized", 16, 0, "Bearer"},
+    {ErrorKind::kForbidden, "forbidden", absl::StatusCode::kPermissionDenied, 403, "forbidden", 7, 0, ""},
+    {ErrorKind::kNotFound, "not_found", absl::StatusCode::kNotFound, 404, "not_found", 5, 0, ""},
+    {ErrorKind::kMethodNotAllowed, "method_not_allowed", absl::StatusCode::kUnimplemented, 405, "validation", 12, 0, ""},
+    {ErrorKind::kRequestTimeout, "request_timeout", absl::StatusCode::kDeadlineExceeded, 408, "timeout", 4, 0, ""},
+    {ErrorKind::kPayloadTooLarge, "payload_too_large", absl::StatusCode::kResourceExhausted, 413, "validation", 8, 0, ""},
+    {ErrorKind::kHeadersTooLarge, "headers_too_large", absl::StatusCode::kResourceExhausted, 431, "validation", 8, 0, ""},
+    {ErrorKind::kUnsupportedMediaType, "unsupported_media_type", absl::StatusCode::kInvalidArgument, 415, "validation", 3, 0, ""},
+    {ErrorKind::kOverloaded, "overloaded", absl::StatusCode::kResourceExhausted, 429, "overloaded", 8, 1000, ""},
+    {ErrorKind::kUnavailable, "unavailable", absl::StatusCode::kUnavailable, 503, "unhealthy", 14, 1000, ""},
+    {ErrorKind::kDeadlineExceeded, "deadline_exceeded", absl::StatusCode::kDeadlineExceeded, 504, "timeout", 4, 0, ""},
+    {ErrorKind::kCancelled, "cancelled", absl::StatusCode::kCancelled, 499, "cancelled", 1, 0, ""},
+    {ErrorKind::kUnimplemented, "unimplemented", absl::StatusCode::kUnimplemented, 501, "unimplemented", 12, 0, ""},
+    {ErrorKind::kBackend, "backend", absl::StatusCode::kInternal, 500, "backend", 13, 0, ""},
+    {ErrorKind::kInternal, "internal", absl::StatusCode::kInternal, 500, "backend", 13, 0, ""},
 }};
 
 // Rows are in enum order, one per kind (so Info is an index; error_test.cc walks them).
@@ -96,85 +111,66 @@ constexpr const ErrorKindInfo& Info(ErrorKind kind) {
 // The payload's type URL on absl::Status.
 inline constexpr absl::string_view kErrorKindPayloadUrl = "type.tide.dev/ErrorKind";
 
-// The kind a status without a payload implies, from its absl code (the conventions tide used
-// before kinds: InvalidArgument 400, FailedPrecondition/OutOfRange 422, ...).
-constexpr ErrorKind KindForCode(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kInvalidArgument: return ErrorKind::kMalformedRequest;
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange: return ErrorKind::kInvalidInput;
-    case absl::StatusCode::kUnauthenticated: return ErrorKind::kUnauthenticated;
-    case absl::StatusCode::kPermissionDenied: return ErrorKind::kForbidden;
-    case absl::StatusCode::kNotFound: return ErrorKind::kNotFound;
-    case absl::StatusCode::kResourceExhausted: return ErrorKind::kOverloaded;
-    case absl::StatusCode::kUnavailable: return ErrorKind::kUnavailable;
-    case absl::StatusCode::kDeadlineExceeded: return ErrorKind::kDeadlineExceeded;
-    case absl::StatusCode::kCancelled: return ErrorKind::kCancelled;
-    case absl::StatusCode::kUnimplemented: return ErrorKind::kUnimplemented;
-    default: return ErrorKind::kInternal;
-  }
-}
+// The kind `status` carries; nullopt for OK, for a status from a library that no boundary gave a
+// kind, and for a payload naming no kind (another version, garbage). Pure.
+std::optional<ErrorKind> FindKind(const absl::Status& status);
 
-// The kind of `status` (its payload, else KindForCode). An OK status has no kind: kInternal.
-inline ErrorKind KindOf(const absl::Status& status) {
-  if (auto payload = status.GetPayload(kErrorKindPayloadUrl); payload.has_value()) {
-    const std::string name(*payload);
-    for (const ErrorKindInfo& info : kErrorKinds) {
-      if (info.name == name) return info.kind;
-    }
-  }
-  return KindForCode(status.code());
-}
+// The kind of `status`. Without one (FindKind is nullopt): counted as an error without a kind
+// (ErrorsWithoutKind, the hook) and answered as kInternal. Edges render through this.
+ErrorKind KindOf(const absl::Status& status);
+
+// Errors without a kind asked for their kind in this process (KindOf), for tests and the metric.
+uint64_t ErrorsWithoutKind();
+// Called (after counting) for each of them, e.g. to count tide_errors_without_kind_total and log
+// the status; nullptr removes it. Set once at start; the hook must be thread-safe.
+using ErrorWithoutKindHook = void (*)(const absl::Status& status);
+void SetErrorWithoutKindHook(ErrorWithoutKindHook hook);
 
 // A status of `kind` with `message`.
-inline absl::Status MakeError(ErrorKind kind, absl::string_view message) {
-  const ErrorKindInfo& info = Info(kind);
-  absl::Status status(info.code, message);
-  status.SetPayload(kErrorKindPayloadUrl, absl::Cord(absl::string_view(info.name.data(), info.name.size())));
-  return status;
-}
+absl::Status MakeError(ErrorKind kind, absl::string_view message);
 
-// `status` with its kind replaced by `kind` (message and code kept).
-inline absl::Status WithKind(absl::Status status, ErrorKind kind) {
-  const ErrorKindInfo& info = Info(kind);
-  status.SetPayload(kErrorKindPayloadUrl, absl::Cord(absl::string_view(info.name.data(), info.name.size())));
-  return status;
+// `status` with its kind replaced by `kind` (message, code and other payloads kept). OK stays OK.
+absl::Status WithKind(absl::Status status, ErrorKind kind);
+
+// A boundary where library statuses enter serving: `status` with `kind` unless it carries a kind
+// already (a tide error passed through keeps its own). OK stays OK.
+absl::Status EnsureKind(absl::Status status, ErrorKind kind);
+template <typename T>
+absl::StatusOr<T> EnsureKind(absl::StatusOr<T> value, ErrorKind kind) {
+  if (value.ok()) return value;
+  return EnsureKind(std::move(value).status(), kind);
 }
 
 // How long a refused client should wait before retrying (a quota's token bucket), carried on the
-// status as a payload; edges render it (HTTP Retry-After in whole seconds, rounded up).
+// status as a payload; it overrides the kind's default hint (ErrorKindInfo::retry_after_ms).
 inline constexpr absl::string_view kRetryAfterPayloadUrl = "type.tide.dev/RetryAfterMs";
+absl::Status WithRetryAfter(absl::Status status, int64_t milliseconds);
+std::optional<int64_t> RetryAfterMs(const absl::Status& status);
 
-inline absl::Status WithRetryAfter(absl::Status status, int64_t milliseconds) {
-  status.SetPayload(kRetryAfterPayloadUrl, absl::Cord(std::to_string(milliseconds)));
-  return status;
-}
+// A degraded answer: what could not answer normally ("unavailable": the model could not answer
+// and it has no fallback), carried as a payload; edges render it as `x-tide-degraded`.
+inline constexpr absl::string_view kDegradedPayloadUrl = "tide.dev/degraded";
+absl::Status WithDegraded(absl::Status status, absl::string_view what);
+std::string DegradedOf(const absl::Status& status);  // "" when not degraded
 
 // The API key's name (never the key) a refusal belongs to (a key over its quota), carried on the
 // status as a payload for the access log; the call that would know it was never admitted.
 inline constexpr absl::string_view kKeyNamePayloadUrl = "type.tide.dev/KeyName";
+absl::Status WithKeyName(absl::Status status, absl::string_view name);
+std::string KeyNameOf(const absl::Status& status);
 
-inline absl::Status WithKeyName(absl::Status status, absl::string_view name) {
-  status.SetPayload(kKeyNamePayloadUrl, absl::Cord(name));
-  return status;
-}
+// Everything an edge renders for an error, protocol-neutral: the kind's row and the payloads.
+struct ErrorFacts {
+  const ErrorKindInfo* info;             // never null (kInternal for a status without a kind)
+  std::string message;                   // the status's message (edges cap what they echo)
+  std::optional<int64_t> retry_after_ms; // RetryAfterMs, else the kind's hint (nullopt: none)
+  std::string_view challenge;            // the kind's auth challenge ("" = none)
+  std::string degraded;                  // DegradedOf ("" = not degraded)
+};
+ErrorFacts FactsOf(const absl::Status& status);
 
-inline std::string KeyNameOf(const absl::Status& status) {
-  auto payload = status.GetPayload(kKeyNamePayloadUrl);
-  return payload.has_value() ? std::string(*payload) : std::string();
-}
-
-inline std::optional<int64_t> RetryAfterMs(const absl::Status& status) {
-  auto payload = status.GetPayload(kRetryAfterPayloadUrl);
-  if (!payload.has_value()) return std::nullopt;
-  const std::string text(*payload);
-  int64_t ms = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    ms = ms * 10 + (c - '0');
-  }
-  return ms;
-}
+// A retry hint in whole seconds, rounded up, at least 1 (HTTP Retry-After, gRPC retry-after).
+int64_t RetryAfterSeconds(int64_t milliseconds);
 
 namespace errors {
 inline absl::Status MalformedRequest(absl::string_view m) { return MakeError(ErrorKind::kMalformedRequest, m); }

@@ -1,5 +1,7 @@
 #include "common/error.h"
 
+#include <atomic>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -59,36 +61,94 @@ TEST(ErrorKindTest, ConstructorsMakeTheirKind) {
   EXPECT_EQ(KindOf(errors::Internal("m")), ErrorKind::kInternal);
 }
 
-// A status made without a kind (absl::*Error, a library) gets the kind its code documents.
-TEST(ErrorKindTest, PayloadLessStatusGetsTheDocumentedKind) {
-  const std::pair<absl::StatusCode, ErrorKind> expected[] = {
-      {absl::StatusCode::kOk, ErrorKind::kInternal},
-      {absl::StatusCode::kCancelled, ErrorKind::kCancelled},
-      {absl::StatusCode::kUnknown, ErrorKind::kInternal},
-      {absl::StatusCode::kInvalidArgument, ErrorKind::kMalformedRequest},
-      {absl::StatusCode::kDeadlineExceeded, ErrorKind::kDeadlineExceeded},
-      {absl::StatusCode::kNotFound, ErrorKind::kNotFound},
-      {absl::StatusCode::kAlreadyExists, ErrorKind::kInternal},
-      {absl::StatusCode::kPermissionDenied, ErrorKind::kForbidden},
-      {absl::StatusCode::kResourceExhausted, ErrorKind::kOverloaded},
-      {absl::StatusCode::kFailedPrecondition, ErrorKind::kInvalidInput},
-      {absl::StatusCode::kAborted, ErrorKind::kInternal},
-      {absl::StatusCode::kOutOfRange, ErrorKind::kInvalidInput},
-      {absl::StatusCode::kUnimplemented, ErrorKind::kUnimplemented},
-      {absl::StatusCode::kInternal, ErrorKind::kInternal},
-      {absl::StatusCode::kUnavailable, ErrorKind::kUnavailable},
-      {absl::StatusCode::kDataLoss, ErrorKind::kInternal},
-      {absl::StatusCode::kUnauthenticated, ErrorKind::kUnauthenticated},
-  };
-  for (const auto& [code, kind] : expected) {
+// A status made without a kind (absl::*Error, a library no boundary converted) has none: no kind is
+// guessed from its absl code. Asked for its kind, it is counted and answers as internal.
+std::atomic<int> hook_calls{0};
+void CountHook(const absl::Status&) { hook_calls.fetch_add(1); }
+
+TEST(ErrorKindTest, AStatusWithoutAKindIsCountedAndAnswersInternal) {
+  for (absl::StatusCode code : {absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+                                absl::StatusCode::kNotFound, absl::StatusCode::kResourceExhausted,
+                                absl::StatusCode::kUnavailable, absl::StatusCode::kAlreadyExists,
+                                absl::StatusCode::kUnauthenticated}) {
     SCOPED_TRACE(absl::StatusCodeToString(code));
-    EXPECT_EQ(KindForCode(code), kind);
-    EXPECT_EQ(KindOf(absl::Status(code, code == absl::StatusCode::kOk ? "" : "m")), kind);
+    const absl::Status raw(code, "m");
+    EXPECT_EQ(FindKind(raw), std::nullopt);
+    const uint64_t before = ErrorsWithoutKind();
+    EXPECT_EQ(KindOf(raw), ErrorKind::kInternal);
+    EXPECT_EQ(ErrorsWithoutKind(), before + 1);
+    // The facts of such a status are internal's: no retry hint, no challenge.
+    const ErrorFacts facts = FactsOf(raw);
+    EXPECT_EQ(facts.info->kind, ErrorKind::kInternal);
+    EXPECT_EQ(facts.retry_after_ms, std::nullopt);
+    EXPECT_EQ(facts.challenge, "");
+    EXPECT_EQ(ErrorsWithoutKind(), before + 2);
   }
-  // A payload that names no kind (another version, garbage) falls back to the code.
+  // OK has no kind either; nor does a payload that names no kind (another version, garbage).
+  EXPECT_EQ(FindKind(absl::OkStatus()), std::nullopt);
   absl::Status foreign = absl::NotFoundError("m");
   foreign.SetPayload(kErrorKindPayloadUrl, absl::Cord("no_such_kind"));
-  EXPECT_EQ(KindOf(foreign), ErrorKind::kNotFound);
+  EXPECT_EQ(FindKind(foreign), std::nullopt);
+  const uint64_t before = ErrorsWithoutKind();
+  EXPECT_EQ(KindOf(foreign), ErrorKind::kInternal);
+  EXPECT_EQ(KindOf(absl::OkStatus()), ErrorKind::kInternal);
+  EXPECT_EQ(ErrorsWithoutKind(), before + 2);
+  // A kinded status is not counted.
+  EXPECT_EQ(KindOf(errors::NotFound("m")), ErrorKind::kNotFound);
+  EXPECT_EQ(ErrorsWithoutKind(), before + 2);
+}
+
+TEST(ErrorKindTest, TheHookSeesEachStatusWithoutAKind) {
+  SetErrorWithoutKindHook(&CountHook);
+  const int before = hook_calls.load();
+  (void)KindOf(absl::InternalError("raw"));
+  (void)KindOf(errors::Backend("kinded"));
+  EXPECT_EQ(hook_calls.load(), before + 1);
+  SetErrorWithoutKindHook(nullptr);
+  (void)KindOf(absl::InternalError("raw"));
+  EXPECT_EQ(hook_calls.load(), before + 1);
+}
+
+TEST(ErrorKindTest, EnsureKindKeepsAKindAndGivesOneOtherwise) {
+  EXPECT_EQ(FindKind(EnsureKind(absl::InvalidArgumentError("lib"), ErrorKind::kInvalidInput)), ErrorKind::kInvalidInput);
+  EXPECT_EQ(FindKind(EnsureKind(errors::NotFound("tide"), ErrorKind::kInvalidInput)), ErrorKind::kNotFound);
+  EXPECT_TRUE(EnsureKind(absl::OkStatus(), ErrorKind::kInternal).ok());
+  EXPECT_TRUE(WithKind(absl::OkStatus(), ErrorKind::kInternal).ok());
+  const absl::StatusOr<int> value = EnsureKind(absl::StatusOr<int>(absl::UnavailableError("lib")), ErrorKind::kBackend);
+  EXPECT_EQ(FindKind(value.status()), ErrorKind::kBackend);
+  EXPECT_EQ(*EnsureKind(absl::StatusOr<int>(3), ErrorKind::kBackend), 3);
+  // Other payloads and the message survive.
+  const absl::Status kinded = EnsureKind(WithRetryAfter(absl::ResourceExhaustedError("busy"), 2500), ErrorKind::kOverloaded);
+  EXPECT_EQ(RetryAfterMs(kinded), 2500);
+  EXPECT_EQ(kinded.message(), "busy");
+}
+
+// Retry hints, auth challenges and the degraded flag are facts of the kind table or of a payload.
+TEST(ErrorKindTest, FactsComeFromTheKindRowAndThePayloads) {
+  for (const ErrorKindInfo& info : kErrorKinds) {
+    SCOPED_TRACE(info.name);
+    const ErrorFacts facts = FactsOf(MakeError(info.kind, "msg"));
+    EXPECT_EQ(facts.info, &info);
+    EXPECT_EQ(facts.message, "msg");
+    const bool retry = info.kind == ErrorKind::kOverloaded || info.kind == ErrorKind::kUnavailable;
+    EXPECT_EQ(facts.retry_after_ms, retry ? std::optional<int64_t>(1000) : std::nullopt);
+    EXPECT_EQ(facts.challenge, info.kind == ErrorKind::kUnauthenticated ? "Bearer" : "");
+    EXPECT_EQ(facts.degraded, "");
+  }
+  const ErrorFacts quota = FactsOf(WithRetryAfter(errors::Overloaded("over quota"), 1500));
+  EXPECT_EQ(quota.retry_after_ms, 1500);
+  // A payload's hint goes with any kind (a kind without a default hint included).
+  EXPECT_EQ(FactsOf(WithRetryAfter(errors::Forbidden("later"), 10)).retry_after_ms, 10);
+  const ErrorFacts degraded = FactsOf(WithDegraded(errors::Unavailable("breaker open"), "unavailable"));
+  EXPECT_EQ(degraded.degraded, "unavailable");
+  EXPECT_EQ(degraded.retry_after_ms, 1000);
+  EXPECT_EQ(DegradedOf(errors::Unavailable("x")), "");
+  EXPECT_EQ(KeyNameOf(WithKeyName(errors::Overloaded("x"), "team-a")), "team-a");
+  EXPECT_EQ(RetryAfterSeconds(1), 1);
+  EXPECT_EQ(RetryAfterSeconds(0), 1);
+  EXPECT_EQ(RetryAfterSeconds(1000), 1);
+  EXPECT_EQ(RetryAfterSeconds(1001), 2);
+  EXPECT_EQ(RetryAfterSeconds(1500), 2);
 }
 
 absl::Status FailIf(bool fail) { return fail ? errors::Overloaded("busy") : absl::OkStatus(); }

@@ -206,7 +206,7 @@ TEST(ParseModelConfigTest, UnsupportedTritonFeaturesAreRejectedClearly) {
 
 TEST(ParseModelConfigTest, FuzzSeedConfigsBehaveAsExpected) {
   const char* src = std::getenv("TIDE_SOURCE_DIR");
-  const std::filesystem::path dir = std::filesystem::path(src ? src : ".") / "src/config/testdata/fuzz_seed";
+  const std::filesystem::path dir = std::filesystem::path(src ? src : ".") / "fuzz/corpus/tide_config";
   auto full = ReadModelConfigFile(dir / "triton_reranker.pbtxt");
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ(full->metric_tags().at("team"), "search");

@@ -1,5 +1,7 @@
 #include "serving/deadline_timer.h"
 
+#include "common/error.h"
+
 #include <chrono>
 
 #include "absl/status/status.h"
@@ -45,7 +47,7 @@ void DeadlineTimer::Loop() {
     }
     if (!expired.empty()) {
       mu_.Unlock();
-      for (auto& r : expired) r->Fail(absl::DeadlineExceededError("request deadline passed"));
+      for (auto& r : expired) r->Fail(errors::DeadlineExceeded("request deadline passed"));
       expired.clear();
       mu_.Lock();
       continue;

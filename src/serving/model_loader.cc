@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/error_echo.h"
 #include "optimize/fusion_check.h"
+#include "serving/kinded_tokenizer.h"
 #include "serving/ort_options.h"
 #include "spdlog/spdlog.h"
 
@@ -32,7 +33,8 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
   if (!tok.ok()) {
     return absl::Status(tok.status().code(), absl::StrCat(model.name, ": tokenizer: ", tok.status().message()));
   }
-  m->tokenizer = *std::move(tok);
+  // Its request-time statuses get their error kinds here, where they enter serving.
+  m->tokenizer = std::make_unique<KindedTokenizer>(*std::move(tok));
   m->max_sequence_length =
       static_cast<size_t>(m->parameters.EffectiveMaxSequenceLength(m->tokenizer->default_max_length()));
 

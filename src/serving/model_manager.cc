@@ -1,5 +1,7 @@
 #include "serving/model_manager.h"
 
+#include "common/error.h"
+
 #include <charconv>
 #include <condition_variable>
 #include <mutex>
@@ -94,7 +96,7 @@ absl::Status ModelManager::Replace(std::unique_ptr<ServedModel> model) {
     auto it = models_.find(model->name());
     auto vit = it == models_.end() ? decltype(it->second.end()){} : it->second.find(model->version());
     if (it == models_.end() || vit == it->second.end()) {
-      return absl::NotFoundError(absl::StrCat("model '", EchoForError(model->name()), "' has no version ",
+      return errors::NotFound(absl::StrCat("model '", EchoForError(model->name()), "' has no version ",
                                               model->version(), " to replace"));
     }
     old = std::exchange(vit->second, Own(std::move(model)));
@@ -110,7 +112,7 @@ absl::Status ModelManager::Remove(std::string_view name, int64_t version) {
     auto it = models_.find(name);
     auto vit = it == models_.end() ? decltype(it->second.end()){} : it->second.find(version);
     if (it == models_.end() || vit == it->second.end()) {
-      return absl::NotFoundError(absl::StrCat("model '", EchoForError(name), "' has no version ", version));
+      return errors::NotFound(absl::StrCat("model '", EchoForError(name), "' has no version ", version));
     }
     old = std::move(vit->second);
     it->second.erase(vit);
@@ -136,14 +138,14 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ModelManager::Find(std::string_view
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end() || it->second.empty()) {
-    return absl::NotFoundError(absl::StrCat("model '", EchoForError(name), "' is not served here"));
+    return errors::NotFound(absl::StrCat("model '", EchoForError(name), "' is not served here"));
   }
   if (version.empty()) return it->second.rbegin()->second;
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(version.data(), version.data() + version.size(), v);
   auto vit = ec == std::errc() && ptr == version.data() + version.size() ? it->second.find(v) : it->second.end();
   if (vit == it->second.end()) {
-    return absl::NotFoundError(absl::StrCat("model '", EchoForError(name), "' has no version '", EchoForError(version), "'"));
+    return errors::NotFound(absl::StrCat("model '", EchoForError(name), "' has no version '", EchoForError(version), "'"));
   }
   return vit->second;
 }
@@ -153,7 +155,7 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ModelManager::Default() const {
   for (const auto& [name, versions] : models_) {
     if (!versions.empty()) return versions.rbegin()->second;
   }
-  return absl::NotFoundError("no model is loaded");
+  return errors::NotFound("no model is loaded");
 }
 
 std::vector<std::shared_ptr<ServedModel>> ModelManager::All() const {

@@ -205,7 +205,7 @@ absl::Status ModelRepositoryController::LoadOnceAtStart() {
     models.push_back(*std::move(model));
   }
   if (options_.mode == ModelControlMode::kNone && models.empty()) {
-    return absl::NotFoundError(absl::StrCat("model repository ", options_.repository.string(), " has no models"));
+    return errors::NotFound(absl::StrCat("model repository ", options_.repository.string(), " has no models"));
   }
   for (const config::RepositoryModel& model : models) {
     for (const config::ModelVersion& version : model.versions) {
@@ -296,7 +296,7 @@ absl::StatusOr<std::vector<std::string>> ModelRepositoryController::ListModels()
     std::error_code dir_ec;
     if (IsModelName(name) && it->is_directory(dir_ec)) names.push_back(name);
   }
-  if (ec) return absl::InternalError(absl::StrCat(options_.repository.string(), ": cannot list: ", ec.message()));
+  if (ec) return errors::Internal(absl::StrCat(options_.repository.string(), ": cannot list: ", ec.message()));
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -339,7 +339,7 @@ absl::Status ModelRepositoryController::CheckExplicit(std::string_view operation
 
 absl::Status ModelRepositoryController::Poll() {
   if (options_.mode != ModelControlMode::kPoll) {
-    return absl::FailedPreconditionError("Poll: the controller is not in poll mode");
+    return errors::InvalidInput("Poll: the controller is not in poll mode");
   }
   absl::MutexLock lock(&op_mu_);
   auto names = ListModels();

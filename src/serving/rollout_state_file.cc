@@ -28,7 +28,7 @@ std::optional<RolloutState> ParseState(std::string_view name) {
 }
 
 absl::Status SysError(std::string_view what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(std::string(what), " ", path, ": ", std::strerror(errno)));
+  return errors::Internal(absl::StrCat(std::string(what), " ", path, ": ", std::strerror(errno)));
 }
 
 }  // namespace

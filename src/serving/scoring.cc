@@ -5,8 +5,8 @@
 #include <cmath>
 #include <utility>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "common/error.h"
 #include "serving/fallback.h"
 
 namespace tide::serving {
@@ -52,7 +52,7 @@ absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
     for (size_t i = 0; i < rows->size(); ++i) {
       const tokenizer::Encoding& e = (*rows)[i];
       if (e.truncated()) {
-        return absl::FailedPreconditionError(absl::StrCat(
+        return errors::InvalidInput(absl::StrCat(
             "query + texts[", i, "] is ", e.untruncated_length, " tokens; the model's max_sequence_length is ",
             model.max_sequence_length(), " and truncate is false"));
       }
@@ -86,20 +86,13 @@ float RerankScore(const InferenceResult& result, int64_t row, config::ScoreActiv
   return RerankScore(logits, activation, raw);
 }
 
-namespace {
-constexpr char kDegradedPayload[] = "tide.dev/degraded";
-}  // namespace
-
 absl::Status DegradedUnavailableError(std::string_view model_name) {
-  absl::Status status = absl::UnavailableError(
-      absl::StrCat("model ", std::string(model_name), " is degraded (circuit breaker open); retry later"));
-  status.SetPayload(kDegradedPayload, absl::Cord("unavailable"));
-  return status;
+  return WithDegraded(
+      errors::Unavailable(absl::StrCat("model ", std::string(model_name), " is degraded (circuit breaker open); retry later")),
+      "unavailable");
 }
 
-bool IsDegradedUnavailable(const absl::Status& status) {
-  return status.GetPayload(kDegradedPayload).has_value();
-}
+bool IsDegradedUnavailable(const absl::Status& status) { return DegradedOf(status) == "unavailable"; }
 
 absl::StatusOr<RerankScores> FallbackScores(const ServedModel& model, std::string_view query,
                                             std::span<const std::string_view> documents, bool raw_scores) {

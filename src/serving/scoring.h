@@ -83,8 +83,8 @@ void ScoreOrFallback(std::shared_ptr<ServedModel> model, const RowTask::Admissio
 absl::StatusOr<RerankScores> FallbackScores(const ServedModel& model, std::string_view query,
                                             std::span<const std::string_view> documents, bool raw_scores);
 
-// UNAVAILABLE (503) for a model whose breaker is open and that has no fallback; an HTTP edge adds
-// `x-tide-degraded: unavailable` when IsDegradedUnavailable.
+// kUnavailable (503) for a model whose breaker is open and that has no fallback, marked
+// Degraded "unavailable" (common/error.h): edges answer `x-tide-degraded: unavailable`.
 absl::Status DegradedUnavailableError(std::string_view model_name);
 bool IsDegradedUnavailable(const absl::Status& status);
 

@@ -1,5 +1,7 @@
 #include "serving/served_model.h"
 
+#include "common/error.h"
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -225,16 +227,16 @@ void ServedModel::Submit(std::vector<tokenizer::Encoding>& rows, const RowTask::
     }
     std::move(done)(std::move(result));
   };
-  if (rows.empty()) return std::move(finish)(absl::FailedPreconditionError("no inputs to run"));
+  if (rows.empty()) return std::move(finish)(errors::InvalidInput("no inputs to run"));
   if (shut_down_.load()) {
-    return std::move(finish)(absl::UnavailableError(absl::StrCat("model ", loaded_->name, " is shutting down")));
+    return std::move(finish)(errors::Unavailable(absl::StrCat("model ", loaded_->name, " is shutting down")));
   }
   if (max_queue_size_ > 0) {
     const size_t queued = batcher_->Stats().queued_tasks;
     if (breaker != nullptr) breaker->ObserveQueue(static_cast<double>(queued + rows.size()) / max_queue_size_);
     // An empty queue takes any request, so one larger than max_queue_size is not refused forever.
     if (queued > 0 && queued + rows.size() > max_queue_size_) {
-      return std::move(finish)(absl::UnavailableError(
+      return std::move(finish)(errors::Unavailable(
           absl::StrCat("queue of model ", loaded_->name, " is full (max_queue_size ", max_queue_size_, ")")));
     }
   }

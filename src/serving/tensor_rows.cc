@@ -21,7 +21,7 @@ int64_t ValueAt(const api::Tensor& t, size_t i) {
 }
 
 absl::Status OutOfRange(const api::Tensor& t, int64_t row, int64_t pos, int64_t value, const std::string& accepted) {
-  return absl::FailedPreconditionError(
+  return errors::InvalidInput(
       absl::StrCat(t.name, "[", row, "][", pos, "] = ", value, " is outside ", accepted));
 }
 
@@ -30,25 +30,25 @@ absl::Status RowsFromTokenTensors(const TensorRowsModel& model, const api::Tenso
   for (const api::Tensor* t : {ids, mask, types}) {
     if (t == nullptr) continue;
     if (t->datatype != api::DataType::kInt64 && t->datatype != api::DataType::kInt32) {
-      return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must be INT64 or INT32"));
+      return errors::InvalidInput(absl::StrCat("input '", t->name, "' must be INT64 or INT32"));
     }
     if (t->shape.size() != 2) {
-      return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have shape [batch, sequence]"));
+      return errors::InvalidInput(absl::StrCat("input '", t->name, "' must have shape [batch, sequence]"));
     }
     if (t->shape != ids->shape) {
-      return absl::FailedPreconditionError(absl::StrCat("input '", t->name, "' must have the shape of '", ids->name, "'"));
+      return errors::InvalidInput(absl::StrCat("input '", t->name, "' must have the shape of '", ids->name, "'"));
     }
   }
   const int64_t batch = ids->shape[0], seq = ids->shape[1];
-  if (batch < 1 || seq < 1) return absl::FailedPreconditionError(absl::StrCat(ids->name, " must not be empty"));
+  if (batch < 1 || seq < 1) return errors::InvalidInput(absl::StrCat(ids->name, " must not be empty"));
   if (static_cast<size_t>(seq) > model.max_sequence_length) {
-    return absl::FailedPreconditionError(absl::StrCat("sequence length ", seq, " exceeds the model's max_sequence_length ",
+    return errors::InvalidInput(absl::StrCat("sequence length ", seq, " exceeds the model's max_sequence_length ",
                                                       model.max_sequence_length));
   }
   const size_t elements = static_cast<size_t>(batch) * static_cast<size_t>(seq);
   for (const api::Tensor* t : {ids, mask, types}) {
     if (t != nullptr && api::TensorDataSize(t->data) != elements) {
-      return absl::FailedPreconditionError(
+      return errors::InvalidInput(
           absl::StrCat("input '", t->name, "' has ", api::TensorDataSize(t->data), " elements but its shape needs ", elements));
     }
   }
@@ -81,7 +81,7 @@ absl::Status RowsFromTokenTensors(const TensorRowsModel& model, const api::Tenso
       e.type_ids.push_back(type);
     }
     if (!attends) {
-      return absl::FailedPreconditionError(absl::StrCat(mask->name, "[", r, "] attends to no token (all 0)"));
+      return errors::InvalidInput(absl::StrCat(mask->name, "[", r, "] attends to no token (all 0)"));
     }
     e.untruncated_length = e.ids.size();
   }
@@ -105,30 +105,30 @@ absl::Status RowsFromTensors(const TensorRowsModel& model, const api::InferReque
     else if (t.name == "token_type_ids") slot = &types;
     else if (t.name == "text") slot = &text;
     else if (t.name == "text_pair") slot = &text_pair;
-    else return absl::FailedPreconditionError(absl::StrCat("unexpected input '", t.name, "' for model ", std::string(model.name)));
-    if (*slot != nullptr) return absl::FailedPreconditionError(absl::StrCat("input '", t.name, "' given twice"));
+    else return errors::InvalidInput(absl::StrCat("unexpected input '", t.name, "' for model ", std::string(model.name)));
+    if (*slot != nullptr) return errors::InvalidInput(absl::StrCat("input '", t.name, "' given twice"));
     *slot = &t;
   }
   if (ids != nullptr) {
     if (text != nullptr || text_pair != nullptr) {
-      return absl::FailedPreconditionError("send either token tensors or text inputs, not both");
+      return errors::InvalidInput("send either token tensors or text inputs, not both");
     }
     return RowsFromTokenTensors(model, ids, mask, types, rows);
   }
   if (mask != nullptr || types != nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("token tensors need '", sig.input_ids_name, "'"));
+    return errors::InvalidInput(absl::StrCat("token tensors need '", sig.input_ids_name, "'"));
   }
   if (text == nullptr || model.tokenizer == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("model ", std::string(model.name), " expects '", sig.input_ids_name,
+    return errors::InvalidInput(absl::StrCat("model ", std::string(model.name), " expects '", sig.input_ids_name,
                                                       "' (INT64/INT32 [batch, sequence]) or 'text' (BYTES [batch])"));
   }
   const auto* texts = std::get_if<std::vector<std::string>>(&text->data);
-  if (texts == nullptr || texts->empty()) return absl::FailedPreconditionError("input 'text' must be non-empty BYTES");
+  if (texts == nullptr || texts->empty()) return errors::InvalidInput("input 'text' must be non-empty BYTES");
   const std::vector<std::string>* pairs = nullptr;
   if (text_pair != nullptr) {
     pairs = std::get_if<std::vector<std::string>>(&text_pair->data);
     if (pairs == nullptr || pairs->size() != texts->size()) {
-      return absl::FailedPreconditionError("input 'text_pair' must be BYTES with as many elements as 'text'");
+      return errors::InvalidInput("input 'text_pair' must be BYTES with as many elements as 'text'");
     }
   }
   const auto start = std::chrono::steady_clock::now();

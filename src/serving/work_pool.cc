@@ -1,5 +1,7 @@
 #include "serving/work_pool.h"
 
+#include "common/error.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -39,9 +41,9 @@ WorkPool::~WorkPool() {
 
 absl::Status WorkPool::Submit(Task& task, Lane lane) {
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("the tokenization workers are stopping");
+  if (stopping_) return errors::Unavailable("the tokenization workers are stopping");
   if (light_.size() + heavy_.size() >= options_.max_queue) {
-    return absl::ResourceExhaustedError(
+    return errors::Overloaded(
         absl::StrCat("too many requests waiting for a tokenization worker (", options_.max_queue, ")"));
   }
   (lane == Lane::kLight ? light_ : heavy_).push_back(std::move(task));

@@ -161,9 +161,25 @@ class SharedServerSuite : public ::testing::Test {
   }
 
   void TearDown() override {
+    ExpectNoErrorWithoutKind();
     if (HasFailure() && shared_ != nullptr && shared_->process() != nullptr) {
       std::cerr << "tide serve " << shared_->process()->Diagnostics() << "\n";
     }
+  }
+
+  // No error reached an edge without an error kind (common/error.h) during the test: the server
+  // counts each in tide_errors_without_kind_total. Checked after every test of every suite whose
+  // /metrics is open (a suite that needs a key for it, or has stopped its server, is not checked).
+  static void ExpectNoErrorWithoutKind() {
+    if (shared_ == nullptr || shared_->process() == nullptr || !shared_->process()->IsRunning()) return;
+    const tide::testing::ClientResponse metrics = NewClient(std::chrono::milliseconds(10000))->Get("/metrics");
+    if (metrics.status != 200) return;
+    constexpr std::string_view kName = "\ntide_errors_without_kind_total ";
+    const size_t at = metrics.body.find(kName);
+    ASSERT_NE(at, std::string::npos) << "/metrics has no tide_errors_without_kind_total";
+    const size_t begin = at + kName.size();
+    EXPECT_EQ(metrics.body.substr(begin, metrics.body.find('\n', begin) - begin), "0")
+        << "an error without an error kind reached an edge (answered 500); see the server's log";
   }
 
   // The running server; only valid in tests (SetUp has checked that it runs).

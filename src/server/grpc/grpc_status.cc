@@ -2,25 +2,24 @@
 
 #include <string>
 
-#include "api/status_http.h"
-#include "serving/scoring.h"
+#include "common/error.h"
 
 namespace tide::grpc_edge {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(api::GrpcStatusFor(status)), std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(Info(KindOf(status)).grpc_code), std::string(status.message()));
 }
 
 void AddErrorTrailers(const absl::Status& status, grpc::CallbackServerContext* context) {
   if (status.ok()) return;
-  const int code = api::GrpcStatusFor(status);
-  if (code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::UNAVAILABLE) {
-    context->AddTrailingMetadata("retry-after", "1");
-    context->AddTrailingMetadata("grpc-retry-pushback-ms", "1000");
+  const ErrorFacts facts = FactsOf(status);
+  if (facts.retry_after_ms.has_value()) {
+    context->AddTrailingMetadata("retry-after", std::to_string(RetryAfterSeconds(*facts.retry_after_ms)));
+    context->AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(*facts.retry_after_ms));
   }
-  context->AddTrailingMetadata("x-tide-error-type", std::string(api::ErrorTypeFor(status)));
-  if (serving::IsDegradedUnavailable(status)) context->AddTrailingMetadata("x-tide-degraded", "unavailable");
+  context->AddTrailingMetadata("x-tide-error-type", std::string(facts.info->error_type));
+  if (!facts.degraded.empty()) context->AddTrailingMetadata("x-tide-degraded", facts.degraded);
 }
 
 }  // namespace tide::grpc_edge

@@ -14,9 +14,11 @@ TEST(ToGrpcStatus, EveryKindAnswersItsTableRow) {
     EXPECT_EQ(s.error_message(), "why") << row.name;
   }
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
-  // A status without a kind gets the kind its absl code implies.
-  EXPECT_EQ(ToGrpcStatus(absl::FailedPreconditionError("x")).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(ToGrpcStatus(absl::ResourceExhaustedError("x")).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // A status without a kind: INTERNAL, whatever its absl code, and counted.
+  const uint64_t before = ErrorsWithoutKind();
+  EXPECT_EQ(ToGrpcStatus(absl::FailedPreconditionError("x")).error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(ToGrpcStatus(absl::ResourceExhaustedError("x")).error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(ErrorsWithoutKind(), before + 2);
 }
 
 }  // namespace

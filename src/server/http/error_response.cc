@@ -1,48 +1,36 @@
 #include "server/http/error_response.h"
 
-#include <string>
-
 #include <nlohmann/json.hpp>
 
 #include "common/error_echo.h"
 
 namespace tide::http {
-namespace {
 
-Response JsonErrorOfType(int status, std::string_view error_type, std::string_view message) {
-  Response response;
-  response.status = status;
+std::string ErrorJsonBody(std::string_view error_type, std::string_view message) {
   nlohmann::json body = nlohmann::json::object();
   body["error"] = EchoForError(message, kMaxErrorMessageBytes);
   body["error_type"] = std::string(error_type);
-  response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return response;
+  // Messages may quote client bytes; replace invalid UTF-8 instead of throwing.
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-}  // namespace
-
-std::string_view ErrorTypeForStatus(int status) {
-  // The first kind answered with `status` (500: kBackend, whose error_type kInternal shares).
-  for (const ErrorKindInfo& info : kErrorKinds) {
-    if (info.http_status == status) return info.error_type;
+Response ErrorResponse(const absl::Status& status) {
+  const ErrorFacts facts = FactsOf(status);
+  Response response;
+  response.status = facts.info->http_status;
+  response.body = ErrorJsonBody(facts.info->error_type, facts.message);
+  if (facts.retry_after_ms.has_value()) {
+    response.headers.emplace_back("Retry-After", std::to_string(RetryAfterSeconds(*facts.retry_after_ms)));
   }
-  return status >= 400 && status < 500 ? Info(ErrorKind::kMalformedRequest).error_type
-                                       : Info(ErrorKind::kInternal).error_type;
-}
-
-// The kind's own error_type (kEmpty shares 400 with kMalformedRequest but not its error_type).
-Response JsonError(ErrorKind kind, std::string_view message) {
-  return JsonErrorOfType(Info(kind).http_status, Info(kind).error_type, message);
-}
-
-Response JsonError(int status, std::string_view message) {
-  return JsonErrorOfType(status, ErrorTypeForStatus(status), message);
-}
-
-Response ServerErrorResponse(ErrorKind kind, std::string_view message) {
-  Response response = JsonError(kind, message);
-  if (kind == ErrorKind::kUnavailable) response.headers.emplace_back("Retry-After", "1");
+  if (!facts.challenge.empty()) response.headers.emplace_back("WWW-Authenticate", std::string(facts.challenge));
+  if (!facts.degraded.empty()) response.headers.emplace_back("x-tide-degraded", facts.degraded);
   return response;
 }
+
+Response JsonError(ErrorKind kind, std::string_view message) {
+  return ErrorResponse(MakeError(kind, absl::string_view(message.data(), message.size())));
+}
+
+Response ServerErrorResponse(ErrorKind kind, std::string_view message) { return JsonError(kind, message); }
 
 }  // namespace tide::http

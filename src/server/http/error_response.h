@@ -1,36 +1,37 @@
-// tide::http error responses — the JSON body {"error": ..., "error_type": ...} of an error, and the
-// server's own answers (framing, limits, timeouts, the connection cap, a dropped Responder).
+// tide::http error rendering — the ONE HTTP rendering of an error, used by the routes
+// (server/routes) and by the HTTP server's own answers (framing, limits, a dropped request).
 //
 // Contract:
-//  - Pure; thread-safe; never throws. A message longer than kMaxErrorMessageBytes
-//    (common/error_echo.h) is cut there; invalid UTF-8 is replaced, never rejected.
-//  - ServerErrorResponse is the one function the HTTP layer renders its own errors with: every
-//    answer the server gives without a Handler goes through it, so how such an answer looks
-//    (body, error_type, Retry-After) is decided here and nowhere else.
+//  - ErrorResponse(status) renders FactsOf(status) (common/error.h): the kind's HTTP status, the
+//    JSON body {"error": "<message>", "error_type": "<the kind's error_type>"} (compact; the message
+//    cut at kMaxErrorMessageBytes, common/error_echo.h; invalid UTF-8 replaced), and the headers the
+//    facts call for: Retry-After (the status's RetryAfterMs, else the kind's hint: 1 s for
+//    overloaded and unavailable; whole seconds, rounded up), WWW-Authenticate (the kind's
+//    challenge: Bearer on 401) and x-tide-degraded (the Degraded payload).
+//  - A status without a kind renders as internal (500) and is counted (KindOf); OK is a bug too.
+//  - JsonError(kind, message) is ErrorResponse of MakeError(kind, message).
+//  - ServerErrorResponse(kind, message) is the one function the HTTP layer renders its own errors
+//    with (framing, limits, timeouts, the connection cap, a dropped Responder): JsonError of the
+//    kind, so such an answer looks like every other error of its kind (the connection cap's 503
+//    carries the kind's Retry-After).
+//  - Pure functions apart from KindOf's count; thread-safe; never fail.
 #pragma once
 
+#include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "common/error.h"
 #include "server/http/http_message.h"
 
 namespace tide::http {
 
-// A JSON error response {"error": message, "error_type": ErrorTypeForStatus(status)} with
-// `status`.
-Response JsonError(int status, std::string_view message);
-// The same with the HTTP status and error_type of `kind` (tide::kErrorKinds, common/error.h).
+Response ErrorResponse(const absl::Status& status);
 Response JsonError(ErrorKind kind, std::string_view message);
 
-// The error_type of an error answered with HTTP `status`, from the one table (tide::kErrorKinds):
-// the error_type of the first kind answered with `status` (so 400, 405, 413, 422, 431
-// "validation", 401 "unauthorized", 403 "forbidden", 404 "not_found", 408 and 504 "timeout",
-// 429 "overloaded", 499 "cancelled", 501 "unimplemented", 503 "unhealthy", 500 "backend");
-// a status no kind uses: other 4xx "validation", anything else "backend".
-std::string_view ErrorTypeForStatus(int status);
-
-// The server's own answer for an error of `kind`: JsonError(kind, message), and for kUnavailable
-// (the connection cap) `Retry-After: 1`.
 Response ServerErrorResponse(ErrorKind kind, std::string_view message);
+
+// The JSON body alone: {"error": message, "error_type": error_type}.
+std::string ErrorJsonBody(std::string_view error_type, std::string_view message);
 
 }  // namespace tide::http

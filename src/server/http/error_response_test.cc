@@ -1,7 +1,7 @@
 #include "server/http/error_response.h"
 
+#include <map>
 #include <string>
-#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -12,16 +12,33 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(JsonErrorTest, EscapesMessage) {
-  const Response response = JsonError(400, "bad \"quote\"\n");
-  EXPECT_EQ(response.status, 400);
-  EXPECT_EQ(response.body, R"({"error":"bad \"quote\"\n","error_type":"validation"})");
+std::map<std::string, std::string> Headers(const Response& r) { return {r.headers.begin(), r.headers.end()}; }
+
+// The one HTTP rendering, table-driven: every kind answers its row's status and error_type, with
+// the headers its facts call for and no others.
+TEST(ErrorResponseTest, EveryKindRendersItsRow) {
+  for (const ErrorKindInfo& info : kErrorKinds) {
+    SCOPED_TRACE(info.name);
+    const Response r = ErrorResponse(MakeError(info.kind, "msg"));
+    EXPECT_EQ(r.status, info.http_status);
+    EXPECT_EQ(r.content_type, "application/json");
+    const nlohmann::json body = nlohmann::json::parse(r.body);
+    EXPECT_EQ(body["error"], "msg");
+    EXPECT_EQ(body["error_type"], info.error_type);
+    std::map<std::string, std::string> expected;
+    if (info.kind == ErrorKind::kOverloaded || info.kind == ErrorKind::kUnavailable) expected["Retry-After"] = "1";
+    if (info.kind == ErrorKind::kUnauthenticated) expected["WWW-Authenticate"] = "Bearer";
+    EXPECT_EQ(Headers(r), expected);
+    // JsonError is the same rendering.
+    const Response by_kind = JsonError(info.kind, "msg");
+    EXPECT_EQ(by_kind.status, r.status);
+    EXPECT_EQ(by_kind.body, r.body);
+    EXPECT_EQ(Headers(by_kind), expected);
+  }
 }
 
-// Every status the HTTP layer answers by itself, with the kind it answers it as: the status and the
-// error_type are that kind's row of the one table, whether the response is made from the kind or
-// from the bare status.
-TEST(JsonErrorTest, EveryStatusTheHttpLayerEmitsHasTheErrorTypeOfItsKind) {
+// What the HTTP layer answers by itself, with the kind it answers it as.
+TEST(ErrorResponseTest, TheHttpLayersOwnAnswers) {
   const std::pair<int, ErrorKind> emitted[] = {
       {400, ErrorKind::kMalformedRequest},  // malformed HTTP, framing, Host
       {404, ErrorKind::kNotFound},          // no route
@@ -31,63 +48,65 @@ TEST(JsonErrorTest, EveryStatusTheHttpLayerEmitsHasTheErrorTypeOfItsKind) {
       {431, ErrorKind::kHeadersTooLarge},   // headers over max_header_bytes
       {500, ErrorKind::kInternal},          // a dropped Responder, an invalid handler status
       {501, ErrorKind::kUnimplemented},     // unsupported transfer coding
-      {503, ErrorKind::kUnavailable},       // connection cap
+      {503, ErrorKind::kUnavailable},       // connection cap (with Retry-After: 1)
   };
   for (const auto& [status, kind] : emitted) {
     SCOPED_TRACE(status);
-    EXPECT_EQ(Info(kind).http_status, status);
-    EXPECT_EQ(ErrorTypeForStatus(status), Info(kind).error_type);
-    const Response by_kind = JsonError(kind, "x");
-    EXPECT_EQ(by_kind.status, status);
-    EXPECT_EQ(nlohmann::json::parse(by_kind.body)["error_type"], Info(kind).error_type);
-    EXPECT_EQ(by_kind.body, JsonError(status, "x").body);
+    EXPECT_EQ(JsonError(kind, "x").status, status);
   }
-  // And every kind's status maps back to an error_type the kinds sharing that status agree on,
-  // except kEmpty: TEI answers an empty batch 400 with its own error_type "empty", which only the
-  // routes make (with the kind); a bare 400 from the HTTP layer stays "validation".
-  for (const ErrorKindInfo& info : kErrorKinds) {
-    if (info.kind == ErrorKind::kEmpty) continue;
-    EXPECT_EQ(ErrorTypeForStatus(info.http_status), info.error_type) << info.name;
-  }
-  EXPECT_EQ(ErrorTypeForStatus(400), "validation");
-  // Statuses no kind uses: 4xx validation, 5xx backend.
-  EXPECT_EQ(ErrorTypeForStatus(418), "validation");
-  EXPECT_EQ(ErrorTypeForStatus(502), "backend");
+  EXPECT_EQ(Headers(JsonError(ErrorKind::kUnavailable, "x"))["Retry-After"], "1");
+  EXPECT_EQ(nlohmann::json::parse(JsonError(ErrorKind::kInternal, "x").body)["error_type"], "backend");
+  EXPECT_EQ(nlohmann::json::parse(JsonError(ErrorKind::kRequestTimeout, "x").body)["error_type"], "timeout");
+  EXPECT_EQ(nlohmann::json::parse(JsonError(ErrorKind::kEmpty, "x").body)["error_type"], "empty");
 }
 
-TEST(JsonErrorTest, CarriesTheErrorTypeOfItsStatusAndABoundedMessage) {
-  EXPECT_EQ(nlohmann::json::parse(JsonError(404, "x").body)["error_type"], "not_found");
-  EXPECT_EQ(nlohmann::json::parse(JsonError(408, "x").body)["error_type"], "timeout");
-  EXPECT_EQ(nlohmann::json::parse(JsonError(501, "x").body)["error_type"], "unimplemented");
-  EXPECT_EQ(nlohmann::json::parse(JsonError(500, "x").body)["error_type"], "backend");
-  const Response big = JsonError(400, std::string(100 * 1024, 'a'));
+TEST(ErrorResponseTest, EscapesAndBoundsTheMessage) {
+  const Response response = JsonError(ErrorKind::kMalformedRequest, "bad \"quote\"\n");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_EQ(response.body, R"({"error":"bad \"quote\"\n","error_type":"validation"})");
+  const Response big = JsonError(ErrorKind::kMalformedRequest, std::string(100 * 1024, 'a'));
   EXPECT_LT(big.body.size(), 1200u);
   EXPECT_THAT(big.body, HasSubstr("...(truncated)"));
+  // Invalid UTF-8 quoted from a client is replaced, never thrown on.
+  const Response bytes = JsonError(ErrorKind::kInvalidInput, std::string("bad \xff byte"));
+  EXPECT_NO_THROW((void)nlohmann::json::parse(bytes.body));
 }
 
-TEST(JsonErrorTest, InvalidUtf8IsReplacedNotRejected) {
-  const Response response = JsonError(400, std::string("bad \xff byte"));
-  EXPECT_EQ(nlohmann::json::parse(response.body)["error_type"], "validation");
+TEST(ErrorResponseTest, PayloadsAddTheirHeaders) {
+  // A quota's own wait, rounded up to whole seconds.
+  EXPECT_EQ(Headers(ErrorResponse(WithRetryAfter(errors::Overloaded("over quota"), 1500)))["Retry-After"], "2");
+  EXPECT_EQ(Headers(ErrorResponse(WithRetryAfter(errors::Overloaded("over quota"), 1)))["Retry-After"], "1");
+  const Response degraded = ErrorResponse(WithDegraded(errors::Unavailable("breaker open"), "unavailable"));
+  EXPECT_EQ(degraded.status, 503);
+  EXPECT_EQ(Headers(degraded)["x-tide-degraded"], "unavailable");
+  EXPECT_EQ(Headers(degraded)["Retry-After"], "1");
+  // The kind decides, not the absl code: payload-too-large carries RESOURCE_EXHAUSTED and is 413.
+  EXPECT_EQ(ErrorResponse(errors::PayloadTooLarge("big")).status, 413);
+  EXPECT_EQ(Headers(ErrorResponse(errors::PayloadTooLarge("big"))).count("Retry-After"), 0u);
 }
 
-// The server's own answers: the JSON error of their kind; only the connection cap (kUnavailable)
-// tells the client when to come back.
-TEST(ServerErrorResponseTest, IsTheKindsJsonErrorWithRetryAfterOnlyWhenUnavailable) {
+// A status that reached the renderer without a kind is a bug: it answers as internal and counts.
+TEST(ErrorResponseTest, AStatusWithoutAKindAnswersInternalAndIsCounted) {
+  const uint64_t before = ErrorsWithoutKind();
+  const Response r = ErrorResponse(absl::ResourceExhaustedError("from a library"));
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error_type"], "backend");
+  EXPECT_TRUE(r.headers.empty());
+  EXPECT_EQ(ErrorsWithoutKind(), before + 1);
+}
+
+// The server's own answers are the JSON error of their kind, headers included: only the connection
+// cap (kUnavailable) among them tells the client when to come back.
+TEST(ServerErrorResponseTest, IsTheKindsJsonError) {
   for (const ErrorKindInfo& info : kErrorKinds) {
     SCOPED_TRACE(info.name);
     const Response response = ServerErrorResponse(info.kind, "why");
     const Response plain = JsonError(info.kind, "why");
     EXPECT_EQ(response.status, plain.status);
     EXPECT_EQ(response.body, plain.body);
-    EXPECT_EQ(response.content_type, "application/json");
-    if (info.kind == ErrorKind::kUnavailable) {
-      EXPECT_EQ(response.headers, (std::vector<std::pair<std::string, std::string>>{{"Retry-After", "1"}}));
-    } else {
-      EXPECT_TRUE(response.headers.empty());
-    }
+    EXPECT_EQ(Headers(response), Headers(plain));
   }
-  EXPECT_EQ(ServerErrorResponse(ErrorKind::kRequestTimeout, "request header not received within 200 ms").body,
-            R"({"error":"request header not received within 200 ms","error_type":"timeout"})");
+  EXPECT_EQ(Headers(ServerErrorResponse(ErrorKind::kUnavailable, "cap"))["Retry-After"], "1");
 }
 
 }  // namespace

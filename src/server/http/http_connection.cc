@@ -374,8 +374,7 @@ void HttpConnection::Dispatch() {
     }
     try {
       if (!decoded.ok()) {
-        std::move(responder)(
-            ServerErrorResponse(KindOf(decoded), std::string_view(decoded.message().data(), decoded.message().size())));
+        std::move(responder)(ErrorResponse(decoded));
       } else {
         core_->handler->Handle(std::move(request), std::move(responder));
       }

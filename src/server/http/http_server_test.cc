@@ -862,7 +862,7 @@ TEST(ServeConnectedSocketTest, WaitsForAResponderCalledFromAnotherThread) {
     auto handler_done = std::make_shared<std::promise<void>>();
     worker.Post([shared, done = handler_done->get_future().share()] {
       done.wait();
-      std::move(*shared)(JsonError(503, "later"));
+      std::move(*shared)(JsonError(ErrorKind::kUnavailable, "later"));
     });
     handler_done->set_value();
   });

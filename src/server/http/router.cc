@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error_echo.h"
+#include "server/http/error_response.h"
 
 namespace tide::http {
 namespace {

@@ -8,11 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "api/status_http.h"
 #include "common/ascii.h"
 #include "common/error.h"
 #include "common/error_echo.h"
-#include "serving/scoring.h"
+#include "server/http/error_response.h"
 
 namespace tide::server {
 
@@ -36,19 +35,7 @@ http::Response JsonResponse(std::string body, int status) {
   return r;
 }
 
-http::Response ErrorResponse(const absl::Status& status) {
-  http::Response r;
-  r.status = api::HttpStatusFor(status);
-  r.body = api::ErrorBody(status);
-  if (std::optional<int64_t> ms = RetryAfterMs(status); ms.has_value()) {
-    r.headers.emplace_back("Retry-After", std::to_string(std::max<int64_t>(1, (*ms + 999) / 1000)));
-  } else if (r.status == 503 || r.status == 429) {
-    r.headers.emplace_back("Retry-After", "1");
-  }
-  if (r.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
-  if (serving::IsDegradedUnavailable(status)) r.headers.emplace_back("x-tide-degraded", "unavailable");
-  return r;
-}
+http::Response ErrorResponse(const absl::Status& status) { return http::ErrorResponse(status); }
 
 absl::StatusOr<serving::CallInfo> CallInfoFor(const http::Request& request) {
   serving::CallInfo info;

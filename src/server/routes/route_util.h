@@ -21,11 +21,10 @@
 
 namespace tide::server {
 
-// {"error": ..., "error_type": ...} with the HTTP status of the status's error kind
-// (api::HttpStatusFor); Retry-After: the status's RetryAfterMs in whole seconds rounded up (a
-// quota's bucket), else 1 on 429 and 503 (overload and drain are short-lived);
-// WWW-Authenticate: Bearer on 401; `x-tide-degraded: unavailable` for
-// serving::DegradedUnavailableError.
+// The one HTTP rendering of an error (http::ErrorResponse, server/http/error_response.h): the
+// kind's status and {"error": ..., "error_type": ...}; Retry-After from the status's RetryAfterMs
+// (a quota's bucket) else the kind's hint (1 s on 429 and 503); WWW-Authenticate: Bearer on 401;
+// `x-tide-degraded` from the Degraded payload.
 http::Response ErrorResponse(const absl::Status& status);
 
 // A JSON answer (the server's default content type) with `status`.

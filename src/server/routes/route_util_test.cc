@@ -71,40 +71,14 @@ TEST(CallInfoFor, MalformedHeaderValuesAreQuotedBounded) {
   EXPECT_LT(a.status().message().size(), 300u);
 }
 
-// Every status the HTTP layer answers by itself (server/http: malformed or refused requests, the
-// router, timeouts, limits, the connection cap, a dropped Responder) carries the error_type that
-// api's one table gives the corresponding code.
-TEST(ErrorTypes, HttpLayerStatusesMatchTheApiTable) {
-  const std::vector<std::pair<int, absl::StatusCode>> emitted = {
-      {400, absl::StatusCode::kInvalidArgument},     // malformed HTTP, framing, Host
-      {404, absl::StatusCode::kNotFound},            // no route
-      {405, absl::StatusCode::kInvalidArgument},     // wrong method
-      {408, absl::StatusCode::kDeadlineExceeded},    // slow sender
-      {413, absl::StatusCode::kFailedPrecondition},  // body over the limit
-      {431, absl::StatusCode::kFailedPrecondition},  // headers over the limit
-      {500, absl::StatusCode::kInternal},            // handler dropped its Responder
-      {501, absl::StatusCode::kUnimplemented},       // unsupported transfer coding
-      {503, absl::StatusCode::kUnavailable},         // connection cap
-  };
-  for (const auto& [status, code] : emitted) {
-    EXPECT_EQ(http::ErrorTypeForStatus(status), api::ErrorTypeFor(code)) << status;
-    EXPECT_EQ(nlohmann::json::parse(http::JsonError(status, "x").body)["error_type"], api::ErrorTypeFor(code)) << status;
-  }
-  // And every status api's table produces maps back to its own error_type.
-  for (int c = 1; c <= 16; ++c) {
-    const auto code = static_cast<absl::StatusCode>(c);
-    EXPECT_EQ(http::ErrorTypeForStatus(api::HttpStatusFor(code)), api::ErrorTypeFor(code)) << c;
-  }
-}
-
 TEST(ErrorResponse, OverloadCarriesRetryAfter) {
-  http::Response busy = ErrorResponse(absl::UnavailableError("queue full"));
+  http::Response busy = ErrorResponse(errors::Unavailable("queue full"));
   EXPECT_EQ(busy.status, 503);
   bool retry_after = false;
   for (const auto& [k, v] : busy.headers) retry_after |= (k == "Retry-After");
   EXPECT_TRUE(retry_after);
   EXPECT_NE(busy.body.find("queue full"), std::string::npos);
-  http::Response bad = ErrorResponse(absl::FailedPreconditionError("texts must not be empty"));
+  http::Response bad = ErrorResponse(errors::InvalidInput("texts must not be empty"));
   EXPECT_EQ(bad.status, 422);
   EXPECT_TRUE(bad.headers.empty());
 }
@@ -175,7 +149,7 @@ TEST(ErrorResponse, KindsDecideTheStatusAnd401AsksForTheKey) {
   // The kind, not the absl code, decides: a payload-too-large status is 413 although its code is
   // RESOURCE_EXHAUSTED (which alone means 429).
   EXPECT_EQ(ErrorResponse(errors::PayloadTooLarge("big")).status, 413);
-  EXPECT_EQ(ErrorResponse(absl::ResourceExhaustedError("busy")).status, 429);
+  EXPECT_EQ(ErrorResponse(errors::Overloaded("busy")).status, 429);
   const http::Response unauthorized = ErrorResponse(errors::Unauthenticated("no key"));
   EXPECT_EQ(unauthorized.status, 401);
   std::map<std::string, std::string> h(unauthorized.headers.begin(), unauthorized.headers.end());
@@ -183,7 +157,7 @@ TEST(ErrorResponse, KindsDecideTheStatusAnd401AsksForTheKey) {
 }
 
 TEST(ErrorResponse, DegradedUnavailableIsMarked) {
-  absl::Status degraded = absl::UnavailableError("model m is degraded");
+  absl::Status degraded = errors::Unavailable("model m is degraded");
   EXPECT_FALSE(serving::IsDegradedUnavailable(degraded));
   const http::Response plain = ErrorResponse(degraded);
   EXPECT_EQ(plain.status, 503);

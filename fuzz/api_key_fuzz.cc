@@ -3,7 +3,7 @@
 // equality, and ConstantTimeEquals agrees with operator==.
 //
 //   cmake -S . -B build-fuzz -G Ninja -DTIDE_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++
-//   ninja -C build-fuzz api_key_fuzz && build-fuzz/src/guard/api_key_fuzz -max_total_time=60
+//   ninja -C build-fuzz api_key_fuzz && build-fuzz/fuzz/api_key_fuzz -max_total_time=60
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 // libFuzzer target for config.pbtxt: Parse -> Normalize -> Validate -> parameters must never
 // crash, hang or leak on any input (configs may come from a mounted, untrusted repository).
-// Build: cmake -DTIDE_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++; run with src/config/testdata/fuzz_seed.
+// Build: cmake -DTIDE_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++; seeds: fuzz/corpus/tide_config.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
