@@ -22,26 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool IsVersionName(const std::string& name, int64_t* version) {
-  if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return false;
-  }
-  return absl::SimpleAtoi(name, version);
-}
-
-// "size:mtime[->target]" of one file, following symlinks (a model file is often a link); "" when
-// it vanished while we looked.
-std::string FileStamp(const fs::directory_entry& entry) {
-  std::error_code ec;
-  const auto size = fs::file_size(entry.path(), ec);
-  if (ec) return "";
-  const auto mtime = fs::last_write_time(entry.path(), ec);
-  if (ec) return "";
-  std::string stamp = absl::StrCat(size, ":", mtime.time_since_epoch().count());
-  if (entry.is_symlink(ec)) absl::StrAppend(&stamp, "->", fs::read_symlink(entry.path(), ec).string());
-  return stamp;
-}
-
 // A "Vm...:  N kB" field of /proc/self/status in bytes (VmRSS: resident now; VmHWM: the process's
 // peak resident size so far); 0 when /proc cannot tell.
 int64_t ProcStatusBytes(std::string_view field) {
@@ -71,12 +51,6 @@ void LogRepositoryRequest(std::string_view operation, std::string_view name, con
     spdlog::warn("repository: {} of model {} requested: refused: {}", operation, EscapeForLog(name),
                  EscapeForLog(std::string(status.message())));
   }
-}
-
-// A name from a request path: one plain directory name of the repository.
-bool IsModelName(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." && name.front() != '.' &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
 }
 
 }  // namespace
@@ -286,48 +260,7 @@ void ModelRepositoryController::ThreadMain() {
 }
 
 absl::StatusOr<std::vector<std::string>> ModelRepositoryController::ListModels() const {
-  std::error_code ec;
-  if (!fs::is_directory(options_.repository, ec)) {
-    return errors::NotFound(absl::StrCat(options_.repository.string(), ": model repository is not a directory"));
-  }
-  std::vector<std::string> names;
-  for (fs::directory_iterator it(options_.repository, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    std::error_code dir_ec;
-    if (IsModelName(name) && it->is_directory(dir_ec)) names.push_back(name);
-  }
-  if (ec) return errors::Internal(absl::StrCat(options_.repository.string(), ": cannot list: ", ec.message()));
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-ModelRepositoryController::DirectoryFingerprint ModelRepositoryController::Fingerprint(const fs::path& model_dir) {
-  DirectoryFingerprint fp;
-  std::error_code ec;
-  std::vector<std::string> top;
-  for (fs::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.empty() || name.front() == '.') continue;
-    std::error_code e;
-    int64_t version = 0;
-    if (it->is_directory(e)) {
-      if (!IsVersionName(name, &version)) continue;
-      std::vector<std::string> files;
-      for (fs::recursive_directory_iterator f(it->path(), fs::directory_options::follow_directory_symlink, e), fend;
-           !e && f != fend; f.increment(e)) {
-        std::error_code fe;
-        if (!f->is_regular_file(fe)) continue;
-        files.push_back(absl::StrCat(fs::relative(f->path(), it->path(), fe).string(), "=", FileStamp(*f)));
-      }
-      std::sort(files.begin(), files.end());
-      fp.versions[version] = absl::StrJoin(files, ";");
-    } else if (it->is_regular_file(e)) {
-      top.push_back(absl::StrCat(name, "=", FileStamp(*it)));
-    }
-  }
-  std::sort(top.begin(), top.end());
-  fp.model = absl::StrJoin(top, ";");
-  return fp;
+  return ListModelDirectories(options_.repository);
 }
 
 absl::Status ModelRepositoryController::CheckExplicit(std::string_view operation) const {
@@ -445,7 +378,7 @@ absl::Status ModelRepositoryController::ReconcileModel(const std::string& name,
     table_->Set(name, std::nullopt, ModelState::kUnavailable, reason);
     return errors::InvalidInput(reason);
   }
-  const DirectoryFingerprint fp = Fingerprint(dir);
+  const DirectoryFingerprint fp = FingerprintModelDirectory(dir);
   const std::string model_fp = config_json.has_value() ? absl::StrCat(fp.model, "|config=", *config_json) : fp.model;
   ModelRecord& record = records_[name];
   if (!explicit_request && record.looked && record.model_fingerprint == model_fp &&

@@ -65,6 +65,7 @@
 #include "absl/synchronization/mutex.h"
 #include "config/hf_model_folder.h"
 #include "config/model_repository.h"
+#include "serving/model_directory.h"
 #include "serving/model_manager.h"
 #include "serving/model_state_table.h"
 #include "serving/served_model.h"
@@ -146,12 +147,6 @@ class ModelRepositoryController {
  private:
   ModelRepositoryController(ModelManager* manager, ModelRepositoryControllerOptions options);
 
-  // What one look at a model directory found: its top-level files and each version folder's files
-  // (relative path, size, modification time, symlink target).
-  struct DirectoryFingerprint {
-    std::string model;
-    std::map<int64_t, std::string> versions;
-  };
   // What the controller remembers of a repository model between operations.
   struct ModelRecord {
     bool looked = false;
@@ -170,9 +165,8 @@ class ModelRepositoryController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   void UnloadVersion(const std::string& name, int64_t version, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
-  // Every non-hidden directory of the repository, sorted.
+  // Every model directory of the repository, sorted (serving/model_directory.h).
   absl::StatusOr<std::vector<std::string>> ListModels() const;
-  static DirectoryFingerprint Fingerprint(const std::filesystem::path& model_dir);
   absl::Status CheckExplicit(std::string_view operation) const;
   // Start's first step: the HuggingFace folders, and in mode none the whole repository, read and
   // checked first, then built and served; each is listed READY and left alone afterwards.
