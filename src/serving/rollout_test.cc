@@ -16,9 +16,12 @@
 #include "gtest/gtest.h"
 #include "serving/ranking_agreement.h"
 #include "serving/rollout_state_file.h"
+#include "serving/testing/rollout_specs.h"
 
 namespace tide::serving {
 namespace {
+
+using testing::Canary;
 
 TEST(RankingAgreement, IdenticalReversedAndTiedRankings) {
   const std::vector<float> a = {0.9f, 0.1f, 0.5f, 0.3f};
@@ -52,16 +55,6 @@ TEST(RankingAgreement, IdenticalReversedAndTiedRankings) {
   EXPECT_DOUBLE_EQ(CompareRankings(std::vector<float>{1.f}, std::vector<float>{-3.f})->spearman, 1.0);
 }
 
-RolloutSpec Canary(double percent, std::string sticky = {}) {
-  RolloutSpec spec;
-  spec.stable = 1;
-  spec.candidate = 2;
-  spec.mode = RolloutMode::kCanary;
-  spec.percent = percent;
-  spec.sticky_header = std::move(sticky);
-  spec.guard.min_requests = 50;
-  return spec;
-}
 
 struct RolloutsHarness {
   RolloutsHarness() {

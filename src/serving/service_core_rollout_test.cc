@@ -21,25 +21,18 @@
 #include "serving/rollout.h"
 #include "serving/rollout_state_file.h"
 #include "serving/testing/fake_backend.h"
+#include "serving/testing/rollout_specs.h"
 #include "wait_for.h"
 
 namespace tide::serving {
 namespace {
 
+using testing::Canary;
+
 using testing::BackendControl;
 using testing::kHang;
 using testing::Served;
 
-RolloutSpec Canary(double percent, std::string sticky = {}) {
-  RolloutSpec spec;
-  spec.stable = 1;
-  spec.candidate = 2;
-  spec.mode = RolloutMode::kCanary;
-  spec.percent = percent;
-  spec.sticky_header = std::move(sticky);
-  spec.guard.min_requests = 50;
-  return spec;
-}
 
 std::string TempStateFile(const char* name) {
   const std::string dir = ::testing::TempDir();
