@@ -365,7 +365,7 @@ int Serve(const ServeFlags& f) {
     return serving::ServedModel::Create(*std::move(loaded), backends, options);
   };
   const auto load_start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::unique_ptr<serving::ModelManager>> models = serving::ModelManager::CreateEmpty(metrics->get());
+  absl::StatusOr<std::unique_ptr<serving::ModelManager>> models = serving::ModelManager::Create(metrics->get());
   std::unique_ptr<serving::ModelRepositoryController> controller;
   {
     auto created = serving::ModelRepositoryController::Create(models->get(), lo);

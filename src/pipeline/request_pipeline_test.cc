@@ -28,7 +28,7 @@ struct Harness {
     auto m = serving::ServingMetrics::Create();
     EXPECT_TRUE(m.ok());
     metrics = *std::move(m);
-    models = serving::ModelManager::CreateEmpty(metrics.get());
+    models = serving::ModelManager::Create(metrics.get());
     serving::ServiceCoreOptions options;
     options.tokenization_workers = 1;
     auto c = serving::ServiceCore::Create(models.get(), metrics.get(), options);

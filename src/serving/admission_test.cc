@@ -36,7 +36,7 @@ struct Harness {
     auto m = ServingMetrics::Create();
     EXPECT_TRUE(m.ok());
     metrics = *std::move(m);
-    models = ModelManager::CreateEmpty(metrics.get());
+    models = ModelManager::Create(metrics.get());
     EXPECT_TRUE(models->Add(Served({.name = "m"}, std::make_shared<BackendControl>())).ok());
     options.tokenization_workers = 1;
     auto a = Admission::Create(models.get(), metrics.get(), options, &clock, hook);

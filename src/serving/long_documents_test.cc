@@ -119,7 +119,7 @@ TEST(FoldWindowScores, MaxOrMeanPerDocument) {
 TEST(ServiceCoreLongDocuments, TheMatchPastTheCutIsFound) {
   auto metrics = ServingMetrics::Create();
   ASSERT_TRUE(metrics.ok());
-  auto models = ModelManager::CreateEmpty(metrics->get());
+  auto models = ModelManager::Create(metrics->get());
   auto c = std::make_shared<BackendControl>();
   c->decisive_token = 9;  // "f"
   ASSERT_TRUE(models->Add(Served({}, c)).ok());

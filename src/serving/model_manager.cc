@@ -69,7 +69,7 @@ void ModelManager::SetRetiredCallback(std::function<void(const std::string& name
   retirements_->on_retired = std::move(callback);
 }
 
-std::unique_ptr<ModelManager> ModelManager::CreateEmpty(ServingMetrics* metrics) {
+std::unique_ptr<ModelManager> ModelManager::Create(ServingMetrics* metrics) {
   std::unique_ptr<ModelManager> manager(new ModelManager());
   manager->metrics_ = metrics;
   return manager;

@@ -36,7 +36,7 @@ class ModelManager {
  public:
   // A manager serving nothing yet; models come through Add (the repository controller, tests).
   // `metrics`: where RefreshMetrics mirrors the models' state; may be null.
-  static std::unique_ptr<ModelManager> CreateEmpty(ServingMetrics* metrics = nullptr);
+  static std::unique_ptr<ModelManager> Create(ServingMetrics* metrics = nullptr);
   ~ModelManager();
 
   // Serves `model` as (model->name(), model->version()); ALREADY_EXISTS if that version is served.

@@ -131,7 +131,7 @@ TEST(ServedModel, ModelTruncationDirectionIsTheDefaultOfRequestsThatSetNone) {
 
 TEST(ModelManager, SelectsVersionsByNameAndVersionAndTheDefaultByName) {
   auto c = std::make_shared<BackendControl>();
-  auto manager = ModelManager::CreateEmpty();
+  auto manager = ModelManager::Create();
   ASSERT_TRUE(manager->Add(Served({.name = "m", .version = 1}, c)).ok());
   ASSERT_TRUE(manager->Add(Served({.name = "m", .version = 2}, c)).ok());
   ASSERT_TRUE(manager->Add(Served({.name = "b", .version = 7}, c)).ok());
@@ -160,7 +160,7 @@ TEST(ModelManager, ReplaceIsAtomicAndRequestsInFlightFinishOnTheOldVersion) {
   old_backends->value = 1.0f;
   auto new_backends = std::make_shared<BackendControl>();
   new_backends->value = 2.0f;
-  auto manager = ModelManager::CreateEmpty();
+  auto manager = ModelManager::Create();
   ASSERT_TRUE(manager->Add(Served({}, old_backends)).ok());
   EXPECT_EQ(manager->Replace(Served({.name = "other"}, std::make_shared<BackendControl>())).code(), absl::StatusCode::kNotFound);
 
@@ -202,7 +202,7 @@ TEST(ModelManager, RetiringFromAnInstanceThreadDoesNotDeadlock) {
   // The request's callback holds the last reference of a removed version: the release happens
   // on the version's own instance thread, which its destructor joins.
   auto c = std::make_shared<BackendControl>();
-  auto manager = ModelManager::CreateEmpty();
+  auto manager = ModelManager::Create();
   ASSERT_TRUE(manager->Add(Served({}, c)).ok());
   std::shared_ptr<ServedModel> held = *manager->Find("m");
   c->armed = true;

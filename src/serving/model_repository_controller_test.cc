@@ -46,7 +46,7 @@ class ControllerTest : public ::testing::Test {
     std::random_device rd;
     root_ = fs::temp_directory_path() / ("tide_controller_test_" + std::to_string(rd()));
     fs::create_directories(root_);
-    manager_ = ModelManager::CreateEmpty();
+    manager_ = ModelManager::Create();
   }
   void TearDown() override {
     controller_.reset();

@@ -27,7 +27,7 @@ struct Harness {
     auto m = ServingMetrics::Create();
     EXPECT_TRUE(m.ok());
     metrics = *std::move(m);
-    models = ModelManager::CreateEmpty(metrics.get());
+    models = ModelManager::Create(metrics.get());
     ModelSpec spec;
     spec.name = "m";
     EXPECT_TRUE(models->Add(Served(spec, std::make_shared<BackendControl>())).ok());

@@ -48,7 +48,7 @@ struct CoreHarness {
     auto m = ServingMetrics::Create();
     EXPECT_TRUE(m.ok());
     metrics = *std::move(m);
-    models = ModelManager::CreateEmpty(metrics.get());
+    models = ModelManager::Create(metrics.get());
     ServiceCoreOptions o;
     o.tokenization_workers = 1;
     o.clock = &clock;

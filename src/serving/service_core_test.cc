@@ -34,7 +34,7 @@ struct Harness {
     auto m = ServingMetrics::Create();
     EXPECT_TRUE(m.ok());
     metrics = *std::move(m);
-    models = ModelManager::CreateEmpty(metrics.get());
+    models = ModelManager::Create(metrics.get());
     if (options.tokenization_workers == 0) options.tokenization_workers = 1;
     if (options.clock == nullptr) options.clock = &clock;
     auto c = ServiceCore::Create(models.get(), metrics.get(), options);

@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 class RepositoryRoutesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    manager_ = serving::ModelManager::CreateEmpty();
+    manager_ = serving::ModelManager::Create();
     // Mode none, never started: an empty index, and Load / Unload refused for the mode. Nothing is
     // loaded, so the factory and the signature reader (always injected) are never called.
     serving::ModelRepositoryControllerOptions o;

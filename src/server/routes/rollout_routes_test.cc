@@ -55,7 +55,7 @@ class RolloutRoutesTest : public ::testing::Test {
     auto m = serving::ServingMetrics::Create();
     ASSERT_TRUE(m.ok());
     metrics_ = *std::move(m);
-    models_ = serving::ModelManager::CreateEmpty(metrics_.get());
+    models_ = serving::ModelManager::Create(metrics_.get());
     for (int64_t v : {1, 2}) {
       serving::testing::ModelSpec spec;
       spec.name = "m";

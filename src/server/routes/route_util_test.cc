@@ -102,7 +102,7 @@ TEST(AddTimingHeaders, TeiHeadersAndServerTiming) {
 TEST(ResponseSender, ReleasesTheCallsConcurrencyPermitBeforeTheResponseLeaves) {
   auto metrics = serving::ServingMetrics::Create();
   ASSERT_TRUE(metrics.ok());
-  auto models = serving::ModelManager::CreateEmpty(metrics->get());
+  auto models = serving::ModelManager::Create(metrics->get());
   serving::ServiceCoreOptions options;
   options.max_concurrent_requests = 1;
   options.tokenization_workers = 1;
