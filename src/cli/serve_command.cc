@@ -24,6 +24,7 @@
 #endif
 #include "server/http/http_server.h"
 #include "server/routes/repository_routes.h"
+#include "pipeline/request_pipeline.h"
 #include "server/routes/service.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -113,6 +114,7 @@ struct ServeFlags {
   http::HttpServerOptions http;
   serving::ServiceCoreOptions core;
   server::ServiceOptions service;
+  pipeline::PipelineOptions pipeline;  // request limits and version, for both edges
   serving::ServedModelOptions model;
   int64_t header_read_timeout_ms = http::HttpServerOptions{}.header_read_timeout.count();
   int64_t body_read_timeout_ms = http::HttpServerOptions{}.body_read_timeout.count();
@@ -446,6 +448,10 @@ int Serve(const ServeFlags& f) {
     spdlog::error("{}", s.ToString());
     return 1;
   }
+  // The one request path both edges hand their decoded requests to, with the one recorder of
+  // finished requests (metrics, access log) and the request limits both edges decode under.
+  const pipeline::RequestPipeline request_pipeline(
+      core->get(), pipeline::CompletionRecorder(metrics->get(), co.access_log.get()), f.pipeline);
   // Triton's repository extension and the rollout API: admin endpoints (the access table gives
   // them to admin keys only: --admin-api-key[-file] or role=admin in --api-keys).
   server::RepositoryRoutes repository_routes(controller.get(), server::RepositoryRoutesOptions{});
@@ -456,7 +462,7 @@ int Serve(const ServeFlags& f) {
   spdlog::info("allowed hosts: {}", so.allowed_hosts.empty() ? std::string("any") : absl::StrJoin(so.allowed_hosts, ", "));
   so.repository = &repository_routes;
   so.rollout = &rollout_routes;
-  auto service = server::Service::Create(core->get(), so);
+  auto service = server::Service::Create(core->get(), &request_pipeline, so);
   if (!service.ok()) {
     spdlog::error("service: {}", service.status().ToString());
     return 1;
@@ -552,11 +558,9 @@ int Serve(const ServeFlags& f) {
     go.host = ho.host;
     go.port = f.grpc_port;
     go.max_message_bytes = f.grpc_max_message_bytes;
-    go.limits = f.service.limits;
-    go.version = f.service.version;
     go.repository = controller.get();
     go.tls = tls_context;
-    auto created = grpc_edge::GrpcServer::Create(core->get(), go);
+    auto created = grpc_edge::GrpcServer::Create(core->get(), &request_pipeline, go);
     if (created.ok()) {
       grpc_server = *std::move(created);
       // The cap in force (--grpc-max-connections, lowered to fit the open-file limit).
@@ -722,9 +726,9 @@ void RegisterServeCommand(CLI::App* app) {
       ->envname("TIDE_DEFAULT_TIMEOUT_MS")->capture_default_str();
   cmd->add_option("--max-batch-tokens", flags->model.max_batch_tokens, "Most padded tokens in one batch")
       ->envname("TIDE_MAX_BATCH_TOKENS")->capture_default_str();
-  cmd->add_option("--max-documents", flags->service.limits.max_documents, "Most documents in one rerank request (422 above)")
+  cmd->add_option("--max-documents", flags->pipeline.limits.max_documents, "Most documents in one rerank request (422 above)")
       ->envname("TIDE_MAX_DOCUMENTS")->capture_default_str();
-  cmd->add_option("--max-text-bytes", flags->service.limits.max_text_chars, "Longest query or document in bytes (422 above)")
+  cmd->add_option("--max-text-bytes", flags->pipeline.limits.max_text_chars, "Longest query or document in bytes (422 above)")
       ->envname("TIDE_MAX_TEXT_BYTES")->capture_default_str();
   cmd->add_option("--shutdown-grace-ms", flags->shutdown_grace_ms, "On SIGTERM, time for in-flight requests to finish")
       ->envname("TIDE_SHUTDOWN_GRACE_MS")->capture_default_str();

@@ -90,8 +90,8 @@ std::vector<api::TokenInfo> TokensOf(const tokenizer::Tokenizer& tok, const toke
 
 }  // namespace
 
-RequestPipeline::RequestPipeline(serving::ServiceCore* core, PipelineOptions options)
-    : core_(core), options_(std::move(options)), recorder_(&core->metrics(), core->access_log()) {}
+RequestPipeline::RequestPipeline(serving::ServiceCore* core, CompletionRecorder recorder, PipelineOptions options)
+    : core_(core), options_(std::move(options)), recorder_(recorder) {}
 
 // ---- rerank ------------------------------------------------------------------------------------
 
@@ -370,7 +370,7 @@ InfoAnswer RequestPipeline::Info() const {
 
 absl::StatusOr<std::shared_ptr<serving::ServedModel>> RequestPipeline::Model(std::string_view name,
                                                                             std::string_view version) const {
-  return core_->models().Find(name, version);
+  return core_->NamedModel(name, version);
 }
 
 api::ModelMetadata RequestPipeline::Metadata(const serving::ServedModel& model) const {
@@ -380,8 +380,7 @@ api::ModelMetadata RequestPipeline::Metadata(const serving::ServedModel& model) 
 std::vector<std::shared_ptr<serving::ServedModel>> RequestPipeline::AllModels() const { return core_->AllModels(); }
 
 std::string RequestPipeline::MetricsText() const {
-  core_->RefreshMetrics();
-  return core_->metrics().registry.RenderText();
+  return core_->MetricsText();
 }
 
 std::optional<serving::RolloutStatus> RolloutStatusOf(const serving::ServiceCore& core, const std::string& model) {

@@ -23,8 +23,10 @@
 //    and call `done` exactly once: on that thread for an error or a fallback, else on the
 //    instance thread that finished the last row (ServiceCore::Rerank / Infer).
 //  - Tokenize, Decode, Info and the model lookups answer synchronously.
-//  - Thread-safe; the core must outlive the pipeline. The pipeline is the only code outside
-//    serving that reaches the core's parts (models, metrics, options, access log).
+//  - Thread-safe; the core (and the recorder's metrics and access log) must outlive the pipeline.
+//  - One pipeline serves both edges: the composition root (cli/serve_command.cc) builds it with
+//    the completion recorder and the request limits, and hands it to the HTTP service and the gRPC
+//    server, so the two cannot be built with different limits, versions or recorders.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,7 @@
 #include "api/tei_info.h"
 #include "api/tei_predict.h"
 #include "api/tokenize.h"
+#include "common/version.h"
 #include "pipeline/completion_recorder.h"
 #include "pipeline/outcome.h"
 #include "serving/call.h"
@@ -54,10 +57,11 @@
 namespace tide::pipeline {
 
 struct PipelineOptions {
-  // The request limits of both edges (--max-documents, --max-text-bytes, ...).
+  // The request limits of both edges (--max-documents, --max-text-bytes, ...): the edges decode
+  // under them.
   api::RequestLimits limits;
   // The server version /info and tei.v1.Info report.
-  std::string version;
+  std::string version{Version()};
 };
 
 struct RerankAnswer {
@@ -107,7 +111,7 @@ struct InfoAnswer {
 
 class RequestPipeline {
  public:
-  RequestPipeline(serving::ServiceCore* core, PipelineOptions options);
+  RequestPipeline(serving::ServiceCore* core, CompletionRecorder recorder, PipelineOptions options);
 
   const PipelineOptions& options() const { return options_; }
   serving::ServiceCore* core() const { return core_; }

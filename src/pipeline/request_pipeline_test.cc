@@ -37,7 +37,7 @@ struct Harness {
     PipelineOptions po;
     po.limits.max_documents = 7;
     po.version = "9.9.9";
-    pipeline = std::make_unique<RequestPipeline>(core.get(), po);
+    pipeline = std::make_unique<RequestPipeline>(core.get(), CompletionRecorder(metrics.get(), nullptr), po);
   }
   ~Harness() {
     pipeline.reset();

@@ -64,6 +64,11 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServiceCore::FindModel(std::string_
   return models_->Find(name, version);
 }
 
+absl::StatusOr<std::shared_ptr<ServedModel>> ServiceCore::NamedModel(std::string_view name,
+                                                                     std::string_view version) const {
+  return models_->Find(name, version);
+}
+
 api::ModelMetadata ServiceCore::MetadataOf(const ServedModel& model) const { return ModelMetadataOf(*models_, model); }
 
 bool ServiceCore::Ready() const { return !draining() && models_->AllReady(); }
@@ -92,6 +97,11 @@ void ServiceCore::RefreshMetrics() const {
   models_->RefreshMetrics();
   scoring_->RefreshMetrics();
   admission_->RefreshMetrics();
+}
+
+std::string ServiceCore::MetricsText() const {
+  RefreshMetrics();
+  return metrics_->registry.RenderText();
 }
 
 }  // namespace tide::serving

@@ -113,6 +113,9 @@ class ServiceCore {
                                                          std::string_view version = {}) const {
     return rollouts_->Pick(call, name, version);
   }
+  // A model by name exactly (and version; empty: the newest), no default and no rollout: the
+  // metadata, readiness and statistics routes describe the version they name.
+  absl::StatusOr<std::shared_ptr<ServedModel>> NamedModel(std::string_view name, std::string_view version = {}) const;
   // Every loaded version (KServe's repository index and statistics), and one's KServe metadata.
   std::vector<std::shared_ptr<ServedModel>> AllModels() const { return models_->All(); }
   api::ModelMetadata MetadataOf(const ServedModel& model) const;
@@ -148,6 +151,8 @@ class ServiceCore {
   ServiceLimits Limits() const;
   // Mirrors the parts' and the models' state into the metrics' gauges (call before rendering).
   void RefreshMetrics() const;
+  // The Prometheus text of every metric, refreshed first (/metrics).
+  std::string MetricsText() const;
 
   // ---- Rollouts (serving/rollout_coordinator.h).
   absl::Status StartRollout(const std::string& model, const RolloutDeclaration& declaration) {
@@ -171,12 +176,8 @@ class ServiceCore {
     return rollouts_->ShadowLaneReady(model, version);
   }
 
-  // ---- The parts and what the core was built with (edges should prefer the methods above).
+  // ---- The rollouts' table itself, for serving's own tests (everything else uses the methods above).
   Rollouts& rollouts() const { return rollouts_->rollouts(); }
-  ModelManager& models() const { return *models_; }
-  ServingMetrics& metrics() const { return *metrics_; }
-  AccessLog* access_log() const { return options_.access_log.get(); }  // null when off
-  const ServiceCoreOptions& options() const { return options_; }
 
  private:
   ServiceCore(ModelManager* models, ServingMetrics* metrics, const ServiceCoreOptions& options, Parts parts);

@@ -12,7 +12,6 @@
 #include <string>
 
 #include "api/request_limits.h"
-#include "common/version.h"
 #include "server/grpc/connection_gate.h"
 
 namespace tide::tls {
@@ -60,9 +59,6 @@ struct GrpcServerOptions {
   // gate's thread; quick and thread-safe), e.g. to count it in a metric. Empty: not called.
   std::function<void(ConnectionEvent)> on_connection_event;
 
-  // The same request limits as the HTTP edge (--max-documents, --max-text-bytes).
-  api::RequestLimits limits;
-  std::string version{Version()};
   // Triton's repository extension (RepositoryIndex / RepositoryModelLoad / RepositoryModelUnload),
   // the same controller the HTTP repository API uses; not owned. Null: the index lists what the
   // model manager serves and load / unload answer UNIMPLEMENTED.

@@ -106,8 +106,10 @@ int ClampMs(std::chrono::milliseconds ms) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceCore* core,
+                                                               const pipeline::RequestPipeline* pipeline,
                                                                const GrpcServerOptions& options) {
   if (core == nullptr) return absl::InvalidArgumentError("a service core is required");
+  if (pipeline == nullptr) return absl::InvalidArgumentError("a request pipeline is required");
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("gRPC port ", options.port, " is out of range"));
   }
@@ -129,9 +131,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(serving::ServiceC
     if (value < 0) return absl::InvalidArgumentError(absl::StrCat(name, " must not be negative, got ", value));
   }
   std::unique_ptr<GrpcServer> server(new GrpcServer());
-  server->pipeline_ = std::make_unique<pipeline::RequestPipeline>(
-      core, pipeline::PipelineOptions{options.limits, options.version});
-  const pipeline::RequestPipeline* p = server->pipeline_.get();
+  const pipeline::RequestPipeline* p = pipeline;
   server->kserve_ = std::make_unique<KServeService>(core, p, options);
   server->info_ = std::make_unique<TeiInfoService>(core, p, options);
   server->rerank_ = std::make_unique<TeiRerankService>(core, p, options);

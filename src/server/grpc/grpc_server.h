@@ -63,7 +63,10 @@ inline constexpr unsigned kTlsRefreshSeconds = 1;
 
 class GrpcServer {
  public:
+  // `pipeline`: the request path the HTTP edge uses too (its request limits, version and
+  // completion recorder); not owned, must outlive the server.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Create(serving::ServiceCore* core,
+                                                            const pipeline::RequestPipeline* pipeline,
                                                             const GrpcServerOptions& options);
   ~GrpcServer();
 
@@ -82,8 +85,6 @@ class GrpcServer {
   std::shared_ptr<tls::ServerTlsContext> tls_;
   std::string tls_dir_;  // the watched copy of the PEMs; "" without TLS
   bool shut_down_ = false;
-  // The request path every service hands its decoded requests to (the HTTP edge's twin).
-  std::unique_ptr<pipeline::RequestPipeline> pipeline_;
   std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<TeiInfoService> info_;
   std::unique_ptr<TeiRerankService> rerank_;

@@ -272,7 +272,7 @@ grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerCont
   Immediate r = NewImmediate(context, core_, pipeline_, "server_metadata", absl::StrCat(kRpcPrefix, "ServerMetadata"));
   if (r.refused) return r.reactor;
   response->set_name("tide");
-  response->set_version(options_.version);
+  response->set_version(pipeline_->options().version);
   response->add_extensions("model_configuration");
   response->add_extensions("statistics");
   r.answer.Finish();

@@ -56,7 +56,7 @@ class RerankStreamReactor final : public grpc::ServerReadReactor<tei::v1::Rerank
         context_(context),
         response_(response),
         client_gone_(std::make_shared<CancellationFlag>()),
-        collector_(service->options().limits),
+        collector_(service->pipeline()->options().limits),
         answer_(context, [this](const grpc::Status& s) { Finish(s); }, &service->pipeline()->recorder(),
                 "rerank_stream", Steady::now()) {
     // The credential before any message is looked at (a refused caller learns nothing of the
@@ -124,7 +124,7 @@ grpc::ServerUnaryReactor* TeiRerankService::Rerank(grpc::CallbackServerContext* 
   StartCall(core_, *context, request->ByteSizeLong(),
             UnaryAnswer(context, reactor, &pipeline_->recorder(), "rerank", Steady::now()), reactor->client_gone(),
             [this, request, response](serving::CallPtr call, UnaryAnswer answer) {
-              auto parsed = RerankRequestFromProto(*request, options_.limits);
+              auto parsed = RerankRequestFromProto(*request, pipeline_->options().limits);
               if (!parsed.ok()) return answer.FinishError(parsed.status());
               RankAdmitted(pipeline_, std::move(call), std::make_shared<const api::RerankRequest>(*std::move(parsed)),
                            response, std::move(answer));

@@ -98,7 +98,8 @@ TEST_F(RolloutRoutesTest, TheServiceLetsOnlyTheAdminKeyThroughFromThisOrigin) {
   ServiceOptions so;
   so.rollout = routes_.get();
   so.allowed_hosts = http::DefaultAllowedHosts("127.0.0.1");
-  auto service = Service::Create(core_.get(), so);
+  const pipeline::RequestPipeline request_pipeline(core_.get(), pipeline::CompletionRecorder(nullptr, nullptr), {});
+  auto service = Service::Create(core_.get(), &request_pipeline, so);
   ASSERT_TRUE(service.ok()) << service.status();
   auto send = [&](std::string method, std::string target, std::string key, std::string body,
                   std::vector<std::pair<std::string, std::string>> headers) {
@@ -138,13 +139,13 @@ TEST_F(RolloutRoutesTest, TheServiceLetsOnlyTheAdminKeyThroughFromThisOrigin) {
   foreign.emplace_back("Origin", "https://evil.example");
   EXPECT_EQ(send("PUT", "/v2/models/m/rollout", "k3y", R"({"candidate": "1"})", foreign).status, 403);
   EXPECT_EQ(send("GET", "/v2/models/m/rollout", "k3y", "", {{"Origin", "https://evil.example"}}).status, 403);
-  EXPECT_FALSE(core_->rollouts().Get("m").has_value());
+  EXPECT_FALSE(core_->RolloutStatusOf("m").has_value());
   // The admin key from this origin goes through.
   auto same = json_type;
   same.emplace_back("Origin", "http://127.0.0.1:8000");
   http::Response ok = send("PUT", "/v2/models/m/rollout", "k3y", R"({"candidate": "1", "mode": "shadow"})", same);
   EXPECT_EQ(ok.status, 200) << ok.body;
-  EXPECT_TRUE(core_->rollouts().Get("m").has_value());
+  EXPECT_TRUE(core_->RolloutStatusOf("m").has_value());
 }
 
 TEST_F(RolloutRoutesTest, PutBodiesAndWindowsAreBounded) {
@@ -156,7 +157,7 @@ TEST_F(RolloutRoutesTest, PutBodiesAndWindowsAreBounded) {
   http::Response big =
       routes_->Put(Req("PUT", R"({"candidate": "2", "sticky_header": ")" + std::string(1 << 20, 'x') + R"("})"), "m");
   EXPECT_EQ(big.status, 413);
-  EXPECT_FALSE(core_->rollouts().Get("m").has_value());  // nothing started
+  EXPECT_FALSE(core_->RolloutStatusOf("m").has_value());  // nothing started
   http::Response at_max = routes_->Put(Req("PUT", R"({"candidate": "2", "window": 100000})"), "m");
   ASSERT_EQ(at_max.status, 200) << at_max.body;
   EXPECT_EQ(json::parse(at_max.body)["window"], 100000);

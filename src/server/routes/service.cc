@@ -226,9 +226,12 @@ void Service::StartInference(http::Request request, http::Responder respond, con
       std::move(attempt));
 }
 
-absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ServiceCore* core, const ServiceOptions& options) {
+absl::StatusOr<std::unique_ptr<Service>> Service::Create(serving::ServiceCore* core,
+                                                         const pipeline::RequestPipeline* pipeline,
+                                                         const ServiceOptions& options) {
   if (core == nullptr) return absl::InvalidArgumentError("a service core is required");
-  std::unique_ptr<Service> service(new Service(core, options));
+  if (pipeline == nullptr) return absl::InvalidArgumentError("a request pipeline is required");
+  std::unique_ptr<Service> service(new Service(core, pipeline, options));
   if (absl::Status s = service->AddRoutes(); !s.ok()) return s;
   return service;
 }
@@ -344,7 +347,7 @@ void Service::Rerank(http::Request request, http::Responder respond) {
 bool Service::RerankFromCache(const http::Request& request, ResponseSender& sender, const serving::CallPtr& call,
                               const ParsedRerank& parsed_slot) {
   // Anything unusual (a bad body, an unknown model) is left to the worker, which answers it.
-  auto parsed = api::ParseRerankRequest(request.body, options_.limits);
+  auto parsed = api::ParseRerankRequest(request.body, limits_);
   if (!parsed.ok()) return false;
   std::optional<pipeline::RerankAnswer> answer = pipeline_.RerankFromCache(call, *parsed);
   if (!answer.has_value()) {  // not whole in the cache: the worker takes this parse over
@@ -362,7 +365,7 @@ void Service::RerankWork(const http::Request& request, ResponseSender sender, se
                          const ParsedRerank& parsed_slot) {
   const bool kept = parsed_slot != nullptr && parsed_slot->has_value();
   absl::StatusOr<api::RerankRequest> parsed = kept ? absl::StatusOr<api::RerankRequest>(*std::move(*parsed_slot))
-                                                   : api::ParseRerankRequest(request.body, options_.limits);
+                                                   : api::ParseRerankRequest(request.body, limits_);
   if (kept) parsed_slot->reset();
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto req = std::make_shared<const api::RerankRequest>(*std::move(parsed));
@@ -389,7 +392,7 @@ void Service::CohereRerankV2(http::Request request, http::Responder respond) {
 
 void Service::CohereRerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call,
                                api::CohereApiVersion api_version) {
-  auto parsed = api::ParseCohereRerankRequest(request.body, options_.limits, api_version);
+  auto parsed = api::ParseCohereRerankRequest(request.body, limits_, api_version);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto req = std::make_shared<const api::CohereRerankRequest>(*std::move(parsed));
   pipeline_.CohereRerank(call, req, [sender = std::move(sender), req](pipeline::RerankAnswer answer) mutable {
@@ -411,7 +414,7 @@ void Service::Tokenize(http::Request request, http::Responder respond) {
 }
 
 void Service::TokenizeWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
-  auto parsed = api::ParseTokenizeRequest(request.body, options_.limits);
+  auto parsed = api::ParseTokenizeRequest(request.body, limits_);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   pipeline::TokenizeAnswer answer = pipeline_.Tokenize(*call, *parsed);
   if (!answer.outcome.status.ok()) return sender.SendFailure(std::move(answer.outcome));
@@ -423,7 +426,7 @@ void Service::TokenizeWork(const http::Request& request, ResponseSender sender, 
 void Service::ServerMetadata(http::Request request, http::Responder respond) {
   ResponseSender sender = SenderFor(request, std::move(respond), "server_metadata");
   api::ServerMetadata md;
-  md.version = options_.version;
+  md.version = pipeline_.options().version;
   md.extensions = {"binary_tensor_data", "classification", "model_configuration", "model_repository", "statistics"};
   sender.Send(JsonResponse(api::RenderServerMetadata(md)));
 }

@@ -52,7 +52,6 @@
 #include "api/request_limits.h"
 #include "api/rerank.h"
 #include "absl/functional/any_invocable.h"
-#include "common/version.h"
 #include "guard/access.h"
 #include "server/access/access_table.h"
 #include "server/http/router.h"
@@ -68,8 +67,6 @@
 namespace tide::server {
 
 struct ServiceOptions {
-  api::RequestLimits limits;
-  std::string version{Version()};
   // Triton's repository extension (/v2/repository/...); not owned, must outlive the Service.
   // Null: those paths answer 404.
   const RepositoryRoutes* repository = nullptr;
@@ -88,15 +85,19 @@ struct ServiceOptions {
 
 class Service {
  public:
-  static absl::StatusOr<std::unique_ptr<Service>> Create(serving::ServiceCore* core, const ServiceOptions& options);
+  // `pipeline` (the one both edges share: request limits, version, completion recorder) must
+  // outlive the Service; not owned.
+  static absl::StatusOr<std::unique_ptr<Service>> Create(serving::ServiceCore* core,
+                                                         const pipeline::RequestPipeline* pipeline,
+                                                         const ServiceOptions& options);
   http::Handler* handler() { return &router_; }
   // The routes of the admin listener only: /v2/health/live, /v2/health/ready, /health, /ping, /metrics,
   // /load and /v2 (the same handlers as handler()'s); any other path is 404.
   http::Handler* admin_handler() { return &admin_router_; }
 
  private:
-  Service(serving::ServiceCore* core, const ServiceOptions& options)
-      : core_(core), pipeline_(core, {options.limits, options.version}), options_(options) {}
+  Service(serving::ServiceCore* core, const pipeline::RequestPipeline* pipeline, const ServiceOptions& options)
+      : core_(core), pipeline_(*pipeline), limits_(pipeline->options().limits), options_(options) {}
   absl::Status AddRoutes();
   // The route's handler behind the edge checks, in this order: the Host allowlist (403), the
   // Origin (403: admin routes and state-changing methods accept only the server's own origin, or
@@ -166,7 +167,8 @@ class Service {
   void Load(http::Request request, http::Responder respond);
 
   serving::ServiceCore* const core_;  // admission (Start), access (Authorize), readiness, load
-  const pipeline::RequestPipeline pipeline_;
+  const pipeline::RequestPipeline& pipeline_;
+  const api::RequestLimits& limits_;  // the pipeline's: what the routes decode under
   const ServiceOptions options_;
   http::Router router_;
   http::Router admin_router_;

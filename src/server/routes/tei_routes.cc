@@ -30,7 +30,7 @@ void Service::Invocations(http::Request request, http::Responder respond) {
 }
 
 void Service::PredictWork(const http::Request& request, ResponseSender sender, serving::CallPtr call) {
-  auto parsed = api::ParsePredictRequest(request.body, options_.limits);
+  auto parsed = api::ParsePredictRequest(request.body, limits_);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   auto req = std::make_shared<const api::PredictRequest>(*std::move(parsed));
   pipeline_.Predict(call, req, [sender = std::move(sender), req](pipeline::PredictAnswer answer) mutable {
@@ -52,7 +52,7 @@ void Service::Decode(http::Request request, http::Responder respond) {
 }
 
 void Service::DecodeWork(const http::Request& request, ResponseSender sender, serving::CallPtr) {
-  auto parsed = api::ParseDecodeRequest(request.body, options_.limits);
+  auto parsed = api::ParseDecodeRequest(request.body, limits_);
   if (!parsed.ok()) return sender.SendError(parsed.status());
   pipeline::DecodeAnswer answer = pipeline_.Decode(*parsed);
   if (!answer.outcome.status.ok()) return sender.SendFailure(std::move(answer.outcome));
