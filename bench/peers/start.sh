@@ -110,10 +110,13 @@ case "$peer" in
       sha256sum | cut -c1-12)
     gguf="$gguf_dir/$PRESET-seed$SEED-$tok_hash-$type.gguf"
     if [ ! -f "$gguf" ]; then
-      echo "start: tools/export_gguf.py --preset $PRESET --seed $SEED --type $type -> $gguf"
+      # (the log names the file, not the folder: run_all keeps this log in its results)
+      echo "start: tools/export_gguf.py --preset $PRESET --seed $SEED --type $type -> $(basename "$gguf")"
       /usr/bin/python3 tools/export_gguf.py --preset "$PRESET" --seed "$SEED" --tokenizer "$MODEL/tokenizer.json" \
-        --type "$type" --output "$gguf.tmp" >&2
+        --type "$type" --output "$gguf.tmp" 2>&1 | sed "s|$gguf_dir/||g" >&2
       mv "$gguf.tmp" "$gguf"
+    else
+      echo "start: $(basename "$gguf") already written"
     fi
     exec node bench/peers/llama_server.js --port "$port" --gguf "$gguf" --model "$MODEL"
     ;;
