@@ -230,7 +230,7 @@ def main():
             llama_notes.append(f"{LABELS[row]}: {facts.get('token_check', 'no token check')}; "
                                f"{facts.get('model_check', 'no converter check')}")
     if llama_notes:
-        w("llama.cpp checks (bench/peers/check_llama.py; differences listed in raw/llama-*-tokens.txt): " +
+        w("llama.cpp checks (bench/peers/check_llama.py; every difference in llama-*-tokens.txt beside this table): " +
           " | ".join(llama_notes) + ". Its scores differ from tide's by more than 1e-4 by construction: llama.cpp's "
           "BERT graph adds token type 0 to every token (tide and HF give the document type 1; XLM-R has one "
           "type) and uses ggml's tanh GELU (HF: erf); threads = cpuMathCores, one ranking context evaluating "
