@@ -20,7 +20,8 @@
 #      quantized, e.g. tools/export_model.py --int8's <name>-int8: tide-int8 serves its model.onnx
 #      instead of quantizing MODEL into WORKDIR at start-up), GGUF_DIR (WORKDIR: where the llama rows'
 #      GGUF files are written once and then reused; a folder outside the repository keeps them between
-#      runs, e.g. bge-reranker-base's 1.1 GB F32 file).
+#      runs, e.g. bge-reranker-base's 1.1 GB F32 file), LLAMA_THREADS (the llama rows' threads; default
+#      node-llama-cpp's cpuMathCores, see llama_server.js).
 # Readiness: tide answers GET /v2/health/ready, the others GET /health.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -118,7 +119,8 @@ case "$peer" in
     else
       echo "start: $(basename "$gguf") already written"
     fi
-    exec node bench/peers/llama_server.js --port "$port" --gguf "$gguf" --model "$MODEL"
+    exec node bench/peers/llama_server.js --port "$port" --gguf "$gguf" --model "$MODEL" \
+      ${LLAMA_THREADS:+--threads "$LLAMA_THREADS"}
     ;;
   *)
     echo "start: unknown peer '$peer' (prototype, node, tide-nobatch, tide-batch, tide-int8, llama-f32, llama-q8)" >&2
