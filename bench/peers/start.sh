@@ -9,12 +9,19 @@
 #   tide-batch    tide serve with the model entry's own config.pbtxt (dynamic batching, FP32)
 #                 (tide rows run with --default-timeout-ms 0: no deadline, as the other peers)
 #   tide-int8     the same config, model quantized by `tide quantize --int8` (or MODEL_INT8's entry)
+#   llama-f32     llama.cpp through node-llama-cpp@3.22.1 (bench/peers/llama_server.js), one ranking
+#                 context, the same weights as GGUF F32 (tools/export_gguf.py: PRESET rebuilt with SEED,
+#                 MODEL's tokenizer.json), written once into GGUF_DIR
+#   llama-q8      the same, GGUF Q8_0 (ggml's 8-bit blocks of 32 with an fp16 scale)
 # usage: bench/peers/start.sh PEER PORT WORKDIR
 #   WORKDIR: a scratch folder for the tide model repositories (and the INT8 model, made once).
 # env: BUILD_DIR (build), MODEL (models/minilm-l6), PRESET (minilm-l6), SEED (20240611: the export
 #      default, so the prototype's weights are the exported ones), MODEL_INT8 (an entry already
 #      quantized, e.g. tools/export_model.py --int8's <name>-int8: tide-int8 serves its model.onnx
-#      instead of quantizing MODEL into WORKDIR at start-up).
+#      instead of quantizing MODEL into WORKDIR at start-up), GGUF_DIR (WORKDIR: where the llama rows'
+#      GGUF files are written once and then reused; a folder outside the repository keeps them between
+#      runs, e.g. bge-reranker-base's 1.1 GB F32 file), LLAMA_THREADS (the llama rows' threads; default
+#      node-llama-cpp's cpuMathCores, see llama_server.js).
 # Readiness: tide answers GET /v2/health/ready, the others GET /health.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -94,8 +101,29 @@ case "$peer" in
     exec "$TIDE" serve --model-repository "$repo" --host 127.0.0.1 --port "$port" --log-level warn \
       --default-timeout-ms 0
     ;;
+  llama-f32|llama-q8)
+    type=f32
+    [ "$peer" = llama-q8 ] && type=q8_0
+    gguf_dir=${GGUF_DIR:-$work}
+    mkdir -p "$gguf_dir"
+    # The file's name says what it was written from, so a changed preset, seed or tokenizer makes a new one.
+    tok_hash=$(sha256sum "$MODEL/tokenizer.json" tools/export_gguf.py tools/gguf_writer.py tools/crossencoder.py |
+      sha256sum | cut -c1-12)
+    gguf="$gguf_dir/$PRESET-seed$SEED-$tok_hash-$type.gguf"
+    if [ ! -f "$gguf" ]; then
+      # (the log names the file, not the folder: run_all keeps this log in its results)
+      echo "start: tools/export_gguf.py --preset $PRESET --seed $SEED --type $type -> $(basename "$gguf")"
+      /usr/bin/python3 tools/export_gguf.py --preset "$PRESET" --seed "$SEED" --tokenizer "$MODEL/tokenizer.json" \
+        --type "$type" --output "$gguf.tmp" 2>&1 | sed "s|$gguf_dir/||g" >&2
+      mv "$gguf.tmp" "$gguf"
+    else
+      echo "start: $(basename "$gguf") already written"
+    fi
+    exec node bench/peers/llama_server.js --port "$port" --gguf "$gguf" --model "$MODEL" \
+      ${LLAMA_THREADS:+--threads "$LLAMA_THREADS"}
+    ;;
   *)
-    echo "start: unknown peer '$peer' (prototype, node, tide-nobatch, tide-batch, tide-int8)" >&2
+    echo "start: unknown peer '$peer' (prototype, node, tide-nobatch, tide-batch, tide-int8, llama-f32, llama-q8)" >&2
     exit 2
     ;;
 esac
