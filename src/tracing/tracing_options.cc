@@ -54,6 +54,25 @@ absl::StatusOr<int64_t> NonNegative(const Setting& s, std::string_view unit) {
   return v;
 }
 
+// Header names that are HTTP tokens and valid gRPC metadata keys alike.
+bool ValidHeaderName(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                    c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool ValidHeaderValue(std::string_view value) {
+  for (char c : value) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) return false;
+  }
+  return true;
+}
+
 std::string JoinPath(std::string_view base_path, std::string_view suffix) {
   std::string path(base_path);
   if (!path.empty() && path.back() == '/') path.pop_back();
@@ -131,6 +150,14 @@ absl::StatusOr<TracingOptions> ResolveTracingOptions(const TracingFlags& flags, 
                                                             "OTEL_EXPORTER_OTLP_HEADERS"})) {
     absl::StatusOr<std::vector<std::pair<std::string, std::string>>> headers = ParseKeyValueList(s->value, s->source);
     if (!headers.ok()) return headers.status();
+    for (const auto& [name, value] : *headers) {
+      if (!ValidHeaderName(name)) {
+        return Bad(*s, absl::StrCat("\"", name, "\" is not a header name (letters, digits, '-', '_', '.')"));
+      }
+      if (!ValidHeaderValue(value)) {
+        return Bad(*s, absl::StrCat("the value of \"", name, "\" has control characters"));
+      }
+    }
     options.headers = *std::move(headers);
   }
   if (std::optional<Setting> s = r.First(std::nullopt, "", {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",

@@ -14,7 +14,8 @@
 //    host:port of any of them. http:// only (https is refused: not supported yet).
 //  - Protocol: flag, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL; http/protobuf
 //    (default) or grpc (http/json is refused).
-//  - Headers: OTEL_EXPORTER_OTLP_TRACES_HEADERS else OTEL_EXPORTER_OTLP_HEADERS (key=value list).
+//  - Headers: OTEL_EXPORTER_OTLP_TRACES_HEADERS else OTEL_EXPORTER_OTLP_HEADERS (key=value list;
+//    names of letters, digits, '-', '_', '.', values without control characters).
 //    Attempt timeout: OTEL_EXPORTER_OTLP_TRACES_TIMEOUT else OTEL_EXPORTER_OTLP_TIMEOUT (ms, 10000).
 //  - Sampler: flag, OTEL_TRACES_SAMPLER (default parentbased_always_on); argument: flag,
 //    OTEL_TRACES_SAMPLER_ARG; checked by MakeSampler.

@@ -156,6 +156,10 @@ TEST(TracingOptionsTest, BadValuesAreRefusedNamingTheirSource) {
   EXPECT_NE(Error({}, {{"OTEL_RESOURCE_ATTRIBUTES", "a=%zz"}}).find("OTEL_RESOURCE_ATTRIBUTES"), std::string::npos);
   EXPECT_NE(Error({}, {{"OTEL_EXPORTER_OTLP_HEADERS", "novalue"}}).find("OTEL_EXPORTER_OTLP_HEADERS"),
             std::string::npos);
+  EXPECT_NE(Error({}, {{"OTEL_EXPORTER_OTLP_HEADERS", "bad key=1"}}).find("\"bad key\" is not a header name"),
+            std::string::npos);
+  EXPECT_NE(Error({}, {{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "k=a%0D%0Ab"}}).find("control characters"),
+            std::string::npos);
   EXPECT_NE(Error({}, {{"OTEL_BSP_MAX_QUEUE_SIZE", "0"}}).find("OTEL_BSP_MAX_QUEUE_SIZE"), std::string::npos);
   EXPECT_NE(Error({}, {{"OTEL_BSP_SCHEDULE_DELAY", "-5"}}).find("whole number"), std::string::npos);
   EXPECT_NE(Error({}, {{"OTEL_EXPORTER_OTLP_TIMEOUT", "soon"}}).find("OTEL_EXPORTER_OTLP_TIMEOUT"),
