@@ -33,7 +33,10 @@ void BatchSpanProcessor::OnEnd(SpanData span) {
   }
   queue_.push_back(std::move(span));
   ++accepted_;
-  if (queue_.size() == options_.max_export_batch_size) work_cv_.Signal();
+  if (idle_ || queue_.size() == options_.max_export_batch_size) {
+    idle_ = false;
+    work_cv_.Signal();
+  }
 }
 
 bool BatchSpanProcessor::WaitProcessed(uint64_t target, Clock::time_point deadline) {
@@ -80,6 +83,11 @@ BatchSpanProcessorCounters BatchSpanProcessor::counters() const {
   return c;
 }
 
+std::string BatchSpanProcessor::last_error() const {
+  absl::MutexLock lock(&mu_);
+  return last_error_;
+}
+
 size_t BatchSpanProcessor::queued() const {
   absl::MutexLock lock(&mu_);
   return queue_.size();
@@ -90,14 +98,19 @@ void BatchSpanProcessor::Run() {
   Clock::time_point next_export = clock_->Now() + options_.schedule_delay;
   for (;;) {
     while (!stop_ && queue_.size() < options_.max_export_batch_size && processed_ >= flush_target_ &&
-           clock_->Now() < next_export) {
-      clock_->WaitUntil(&work_cv_, &mu_, next_export);
+           (queue_.empty() || clock_->Now() < next_export)) {
+      if (queue_.empty()) {
+        // Idle: sleep until the first span (OnEnd signals), then give it the schedule delay.
+        idle_ = true;
+        clock_->WaitUntil(&work_cv_, &mu_, Clock::time_point::max());
+        idle_ = false;
+        next_export = clock_->Now() + options_.schedule_delay;
+      } else {
+        clock_->WaitUntil(&work_cv_, &mu_, next_export);
+      }
     }
     if (stop_) break;
-    if (queue_.empty()) {
-      next_export = clock_->Now() + options_.schedule_delay;
-      continue;
-    }
+    if (queue_.empty()) continue;
     const size_t n = std::min(queue_.size(), options_.max_export_batch_size);
     std::vector<SpanData> batch;
     batch.reserve(n);
@@ -135,6 +148,10 @@ void BatchSpanProcessor::ExportWithRetries(const std::vector<SpanData>& batch) {
     if (result.ok()) {
       exported_spans_.fetch_add(batch.size(), std::memory_order_relaxed);
       return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      last_error_ = result.message;
     }
     std::chrono::milliseconds delay;
     if (result.retry_after) {

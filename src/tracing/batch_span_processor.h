@@ -6,7 +6,9 @@
 //    (max_queue_size spans waiting) drops the span and counts it in dropped_queue_full; after
 //    Shutdown every span is dropped (counted the same way).
 //  - The thread exports a batch of up to max_export_batch_size spans when that many wait, when
-//    schedule_delay has passed since the last export, or at once for ForceFlush / Shutdown.
+//    schedule_delay has passed since the last export (or since the first span after an idle
+//    spell: an empty queue sleeps without waking up, so a delay of 0 does not spin), or at once
+//    for ForceFlush / Shutdown.
 //  - One export may take several attempts: a retryable failure is retried after an exponential
 //    backoff (initial_backoff doubling up to max_backoff, each delay scaled by a random factor in
 //    [0.8, 1.2); a receiver's retry_after is used as given), until an attempt succeeds, a failure
@@ -30,6 +32,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -74,6 +77,8 @@ class BatchSpanProcessor final : public SpanProcessor {
 
   BatchSpanProcessorCounters counters() const;
   size_t queued() const;
+  // The message of the last failed export attempt ("" if none), for a log line.
+  std::string last_error() const;
 
  private:
   void Run();
@@ -94,6 +99,8 @@ class BatchSpanProcessor final : public SpanProcessor {
   uint64_t flush_target_ ABSL_GUARDED_BY(mu_) = 0; // export now until processed_ reaches this
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool idle_ ABSL_GUARDED_BY(mu_) = false;  // the thread sleeps until a span arrives
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
   Clock::time_point shutdown_deadline_ ABSL_GUARDED_BY(mu_) = Clock::time_point::max();
 
   std::atomic<uint64_t> exported_spans_{0};

@@ -104,6 +104,14 @@ TEST_F(BatchSpanProcessorTest, ASmallBatchWaitsForTheScheduleDelay) {
   }, kHang, "the scheduled export"));
 }
 
+TEST_F(BatchSpanProcessorTest, AZeroScheduleDelayExportsEachSpanAtOnce) {
+  Start(With([](BatchSpanProcessorOptions& o) { o.schedule_delay = milliseconds(0); }));
+  processor_->OnEnd(Named(0));
+  ASSERT_TRUE(WaitFor([&] { return processor_->counters().exported_spans == 1; }, kHang, "the first span"));
+  processor_->OnEnd(Named(1));  // after an idle spell
+  ASSERT_TRUE(WaitFor([&] { return processor_->counters().exported_spans == 2; }, kHang, "the second span"));
+}
+
 TEST_F(BatchSpanProcessorTest, AFullQueueDropsAndCountsWithoutBlocking) {
   Start(With([](BatchSpanProcessorOptions& o) { o.max_queue_size = 4; o.max_export_batch_size = 2; }));
   exporter_->Hold(true);
@@ -237,6 +245,7 @@ TEST_F(BatchSpanProcessorTest, APermanentFailureIsNotRetried) {
   EXPECT_EQ(exporter_->call_count(), 1u);
   EXPECT_EQ(processor_->counters().failed_exports, 1u);
   EXPECT_EQ(processor_->counters().retries, 0u);
+  EXPECT_EQ(processor_->last_error(), "400 bad request");
 }
 
 TEST_F(BatchSpanProcessorTest, ShutdownAtItsDeadlineAbandonsRetriesAndCountsWhatIsLeft) {
