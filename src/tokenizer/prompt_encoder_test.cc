@@ -210,19 +210,25 @@ TEST(Qwen3PromptTest, MatchesTheModelCardReference) {
       {"Retrieve", "capital", long_doc, 257},
       {"Retrieve", "capital", "", 8192},
   };
+  // One reference run (loading the tokenizer is most of its time): the prefix and the suffix, then
+  // each middle truncated to max_length minus their lengths as tide counts them (checked equal).
+  std::vector<int64_t> prefix_ids, suffix_ids;
+  ASSERT_TRUE((*tok)->Tokenize(kPrefix, &prefix_ids).ok());
+  ASSERT_TRUE((*tok)->Tokenize(kSuffix, &suffix_ids).ok());
+  const size_t frame = prefix_ids.size() + suffix_ids.size();
   std::vector<json> lines;
   lines.push_back({{"text", kPrefix}, {"add_special_tokens", false}});
   lines.push_back({{"text", kSuffix}, {"add_special_tokens", false}});
-  auto prefix_suffix = Reference(lines);
-  ASSERT_EQ(prefix_suffix.size(), 2u);
-  const size_t frame = prefix_suffix[0].size() + prefix_suffix[1].size();
-  lines.clear();
   for (const Case& c : cases) {
     const std::string middle = "<Instruct>: " + c.instruction + "\n<Query>: " + c.query + "\n<Document>: " + c.document;
     lines.push_back({{"text", middle}, {"max_length", c.max_length - frame}, {"direction", "Right"}});
   }
-  const auto middles = Reference(lines);
-  ASSERT_EQ(middles.size(), cases.size());
+  const auto reference = Reference(lines);
+  ASSERT_EQ(reference.size(), cases.size() + 2);
+  const std::vector<std::vector<int64_t>> prefix_suffix(reference.begin(), reference.begin() + 2);
+  EXPECT_EQ(prefix_suffix[0], prefix_ids);
+  EXPECT_EQ(prefix_suffix[1], suffix_ids);
+  const std::vector<std::vector<int64_t>> middles(reference.begin() + 2, reference.end());
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     std::vector<int64_t> want = prefix_suffix[0];
