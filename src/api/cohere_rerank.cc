@@ -114,6 +114,7 @@ absl::StatusOr<CohereRerankRequest> ParseCohereRerankRequest(std::string_view bo
   TIDE_RETURN_IF_ERROR(reader.Bool("return_documents", &request.return_documents));
   TIDE_RETURN_IF_ERROR(PositiveSize(reader, "max_tokens_per_doc", &request.max_tokens_per_doc));
   TIDE_RETURN_IF_ERROR(ReadLongDocuments(reader, &request.long_documents));
+  TIDE_RETURN_IF_ERROR(ReadInstruction(reader, limits.max_text_chars, &request.instruction));
   return request;
 }
 

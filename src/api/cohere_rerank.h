@@ -64,6 +64,8 @@ struct CohereRerankRequest {
   std::vector<std::string> rank_fields;  // empty: objects are scored on "text"
   // tide's extension: "truncate" | "chunk_max" | "chunk_mean"; unset: the model's parameter.
   std::optional<LongDocuments> long_documents;
+  // A decoder-only reranker's instruction (tide's extension; see api/rerank.h).
+  std::optional<std::string> instruction;
 };
 
 // What the serving layer knows after scoring.

@@ -171,6 +171,14 @@ absl::Status ObjectReader::Bool(std::string_view field, bool* out) const {
   return absl::OkStatus();
 }
 
+absl::Status ReadInstruction(const ObjectReader& reader, size_t max_bytes, std::optional<std::string>* out) {
+  if (reader.Find("instruction") == nullptr) return absl::OkStatus();
+  std::string value;
+  if (absl::Status s = reader.String("instruction", /*required=*/false, max_bytes, &value); !s.ok()) return s;
+  *out = std::move(value);
+  return absl::OkStatus();
+}
+
 absl::Status ObjectReader::String(std::string_view field, bool required, size_t max_bytes,
                                   std::string* out) const {
   const nlohmann::json* value = Find(field);

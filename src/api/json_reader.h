@@ -78,6 +78,11 @@ class ObjectReader {
 absl::Status ReadTruncationDirection(const ObjectReader& reader,
                                      std::optional<tokenizer::TruncationDirection>* out);
 
+// The optional "instruction" field of a rerank, predict or tokenize body (a decoder-only
+// reranker's prompt; serving decides whether the model takes one): a string of at most
+// `max_bytes`; absent or null leaves *out unset; another type is kFailedPrecondition.
+absl::Status ReadInstruction(const ObjectReader& reader, size_t max_bytes, std::optional<std::string>* out);
+
 // The double whose shortest decimal form is the shortest decimal form of `value` as a float, so
 // nlohmann renders 0.1f as 0.1 (not 0.10000000149011612) and the text still parses back to the
 // same float.

@@ -47,6 +47,7 @@ absl::StatusOr<RerankRequest> ParseRerankRequest(std::string_view body,
 
   TIDE_RETURN_IF_ERROR(ReadTruncationDirection(reader, &request.truncation_direction));
   TIDE_RETURN_IF_ERROR(ReadLongDocuments(reader, &request.long_documents));
+  TIDE_RETURN_IF_ERROR(ReadInstruction(reader, limits.max_text_chars, &request.instruction));
   return request;
 }
 

@@ -1,7 +1,7 @@
 // tide::api TEI rerank wire format — `POST /rerank`, the shape of text-embeddings-inference.
 //
 // Request:  {"query": str, "texts": [str, ...], "raw_scores": false, "return_text": false,
-//            "truncate": true, "truncation_direction": "Right" | "Left"}
+//            "truncate": true, "truncation_direction": "Right" | "Left", "instruction"?: str}
 // Response: [{"index": i, "score": s, "text"?: str}, ...] sorted by score, highest first.
 //
 // Contract:
@@ -42,6 +42,9 @@ struct RerankRequest {
   std::optional<tokenizer::TruncationDirection> truncation_direction;
   // Unset: the model's `long_documents` parameter (default truncate).
   std::optional<LongDocuments> long_documents;
+  // A decoder-only reranker's instruction (its prompt_template's {instruction}); unset: the
+  // model's default_instruction. A model without the slot answers 422.
+  std::optional<std::string> instruction;
 };
 
 // The optional "long_documents" field ("truncate" | "chunk_max" | "chunk_mean") of a rerank body

@@ -10,7 +10,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "api/cohere_rerank.h"
 #include "api/status_http.h"
+#include "api/tei_predict.h"
+#include "api/tokenize.h"
 
 namespace tide::api {
 namespace {
@@ -168,6 +171,39 @@ TEST(RenderRerankResponseTest, MismatchAndNonFiniteAreInternal) {
   absl::StatusOr<std::string> r = RenderRerankResponse(request, nan);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(r.status().message(), HasSubstr("document 1"));
+}
+
+// `instruction` (decoder-only rerankers' prompt): optional on rerank, Cohere, predict and tokenize;
+// a string within max_text_chars, absent or null unset, another type 422 naming it.
+TEST(ParseRerankRequestTest, InstructionOnEveryTextBody) {
+  auto plain = ParseRerankRequest(R"({"query": "q", "texts": ["a"]})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->instruction.has_value());
+  auto null = ParseRerankRequest(R"({"query": "q", "texts": ["a"], "instruction": null})");
+  ASSERT_TRUE(null.ok());
+  EXPECT_FALSE(null->instruction.has_value());
+  auto given = ParseRerankRequest(R"({"query": "q", "texts": ["a"], "instruction": "judge"})");
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ(given->instruction, "judge");
+  auto wrong = ParseRerankRequest(R"({"query": "q", "texts": ["a"], "instruction": 3})");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(HttpStatusFor(wrong.status()), 422);
+  EXPECT_THAT(wrong.status().message(), HasSubstr("instruction"));
+  RequestLimits limits;
+  limits.max_text_chars = 4;
+  auto long_one = ParseRerankRequest(R"({"query": "q", "texts": ["a"], "instruction": "judge"})", limits);
+  ASSERT_FALSE(long_one.ok());
+  EXPECT_THAT(long_one.status().message(), HasSubstr("instruction"));
+
+  auto cohere = ParseCohereRerankRequest(R"({"query": "q", "documents": ["a"], "instruction": "judge"})");
+  ASSERT_TRUE(cohere.ok()) << cohere.status();
+  EXPECT_EQ(cohere->instruction, "judge");
+  auto predict = ParsePredictRequest(R"({"inputs": [["q", "d"]], "instruction": "judge"})");
+  ASSERT_TRUE(predict.ok()) << predict.status();
+  EXPECT_EQ(predict->instruction, "judge");
+  auto tokenize = ParseTokenizeRequest(R"({"inputs": [["q", "d"]], "instruction": "judge"})");
+  ASSERT_TRUE(tokenize.ok()) << tokenize.status();
+  EXPECT_EQ(tokenize->instruction, "judge");
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ absl::StatusOr<PredictRequest> ParsePredictRequest(std::string_view body, const 
     request.truncate = truncate;
   }
   TIDE_RETURN_IF_ERROR(ReadTruncationDirection(reader, &request.truncation_direction));
+  TIDE_RETURN_IF_ERROR(ReadInstruction(reader, limits.max_text_chars, &request.instruction));
   TIDE_RETURN_IF_ERROR(reader.Bool("raw_scores", &request.raw_scores));
   return request;
 }

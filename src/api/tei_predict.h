@@ -41,6 +41,8 @@ struct PredictRequest {
   std::optional<bool> truncate;      // unset: the server's default (tide truncates)
   std::optional<tokenizer::TruncationDirection> truncation_direction;
   bool raw_scores = false;
+  // A decoder-only reranker's instruction for its pairs (see api/rerank.h).
+  std::optional<std::string> instruction;
 };
 
 absl::StatusOr<PredictRequest> ParsePredictRequest(std::string_view body, const RequestLimits& limits = {});

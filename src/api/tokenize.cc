@@ -65,6 +65,7 @@ absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body,
   if (absl::Status s = reader.Bool("add_special_tokens", &request.add_special_tokens); !s.ok()) {
     return s;
   }
+  if (absl::Status s = ReadInstruction(reader, limits.max_text_chars, &request.instruction); !s.ok()) return s;
   return request;
 }
 

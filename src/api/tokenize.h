@@ -37,6 +37,8 @@ struct TokenizeInput {
 struct TokenizeRequest {
   std::vector<TokenizeInput> inputs;  // never empty after a successful parse
   bool add_special_tokens = true;
+  // A decoder-only reranker's instruction for its [query, document] pairs (see api/rerank.h).
+  std::optional<std::string> instruction;
 };
 
 // One token of a tokenize response.

@@ -237,6 +237,21 @@ absl::Status SetBreakerDefaultResult(absl::string_view file, absl::string_view k
   return absl::OkStatus();
 }
 
+absl::Status SetPromptTemplate(absl::string_view file, absl::string_view key, absl::string_view value,
+                               TideParameters* p) {
+  std::string error;
+  std::optional<PromptTemplate> parsed = PromptTemplate::Parse(std::string_view(value.data(), value.size()), &error);
+  if (!parsed.has_value()) return ParamError(file, key, error);
+  p->prompt_template = *std::move(parsed);
+  return absl::OkStatus();
+}
+
+absl::Status SetDefaultInstruction(absl::string_view file, absl::string_view key, absl::string_view value,
+                                   TideParameters* p) {
+  p->default_instruction = std::string(value);
+  return absl::OkStatus();
+}
+
 // The two *_thread_count aliases are the names Triton's ONNX Runtime backend uses, so its configs load.
 const ParameterKey kKeys[] = {
     {"task", TIDE_CHOICE(task, kTasks)},
@@ -273,6 +288,8 @@ const ParameterKey kKeys[] = {
     {"breaker_probes", TIDE_INT(breaker_probes, int64_t, 1, 86400)},
     {"breaker_default_result", SetBreakerDefaultResult},
     {"rollout", SetRollout},
+    {"prompt_template", SetPromptTemplate},
+    {"default_instruction", SetDefaultInstruction},
 };
 
 #undef TIDE_CHOICE
@@ -319,6 +336,15 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
       return ParamError(file, "breaker_default_result",
                         "has no effect without a breaker trigger (breaker_p99_ms, breaker_error_rate or "
                         "breaker_queue_fullness)");
+    }
+  }
+  if (p.default_instruction.has_value()) {
+    if (!p.prompt_template.has_value()) {
+      return ParamError(file, "default_instruction", "needs a prompt_template with an {instruction} slot");
+    }
+    if (!p.prompt_template->has_instruction()) {
+      return ParamError(file, "default_instruction",
+                        "the prompt_template has no {instruction} slot to put it in");
     }
   }
   return p;

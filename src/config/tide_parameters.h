@@ -61,6 +61,13 @@
 //   rollout                   a JSON object, the body of PUT /v2/models/{m}/rollout (serving/rollout_json.h):
 //                             a gray release the server starts when a version declaring it loads
 //                             (poll mode: a repository change starts it); checked fully when applied
+//   prompt_template           a decoder-only reranker's prompt (domain/prompt_template.h): text with
+//                             the slots {query} and {document} (required) and {instruction}
+//                             (optional), each at most once, "{{" / "}}" for literal braces;
+//                             special tokens written as text. Set: every (query, document) pair is
+//                             encoded as this prompt (tokenizer/prompt_encoder.h), not as a BERT pair
+//   default_instruction       the {instruction} of a request that gives none; needs a prompt_template
+//                             with an {instruction} slot
 //   token_type_vocab_size     integer >= 1: token_type_ids a KServe token tensor may carry are
 //                             0..N-1; unset: from the model graph's token-type embedding, else the
 //                             ids the tokenizer produces (serving/token_input_limits.h)
@@ -75,6 +82,7 @@
 
 #include "absl/status/statusor.h"
 #include "domain/long_documents_mode.h"
+#include "domain/prompt_template.h"
 #include "domain/task.h"
 #include "domain/truncation_direction.h"
 #include "model_config.pb.h"
@@ -129,6 +137,9 @@ struct TideParameters {
   int64_t chunk_stride = 0;                // 0: half a window
   int64_t max_chunks_per_document = 16;
   std::string rollout;                     // empty: none declared
+  // Decoder-only rerankers: the prompt a pair is encoded as; unset: BERT pairs.
+  std::optional<PromptTemplate> prompt_template;
+  std::optional<std::string> default_instruction;  // the {instruction} of a request without one
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
 

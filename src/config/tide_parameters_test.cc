@@ -210,5 +210,41 @@ TEST(TideParametersTest, EveryKeyInTheTableIsAcceptedAndDocumented) {
   }
 }
 
+// Decoder-only rerankers' prompt: parsed and checked at load, errors naming the key and the slot.
+TEST(TideParametersTest, PromptTemplateAndDefaultInstruction) {
+  auto none = TideParameters::FromConfig(ModelConfig(), "c.pbtxt");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->prompt_template.has_value());
+  EXPECT_FALSE(none->default_instruction.has_value());
+
+  auto p = TideParameters::FromConfig(
+      WithParams({{"prompt_template", "<|im_start|>{instruction}\n{query}\n{document}<|im_end|> {{x}}"},
+                  {"default_instruction", "Judge"}}),
+      "c.pbtxt");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(p->prompt_template.has_value());
+  EXPECT_TRUE(p->prompt_template->has_instruction());
+  EXPECT_EQ(p->prompt_template->Render("I", "Q", "D").text, "<|im_start|>I\nQ\nD<|im_end|> {x}");
+  EXPECT_EQ(p->default_instruction, "Judge");
+
+  auto no_instruction_slot = TideParameters::FromConfig(WithParams({{"prompt_template", "{query} {document}"}}), "c");
+  ASSERT_TRUE(no_instruction_slot.ok());
+  EXPECT_FALSE(no_instruction_slot->prompt_template->has_instruction());
+
+  auto missing = TideParameters::FromConfig(WithParams({{"prompt_template", "{query} only"}}), "c.pbtxt");
+  EXPECT_THAT(missing.status().message(),
+              AllOf(HasSubstr("c.pbtxt: parameters[\"prompt_template\"]"), HasSubstr("lacks the slot {document}")));
+  auto unknown = TideParameters::FromConfig(WithParams({{"prompt_template", "{query} {document} {passage}"}}), "c");
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown slot {passage}"));
+
+  auto orphan = TideParameters::FromConfig(WithParams({{"default_instruction", "Judge"}}), "c.pbtxt");
+  EXPECT_THAT(orphan.status().message(),
+              AllOf(HasSubstr("parameters[\"default_instruction\"]"), HasSubstr("needs a prompt_template")));
+  auto no_slot = TideParameters::FromConfig(
+      WithParams({{"prompt_template", "{query} {document}"}, {"default_instruction", "Judge"}}), "c.pbtxt");
+  EXPECT_THAT(no_slot.status().message(),
+              AllOf(HasSubstr("parameters[\"default_instruction\"]"), HasSubstr("no {instruction} slot")));
+}
+
 }  // namespace
 }  // namespace tide::config

@@ -27,12 +27,14 @@ absl::StatusOr<std::optional<int64_t>> IntParameter(const api::Parameters& param
 }
 
 // The core's text inputs of TEI inputs (a text and an optional text_pair); views into `inputs`.
+// A decoder reranker's pairs are its prompts with `instruction` (serving/scoring_pipeline.h).
 template <typename Input>
-std::vector<serving::TextInput> TextInputsOf(const std::vector<Input>& inputs) {
+std::vector<serving::TextInput> TextInputsOf(const std::vector<Input>& inputs,
+                                             const std::optional<std::string>& instruction) {
   std::vector<serving::TextInput> out;
   out.reserve(inputs.size());
   for (const Input& in : inputs) {
-    serving::TextInput t{in.text, std::nullopt};
+    serving::TextInput t{in.text, std::nullopt, instruction};
     if (in.text_pair.has_value()) t.text_pair = *in.text_pair;
     out.push_back(t);
   }
@@ -103,6 +105,7 @@ void RequestPipeline::Rerank(const serving::CallPtr& call, std::shared_ptr<const
       request->truncate, request->truncation_direction.value_or((*model)->parameters().truncation_direction),
       std::nullopt};
   pair_options.long_documents = request->long_documents.value_or((*model)->parameters().long_documents);
+  pair_options.instruction = request->instruction;
   ScorePairs(call, *model, request->query, request->texts, pair_options, request->raw_scores, std::move(done));
 }
 
@@ -114,6 +117,7 @@ std::optional<RerankAnswer> RequestPipeline::RerankFromCache(const serving::Call
       request.truncate, request.truncation_direction.value_or((*model)->parameters().truncation_direction),
       std::nullopt};
   pair_options.long_documents = request.long_documents.value_or((*model)->parameters().long_documents);
+  pair_options.instruction = request.instruction;
   const std::vector<std::string_view> docs(request.texts.begin(), request.texts.end());
   auto scores = core_->RerankFromCache(*call, **model, request.query, docs, pair_options, request.raw_scores);
   if (!scores.has_value()) return std::nullopt;
@@ -138,6 +142,7 @@ void RequestPipeline::CohereRerank(const serving::CallPtr& call,
   if (!model.ok()) return std::move(done)(RerankAnswer{.outcome = {.status = model.status()}});
   serving::PairOptions pair_options{true, (*model)->parameters().truncation_direction, request->max_tokens_per_doc};
   pair_options.long_documents = request->long_documents.value_or((*model)->parameters().long_documents);
+  pair_options.instruction = request->instruction;
   ScorePairs(call, *model, request->query, request->documents, pair_options, /*raw_scores=*/false, std::move(done));
 }
 
@@ -173,7 +178,7 @@ void RequestPipeline::Predict(const serving::CallPtr& call, std::shared_ptr<cons
   if (!model.ok()) return std::move(done)(PredictAnswer{.outcome = {.status = model.status()}});
   PredictAnswer failed;
   failed.outcome.set_model((*model)->name(), (*model)->version());
-  const std::vector<serving::TextInput> inputs = TextInputsOf(request->inputs);
+  const std::vector<serving::TextInput> inputs = TextInputsOf(request->inputs, request->instruction);
   const Steady::time_point tokenize_start = Steady::now();
   std::vector<tokenizer::Encoding> rows;
   if (absl::Status s = core_->Tokenize(*call, **model, inputs, /*add_special_tokens=*/true, &rows,
@@ -308,15 +313,28 @@ TokenizeAnswer RequestPipeline::Tokenize(const serving::Call& call, const api::T
     return a;
   }
   a.outcome.set_model((*model)->name(), (*model)->version());
-  const std::vector<serving::TextInput> inputs = TextInputsOf(request.inputs);
+  const std::vector<serving::TextInput> inputs = TextInputsOf(request.inputs, request.instruction);
   std::vector<tokenizer::Encoding> encodings;
   if (absl::Status s = core_->Tokenize(call, **model, inputs, request.add_special_tokens, &encodings); !s.ok()) {
     a.outcome.status = s;
     return a;
   }
   a.tokens.reserve(encodings.size());
+  const std::optional<PromptTemplate>& prompt = (*model)->parameters().prompt_template;
   for (size_t i = 0; i < encodings.size(); ++i) {
-    a.tokens.push_back(TokensOf((*model)->tokenizer(), encodings[i], request.inputs[i]));
+    const api::TokenizeInput& input = request.inputs[i];
+    if (prompt.has_value() && input.text_pair.has_value()) {
+      // A decoder reranker's pair is its prompt: offsets into the rendered prompt's text.
+      auto instruction = serving::ResolveInstruction(**model, request.instruction);
+      if (!instruction.ok()) {
+        a.outcome.status = instruction.status();
+        return a;
+      }
+      const api::TokenizeInput rendered{prompt->Render(*instruction, input.text, *input.text_pair).text, std::nullopt};
+      a.tokens.push_back(TokensOf((*model)->tokenizer(), encodings[i], rendered));
+      continue;
+    }
+    a.tokens.push_back(TokensOf((*model)->tokenizer(), encodings[i], input));
   }
   return a;
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
+#include "serving/scoring.h"
 
 namespace tide::serving {
 
@@ -53,10 +54,18 @@ absl::Status SplitLongDocuments(const ServedModel& model, std::string_view query
   out->split = false;
   const tokenizer::Tokenizer& tokenizer = model.tokenizer();
   std::vector<int64_t> ids;
-  if (absl::Status s = tokenizer.Tokenize(query, &ids); !s.ok()) return s;
-  const size_t used = ids.size() + tokenizer.num_special_tokens(/*pair=*/true);
-  const size_t max_length = model.max_sequence_length();
-  const size_t room = max_length > used ? max_length - used : 0;
+  size_t room = 0;
+  if (model.parameters().prompt_template.has_value()) {
+    // The document's room inside the prompt (the frame alone too long: the encoder's 422).
+    auto encoder = MakePromptEncoder(model, options.instruction, query);
+    if (!encoder.ok()) return encoder.status();
+    room = encoder->room();
+  } else {
+    if (absl::Status s = tokenizer.Tokenize(query, &ids); !s.ok()) return s;
+    const size_t used = ids.size() + tokenizer.num_special_tokens(/*pair=*/true);
+    const size_t max_length = model.max_sequence_length();
+    room = max_length > used ? max_length - used : 0;
+  }
   constexpr size_t kMinimumRoom = 8;
   std::vector<Word> words;
   for (size_t d = 0; d < documents.size(); ++d) {

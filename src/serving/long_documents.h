@@ -11,6 +11,9 @@
 //    the previous one, the last one ending with the document. Token counts are the tokenizer's
 //    own, word by word. A single word longer than a window makes a window of its own (the pair is
 //    then truncated like any other). Windows are views into `documents`.
+//  - A model with a prompt_template: what fits is what the prompt's frame (template, instruction,
+//    query; serving/scoring.h MakePromptEncoder) leaves, and each window is encoded inside the
+//    template like a whole document.
 //  - The window size is chunk_tokens, or when 0 what fits beside the query; the stride
 //    chunk_stride, or when 0 half a window. When the query leaves fewer than 8 tokens for the
 //    document, documents are not split (truncation applies).
@@ -22,6 +25,8 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -37,6 +42,8 @@ struct ChunkOptions {
   size_t chunk_tokens = 0;  // 0: what fits beside the query
   size_t chunk_stride = 0;  // 0: half a window
   size_t max_chunks = 16;
+  // The request's instruction (a model with a prompt_template); unset: the model's default.
+  std::optional<std::string> instruction;
 };
 
 // The model's chunking parameters with `mode`.

@@ -11,10 +11,108 @@
 
 namespace tide::serving {
 
+// A BERT pair's rows (the tokenizer's own pair encoding); defined below.
+absl::Status TokenizeBertPairs(const ServedModel& model, std::string_view query,
+                               std::span<const std::string_view> documents, const PairOptions& options,
+                               std::vector<tokenizer::Encoding>* rows,
+                               const std::function<absl::Status()>& between_chunks);
+
+namespace {
+
+// A prompt encoder's own statuses: no room for the document is the request's fault (422); the
+// tokenizer's already carry their kinds (KindedTokenizer).
+absl::Status PromptStatus(absl::Status s) {
+  if (s.ok()) return s;
+  const ErrorKind kind =
+      s.code() == absl::StatusCode::kFailedPrecondition ? ErrorKind::kInvalidInput : ErrorKind::kMalformedRequest;
+  return EnsureKind(std::move(s), kind);
+}
+
+absl::Status TokenizePrompts(const ServedModel& model, std::string_view query,
+                             std::span<const std::string_view> documents, const PairOptions& options,
+                             std::vector<tokenizer::Encoding>* rows,
+                             const std::function<absl::Status()>& between_chunks) {
+  auto encoder = MakePromptEncoder(model, options.instruction, query);
+  if (!encoder.ok()) return encoder.status();
+  if (options.max_tokens_per_doc.has_value() && encoder->room() > *options.max_tokens_per_doc) {
+    // Cohere's max_tokens_per_doc: the document cut to it, inside the template.
+    encoder = MakePromptEncoder(model, options.instruction, query, encoder->frame_tokens() + *options.max_tokens_per_doc);
+    if (!encoder.ok()) return encoder.status();
+  }
+  const tokenizer::TruncationDirection direction = options.direction.value_or(model.parameters().truncation_direction);
+  rows->resize(documents.size());
+  for (size_t i = 0; i < documents.size(); ++i) {
+    if (between_chunks && i % kTokenizeChunkDocuments == 0) {
+      if (absl::Status s = between_chunks(); !s.ok()) return s;
+    }
+    if (absl::Status s = encoder->Encode(documents[i], direction, &(*rows)[i]); !s.ok()) return PromptStatus(s);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string_view> ResolveInstruction(const ServedModel& model,
+                                                    const std::optional<std::string>& instruction) {
+  const config::TideParameters& p = model.parameters();
+  if (!p.prompt_template.has_value()) {
+    if (!instruction.has_value()) return std::string_view();
+    return errors::InvalidInput(absl::StrCat("field 'instruction': model ", model.name(),
+                                             " takes no instruction (it has no prompt_template)"));
+  }
+  if (!p.prompt_template->has_instruction()) {
+    if (!instruction.has_value()) return std::string_view();
+    return errors::InvalidInput(absl::StrCat("field 'instruction': the prompt_template of model ", model.name(),
+                                             " has no {instruction} slot"));
+  }
+  if (instruction.has_value()) return std::string_view(*instruction);
+  if (p.default_instruction.has_value()) return std::string_view(*p.default_instruction);
+  return errors::InvalidInput(absl::StrCat("field 'instruction' is required: the prompt_template of model ",
+                                           model.name(), " has an {instruction} slot and no default_instruction"));
+}
+
+absl::StatusOr<tokenizer::PromptEncoder> MakePromptEncoder(const ServedModel& model,
+                                                           const std::optional<std::string>& instruction,
+                                                           std::string_view query, std::optional<size_t> max_length) {
+  if (!model.parameters().prompt_template.has_value()) {
+    return errors::Internal(absl::StrCat("model ", model.name(), " has no prompt_template"));
+  }
+  auto resolved = ResolveInstruction(model, instruction);
+  if (!resolved.ok()) return resolved.status();
+  auto encoder = tokenizer::PromptEncoder::Create(model.tokenizer(), *model.parameters().prompt_template, *resolved,
+                                                  query, max_length.value_or(model.max_sequence_length()));
+  if (!encoder.ok()) return PromptStatus(encoder.status());
+  return encoder;
+}
+
 absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
                            std::span<const std::string_view> documents, const PairOptions& options,
                            std::vector<tokenizer::Encoding>* rows,
                            const std::function<absl::Status()>& between_chunks) {
+  if (model.parameters().prompt_template.has_value()) {
+    if (absl::Status s = TokenizePrompts(model, query, documents, options, rows, between_chunks); !s.ok()) return s;
+  } else if (options.instruction.has_value()) {
+    return ResolveInstruction(model, options.instruction).status();
+  } else if (absl::Status s = TokenizeBertPairs(model, query, documents, options, rows, between_chunks); !s.ok()) {
+    return s;
+  }
+  if (!options.truncate) {
+    for (size_t i = 0; i < rows->size(); ++i) {
+      const tokenizer::Encoding& e = (*rows)[i];
+      if (e.truncated()) {
+        return errors::InvalidInput(absl::StrCat(
+            "query + texts[", i, "] is ", e.untruncated_length, " tokens; the model's max_sequence_length is ",
+            model.max_sequence_length(), " and truncate is false"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TokenizeBertPairs(const ServedModel& model, std::string_view query,
+                               std::span<const std::string_view> documents, const PairOptions& options,
+                               std::vector<tokenizer::Encoding>* rows,
+                               const std::function<absl::Status()>& between_chunks) {
   tokenizer::EncodeOptions enc;
   enc.max_length = model.max_sequence_length();
   enc.strategy = tokenizer::TruncationStrategy::kLongestFirst;
@@ -46,16 +144,6 @@ absl::Status TokenizePairs(const ServedModel& model, std::string_view query,
         return s;
       }
       for (tokenizer::Encoding& e : chunk) rows->push_back(std::move(e));
-    }
-  }
-  if (!options.truncate) {
-    for (size_t i = 0; i < rows->size(); ++i) {
-      const tokenizer::Encoding& e = (*rows)[i];
-      if (e.truncated()) {
-        return errors::InvalidInput(absl::StrCat(
-            "query + texts[", i, "] is ", e.untruncated_length, " tokens; the model's max_sequence_length is ",
-            model.max_sequence_length(), " and truncate is false"));
-      }
     }
   }
   return absl::OkStatus();

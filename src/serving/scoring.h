@@ -6,6 +6,12 @@
 //    max_sequence_length (LongestFirst, as HF's cross-encoders do). With `truncate` false an input
 //    that would need cutting is refused with FAILED_PRECONDITION (HTTP 422) naming the document
 //    and the lengths.
+//  - A model with a prompt_template (decoder-only rerankers) encodes each pair as its prompt
+//    instead (tokenizer/prompt_encoder.h): the instruction is the request's, else the model's
+//    default_instruction; only the document is cut. ResolveInstruction answers INVALID_INPUT
+//    (422) naming `instruction` for an instruction the model cannot take (no template, or a
+//    template without an {instruction} slot) and for a template that needs one the request and
+//    the model lack; a prompt whose frame leaves no room for the document is INVALID_INPUT too.
 //  - RerankScore: the model's relevance logit is its last output label (a 1-label reranker's only
 //    one; a 2-label classifier's "positive" one). score_activation sigmoid (default) maps it to
 //    0..1, softmax takes the probability of the last label, none returns the logit; raw=true always
@@ -19,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +36,7 @@
 #include "serving/inference_request.h"
 #include "serving/served_model.h"
 #include "serving/serving_metrics.h"
+#include "tokenizer/prompt_encoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tide::serving {
@@ -42,7 +50,22 @@ struct PairOptions {
   // A document longer than what fits beside the query: cut (truncate) or scored as windows
   // (ServiceCore::Rerank; serving/long_documents.h).
   LongDocuments long_documents = LongDocuments::kTruncate;
+  // The request's instruction (decoder-only rerankers' prompt_template); unset: the model's
+  // default_instruction. Owned: a mirrored request outlives the call's strings.
+  std::optional<std::string> instruction;
 };
+
+// The instruction `model`'s prompt renders with (empty for a template without an {instruction}
+// slot), or INVALID_INPUT naming `instruction` (see the contract above).
+absl::StatusOr<std::string_view> ResolveInstruction(const ServedModel& model,
+                                                    const std::optional<std::string>& instruction);
+
+// The prompt encoder of (instruction, query) for a model with a prompt_template, cut to
+// `max_length` (unset: the model's max_sequence_length); statuses with their kinds.
+absl::StatusOr<tokenizer::PromptEncoder> MakePromptEncoder(const ServedModel& model,
+                                                           const std::optional<std::string>& instruction,
+                                                           std::string_view query,
+                                                           std::optional<size_t> max_length = std::nullopt);
 
 // `between_chunks`, when set, is called before each chunk of kTokenizeChunkDocuments documents;
 // a non-OK status stops tokenizing and is returned (the caller's deadline and client-gone check).

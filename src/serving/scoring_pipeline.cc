@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/error.h"
 #include "serving/fallback.h"
 #include "serving/long_documents.h"
@@ -19,6 +20,9 @@ std::string PairOptionsKey(const PairOptions& o) {
   key.push_back(!o.direction.has_value() ? 'u' : (*o.direction == tokenizer::TruncationDirection::kLeft ? 'l' : 'r'));
   // (Windows of long documents are keyed by their own text, so the chunking mode needs no place.)
   if (o.max_tokens_per_doc.has_value()) key.append(std::to_string(*o.max_tokens_per_doc));
+  // A decoder reranker's instruction is part of its prompt (unset: the model's default, fixed per
+  // generation); length-prefixed so that it cannot run into the next field.
+  if (o.instruction.has_value()) key.append(absl::StrCat("i", o.instruction->size(), ":", *o.instruction));
   return key;
 }
 
@@ -91,12 +95,14 @@ void ScoringPipeline::RerankDocuments(const CallPtr& call, std::shared_ptr<Serve
                                       std::span<const std::string_view> documents, const PairOptions& options,
                                       bool raw_scores, RerankDone done) {
   // Long documents scored whole: every window is a row; its scores fold back into the document's.
+  // An instruction the model cannot take (or lacks) is refused before the quota and the cache.
+  if (absl::Status s = ResolveInstruction(*model, options.instruction).status(); !s.ok()) return std::move(done)(s);
   DocumentWindows split;
   if (options.long_documents != LongDocuments::kTruncate) {
     if (absl::Status s = call->StillWanted("tokenizing"); !s.ok()) return std::move(done)(s);
-    if (absl::Status s =
-            SplitLongDocuments(*model, query, documents, ChunkOptionsFor(*model, options.long_documents), &split);
-        !s.ok()) {
+    ChunkOptions chunk = ChunkOptionsFor(*model, options.long_documents);
+    chunk.instruction = options.instruction;
+    if (absl::Status s = SplitLongDocuments(*model, query, documents, chunk, &split); !s.ok()) {
       return std::move(done)(s);
     }
   }
@@ -243,9 +249,22 @@ absl::Status ScoringPipeline::Tokenize(const Call& call, const ServedModel& mode
     if (i % kTokenizeChunkDocuments == 0) {
       if (absl::Status s = call.StillWanted("tokenizing"); !s.ok()) return s;
     }
-    if (absl::Status s = model.tokenizer().Encode(inputs[i].text, inputs[i].text_pair, opts, &(*out)[i]); !s.ok()) {
-      return s;
+    const TextInput& in = inputs[i];
+    if (in.text_pair.has_value() && model.parameters().prompt_template.has_value()) {
+      auto encoder = MakePromptEncoder(model, in.instruction, in.text);
+      if (!encoder.ok()) return encoder.status();
+      const std::string_view document = *in.text_pair;
+      if (absl::Status s = encoder->Encode(document, direction.value_or(model.parameters().truncation_direction),
+                                           &(*out)[i]);
+          !s.ok()) {
+        return s.code() == absl::StatusCode::kFailedPrecondition ? errors::InvalidInput(s.message()) : s;
+      }
+      continue;
     }
+    if (in.instruction.has_value()) {
+      if (absl::Status s = ResolveInstruction(model, in.instruction).status(); !s.ok()) return s;
+    }
+    if (absl::Status s = model.tokenizer().Encode(in.text, in.text_pair, opts, &(*out)[i]); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

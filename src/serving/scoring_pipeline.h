@@ -14,6 +14,8 @@
 //  - Quotas: each Rerank and Infer charges its rows (documents, long documents' windows, token
 //    rows) once, through `charge_pairs` (Admission::ChargePairs), before any row is queued: a
 //    refusal (kOverloaded + RetryAfterMs) is the answer.
+//  - An instruction (PairOptions::instruction) the model cannot take or needs and lacks is refused
+//    (422, serving/scoring.h ResolveInstruction) before the quota; it is part of the cache key.
 //  - Score cache (options.score_cache_bytes > 0): Rerank looks every pair up (unless the call is
 //    no_cache), queues only the pairs not found, stores the model's logits of those, and answers
 //    with RerankScores::cache_hits set; a request whose every pair was found is answered on the
@@ -70,9 +72,12 @@ struct ScoringPipelineOptions {
 };
 
 // A text input of Tokenize: a text or a (text, text_pair) pair.
+// With a model's prompt_template a pair is its (query, document), encoded as the prompt with
+// `instruction` (unset: the model's default_instruction); a single text is encoded as it is.
 struct TextInput {
   std::string_view text;
   std::optional<std::string_view> text_pair;
+  std::optional<std::string> instruction;
 };
 
 // Token rows' answer: the model's result, or (breaker open) a fallback's.
@@ -107,6 +112,8 @@ class ScoringPipeline {
              InferDone done, TensorWindows windows = {});
   // Encodes each input with the model's tokenizer, cut to its max_sequence_length from the end
   // `direction` names (unset: the tokenizer's own; see Encoding::truncated to refuse a cut input).
+  // A pair for a model with a prompt_template is its prompt (only the document cut; direction
+  // unset: the model's truncation_direction).
   absl::Status Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,
                         bool add_special_tokens, std::vector<tokenizer::Encoding>* out,
                         std::optional<tokenizer::TruncationDirection> direction) const;

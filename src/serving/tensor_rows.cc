@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -9,11 +10,35 @@
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
 #include "serving/long_documents.h"
+#include "serving/scoring.h"
 #include "serving/served_model.h"
 
 namespace tide::serving {
 
 namespace {
+
+// `parameters.instruction` of a KServe request (a decoder-only reranker's prompt): nullopt when
+// absent; 422 when it is not a string.
+absl::StatusOr<std::optional<std::string>> InstructionParameter(const api::Parameters& parameters) {
+  auto it = parameters.find("instruction");
+  if (it == parameters.end()) return std::optional<std::string>();
+  const std::string* value = std::get_if<std::string>(&it->second);
+  if (value == nullptr) return errors::InvalidInput("parameters.instruction must be a string");
+  return std::optional<std::string>(*value);
+}
+
+// Encodes a (text, text_pair) row as `model`'s prompt with `instruction` (resolved already).
+std::function<absl::Status(std::string_view, std::string_view, tokenizer::Encoding*)> PromptPairEncoder(
+    const ServedModel& model, std::optional<std::string> instruction) {
+  return [&model, instruction = std::move(instruction)](std::string_view text, std::string_view pair,
+                                                        tokenizer::Encoding* out) -> absl::Status {
+    auto encoder = MakePromptEncoder(model, instruction, text);
+    if (!encoder.ok()) return encoder.status();
+    absl::Status s = encoder->Encode(pair, model.parameters().truncation_direction, out);
+    if (s.code() == absl::StatusCode::kFailedPrecondition) return errors::InvalidInput(s.message());
+    return s;
+  };
+}
 
 int64_t ValueAt(const api::Tensor& t, size_t i) {
   if (const auto* v = std::get_if<std::vector<int64_t>>(&t.data)) return (*v)[i];
@@ -138,6 +163,10 @@ absl::Status RowsFromTensors(const TensorRowsModel& model, const api::InferReque
   for (size_t i = 0; i < texts->size(); ++i) {
     std::optional<std::string_view> pair;
     if (pairs != nullptr) pair = (*pairs)[i];
+    if (pair.has_value() && model.encode_pair) {
+      if (absl::Status s = model.encode_pair((*texts)[i], *pair, &(*rows)[i]); !s.ok()) return s;
+      continue;
+    }
     if (absl::Status s = model.tokenizer->Encode((*texts)[i], pair, opts, &(*rows)[i]); !s.ok()) return s;
   }
   *tokenize_time = std::chrono::steady_clock::now() - start;
@@ -152,6 +181,13 @@ absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& 
   m.tokenizer = &model.tokenizer();
   m.limits = model.token_input_limits();
   m.max_sequence_length = model.max_sequence_length();
+  auto instruction = InstructionParameter(request.parameters);
+  if (!instruction.ok()) return instruction.status();
+  // An instruction the model cannot take is refused; one a template needs and lacks, at its pairs.
+  if (instruction->has_value()) {
+    if (absl::Status s = ResolveInstruction(model, *instruction).status(); !s.ok()) return s;
+  }
+  if (model.parameters().prompt_template.has_value()) m.encode_pair = PromptPairEncoder(model, *instruction);
   return RowsFromTensors(m, request, rows, tokenize_time);
 }
 
@@ -197,8 +233,17 @@ absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& 
   for (const api::Tensor& t : request.inputs) {
     if (&t != text && &t != text_pair) return RowsFromTensors(model, request, rows, tokenize_time);
   }
+  auto instruction = InstructionParameter(request.parameters);
+  if (!instruction.ok()) return instruction.status();
+  // An instruction the model cannot take is refused; one a template needs and lacks, at its pairs.
+  if (instruction->has_value()) {
+    if (absl::Status s = ResolveInstruction(model, *instruction).status(); !s.ok()) return s;
+  }
+  std::function<absl::Status(std::string_view, std::string_view, tokenizer::Encoding*)> encode_pair;
+  if (model.parameters().prompt_template.has_value()) encode_pair = PromptPairEncoder(model, *instruction);
   const auto start = std::chrono::steady_clock::now();
-  const ChunkOptions chunk = ChunkOptionsFor(model, mode);
+  ChunkOptions chunk = ChunkOptionsFor(model, mode);
+  chunk.instruction = *instruction;
   tokenizer::EncodeOptions opts;
   opts.max_length = model.max_sequence_length();
   rows->clear();
@@ -218,7 +263,11 @@ absl::Status RowsFromTensors(const ServedModel& model, const api::InferRequest& 
     split = split || w.split;
     for (std::string_view window : w.windows) {
       rows->emplace_back();
-      if (absl::Status s = model.tokenizer().Encode((*texts)[i], window, opts, &rows->back()); !s.ok()) return s;
+      if (encode_pair) {
+        if (absl::Status s = encode_pair((*texts)[i], window, &rows->back()); !s.ok()) return s;
+      } else if (absl::Status s = model.tokenizer().Encode((*texts)[i], window, opts, &rows->back()); !s.ok()) {
+        return s;
+      }
       owner.push_back(i);
     }
   }

@@ -25,9 +25,13 @@
 //    tensors or text alone: nothing says which part is the document); without it the model's
 //    `long_documents` parameter applies to text + text_pair inputs only. truncate leaves every
 //    row as it is.
+//  - A model with a prompt_template (decoder-only rerankers) encodes each (text, text_pair) row as
+//    its prompt (serving/scoring.h), with the request's `parameters.instruction` (a string; unset:
+//    the model's default_instruction; 422 naming it for a model that takes none).
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -53,6 +57,8 @@ struct TensorRowsModel {
   const tokenizer::Tokenizer* tokenizer = nullptr;     // for text inputs; null: text is refused
   TokenInputLimits limits;
   size_t max_sequence_length = 512;
+  // Set (a model with a prompt_template): encodes a (text, text_pair) row as the model's prompt.
+  std::function<absl::Status(std::string_view text, std::string_view pair, tokenizer::Encoding* out)> encode_pair;
 };
 
 absl::Status RowsFromTensors(const TensorRowsModel& model, const api::InferRequest& request,

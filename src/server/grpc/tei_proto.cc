@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/error.h"
@@ -27,6 +29,18 @@ std::optional<tokenizer::TruncationDirection> DirectionFromProto(tei::v1::Trunca
   return std::nullopt;  // RIGHT is proto3's default: the model's direction (see the header)
 }
 
+// tide's `instruction` extension field (decoder-only rerankers): at most max_text_chars.
+template <typename Proto>
+absl::Status InstructionFromProto(const Proto& proto, const api::RequestLimits& limits,
+                                  std::optional<std::string>* out) {
+  if (!proto.has_instruction()) return absl::OkStatus();
+  if (proto.instruction().size() > limits.max_text_chars) {
+    return TooLong("instruction", proto.instruction().size(), limits);
+  }
+  *out = proto.instruction();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<api::RerankRequest> RerankRequestFromProto(const tei::v1::RerankRequest& proto,
@@ -50,6 +64,7 @@ absl::StatusOr<api::RerankRequest> RerankRequestFromProto(const tei::v1::RerankR
   request.raw_scores = proto.raw_scores();
   request.return_text = proto.return_text();
   request.truncation_direction = DirectionFromProto(proto.truncation_direction());
+  TIDE_RETURN_IF_ERROR(InstructionFromProto(proto, limits, &request.instruction));
   return request;
 }
 
@@ -62,6 +77,7 @@ absl::Status RerankStreamCollector::Add(const tei::v1::RerankStreamRequest& mess
     request_.set_raw_scores(message.raw_scores());
     request_.set_return_text(message.return_text());
     request_.set_truncation_direction(message.truncation_direction());
+    if (message.has_instruction()) request_.set_instruction(message.instruction());
   } else if (!message.query().empty() && message.query() != request_.query()) {
     return errors::InvalidInput(absl::StrCat("field 'query' of message ", request_.texts_size(),
                                              " differs from the first message's; one stream ranks against one query"));
@@ -143,6 +159,7 @@ absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::Predi
   }
   api::PredictRequest request;
   request.inputs.push_back({proto.inputs(0), proto.inputs(1)});
+  TIDE_RETURN_IF_ERROR(InstructionFromProto(proto, limits, &request.instruction));
   return PredictOptions(proto, std::move(request));
 }
 

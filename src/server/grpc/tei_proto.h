@@ -13,6 +13,9 @@
 //    model's truncation_direction (right unless its config.pbtxt says left), as an HTTP request
 //    without the field; LEFT is explicit. `truncate` is taken as sent (proto3 default false: an
 //    over-long input is refused, as in TEI).
+//  - `instruction` (tide's extension on RerankRequest, RerankStreamRequest's first message and
+//    PredictPairRequest, field 1000): a decoder-only reranker's instruction, at most
+//    max_text_chars; unset: the model's default_instruction.
 //  - RerankResponseToProto ranks by score, highest first, ties in request order; kInternal for a
 //    score that is not finite or a count that differs from the texts'.
 //  - Predict: one input (PredictRequest.inputs) or one pair (PredictPairRequest.inputs: exactly

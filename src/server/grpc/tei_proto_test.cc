@@ -72,6 +72,50 @@ TEST(RerankStreamCollector, CollectsTextsWithTheFirstOptions) {
   EXPECT_FALSE(RerankStreamCollector({}).Finish().ok());
 }
 
+// tide's `instruction` extension (field 1000): absent stays unset (the model's default), set is
+// passed on, over max_text_chars is refused naming it; a stream takes the first message's.
+TEST(RerankRequestFromProto, InstructionExtension) {
+  tei::v1::RerankRequest p;
+  p.set_query("q");
+  p.add_texts("a");
+  auto r = RerankRequestFromProto(p, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->instruction.has_value());
+  p.set_instruction("");
+  r = RerankRequestFromProto(p, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->instruction, "");  // given, even empty
+  p.set_instruction("judge");
+  r = RerankRequestFromProto(p, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->instruction, "judge");
+  api::RequestLimits limits;
+  limits.max_text_chars = 3;
+  r = RerankRequestFromProto(p, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("instruction"));
+
+  RerankStreamCollector c({});
+  tei::v1::RerankStreamRequest m;
+  m.set_query("q");
+  m.set_text("a");
+  m.set_instruction("first");
+  ASSERT_TRUE(c.Add(m).ok());
+  m.set_instruction("second");
+  ASSERT_TRUE(c.Add(m).ok());
+  auto streamed = c.Finish();
+  ASSERT_TRUE(streamed.ok());
+  EXPECT_EQ(streamed->instruction, "first");
+
+  tei::v1::PredictPairRequest pair;
+  pair.add_inputs("q");
+  pair.add_inputs("d");
+  pair.set_instruction("judge");
+  auto predict = PredictRequestFromProto(pair, {});
+  ASSERT_TRUE(predict.ok());
+  EXPECT_EQ(predict->instruction, "judge");
+}
+
 TEST(RerankResponseToProto, RanksHighestFirstTiesInOrder) {
   api::RerankRequest req;
   req.texts = {"a", "b", "c"};
