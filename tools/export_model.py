@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Exports a cross-encoder reranker to ONNX as a tide model repository entry.
+"""Exports a cross-encoder or decoder-only LLM reranker to ONNX as a tide model repository entry.
 
   /usr/bin/python3 tools/export_model.py --preset minilm-l6 --repository models
   /usr/bin/python3 tools/export_model.py --checkpoint DIR --name my-reranker --repository models
+  /usr/bin/python3 tools/export_model.py --checkpoint Qwen3-Reranker-0.6B --task rerank --repository models
 
 Writes <repository>/<name>/config.pbtxt, <name>/1/model.onnx and <name>/tokenizer.json. Weights are
 seeded random for a preset (real architecture and cost, meaningless scores) or loaded from a local
@@ -14,6 +15,15 @@ logits [batch, num_labels]) is checked with ONNX Runtime through `tide verify-mo
 logits on random padded batches; the entry is only put in place when that check passes, so a failed
 export leaves the repository as it was. Exit status: 0 ok, 1 export or verification failed,
 2 bad arguments or checkpoint.
+
+Decoder-only rerankers (tools/decoder.py): a folder whose config.json names Qwen3ForCausalLM or
+Qwen2ForCausalLM needs --task rerank (the score is logit(YES) - logit(NO) at the last real token;
+the tokens are --rerank-tokens, default yes,no for Qwen3 and 1,0 for Qwen2 (mxbai-rerank-v2), looked
+up in the folder's tokenizer.json); Qwen3ForSequenceClassification / Qwen2ForSequenceClassification
+folders keep their 1-logit `score` head. Their entry's config.pbtxt also carries the model family's
+prompt (parameters prompt_template and, where the family has one, default_instruction). Presets
+qwen3-reranker-0.6b, mxbai-rerank-base-v2, qwen3-tiny and qwen2-tiny (seeded random weights) need
+--tokenizer with the real Qwen3 tokenizer.json. Any other decoder architecture is refused (exit 2).
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import crossencoder  # noqa: E402
+import decoder  # noqa: E402
 import make_wordpiece_tokenizer  # noqa: E402
 import safetensors_file  # noqa: E402
 
@@ -58,9 +69,9 @@ class EntryOptions:
     intra_op_threads: int = 1  # ONNX Runtime threads per instance
 
 
-def input_names(cfg: crossencoder.CrossEncoderConfig) -> List[str]:
+def input_names(cfg) -> List[str]:
     names = ["input_ids", "attention_mask"]
-    if cfg.uses_token_type_ids:
+    if getattr(cfg, "uses_token_type_ids", False):
         names.append("token_type_ids")
     return names
 
@@ -84,6 +95,132 @@ def config_pbtxt(name: str, cfg: crossencoder.CrossEncoderConfig, opts: EntryOpt
             f'dynamic_batching {{\n  max_queue_delay_microseconds: {opts.max_queue_delay_microseconds}\n}}\n'
             f'instance_group [\n  {{\n    count: {opts.instance_count}\n    kind: KIND_CPU\n  }}\n]\n'
             + param_text)
+
+
+# ---- decoder entries ------------------------------------------------------------------------------
+
+# A decoder's longest served input: min(max_position_embeddings, 8192). Qwen3-Reranker and
+# mxbai-rerank-v2 publish 32k+ position tables, but both reference implementations score with
+# max_length 8192, and one 8192-token prefill of a 0.6B model already costs seconds of CPU time
+# (attention is quadratic in the length); a longer document is better served as windows (tide's
+# long-document handling) than as one longer prompt.
+DECODER_MAX_SEQUENCE_LENGTH = 8192
+
+# The prompt of each decoder family (tide model parameter prompt_template: slots {instruction},
+# {query}, {document}; special tokens as text). Qwen3: exactly Qwen3-Reranker's model card format.
+QWEN3_RERANKER_TEMPLATE = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
+    "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n"
+    "<Instruct>: {instruction}\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+QWEN3_RERANKER_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
+# Qwen2: mixedbread's mxbai-rerank-v2 (mxbai_rerank/mxbai_rerank_v2.py in mixedbread-ai/mxbai-rerank):
+# chat prefix, "query: ..." sep "document: ..." sep task prompt, chat suffix; the answer tokens are
+# "1" / "0". Its instruction line ("instruction: ...\n" before the query) appears only when the
+# caller gives one, which one template with an {instruction} slot cannot express: the template
+# leaves it out and the entry has no default_instruction.
+MXBAI_RERANK_V2_TEMPLATE = (
+    "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+    "<|im_start|>user\nquery: {query}\ndocument: {document}\nYou are a search relevance expert who evaluates "
+    "how well documents match search queries. For each query-document pair, carefully analyze the semantic "
+    "relationship between them, then provide your binary relevance judgment (0 for not relevant, 1 for "
+    "relevant).\nRelevance:<|im_end|>\n<|im_start|>assistant\n")
+DEFAULT_RERANK_TOKENS = {decoder.QWEN3: ("yes", "no"), decoder.QWEN2: ("1", "0")}
+
+
+def decoder_prompt(cfg: decoder.DecoderConfig) -> List:
+    """[(parameter, value)] of the family's prompt."""
+    if cfg.family == decoder.QWEN3:
+        return [("prompt_template", QWEN3_RERANKER_TEMPLATE), ("default_instruction", QWEN3_RERANKER_INSTRUCTION)]
+    return [("prompt_template", MXBAI_RERANK_V2_TEMPLATE)]
+
+
+def pbtxt_string(value: str) -> str:
+    """A protobuf text-format string literal (quotes included): backslash, quote and control
+    characters escaped; other characters as UTF-8."""
+    out = []
+    for ch in value:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7f:
+            out.append(f"\\{ord(ch):03o}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def parameters_text(params: List) -> str:
+    return "".join(f'parameters {{\n  key: "{k}"\n  value {{ string_value: {pbtxt_string(v)} }}\n}}\n'
+                   for k, v in params)
+
+
+def decoder_config_pbtxt(name: str, cfg: decoder.DecoderConfig, opts: EntryOptions) -> str:
+    """config.pbtxt of a decoder reranker: rerank with sigmoid of the one logit, and the prompt."""
+    inputs = ",\n".join(
+        f'  {{\n    name: "{n}"\n    data_type: TYPE_INT64\n    dims: [ -1 ]\n  }}' for n in input_names(cfg))
+    params = [("task", "rerank"), ("score_activation", "sigmoid"), ("tokenizer", "tokenizer.json"),
+              ("max_sequence_length", str(min(DECODER_MAX_SEQUENCE_LENGTH, cfg.max_position_embeddings))),
+              ("intra_op_threads", str(opts.intra_op_threads))] + decoder_prompt(cfg)
+    return (f'name: "{name}"\n'
+            f'backend: "onnxruntime"\n'
+            f'max_batch_size: {opts.max_batch_size}\n'
+            f'input [\n{inputs}\n]\n'
+            f'output [\n  {{\n    name: "logits"\n    data_type: TYPE_FP32\n    dims: [ 1 ]\n  }}\n]\n'
+            f'dynamic_batching {{\n  max_queue_delay_microseconds: {opts.max_queue_delay_microseconds}\n}}\n'
+            f'instance_group [\n  {{\n    count: {opts.instance_count}\n    kind: KIND_CPU\n  }}\n]\n'
+            + parameters_text(params))
+
+
+def read_tokenizer(path: str) -> Dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            tok = json.load(f)
+    except (OSError, ValueError) as e:
+        raise crossencoder.CheckpointError(f"cannot read {path}: {e}") from e
+    if not isinstance(tok, dict):
+        raise crossencoder.CheckpointError(f"{path}: not a tokenizer.json object")
+    return tok
+
+
+def rerank_token_ids(cfg: decoder.DecoderConfig, tokens: Optional[str], tokenizer_path: Optional[str]):
+    """(yes text, no text, yes id, no id) for a CausalLM reranker."""
+    if tokens is None:
+        yes, no = DEFAULT_RERANK_TOKENS[cfg.family]
+    else:
+        parts = tokens.split(",")
+        if len(parts) != 2 or not all(parts):
+            raise crossencoder.CheckpointError(f"--rerank-tokens {tokens!r}: want two tokens YES,NO (e.g. yes,no)")
+        yes, no = parts
+    if not tokenizer_path:
+        raise crossencoder.CheckpointError("a CausalLM reranker needs a tokenizer.json to look up its rerank tokens "
+                                           f"{yes!r}, {no!r}: put one in the folder or pass --tokenizer")
+    tok = read_tokenizer(tokenizer_path)
+    return yes, no, decoder.token_id(tok, yes, tokenizer_path), decoder.token_id(tok, no, tokenizer_path)
+
+
+def decoder_reranker(lm_or_reranker, cfg: decoder.DecoderConfig, args, tokenizer_path: Optional[str]):
+    """The exported module: a seq-cls model as it is, a CausalLM turned into its yes/no head."""
+    if cfg.kind == decoder.SEQUENCE_CLASSIFICATION:
+        if args.rerank_tokens:
+            raise crossencoder.CheckpointError(f"--rerank-tokens is for a CausalLM folder; {cfg.architecture} "
+                                               "scores with its own `score` head")
+        return lm_or_reranker
+    if args.task != "rerank":
+        raise crossencoder.CheckpointError(
+            f"{cfg.architecture} is a causal language model, not a reranker by itself: pass --task rerank to score "
+            f"each prompt by its next-token logits of the rerank tokens (--rerank-tokens YES,NO, default "
+            f"{','.join(DEFAULT_RERANK_TOKENS[cfg.family])})")
+    yes, no, yes_id, no_id = rerank_token_ids(cfg, args.rerank_tokens, tokenizer_path)
+    log(args, f"rerank head: logit({yes!r} = {yes_id}) - logit({no!r} = {no_id})")
+    return decoder.yes_no_reranker(lm_or_reranker, yes_id, no_id)
 
 
 # ---- checkpoints -----------------------------------------------------------------------------------
@@ -124,9 +261,35 @@ def load_checkpoint(directory: str):
     if not os.path.isfile(cfg_path):
         raise crossencoder.CheckpointError(f"{cfg_path} not found")
     weights = checkpoint_weights(directory)
-    with open(cfg_path, encoding="utf-8") as f:
-        cfg = crossencoder.CrossEncoderConfig.from_hf_dict(json.load(f))
-    model = crossencoder.build_model(cfg, seed=0)
+    try:
+        with open(cfg_path, encoding="utf-8") as f:
+            hf = json.load(f)
+    except ValueError as e:
+        raise crossencoder.CheckpointError(f"{cfg_path}: not JSON: {e}") from e
+    if not isinstance(hf, dict):
+        raise crossencoder.CheckpointError(f"{cfg_path}: not a JSON object")
+    if decoder.is_decoder_config(hf):
+        cfg = decoder.DecoderConfig.from_hf_dict(hf)
+        model_module = decoder
+    else:
+        cfg = crossencoder.CrossEncoderConfig.from_hf_dict(hf)
+        model_module = crossencoder
+    state = read_state(directory, weights)
+    if model_module is decoder and cfg.kind == decoder.SEQUENCE_CLASSIFICATION:
+        # The head "as it is": its rows, whatever config.json's id2label says; tide serves one logit.
+        score = state.get("score.weight")
+        if score is not None and score.dim() == 2:
+            cfg = dataclasses.replace(cfg, num_labels=int(score.shape[0]))
+        if cfg.num_labels != 1:
+            raise crossencoder.CheckpointError(
+                f"{cfg.architecture} with a {cfg.num_labels}-row score head: tide serves a decoder reranker with "
+                "one relevance logit (score.weight [1, hidden])")
+    model = model_module.build_model(cfg, seed=0)
+    model_module.load_hf_state_dict(model, state)
+    return cfg, model
+
+
+def read_state(directory: str, weights: str):
     if weights.endswith((".safetensors", ".json")):
         try:
             state = safetensors_file.read_folder(directory)
@@ -136,14 +299,15 @@ def load_checkpoint(directory: str):
         state = load_plain_tensors(weights)
         if not isinstance(state, dict):
             raise crossencoder.CheckpointError(f"{weights} does not hold a state dict")
-    crossencoder.load_hf_state_dict(model, state)
-    return cfg, model
+    return state
 
 
 # ---- reference cases -------------------------------------------------------------------------------
 
-def random_cases(cfg: crossencoder.CrossEncoderConfig, seed: int, num_cases: int, max_length: int) -> List[Dict]:
+def random_cases(cfg, seed: int, num_cases: int, max_length: int) -> List[Dict]:
     """Random query/document pair batches with padding inside each batch (fixed seed)."""
+    if isinstance(cfg, decoder.DecoderConfig):
+        return random_decoder_cases(cfg, seed, num_cases, max_length)
     g = torch.Generator().manual_seed(seed)
     max_length = max(4, min(max_length, cfg.max_sequence_length))
     if cfg.model_type == crossencoder.BERT:
@@ -177,7 +341,28 @@ def random_cases(cfg: crossencoder.CrossEncoderConfig, seed: int, num_cases: int
     return cases
 
 
-def run_model(model: torch.nn.Module, cfg: crossencoder.CrossEncoderConfig, inputs: Dict) -> torch.Tensor:
+def random_decoder_cases(cfg: decoder.DecoderConfig, seed: int, num_cases: int, max_length: int) -> List[Dict]:
+    """Random prompts, right-padded to the longest of their batch; at least one batch mixes lengths."""
+    g = torch.Generator().manual_seed(seed)
+    max_length = max(2, min(max_length, cfg.max_position_embeddings))
+    pad = cfg.pad_token_id if cfg.pad_token_id is not None else (151643 if cfg.vocab_size > 151643 else 0)
+    cases = []
+    for i in range(num_cases):
+        batch = int(torch.randint(1, 5, (1,), generator=g)) if i else 4
+        lengths = [int(torch.randint(1, max_length + 1, (1,), generator=g)) for _ in range(batch)]
+        if i == 0:
+            lengths[0], lengths[-1] = max_length, 1
+        seq = max(lengths)
+        ids = torch.full((batch, seq), pad, dtype=torch.int64)
+        mask = torch.zeros((batch, seq), dtype=torch.int64)
+        for row, n in enumerate(lengths):
+            ids[row, :n] = torch.randint(0, cfg.vocab_size, (n,), generator=g)
+            mask[row, :n] = 1
+        cases.append({"input_ids": ids, "attention_mask": mask})
+    return cases
+
+
+def run_model(model: torch.nn.Module, cfg, inputs: Dict) -> torch.Tensor:
     with torch.no_grad():
         return model(*[inputs[n] for n in input_names(cfg)])
 
@@ -206,7 +391,7 @@ def verify_with_tide(tide_binary: str, model_path: str, reference_path: str, ato
 
 # ---- export ----------------------------------------------------------------------------------------
 
-def export_onnx(model: torch.nn.Module, cfg: crossencoder.CrossEncoderConfig, path: str) -> None:
+def export_onnx(model: torch.nn.Module, cfg, path: str) -> None:
     names = input_names(cfg)
     sample = random_cases(cfg, seed=1, num_cases=1, max_length=16)[0]
     dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
@@ -244,13 +429,35 @@ def place_entry(staging: str, final: str) -> None:
 
 
 def export(args: argparse.Namespace) -> str:
+    ckpt_tokenizer = os.path.join(args.checkpoint, "tokenizer.json") if args.checkpoint else None
+    tokenizer_path = args.tokenizer or (ckpt_tokenizer if ckpt_tokenizer and os.path.isfile(ckpt_tokenizer) else None)
     if args.checkpoint:
         cfg, model = load_checkpoint(args.checkpoint)
         name = args.name or os.path.basename(os.path.normpath(args.checkpoint))
+    elif args.preset in decoder.PRESETS:
+        if not args.tokenizer:
+            raise crossencoder.CheckpointError(
+                f"--preset {args.preset} needs --tokenizer with the real Qwen3 tokenizer.json (e.g. "
+                f"--tokenizer ../shared/assets/tokenizers/qwen3/tokenizer.json): its rerank tokens and the served "
+                f"prompts are read with it")
+        cfg = decoder.PRESETS[args.preset]
+        model = decoder.build_causal_lm(cfg, seed=args.seed)
+        if args.rerank_tokens is None:
+            args.rerank_tokens = ",".join(decoder.PRESET_RERANK_TOKENS[args.preset])
+        args.task = "rerank"  # a preset is a reranker
+        name = args.name or args.preset
     else:
         cfg = crossencoder.PRESETS[args.preset]
         model = crossencoder.build_model(cfg, seed=args.seed)
         name = args.name or args.preset
+    is_decoder = isinstance(cfg, decoder.DecoderConfig)
+    kind = cfg.architecture if is_decoder else cfg.model_type
+    if is_decoder:
+        model = decoder_reranker(model, cfg, args, tokenizer_path)
+        cfg = model.config
+    elif args.rerank_tokens:
+        raise crossencoder.CheckpointError("--rerank-tokens is for a decoder CausalLM folder (Qwen3ForCausalLM, "
+                                           "Qwen2ForCausalLM)")
     if not name or "/" in name or name.startswith("."):
         raise ExportError(f"bad model name {name!r}")
     torch.set_num_threads(max(1, args.threads))
@@ -267,23 +474,24 @@ def export(args: argparse.Namespace) -> str:
     try:
         os.makedirs(os.path.join(staging, "1"))
         model_path = os.path.join(staging, "1", "model.onnx")
-        log(args, f"exporting {name} ({cfg.model_type}, {cfg.num_hidden_layers} x {cfg.hidden_size}, "
+        log(args, f"exporting {name} ({kind}, {cfg.num_hidden_layers} x {cfg.hidden_size}, "
                   f"vocab {cfg.vocab_size}) to ONNX opset {OPSET}")
         export_onnx(model, cfg, model_path)
 
         tokenizer_out = os.path.join(staging, "tokenizer.json")
-        ckpt_tokenizer = os.path.join(args.checkpoint, "tokenizer.json") if args.checkpoint else None
-        if args.tokenizer:
-            shutil.copyfile(args.tokenizer, tokenizer_out)
-        elif ckpt_tokenizer and os.path.isfile(ckpt_tokenizer):
-            shutil.copyfile(ckpt_tokenizer, tokenizer_out)
+        if tokenizer_path:
+            shutil.copyfile(tokenizer_path, tokenizer_out)
+        elif is_decoder:
+            raise crossencoder.CheckpointError(f"{args.checkpoint}: no tokenizer.json (a decoder reranker is served "
+                                               "with its own tokenizer; pass --tokenizer)")
         else:
             layout = "bert" if cfg.model_type == crossencoder.BERT else "xlmr"
             log(args, f"generating a {layout} WordPiece tokenizer.json from {args.words} (placeholder vocabulary)")
             make_wordpiece_tokenizer.write_tokenizer(tokenizer_out, min(cfg.vocab_size, 30522), layout, args.words)
 
         with open(os.path.join(staging, "config.pbtxt"), "w", encoding="utf-8") as f:
-            f.write(config_pbtxt(name, cfg, EntryOptions(max_batch_size=args.max_batch_size)))
+            entry_config = decoder_config_pbtxt if is_decoder else config_pbtxt
+            f.write(entry_config(name, cfg, EntryOptions(max_batch_size=args.max_batch_size)))
 
         cases = random_cases(cfg, args.seed + 1, args.verify_cases, args.verify_max_length)
         ref_dir = tempfile.mkdtemp(prefix="tide-ref-")
@@ -342,7 +550,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--preset", choices=sorted(crossencoder.PRESETS), default="minilm-l6",
+    src.add_argument("--preset", choices=sorted(crossencoder.PRESETS) + sorted(decoder.PRESETS), default="minilm-l6",
                      help="architecture with seeded random weights (default %(default)s)")
     src.add_argument("--checkpoint", help="local HF checkpoint folder (config.json + model.safetensors[.index.json] or pytorch_model.bin)")
     p.add_argument("--repository", default="models", help="model repository folder (default %(default)s)")
@@ -350,6 +558,12 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--tokenizer", default=os.environ.get("TIDE_TOKENIZER") or None,
                    help="tokenizer.json to copy into the entry (env TIDE_TOKENIZER); default: the checkpoint's, "
                         "else one generated from --words")
+    p.add_argument("--task", choices=["rerank"],
+                   help="rerank: serve a decoder CausalLM folder (Qwen3ForCausalLM, Qwen2ForCausalLM) as a reranker "
+                        "scored by its next-token logits of the rerank tokens")
+    p.add_argument("--rerank-tokens", metavar="YES,NO",
+                   help="with --task rerank: the tokens whose logits give the score, each ONE token of the "
+                        "tokenizer (default: yes,no for Qwen3, 1,0 for Qwen2 / mxbai-rerank-v2)")
     p.add_argument("--words", default=make_wordpiece_tokenizer.DEFAULT_WORDS, help="word list for a generated tokenizer")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed for random weights and reference inputs")
     p.add_argument("--max-batch-size", type=int, default=64)

@@ -66,6 +66,14 @@ absl::Status ExportWithPython(const config::HuggingFaceFolderOptions& folder, co
   std::vector<std::string> argv = {options.python, script.string(), "--checkpoint", folder.folder.string(),
                                    "--name", config::ServedModelName(folder), "--repository",
                                    config::ExportDir(folder).string()};
+  if (!folder.task.empty()) {
+    argv.push_back("--task");
+    argv.push_back(folder.task);
+  }
+  if (!folder.rerank_tokens.empty()) {
+    argv.push_back("--rerank-tokens");
+    argv.push_back(folder.rerank_tokens);
+  }
   if (!self.empty()) {
     argv.push_back("--tide-binary");
     argv.push_back(self.string());

@@ -4,7 +4,9 @@
 //
 // Contract:
 //  - ExportWithPython says on stderr what it does and why, then runs
-//      <python> <script> --checkpoint <folder> --name <name> --repository <export dir> --tide-binary <this binary>
+//      <python> <script> --checkpoint <folder> --name <name> --repository <export dir>
+//        [--task <task>] [--rerank-tokens <tokens>] --tide-binary <this binary>
+//    (--task / --rerank-tokens when the folder options set them: a decoder CausalLM reranker)
 //    with the child's stdout and stderr both on tide's stderr (tide's stdout carries only the
 //    "listening" line), and blocks until it exits. The export tool verifies the ONNX file with
 //    `tide verify-model` and puts the entry in place atomically, so a failed or killed export

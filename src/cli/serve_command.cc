@@ -84,6 +84,8 @@ struct ServeFlags {
   std::string export_dir;
   bool auto_export = true;     // run tools/export_model.py for a folder without ONNX file
   std::string export_script;   // empty: cli::DefaultExportScript()
+  std::string task;            // --task rerank: a decoder CausalLM folder served as a reranker
+  std::string rerank_tokens;   // --rerank-tokens YES,NO (empty: the export tool's default)
   bool model_repository_given = false;
   // --api-keys: several keys with quotas (guard/api_keys.h); reloaded on SIGHUP.
   std::string api_keys_file;
@@ -336,6 +338,8 @@ int Serve(const ServeFlags& f) {
     hf.onnx_file = f.onnx_file;
     hf.served_model_name = f.served_model_name;
     hf.export_dir = f.export_dir;
+    hf.task = f.task;
+    hf.rerank_tokens = f.rerank_tokens;
     if (f.auto_export) {
       cli::PythonExportOptions export_options;
       export_options.script = f.export_script;
@@ -702,6 +706,14 @@ void RegisterServeCommand(CLI::App* app) {
                   "With --model: tools/export_model.py to run (default: ../tools/export_model.py, else "
                   "../share/tide/tools/export_model.py, beside the tide binary; never the working directory)")
       ->envname("TIDE_EXPORT_SCRIPT");
+  cmd->add_option("--task", flags->task,
+                  "With --model: rerank serves a decoder CausalLM folder (Qwen3ForCausalLM, Qwen2ForCausalLM) as a "
+                  "reranker scored by the next-token logits of its rerank tokens")
+      ->envname("TIDE_TASK")->check(CLI::IsMember({"rerank"}));
+  cmd->add_option("--rerank-tokens", flags->rerank_tokens,
+                  "With --model and --task rerank: YES,NO, the tokens whose logit difference is the score "
+                  "(default: yes,no for Qwen3, 1,0 for Qwen2)")
+      ->envname("TIDE_RERANK_TOKENS");
   cmd->add_option("--host", flags->http.host, "Address to bind (0.0.0.0 for every interface)")
       ->envname("TIDE_HOST")->capture_default_str();
   cmd->add_option("--port", flags->http.port, "Port to bind; 0 picks a free one")

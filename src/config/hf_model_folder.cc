@@ -49,6 +49,10 @@ std::vector<fs::path> OnnxCandidates(const HuggingFaceFolderOptions& o) {
   return {o.folder / given, o.folder / "onnx" / given};
 }
 
+constexpr const char* kDecoderArchitectures[] = {"Qwen3ForCausalLM", "Qwen2ForCausalLM",
+                                                  "Qwen3ForSequenceClassification",
+                                                  "Qwen2ForSequenceClassification"};
+
 void SetParameter(ModelConfig* config, const std::string& key, const std::string& value) {
   (*config->mutable_parameters())[key].set_string_value(value);
 }
@@ -66,6 +70,15 @@ absl::StatusOr<HuggingFaceConfig> ParseHuggingFaceConfig(std::string_view json_t
   if (auto it = d.find("model_type"); it != d.end()) {
     if (!it->is_string()) return absl::InvalidArgumentError(absl::StrCat(file, ": model_type: not a string"));
     c.model_type = it->get<std::string>();
+  }
+  if (auto it = d.find("architectures"); it != d.end() && !it->is_null()) {
+    if (!it->is_array()) return absl::InvalidArgumentError(absl::StrCat(file, ": architectures: not a list of names"));
+    for (const json& a : *it) {
+      if (!a.is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(file, ": architectures: ", a.dump(), " is not a name"));
+      }
+      c.architectures.push_back(a.get<std::string>());
+    }
   }
   if (auto it = d.find("id2label"); it != d.end() && !it->is_null()) {
     if (!it->is_object() || it->empty()) {
@@ -132,8 +145,53 @@ fs::path ExportDir(const HuggingFaceFolderOptions& o) {
 }
 
 std::string ExportCommand(const HuggingFaceFolderOptions& o) {
-  return absl::StrCat("/usr/bin/python3 tools/export_model.py --checkpoint ", o.folder.string(), " --name ",
-                      ServedModelName(o), " --repository ", ExportDir(o).string());
+  std::string command = absl::StrCat("/usr/bin/python3 tools/export_model.py --checkpoint ", o.folder.string(),
+                                     " --name ", ServedModelName(o), " --repository ", ExportDir(o).string());
+  if (!o.task.empty()) absl::StrAppend(&command, " --task ", o.task);
+  if (!o.rerank_tokens.empty()) absl::StrAppend(&command, " --rerank-tokens ", o.rerank_tokens);
+  return command;
+}
+
+bool IsSupportedDecoderArchitecture(std::string_view architecture) {
+  return std::find(std::begin(kDecoderArchitectures), std::end(kDecoderArchitectures), architecture) !=
+         std::end(kDecoderArchitectures);
+}
+
+bool IsCausalLmArchitecture(std::string_view architecture) {
+  constexpr std::string_view kSuffix = "ForCausalLM";
+  return architecture.size() >= kSuffix.size() &&
+         architecture.substr(architecture.size() - kSuffix.size()) == kSuffix;
+}
+
+absl::Status CheckDecoderOptions(const HuggingFaceConfig& config, const std::string& file,
+                                 const HuggingFaceFolderOptions& o) {
+  if (!o.task.empty() && o.task != "rerank") {
+    return absl::InvalidArgumentError(absl::StrCat("--task ", o.task, ": the only task is rerank"));
+  }
+  bool causal_lm = false;
+  for (const std::string& a : config.architectures) {
+    if (!IsCausalLmArchitecture(a)) continue;
+    if (!IsSupportedDecoderArchitecture(a)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ": architecture ", a, " is not supported: tide serves the decoder rerankers ",
+          absl::StrJoin(std::begin(kDecoderArchitectures), std::end(kDecoderArchitectures), ", "),
+          " (and encoder cross-encoders)"));
+    }
+    causal_lm = true;
+    if (o.task != "rerank") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ": ", a, " is a causal language model, not a reranker by itself: pass --task rerank to serve it "
+          "as one (the score is the next-token logit of the rerank tokens, yes - no; --rerank-tokens YES,NO "
+          "picks others)"));
+    }
+  }
+  if (!o.rerank_tokens.empty() && !causal_lm) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rerank-tokens ", o.rerank_tokens, ": only for a causal LM folder (Qwen3ForCausalLM, Qwen2ForCausalLM); ",
+        file, " names ", config.architectures.empty() ? std::string("no architecture")
+                                                      : absl::StrJoin(config.architectures, ", ")));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RepositoryModel> LoadHuggingFaceFolder(const HuggingFaceFolderOptions& o,
@@ -147,6 +205,18 @@ absl::StatusOr<RepositoryModel> LoadHuggingFaceFolder(const HuggingFaceFolderOpt
   if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("bad model name \"", name, "\" (from ", o.folder.string(),
                                                    "; set one with --served-model-name)"));
+  }
+
+  // A decoder folder's task, before anything is exported.
+  const fs::path config_json = o.folder / "config.json";
+  if (IsFile(config_json)) {
+    auto text = ReadText(config_json);
+    if (!text.ok()) return text.status();
+    auto hf = ParseHuggingFaceConfig(*text, config_json.string(), o.max_sequence_length_cap);
+    if (!hf.ok()) return hf.status();
+    if (auto s = CheckDecoderOptions(*hf, config_json.string(), o); !s.ok()) return s;
+  } else if (!o.rerank_tokens.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--rerank-tokens: ", config_json.string(), " not found"));
   }
 
   // The ONNX file, or the export of the folder's weights.
@@ -207,7 +277,6 @@ absl::StatusOr<RepositoryModel> LoadHuggingFaceFolder(const HuggingFaceFolderOpt
                                             ")"));
   }
 
-  const fs::path config_json = o.folder / "config.json";
   if (!IsFile(config_json)) {
     return absl::NotFoundError(absl::StrCat(config_json.string(), ": not found (a HuggingFace model folder has "
                                             "config.json: labels, model type and position table size)"));

@@ -28,6 +28,15 @@
 //  - The number of labels comes from config.json (id2label, else num_labels); when it has neither,
 //    from the ONNX output. A config.json whose labels disagree with each other or with the ONNX
 //    output is INVALID_ARGUMENT.
+//  - Decoder-only LLM rerankers (config.json architectures): Qwen3ForSequenceClassification and
+//    Qwen2ForSequenceClassification are served by their `score` head with no flag;
+//    Qwen3ForCausalLM and Qwen2ForCausalLM only with task "rerank" (`--task rerank`: the export
+//    scores logit(YES) - logit(NO) of the rerank tokens, `rerank_tokens` "YES,NO" or the export
+//    tool's default), else INVALID_ARGUMENT saying to pass --task rerank; any other *ForCausalLM is
+//    INVALID_ARGUMENT naming the architecture and the supported ones. rerank_tokens without a
+//    CausalLM folder is INVALID_ARGUMENT. These checks run before the ONNX file or the export is
+//    looked for. A decoder is always served from its export (whose config.pbtxt carries the
+//    prompt), which gets --task / --rerank-tokens in ExportCommand and export_weights.
 //  - Errors name the file and, where one is at fault, the key: NOT_FOUND for a missing folder or
 //    file (listing the paths tried), INVALID_ARGUMENT for a bad config.json. Blocking file I/O;
 //    thread-safe when options.read_signature is.
@@ -52,6 +61,8 @@ struct HuggingFaceFolderOptions {
   std::string onnx_file;               // empty: onnx/model.onnx, then model.onnx
   std::filesystem::path export_dir;    // empty: <folder>/.tide
   int64_t max_sequence_length_cap = 512;  // longer position tables are served up to this length
+  std::string task;                    // "" or "rerank" (--task): needed by a *ForCausalLM folder
+  std::string rerank_tokens;           // "YES,NO" (--rerank-tokens); empty: the export tool's default
   // Writes the export of the folder's weights into ExportDir(options)/ServedModelName(options);
   // unset: a folder without ONNX file is refused with the export command.
   std::function<absl::Status(const HuggingFaceFolderOptions& options)> export_weights;
@@ -60,6 +71,7 @@ struct HuggingFaceFolderOptions {
 // What tide takes from a HuggingFace config.json.
 struct HuggingFaceConfig {
   std::string model_type;                      // "" when absent
+  std::vector<std::string> architectures;      // "architectures"; empty when absent
   std::vector<std::string> labels;             // id2label in id order; empty when absent
   std::optional<int64_t> num_labels;           // id2label's size, else num_labels, else unset
   std::optional<int64_t> max_sequence_length;  // derived and capped as described above
@@ -80,6 +92,15 @@ std::filesystem::path ExportDir(const HuggingFaceFolderOptions& options);
 // The command that exports the folder's PyTorch / safetensors weights to where
 // LoadHuggingFaceFolder looks for them:
 //   /usr/bin/python3 tools/export_model.py --checkpoint <folder> --name <name> --repository <export dir>
+// followed by --task <task> and --rerank-tokens <tokens> when those are set.
 std::string ExportCommand(const HuggingFaceFolderOptions& options);
+
+// The decoder architectures tide serves, and whether `architecture` is a causal LM.
+bool IsSupportedDecoderArchitecture(std::string_view architecture);
+bool IsCausalLmArchitecture(std::string_view architecture);
+
+// The task / rerank-token checks above for a parsed config.json (`file` names it in errors).
+absl::Status CheckDecoderOptions(const HuggingFaceConfig& config, const std::string& file,
+                                 const HuggingFaceFolderOptions& options);
 
 }  // namespace tide::config

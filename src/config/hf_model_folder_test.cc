@@ -272,6 +272,100 @@ TEST_F(HfModelFolderTest, NoLabelsInConfigTakesTheModels) {
   EXPECT_FALSE(Params(*m).max_sequence_length.has_value()) << "no max_position_embeddings: the tokenizer's or 512";
 }
 
+constexpr char kQwen3CausalLmConfig[] = R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+  "max_position_embeddings": 40960, "tie_word_embeddings": true})";
+
+TEST_F(HfModelFolderTest, CausalLmFolderNeedsTaskRerankAndPassesItToTheExport) {
+  Write("config.json", kQwen3CausalLmConfig);
+  Write("tokenizer.json", "{}");
+  Write("model.safetensors", "weights");
+  HuggingFaceFolderOptions o = Options();
+  int calls = 0;
+  HuggingFaceFolderOptions exported_with;
+  o.export_weights = [&](const HuggingFaceFolderOptions& given) {
+    ++calls;
+    exported_with = given;
+    Write(".tide/ms-marco-tiny/1/model.onnx", "x");
+    return absl::OkStatus();
+  };
+  auto m = LoadHuggingFaceFolder(o, FakeReader());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m.status().message(), AllOf(HasSubstr("config.json: Qwen3ForCausalLM is a causal language model"),
+                                          HasSubstr("pass --task rerank")));
+  EXPECT_EQ(calls, 0) << "nothing is exported before the task is known";
+
+  o.task = "rerank";
+  o.rerank_tokens = "yes,no";
+  m = LoadHuggingFaceFolder(o, FakeReader());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(exported_with.task, "rerank");
+  EXPECT_EQ(exported_with.rerank_tokens, "yes,no");
+  EXPECT_EQ(ExportCommand(o), absl::StrCat("/usr/bin/python3 tools/export_model.py --checkpoint ", folder_.string(),
+                                           " --name ms-marco-tiny --repository ", (folder_ / ".tide").string(),
+                                           " --task rerank --rerank-tokens yes,no"));
+
+  // Without the export hook the refusal holds the whole command, flags included.
+  fs::remove_all(folder_ / ".tide");
+  o.export_weights = nullptr;
+  m = LoadHuggingFaceFolder(o, FakeReader());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(m.status().message(), HasSubstr("--task rerank --rerank-tokens yes,no"));
+}
+
+TEST_F(HfModelFolderTest, DecoderSequenceClassifierNeedsNoFlag) {
+  for (const char* arch : {"Qwen3ForSequenceClassification", "Qwen2ForSequenceClassification"}) {
+    fs::remove_all(folder_);
+    Write("config.json", absl::StrCat(R"({"architectures": [")", arch, R"("], "num_labels": 1})"));
+    Write("tokenizer.json", "{}");
+    Write("model.safetensors", "weights");
+    HuggingFaceFolderOptions o = Options();
+    o.export_weights = [&](const HuggingFaceFolderOptions& given) {
+      EXPECT_EQ(given.task, "");
+      Write(".tide/ms-marco-tiny/1/model.onnx", "x");
+      return absl::OkStatus();
+    };
+    auto m = LoadHuggingFaceFolder(o, FakeReader());
+    EXPECT_TRUE(m.ok()) << arch << ": " << m.status();
+  }
+}
+
+TEST_F(HfModelFolderTest, UnsupportedDecodersAndMisplacedFlagsAreRefused) {
+  Write("config.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama"})");
+  Write("tokenizer.json", "{}");
+  Write("model.safetensors", "weights");
+  HuggingFaceFolderOptions o = Options();
+  o.task = "rerank";
+  o.export_weights = [&](const HuggingFaceFolderOptions&) -> absl::Status {
+    ADD_FAILURE() << "an unsupported architecture must not be exported";
+    return absl::OkStatus();
+  };
+  auto m = LoadHuggingFaceFolder(o, FakeReader());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m.status().message(),
+              AllOf(HasSubstr("architecture LlamaForCausalLM is not supported"), HasSubstr("Qwen3ForCausalLM"),
+                    HasSubstr("Qwen2ForSequenceClassification")));
+
+  // --rerank-tokens belongs to a CausalLM folder; --task takes only rerank.
+  Write("config.json", R"({"architectures": ["BertForSequenceClassification"], "model_type": "bert"})");
+  o.task.clear();
+  o.rerank_tokens = "yes,no";
+  m = LoadHuggingFaceFolder(o, FakeReader());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m.status().message(), AllOf(HasSubstr("--rerank-tokens yes,no: only for a causal LM folder"),
+                                          HasSubstr("BertForSequenceClassification")));
+  o.rerank_tokens.clear();
+  o.task = "classify";
+  m = LoadHuggingFaceFolder(o, FakeReader());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m.status().message(), HasSubstr("--task classify: the only task is rerank"));
+
+  EXPECT_TRUE(IsSupportedDecoderArchitecture("Qwen2ForCausalLM"));
+  EXPECT_FALSE(IsSupportedDecoderArchitecture("LlamaForCausalLM"));
+  EXPECT_TRUE(IsCausalLmArchitecture("LlamaForCausalLM"));
+  EXPECT_FALSE(IsCausalLmArchitecture("Qwen3ForSequenceClassification"));
+}
+
 TEST_F(HfModelFolderTest, ConfigJsonVariants) {
   auto parse = [](const std::string& text) { return ParseHuggingFaceConfig(text, "config.json"); };
   // XLM-RoBERTa: 514 positions serve 512 tokens; bge-reranker-v2-m3's 8194 are capped at 512.
@@ -295,6 +389,9 @@ TEST_F(HfModelFolderTest, ConfigJsonVariants) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->labels, (std::vector<std::string>{"irrelevant", "relevant"}));
   EXPECT_EQ(c->num_labels, 2);
+  c = parse(R"({"architectures": ["Qwen3ForCausalLM"]})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architectures, std::vector<std::string>{"Qwen3ForCausalLM"});
 
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {"[1, 2]", "config.json: not a JSON object"},
@@ -306,7 +403,9 @@ TEST_F(HfModelFolderTest, ConfigJsonVariants) {
            {R"({"id2label": []})", "id2label: not an object"},
            {R"({"max_position_embeddings": "512"})", "max_position_embeddings: \"512\" is not a positive integer"},
            {R"({"model_type": "xlm-roberta", "max_position_embeddings": 2})", "leaves room for 0 token(s)"},
-           {R"({"model_type": 7})", "model_type: not a string"}}) {
+           {R"({"model_type": 7})", "model_type: not a string"},
+           {R"({"architectures": "Qwen3ForCausalLM"})", "architectures: not a list of names"},
+           {R"({"architectures": [1]})", "architectures: 1 is not a name"}}) {
     auto bad = parse(text);
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_THAT(bad.status().message(), HasSubstr(message)) << text;

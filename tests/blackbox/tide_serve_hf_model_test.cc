@@ -10,12 +10,19 @@
 //     the file named, "needs code to load") and its code never runs; the export tool is never
 //     taken from the working directory (a tide binary without tools/ beside it, started in a
 //     folder holding a trap tools/export_model.py, refuses and says how to set --export-script);
+//   - decoder-only LLM rerankers: a tiny Qwen3ForCausalLM folder (config.json + model.safetensors
+//     written by tools/test_decoder_export.py's helper) is refused without --task rerank, and an
+//     unsupported decoder architecture or a misplaced --rerank-tokens is refused, all before any
+//     export runs; with --task rerank the export (yes/no head, prompt parameters) is written and
+//     verified, and served once the server knows the prompt parameters;
 //   - the real third-party DistilBERT export in ../shared/assets (2 labels, no token_type_ids),
 //     laid out as an HF folder with the bert-base-uncased tokenizer.json, is served as a classifier
 //     whose rerank score is P(last label) — checked against the asset's reference logits. Skipped
 //     with a message when ../shared/assets is absent.
 #include <cmath>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -305,6 +312,117 @@ TEST(ServeHfModelTest, ExportToolIsNeverTakenFromTheWorkingDirectory) {
   EXPECT_THAT(refused->output, HasSubstr("the working directory is never searched"));
   EXPECT_THAT(refused->output, HasSubstr("set --export-script PATH"));
   EXPECT_FALSE(fs::exists(marker)) << "tide ran the working directory's tools/export_model.py:\n" << refused->output;
+}
+
+constexpr std::string_view kQwen3Tokenizer = "tokenizers/qwen3/tokenizer.json";
+
+// <parent>/<name>: a tiny Qwen3ForCausalLM checkpoint (config.json, model.safetensors with seeded
+// weights; the qwen3-tiny preset's shape, `vocab` rows) from tools/test_decoder_export.py's helper,
+// with `tokenizer` copied in when given; `architecture` replaces config.json's architectures.
+absl::StatusOr<fs::path> TinyDecoderFolder(const fs::path& parent, const std::string& name, int vocab,
+                                           const std::optional<fs::path>& tokenizer = std::nullopt,
+                                           const std::string& architecture = "") {
+  const fs::path folder = parent / name;
+  const std::string script = absl::StrCat(
+      "import dataclasses, sys\n"
+      "sys.path.insert(0, ", json((SourceDir() / "tools").string()).dump(), ")\n",
+      "import decoder, test_decoder_export as t\n"
+      "cfg = dataclasses.replace(decoder.PRESETS['qwen3-tiny'], vocab_size=int(sys.argv[2]))\n"
+      "t.write_hf_folder(sys.argv[1], decoder.build_causal_lm(cfg, seed=3), cfg, sys.argv[3] or None)\n");
+  auto made = RunCommand({"/usr/bin/python3", "-c", script, folder.string(), std::to_string(vocab),
+                          tokenizer ? tokenizer->string() : ""});
+  if (!made.ok()) return made.status();
+  if (made->exit_code != 0) return absl::InternalError(absl::StrCat("writing ", folder.string(), ": ", made->output));
+  if (!architecture.empty()) {
+    std::ifstream in(folder / "config.json");
+    json config = json::parse(in);
+    config["architectures"] = {architecture};
+    config["model_type"] = "llama";
+    if (auto s = WriteText(folder / "config.json", config.dump()); !s.ok()) return s;
+  }
+  return folder;
+}
+
+TEST(ServeHfModelTest, DecoderCausalLmFolderIsRefusedWithoutTaskRerank) {
+  TempDir tmp;
+  auto folder = TinyDecoderFolder(tmp.path(), "qwen3-causal", 10000);
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  const std::string script = (SourceDir() / "tools" / "export_model.py").string();
+  auto refused = RunCommand({TideBinary().string(), "serve", "--model", folder->string(), "--port", "0",
+                             "--export-script", script});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->exit_code, 1) << refused->output;
+  EXPECT_THAT(refused->output, HasSubstr("config.json: Qwen3ForCausalLM is a causal language model"));
+  EXPECT_THAT(refused->output, HasSubstr("pass --task rerank"));
+  EXPECT_THAT(refused->output, Not(HasSubstr("exporting them"))) << "nothing is exported before the task is known";
+  EXPECT_FALSE(fs::exists(*folder / ".tide"));
+
+  // --task takes only rerank.
+  auto bad_task = RunCommand({TideBinary().string(), "serve", "--model", folder->string(), "--port", "0",
+                              "--task", "classify"});
+  ASSERT_TRUE(bad_task.ok()) << bad_task.status();
+  EXPECT_NE(bad_task->exit_code, 0) << bad_task->output;
+  EXPECT_THAT(bad_task->output, HasSubstr("--task"));
+  EXPECT_THAT(bad_task->output, HasSubstr("rerank"));
+}
+
+TEST(ServeHfModelTest, UnsupportedDecoderArchitectureAndMisplacedRerankTokensAreRefused) {
+  TempDir tmp;
+  auto llama = TinyDecoderFolder(tmp.path(), "llama", 10000, std::nullopt, "LlamaForCausalLM");
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  const std::string script = (SourceDir() / "tools" / "export_model.py").string();
+  auto refused = RunCommand({TideBinary().string(), "serve", "--model", llama->string(), "--port", "0", "--task",
+                             "rerank", "--export-script", script});
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->exit_code, 1) << refused->output;
+  EXPECT_THAT(refused->output, HasSubstr("architecture LlamaForCausalLM is not supported"));
+  EXPECT_THAT(refused->output, HasSubstr("Qwen3ForCausalLM, Qwen2ForCausalLM, Qwen3ForSequenceClassification"));
+  EXPECT_FALSE(fs::exists(*llama / ".tide"));
+
+  // --rerank-tokens belongs to a CausalLM folder, not to a cross-encoder's.
+  auto bert = TinyBertConfigFolder(tmp.path(), "bert");
+  ASSERT_TRUE(bert.ok()) << bert.status();
+  ASSERT_TRUE(WriteText(*bert / "model.safetensors", "weights").ok());
+  auto misplaced = RunCommand({TideBinary().string(), "serve", "--model", bert->string(), "--port", "0",
+                               "--rerank-tokens", "yes,no", "--export-script", script});
+  ASSERT_TRUE(misplaced.ok()) << misplaced.status();
+  EXPECT_EQ(misplaced->exit_code, 1) << misplaced->output;
+  EXPECT_THAT(misplaced->output, HasSubstr("--rerank-tokens yes,no: only for a causal LM folder"));
+  EXPECT_FALSE(fs::exists(*bert / ".tide"));
+}
+
+TEST(ServeHfModelTest, DecoderCausalLmFolderWithTaskRerankIsExportedWithItsPrompt) {
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(kQwen3Tokenizer);
+  TempDir tmp;
+  // The whole Qwen3 vocabulary, so that any text the tokenizer encodes is a valid input.
+  auto folder = TinyDecoderFolder(tmp.path(), "qwen3-tiny-causal", 151936,
+                                  fs::absolute(*tide::testing::SharedAsset(kQwen3Tokenizer)));
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  auto server = Serve({"--model", folder->string(), "--task", "rerank", "--log-level", "warn", "--export-script",
+                       (SourceDir() / "tools" / "export_model.py").string()});
+  const fs::path entry = *folder / ".tide" / "qwen3-tiny-causal";
+  ASSERT_TRUE(fs::is_regular_file(entry / "1" / "model.onnx")) << (server.ok() ? "" : server.status().ToString());
+  std::ifstream in(entry / "config.pbtxt");
+  const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(config, HasSubstr("key: \"prompt_template\""));
+  EXPECT_THAT(config, HasSubstr("<|im_start|>system\\nJudge whether the Document meets the requirements"));
+  EXPECT_THAT(config, HasSubstr("key: \"score_activation\"\n  value { string_value: \"sigmoid\" }"));
+  if (!server.ok()) {
+    // A server that does not know the prompt parameters yet refuses the entry naming one of them;
+    // the export is reused (no second export), so this run only loads.
+    auto refused = RunCommand({TideBinary().string(), "serve", "--model", folder->string(), "--task", "rerank",
+                               "--port", "0"});
+    ASSERT_TRUE(refused.ok()) << refused.status();
+    EXPECT_EQ(refused->exit_code, 1) << refused->output;
+    EXPECT_THAT(refused->output, Not(HasSubstr("exporting them")));
+    EXPECT_THAT(refused->output, ::testing::ContainsRegex("(prompt_template|default_instruction).*unknown parameter"))
+        << server.status();
+    return;
+  }
+  EXPECT_THAT((*server)->Stderr(), HasSubstr("verified: ONNX Runtime matches PyTorch"));
+  const std::vector<double> scores = RerankScores(**server);
+  for (double s : scores) EXPECT_TRUE(s > 0.0 && s < 1.0) << s;
+  EXPECT_NE(scores[0], scores[1]) << "the model must tell the documents apart";
 }
 
 TEST(ServeHfModelTest, RealThirdPartyExportAsAnHfFolder) {
