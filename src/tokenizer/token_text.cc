@@ -136,7 +136,25 @@ std::vector<TokenSpan> AlignTokens(std::string_view text, std::span<const std::s
     pending.clear();
   };
   for (size_t i = 0; i < pieces.size(); ++i) {
-    if (i < special.size() && special[i]) continue;
+    if (i < special.size() && special[i]) {
+      // Spelled by the text right here (after spaces, exactly): the tokenizer found it there. Else
+      // the tokenizer added it and it has no place in the text.
+      size_t at = cursor;
+      while (at < text.size() && IsSpace(text[at])) ++at;
+      if (pending.empty() && !pieces[i].empty() && text.substr(at).starts_with(pieces[i])) {
+        spans[i] = std::make_pair(at, at + pieces[i].size());
+        cursor = at + pieces[i].size();
+      } else if (!pending.empty()) {
+        // After an unaligned piece, a spelled special token ends the gap (as a word would).
+        const size_t found = text.find(pieces[i], at);
+        if (found != std::string_view::npos && !pieces[i].empty()) {
+          settle(found);
+          spans[i] = std::make_pair(found, found + pieces[i].size());
+          cursor = found + pieces[i].size();
+        }
+      }
+      continue;
+    }
     const std::string piece_text = PieceText(pieces[i]);
     const std::string_view word = TrimLeadingSpace(piece_text);
     if (word.empty()) continue;

@@ -14,8 +14,11 @@
 //  - AlignTokens: finds each non-special piece in `text` from left to right, skipping whitespace,
 //    comparing ASCII letters without case. A piece the text does not spell as such (accents
 //    stripped, Unicode normalisation) is unaligned; a run of exactly one unaligned piece between
-//    two aligned ones (or the end) gets the gap between them. Unaligned pieces and special tokens
-//    have no offsets. Offsets are byte offsets into `text`, [start, stop).
+//    two aligned ones (or the end) gets the gap between them. A special token the text itself
+//    spells where the tokenizer found it (an added token such as `<|im_start|>` in a decoder's
+//    prompt, a literal `[SEP]` in an input) takes that place, exactly as written, and the next
+//    piece is looked for after it; one the tokenizer added ([CLS], [SEP] around a pair) has no
+//    offsets, nor do unaligned pieces. Offsets are byte offsets into `text`, [start, stop).
 #pragma once
 
 #include <cstddef>
@@ -38,7 +41,7 @@ std::string PieceText(std::string_view piece);
 
 using TokenSpan = std::optional<std::pair<size_t, size_t>>;  // [start, stop) in bytes
 
-// One span per piece; special[i]: piece i is a special token (never aligned).
+// One span per piece; special[i]: piece i is a special token (aligned only where the text spells it).
 std::vector<TokenSpan> AlignTokens(std::string_view text, std::span<const std::string> pieces,
                                    const std::vector<bool>& special);
 

@@ -45,6 +45,27 @@ TEST(AlignTokensTest, OffsetsAreTheInputsOwnBytes) {
   EXPECT_FALSE(spans[5].has_value());
 }
 
+// A decoder's prompt holds its chat template's added tokens: each takes its place in the text, so
+// the words after it are found after it (byte-level pieces, "Ċ" a newline without offsets).
+TEST(AlignTokensTest, SpecialTokensTheTextSpellsTakeTheirPlace) {
+  const std::string text = "<|im_start|>system\nJudge it<|im_end|>\n<|im_start|>user";
+  const std::vector<std::string> pieces = {"<|im_start|>", "system", "\xC4\x8A", "Judge", "\xC4\xA0it",
+                                           "<|im_end|>",   "\xC4\x8A", "<|im_start|>", "user"};
+  const std::vector<bool> special = {true, false, false, false, false, true, false, true, false};
+  const auto spans = AlignTokens(text, pieces, special);
+  auto at = [&](size_t i) {
+    return spans[i].has_value() ? text.substr(spans[i]->first, spans[i]->second - spans[i]->first) : "<none>";
+  };
+  EXPECT_EQ(at(0), "<|im_start|>");
+  EXPECT_EQ(at(1), "system");
+  EXPECT_EQ(at(3), "Judge");
+  EXPECT_EQ(at(4), "it");
+  EXPECT_EQ(at(5), "<|im_end|>");
+  EXPECT_EQ(at(7), "<|im_start|>");
+  EXPECT_EQ(spans[7]->first, text.rfind("<|im_start|>"));
+  EXPECT_EQ(at(8), "user");
+}
+
 TEST(AlignTokensTest, OnePieceTheTextSpellsOtherwiseGetsTheGap) {
   // BERT uncased strips accents: the piece "cafe" is spelled "café" in the input.
   const std::string text = "café au lait";
