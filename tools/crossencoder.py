@@ -346,6 +346,12 @@ def load_hf_state_dict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) ->
         if ".LayerNorm." in k and k.endswith((".gamma", ".beta")):
             k = k.rsplit(".", 1)[0] + (".weight" if k.endswith(".gamma") else ".bias")
         cleaned[k] = v
+    load_strictly(model, cleaned)
+
+
+def load_strictly(model: nn.Module, cleaned: Dict[str, torch.Tensor]) -> None:
+    """Loads `cleaned` (checkpoint names already mapped to the model's) into `model` as float32 and
+    puts it in eval mode; CheckpointError lists every missing, unexpected and mis-shaped tensor."""
     expected = model.state_dict()
     missing: List[str] = sorted(set(expected) - set(cleaned))
     unexpected: List[str] = sorted(set(cleaned) - set(expected))

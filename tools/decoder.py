@@ -28,12 +28,12 @@ attention_mask [batch, sequence] and returns float32 logits [batch, num_labels].
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import torch
 from torch import nn
 
-from crossencoder import CheckpointError
+from crossencoder import CheckpointError, load_strictly
 
 QWEN3 = "qwen3"
 QWEN2 = "qwen2"
@@ -438,18 +438,7 @@ def load_hf_state_dict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) ->
         if k == "lm_head.weight" and cfg.kind == CAUSAL_LM and cfg.tie_word_embeddings:
             continue
         cleaned[k] = v
-    expected = model.state_dict()
-    missing: List[str] = sorted(set(expected) - set(cleaned))
-    unexpected: List[str] = sorted(set(cleaned) - set(expected))
-    mismatched = sorted(f"{k}: checkpoint {tuple(cleaned[k].shape)} vs model {tuple(expected[k].shape)}"
-                        for k in set(expected) & set(cleaned) if cleaned[k].shape != expected[k].shape)
-    if missing or unexpected or mismatched:
-        def show(keys: List[str]) -> str:
-            return ", ".join(keys[:20]) + (f" ... ({len(keys)} in all)" if len(keys) > 20 else "") if keys else "none"
-        raise CheckpointError("checkpoint does not fit the model: missing keys: " + show(missing) +
-                              "; unexpected keys: " + show(unexpected) + "; shape mismatches: " + show(mismatched))
-    model.load_state_dict({k: v.to(torch.float32) for k, v in cleaned.items()}, strict=True)
-    model.eval()
+    load_strictly(model, cleaned)
 
 
 # ---- tokens ----------------------------------------------------------------------------------------
