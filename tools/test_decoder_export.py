@@ -30,6 +30,8 @@ import crossencoder  # noqa: E402
 import decoder  # noqa: E402
 import export_model  # noqa: E402
 import test_safetensors  # noqa: E402
+import test_export  # noqa: E402
+from test_export import verify, verify_model_problem  # noqa: E402
 
 QWEN3_TOKENIZER = os.path.join("..", "shared", "assets", "tokenizers", "qwen3", "tokenizer.json")
 # Folder tests use a vocabulary just large enough for the Qwen3 tokenizer's "yes" (9693): fast.
@@ -40,23 +42,8 @@ def qwen3_tokenizer() -> str:
     return os.path.join(ROOT, QWEN3_TOKENIZER)
 
 
-def tide_binary() -> str:
-    if os.environ.get("TIDE_BINARY"):
-        return os.environ["TIDE_BINARY"]
-    if os.environ.get("TIDE_BINARY_DIR"):
-        return os.path.join(os.environ["TIDE_BINARY_DIR"], "tide")
-    return os.path.join(ROOT, "build", "tide")
-
-
 def run_export(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, os.path.join(TOOLS, "export_model.py"), "--tide-binary", tide_binary(), "--threads", "2",
-           "--quiet", *args]
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-
-
-def verify(model: str, reference: str, atol: str = "1e-4") -> subprocess.CompletedProcess:
-    return subprocess.run([tide_binary(), "verify-model", "--model", model, "--reference", reference, "--atol", atol],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return test_export.run_export("--quiet", *args)
 
 
 def small(preset: str, **changes) -> decoder.DecoderConfig:
@@ -332,13 +319,7 @@ class DecoderExportTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="tide-decoder-export-test-")
         cls.repo = os.path.join(cls.tmp.name, "models")
-        binary = tide_binary()
-        probe = subprocess.run([binary, "verify-model", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True) if os.path.isfile(binary) else None
-        cls.verify_problem = None
-        if probe is None or probe.returncode != 0 or "--reference" not in probe.stdout:
-            cls.verify_problem = (f"{binary} verify-model is unavailable (build the tide binary): "
-                                  f"{probe.stdout.strip() if probe else 'no such file'}")
+        cls.verify_problem = verify_model_problem()
 
     @classmethod
     def tearDownClass(cls):

@@ -42,9 +42,21 @@ def run_export(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
-def verify(model: str, reference: str) -> subprocess.CompletedProcess:
-    return subprocess.run([tide_binary(), "verify-model", "--model", model, "--reference", reference,
-                           "--atol", "1e-4"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def verify(model: str, reference: str, atol: str = "1e-4") -> subprocess.CompletedProcess:
+    return subprocess.run([tide_binary(), "verify-model", "--model", model, "--reference", reference, "--atol", atol],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def verify_model_problem() -> str:
+    """Why `tide verify-model` cannot check exports here ("" when it can)."""
+    binary = tide_binary()
+    probe = subprocess.run([binary, "verify-model", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True) if os.path.isfile(binary) else None
+    # `tide --help` also exits 0, so look for verify-model's own flags in the help text.
+    if probe is None or probe.returncode != 0 or "--reference" not in probe.stdout:
+        return (f"{binary} verify-model is unavailable (build the tide binary with its verify-model command): "
+                f"{probe.stdout.strip() if probe else 'no such file'}")
+    return ""
 
 
 class TokenizerTest(unittest.TestCase):
@@ -194,14 +206,7 @@ class ExportRoundTripTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="tide-export-test-")
         cls.repo = os.path.join(cls.tmp.name, "models")
-        binary = tide_binary()
-        probe = subprocess.run([binary, "verify-model", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True) if os.path.isfile(binary) else None
-        cls.verify_problem = None
-        # `tide --help` also exits 0, so look for verify-model's own flags in the help text.
-        if probe is None or probe.returncode != 0 or "--reference" not in probe.stdout:
-            cls.verify_problem = (f"{binary} verify-model is unavailable (build the tide binary with its verify-model "
-                                  f"command): {probe.stdout.strip() if probe else 'no such file'}")
+        cls.verify_problem = verify_model_problem()
 
     @classmethod
     def tearDownClass(cls):

@@ -66,6 +66,20 @@ TEST(AlignTokensTest, SpecialTokensTheTextSpellsTakeTheirPlace) {
   EXPECT_EQ(at(8), "user");
 }
 
+// After a piece the text spells otherwise, a spelled special token ends its gap; an added one
+// ([SEP] the tokenizer put at the end) stays without offsets.
+TEST(AlignTokensTest, ASpelledSpecialTokenEndsTheGapOfAnUnalignedPiece) {
+  const std::string text = "café<|im_end|>x";
+  const std::vector<std::string> pieces = {"cafe", "<|im_end|>", "x", "[SEP]"};
+  const std::vector<bool> special = {false, true, false, true};
+  const auto spans = AlignTokens(text, pieces, special);
+  ASSERT_TRUE(spans[0].has_value() && spans[1].has_value() && spans[2].has_value());
+  EXPECT_EQ(text.substr(spans[0]->first, spans[0]->second - spans[0]->first), "café");
+  EXPECT_EQ(text.substr(spans[1]->first, spans[1]->second - spans[1]->first), "<|im_end|>");
+  EXPECT_EQ(text.substr(spans[2]->first, spans[2]->second - spans[2]->first), "x");
+  EXPECT_FALSE(spans[3].has_value());
+}
+
 TEST(AlignTokensTest, OnePieceTheTextSpellsOtherwiseGetsTheGap) {
   // BERT uncased strips accents: the piece "cafe" is spelled "café" in the input.
   const std::string text = "café au lait";
