@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/status_macros.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -22,8 +23,7 @@
 namespace tide::config {
 namespace {
 
-// absl 20220623 here has its own string_view type; the public API takes std::string_view.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using common::AbslView;
 
 // Triton ModelConfig fields (top level and nested) that tide's proto leaves out on purpose, with
 // the reason given to the user.
@@ -148,7 +148,7 @@ static absl::Status CheckConfigSize(absl::string_view text, absl::string_view fi
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text_in, std::string_view file_in) {
-  const absl::string_view text = Av(text_in), file = Av(file_in);
+  const absl::string_view text = AbslView(text_in), file = AbslView(file_in);
   if (absl::Status s = CheckConfigSize(text, file); !s.ok()) return s;
   ModelConfig config;
   FirstErrorCollector errors;
@@ -176,7 +176,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view text_in, std::stri
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfigJson(std::string_view json_in, std::string_view file_in) {
-  const absl::string_view json = Av(json_in), file = Av(file_in);
+  const absl::string_view json = AbslView(json_in), file = AbslView(file_in);
   if (absl::Status s = CheckConfigSize(json, file); !s.ok()) return s;
   ModelConfig config;
   google::protobuf::util::JsonParseOptions options;
@@ -284,12 +284,12 @@ absl::Status ValidateModelBasics(absl::string_view file, const ModelConfig& c) {
   if (!c.platform().empty() && c.platform() != kOnnxRuntimePlatform) {
     return FieldError(file, "platform",
                       absl::StrCat("\"", c.platform(), "\" is not supported; tide serves \"",
-                                   Av(kOnnxRuntimePlatform), "\" models"));
+                                   AbslView(kOnnxRuntimePlatform), "\" models"));
   }
   if (!c.backend().empty() && c.backend() != kOnnxRuntimeBackend) {
     return FieldError(file, "backend",
                       absl::StrCat("\"", c.backend(), "\" is not supported; tide serves \"",
-                                   Av(kOnnxRuntimeBackend), "\" models"));
+                                   AbslView(kOnnxRuntimeBackend), "\" models"));
   }
   if (!IsOrtPlatform(c)) {
     return FieldError(file, "platform", "missing: set platform \"onnxruntime_onnx\" or backend \"onnxruntime\"");
@@ -320,7 +320,7 @@ absl::Status ValidateModelInputs(absl::string_view file, const ModelConfig& c, c
     }
     if (in.data_type() != TYPE_INT64 && in.data_type() != TYPE_INT32) {
       return FieldError(file, f + ".data_type",
-                        absl::StrCat(Av(DataTypeName(in.data_type())), " for input \"", in.name(),
+                        absl::StrCat(AbslView(DataTypeName(in.data_type())), " for input \"", in.name(),
                                      "\"; token tensors must be TYPE_INT64 or TYPE_INT32"));
     }
     if (ids_type != TYPE_INVALID && in.data_type() != ids_type) {
@@ -352,8 +352,8 @@ absl::Status ValidateModelInputs(absl::string_view file, const ModelConfig& c, c
       const DataType model_type = model->ids_are_int32 ? TYPE_INT32 : TYPE_INT64;
       if (in.data_type() != model_type) {
         return FieldError(file, f + ".data_type",
-                          absl::StrCat(Av(DataTypeName(in.data_type())), " but the model declares ",
-                                       Av(DataTypeName(model_type)), " for \"", in.name(), "\""));
+                          absl::StrCat(AbslView(DataTypeName(in.data_type())), " but the model declares ",
+                                       AbslView(DataTypeName(model_type)), " for \"", in.name(), "\""));
       }
     }
   }
@@ -382,7 +382,7 @@ absl::Status ValidateModelOutputs(absl::string_view file, const ModelConfig& c, 
     }
     if (out.data_type() != TYPE_FP32) {
       return FieldError(file, f + ".data_type",
-                        absl::StrCat(Av(DataTypeName(out.data_type())), " for output \"", out.name(),
+                        absl::StrCat(AbslView(DataTypeName(out.data_type())), " for output \"", out.name(),
                                      "\"; tide reads TYPE_FP32 scores/logits"));
     }
     if (out.has_reshape()) return FieldError(file, f + ".reshape", "unsupported by tide");
@@ -506,7 +506,7 @@ absl::Status ValidateModelWarmup(absl::string_view file, const ModelConfig& c, c
       std::string fi = absl::StrCat(f, ".inputs[\"", name, "\"]");
       if (!input_names.count(name)) return FieldError(file, fi, "not an input of this config");
       if (in.data_type() != TYPE_INT64 && in.data_type() != TYPE_INT32) {
-        return FieldError(file, fi + ".data_type", absl::StrCat(Av(DataTypeName(in.data_type())), "; must be TYPE_INT64 or TYPE_INT32"));
+        return FieldError(file, fi + ".data_type", absl::StrCat(AbslView(DataTypeName(in.data_type())), "; must be TYPE_INT64 or TYPE_INT32"));
       }
       if (in.dims_size() == 0) return FieldError(file, fi + ".dims", "must be given");
       for (int64_t d : in.dims()) {
@@ -535,7 +535,7 @@ absl::Status ValidateModelWarmup(absl::string_view file, const ModelConfig& c, c
 
 absl::Status ValidateModelConfig(std::string_view file_in, const ModelConfig& c,
                                  const ModelSignature* model) {
-  const absl::string_view file = Av(file_in);
+  const absl::string_view file = AbslView(file_in);
   std::set<std::string> input_names;
   TIDE_RETURN_IF_ERROR(ValidateModelBasics(file, c));
   TIDE_RETURN_IF_ERROR(ValidateModelInputs(file, c, model, &input_names));

@@ -12,13 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/absl_view.h"
 #include "common/status_macros.h"
 
 namespace tide::config {
 namespace {
 
-// absl 20220623 here has its own string_view type; the public API takes std::string_view.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using common::AbslView;
 
 absl::Status ParamError(absl::string_view file, absl::string_view key, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(file, ": parameters[\"", key, "\"]: ", message));
@@ -48,8 +48,8 @@ absl::StatusOr<E> ParseChoice(absl::string_view file, absl::string_view key, abs
                               const std::pair<std::string_view, E> (&choices)[N]) {
   std::string names;
   for (const auto& [name, e] : choices) {
-    if (Av(name) == value) return e;
-    absl::StrAppend(&names, names.empty() ? "" : ", ", "\"", Av(name), "\"");
+    if (AbslView(name) == value) return e;
+    absl::StrAppend(&names, names.empty() ? "" : ", ", "\"", AbslView(name), "\"");
   }
   return ParamError(file, key, absl::StrCat("unknown value \"", value, "\"; expected one of ", names));
 }
@@ -298,7 +298,7 @@ const ParameterKey kKeys[] = {
 
 std::string KnownKeys() {
   std::string out;
-  for (const ParameterKey& k : kKeys) absl::StrAppend(&out, out.empty() ? "" : ", ", Av(k.name));
+  for (const ParameterKey& k : kKeys) absl::StrAppend(&out, out.empty() ? "" : ", ", AbslView(k.name));
   return out;
 }
 
@@ -312,7 +312,7 @@ std::vector<std::string_view> TideParameters::Keys() {
 
 absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& config,
                                                           std::string_view file_in) {
-  const absl::string_view file = Av(file_in);
+  const absl::string_view file = AbslView(file_in);
   TideParameters p;
   // Sorted keys, so that with several bad keys the error is deterministic.
   std::map<std::string, std::string> params;

@@ -47,6 +47,14 @@ int64_t TensorBytes(const onnx::TensorProto& t) {
          static_cast<int64_t>(t.int64_data_size()) * 8 + static_cast<int64_t>(t.double_data_size()) * 8;
 }
 
+int64_t InitializerBytes(const onnx::GraphProto& g) {
+  int64_t total = 0;
+  for (const auto& t : g.initializer()) total += TensorBytes(t);
+  return total;
+}
+
+std::string NodeName(const onnx::NodeProto& n) { return n.name().empty() ? n.output(0) : n.name(); }
+
 uint16_t FloatToHalf(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);

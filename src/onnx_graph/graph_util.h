@@ -58,8 +58,12 @@ void CollectReads(const onnx::GraphProto& g, std::unordered_set<std::string>* re
 // any more and that are not graph outputs. Returns the number of bytes removed.
 int64_t DropUnusedInitializers(onnx::GraphProto* g);
 
-// Size of an initializer's data in bytes.
+// Size of an initializer's data in bytes; of all the graph's initializers.
 int64_t TensorBytes(const onnx::TensorProto& t);
+int64_t InitializerBytes(const onnx::GraphProto& g);
+
+// A node's name for messages: its name, or its first output's when it has none.
+std::string NodeName(const onnx::NodeProto& n);
 
 // A MatMul or Gemm whose second input is a constant float32 2-D initializer.
 struct WeightMatMul {

@@ -14,7 +14,7 @@ namespace tide::optimize {
 
 namespace {
 
-std::string NodeName(const onnx::NodeProto& n) { return n.name().empty() ? n.output(0) : n.name(); }
+using onnx_graph::NodeName;
 
 // One entry of a Reshape target: a constant, or dimension `index` of value `of`.
 struct ShapeEntry {

@@ -14,7 +14,7 @@
 namespace tide::optimize {
 namespace {
 
-std::string NodeName(const onnx::NodeProto& n) { return n.name().empty() ? n.output(0) : n.name(); }
+using onnx_graph::NodeName;
 
 onnx::TensorProto IntTensor(const std::string& name, const std::vector<int64_t>& v) {
   onnx::TensorProto t;

@@ -18,16 +18,11 @@ using onnx_graph::DropUnusedInitializers;
 using onnx_graph::TensorBytes;
 using onnx_graph::WeightMatMul;
 using onnx_graph::FindWeightMatMuls;
+using onnx_graph::InitializerBytes;
 
 namespace {
 
 constexpr float kHalfMax = 65504.0f;
-
-int64_t InitializerBytes(const onnx::GraphProto& g) {
-  int64_t total = 0;
-  for (const auto& t : g.initializer()) total += TensorBytes(t);
-  return total;
-}
 
 absl::StatusOr<std::string> AddHalfCopy(const onnx::TensorProto& t, Namer* namer, onnx::GraphProto* g) {
   absl::StatusOr<std::vector<float>> v = ReadFloatTensor(t);

@@ -16,6 +16,7 @@ using onnx_graph::Namer;
 using onnx_graph::NodeFilter;
 using onnx_graph::DropUnusedInitializers;
 using onnx_graph::TensorBytes;
+using onnx_graph::InitializerBytes;
 using onnx_graph::WeightMatMul;
 using onnx_graph::FindWeightMatMuls;
 using onnx_graph::EnsureOpset;
@@ -24,12 +25,6 @@ using onnx_graph::OpsetVersion;
 namespace {
 
 constexpr char kMsDomain[] = "com.microsoft";
-
-int64_t InitializerBytes(const onnx::GraphProto& g) {
-  int64_t total = 0;
-  for (const auto& t : g.initializer()) total += TensorBytes(t);
-  return total;
-}
 
 struct QuantizedWeight {
   std::string values, scale, zero_point;

@@ -12,11 +12,6 @@
 namespace tide::tokenizer {
 namespace {
 
-inline size_t CharLength(std::string_view s, size_t pos) {
-  const size_t len = unicode::SequenceLength(static_cast<unsigned char>(s[pos]));
-  return pos + len <= s.size() ? len : 1;
-}
-
 struct Symbol {
   uint32_t id;
   int32_t prev;
@@ -133,7 +128,7 @@ void BpeModel::TokenizeUncached(std::string_view piece, std::vector<int64_t>* id
   bool have_unk = false;
   uint32_t unk_len = 0;
   for (size_t i = 0; i < piece.size();) {
-    const size_t len = CharLength(piece, i);
+    const size_t len = unicode::CharLength(piece, i);
     const bool is_first = i == 0;
     const bool is_last = i + len >= piece.size();
     std::string_view s = piece.substr(i, len);

@@ -33,11 +33,6 @@ struct MatchState {
   }
 };
 
-inline size_t CharLength(std::string_view s, size_t pos) {
-  const size_t len = unicode::SequenceLength(static_cast<unsigned char>(s[pos]));
-  return pos + len <= s.size() ? len : 1;
-}
-
 struct Segment {
   size_t begin;
   size_t end;
@@ -91,7 +86,7 @@ void Regex::FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>
     const size_t e = ov[1];
     if (s == e && have_last && last_end == e) {
       if (e >= len) return;
-      offset = e + CharLength(text, e);
+      offset = e + unicode::CharLength(text, e);
       continue;
     }
     matches->emplace_back(s, e);

@@ -41,6 +41,13 @@ inline size_t SequenceLength(unsigned char lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
 }
 
+// Byte length of the code point starting at `pos` of `s`; 1 for a sequence cut short by the end of
+// `s` (so a scan over invalid UTF-8 always advances and never reads past the end).
+inline size_t CharLength(std::string_view s, size_t pos) {
+  const size_t len = SequenceLength(static_cast<unsigned char>(s[pos]));
+  return pos + len <= s.size() ? len : 1;
+}
+
 // Byte length of the last code point of non-empty valid UTF-8 `s`.
 inline size_t LastCharLength(std::string_view s) {
   size_t n = 1;

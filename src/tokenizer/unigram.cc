@@ -16,11 +16,6 @@ namespace {
 constexpr double kUnkPenalty = 10.0;
 
 // Byte length of the character starting at s[pos]; 1 for a byte that cannot start a complete one.
-inline size_t CharLength(std::string_view s, size_t pos) {
-  const size_t len = unicode::SequenceLength(static_cast<unsigned char>(s[pos]));
-  return pos + len <= s.size() ? len : 1;
-}
-
 }  // namespace
 
 void PieceTrie::Build(const std::vector<std::string_view>& keys, const std::vector<int32_t>& values) {
@@ -175,7 +170,7 @@ void UnigramModel::TokenizeUncached(std::string_view piece, std::vector<int64_t>
   best.assign(n + 1, Node{0.0, -1, -1});
   for (size_t start = 0; start < n;) {
     const double base = best[start].score;
-    const size_t mblen = CharLength(piece, start);
+    const size_t mblen = unicode::CharLength(piece, start);
     bool has_single_node = false;
     trie_.CommonPrefixSearch(piece.substr(start), [&](size_t length, int32_t id) {
       Node& target = best[start + length];

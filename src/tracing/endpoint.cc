@@ -1,5 +1,6 @@
 #include "tracing/endpoint.h"
 
+#include "common/absl_view.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -7,8 +8,7 @@
 namespace tide::tracing {
 namespace {
 
-// Debian's Abseil has its own string_view type: convert at the calls into absl.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using common::AbslView;
 
 }  // namespace
 
@@ -20,10 +20,10 @@ std::string Endpoint::authority() const {
 absl::StatusOr<Endpoint> ParseEndpoint(std::string_view url) {
   std::string_view rest = url;
   auto bad = [&](std::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("endpoint \"", Av(url), "\": ", Av(why)));
+    return absl::InvalidArgumentError(absl::StrCat("endpoint \"", AbslView(url), "\": ", AbslView(why)));
   };
-  if (absl::StartsWithIgnoreCase(Av(rest), "https://")) return bad("https is not supported yet; use http://");
-  if (!absl::StartsWithIgnoreCase(Av(rest), "http://")) return bad("must start with http://");
+  if (absl::StartsWithIgnoreCase(AbslView(rest), "https://")) return bad("https is not supported yet; use http://");
+  if (!absl::StartsWithIgnoreCase(AbslView(rest), "http://")) return bad("must start with http://");
   rest.remove_prefix(7);
   if (rest.find_first_of("?#") != std::string_view::npos) return bad("must not have a query or fragment");
   Endpoint out;
@@ -56,7 +56,7 @@ absl::StatusOr<Endpoint> ParseEndpoint(std::string_view url) {
   if (out.host.find_first_of(" @") != std::string::npos) return bad("bad host");
   if (has_port) {
     uint32_t port = 0;
-    if (!absl::SimpleAtoi(Av(port_text), &port) || port == 0 || port > 65535) return bad("bad port");
+    if (!absl::SimpleAtoi(AbslView(port_text), &port) || port == 0 || port > 65535) return bad("bad port");
     out.port = static_cast<uint16_t>(port);
   }
   return out;

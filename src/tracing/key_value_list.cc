@@ -1,12 +1,12 @@
 #include "tracing/key_value_list.h"
 
+#include "common/absl_view.h"
 #include "absl/strings/str_cat.h"
 
 namespace tide::tracing {
 namespace {
 
-// Debian's Abseil has its own string_view type: convert at the calls into absl.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using common::AbslView;
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -52,14 +52,14 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseKeyValueLi
     if (member.empty()) continue;
     const size_t eq = member.find('=');
     if (eq == std::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(Av(what), ": \"", Av(member), "\" is not key=value"));
+      return absl::InvalidArgumentError(absl::StrCat(AbslView(what), ": \"", AbslView(member), "\" is not key=value"));
     }
     const std::string_view key = Trim(member.substr(0, eq));
-    if (key.empty()) return absl::InvalidArgumentError(absl::StrCat(Av(what), ": \"", Av(member), "\" has no key"));
+    if (key.empty()) return absl::InvalidArgumentError(absl::StrCat(AbslView(what), ": \"", AbslView(member), "\" has no key"));
     std::string value;
     if (!PercentDecode(Trim(member.substr(eq + 1)), &value)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(Av(what), ": \"", Av(member), "\" has a bad percent escape (use %XX)"));
+          absl::StrCat(AbslView(what), ": \"", AbslView(member), "\" has a bad percent escape (use %XX)"));
     }
     bool replaced = false;
     for (auto& [k, v] : out) {

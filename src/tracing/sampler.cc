@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <utility>
 
+#include "common/absl_view.h"
 #include "absl/strings/str_cat.h"
 
 namespace tide::tracing {
 namespace {
 
-// Debian's Abseil has its own string_view type: convert at the calls into absl.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using common::AbslView;
 
 constexpr uint64_t kMax56 = uint64_t{1} << 56;
 
@@ -74,7 +74,7 @@ absl::StatusOr<double> ParseRatio(std::optional<std::string_view> arg) {
   const char* end = arg->data() + arg->size();
   const auto [ptr, ec] = std::from_chars(arg->data(), end, ratio);
   if (ec != std::errc() || ptr != end || std::isnan(ratio) || ratio < 0.0 || ratio > 1.0) {
-    return absl::InvalidArgumentError(absl::StrCat("sampler argument \"", Av(*arg),
+    return absl::InvalidArgumentError(absl::StrCat("sampler argument \"", AbslView(*arg),
                                                    "\" is not a ratio: give a number from 0 to 1"));
   }
   return ratio;
@@ -103,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Sampler>> MakeSampler(std::string_view name,
     return MakeParentBasedSampler(std::move(sampler));
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown sampler \"", Av(name),
+      "unknown sampler \"", AbslView(name),
       "\": use always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or "
       "parentbased_traceidratio"));
 }

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "common/absl_view.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -10,8 +11,7 @@
 namespace tide::tracing {
 namespace {
 
-// Debian's Abseil has its own string_view type: convert at the calls into absl.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using common::AbslView;
 
 // A value and where it came from ("--otlp-protocol", "OTEL_EXPORTER_OTLP_PROTOCOL").
 struct Setting {
@@ -43,13 +43,13 @@ class Reader {
 };
 
 absl::Status Bad(const Setting& s, std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(s.source, "=\"", s.value, "\": ", Av(why)));
+  return absl::InvalidArgumentError(absl::StrCat(s.source, "=\"", s.value, "\": ", AbslView(why)));
 }
 
 absl::StatusOr<int64_t> NonNegative(const Setting& s, std::string_view unit) {
   int64_t v = 0;
   if (!absl::SimpleAtoi(s.value, &v) || v < 0) {
-    return Bad(s, absl::StrCat("expected a whole number of ", Av(unit), " (0 or more)"));
+    return Bad(s, absl::StrCat("expected a whole number of ", AbslView(unit), " (0 or more)"));
   }
   return v;
 }
@@ -76,7 +76,7 @@ bool ValidHeaderValue(std::string_view value) {
 std::string JoinPath(std::string_view base_path, std::string_view suffix) {
   std::string path(base_path);
   if (!path.empty() && path.back() == '/') path.pop_back();
-  return absl::StrCat(path, Av(suffix));
+  return absl::StrCat(path, AbslView(suffix));
 }
 
 }  // namespace
