@@ -11,6 +11,7 @@
 #include "serving/kinded_tokenizer.h"
 #include "serving/ort_options.h"
 #include "spdlog/spdlog.h"
+#include "tokenizer/prompt_encoder.h"
 
 namespace tide::serving {
 
@@ -37,6 +38,14 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
   m->tokenizer = std::make_unique<KindedTokenizer>(*std::move(tok));
   m->max_sequence_length =
       static_cast<size_t>(m->parameters.EffectiveMaxSequenceLength(m->tokenizer->default_max_length()));
+  if (m->parameters.prompt_template.has_value()) {
+    // A template for another tokenizer, or one whose frame fills max_sequence_length, is refused
+    // here rather than on every request.
+    absl::Status s = tokenizer::CheckPromptTemplate(*m->tokenizer, *m->parameters.prompt_template,
+                                                    m->parameters.default_instruction.value_or(""),
+                                                    m->max_sequence_length);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(config_file, ": parameters[\"prompt_template\"]: ", s.message()));
+  }
 
   int instances = 0;
   for (const ModelInstanceGroup& g : m->config.instance_group()) instances += std::max(g.count(), 1);

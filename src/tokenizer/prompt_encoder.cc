@@ -6,6 +6,29 @@
 
 namespace tide::tokenizer {
 
+absl::Status CheckPromptTemplate(const Tokenizer& tokenizer, const PromptTemplate& prompt,
+                                 std::string_view default_instruction, size_t max_length) {
+  const std::string& text = prompt.source();
+  std::vector<int64_t> ids;
+  for (size_t open = text.find("<|"); open != std::string::npos; open = text.find("<|", open + 2)) {
+    const size_t close = text.find("|>", open + 2);
+    if (close == std::string::npos) break;
+    const std::string_view name(text.data() + open, close + 2 - open);
+    if (name.find_first_of(" \n{}") != std::string_view::npos) continue;  // not a token's spelling
+    if (absl::Status s = tokenizer.Tokenize(name, &ids); !s.ok()) return s;
+    const std::optional<int64_t> id = tokenizer.TokenToId(name);
+    if (ids.size() != 1 || !id.has_value() || ids[0] != *id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the prompt_template spells the special token ", std::string(name), " but the tokenizer has no such token (it becomes ",
+          ids.size(), " ordinary tokens): the template was written for another tokenizer"));
+    }
+  }
+  absl::StatusOr<PromptEncoder> frame = PromptEncoder::Create(tokenizer, prompt, default_instruction, "", max_length);
+  if (!frame.ok()) return frame.status();
+  if (frame->room() == 0) return frame->NoRoom(frame->frame_tokens());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PromptEncoder> PromptEncoder::Create(const Tokenizer& tokenizer, const PromptTemplate& prompt,
                                                     std::string_view instruction, std::string_view query,
                                                     size_t max_length) {

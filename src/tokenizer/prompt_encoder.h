@@ -39,6 +39,16 @@
 
 namespace tide::tokenizer {
 
+// A model's template checked against its tokenizer when the model loads:
+//  - every special token the template spells in the ChatML form `<|name|>` (Qwen's <|im_start|>,
+//    <|im_end|>, <|endoftext|>) must tokenize as one token of the tokenizer: a template written for
+//    another tokenizer would otherwise be tokenized as plain text, silently. FAILED_PRECONDITION
+//    naming the token and what it became.
+//  - the frame with `default_instruction` (empty when none) and an empty query must leave the
+//    document at least one token of `max_length`, else no request could be answered.
+absl::Status CheckPromptTemplate(const Tokenizer& tokenizer, const PromptTemplate& prompt,
+                                 std::string_view default_instruction, size_t max_length);
+
 class PromptEncoder {
  public:
   static absl::StatusOr<PromptEncoder> Create(const Tokenizer& tokenizer, const PromptTemplate& prompt,
@@ -62,6 +72,7 @@ class PromptEncoder {
   size_t max_length() const { return max_length_; }
 
  private:
+  friend absl::Status CheckPromptTemplate(const Tokenizer&, const PromptTemplate&, std::string_view, size_t);
   PromptEncoder(const Tokenizer& tokenizer, size_t max_length) : tokenizer_(&tokenizer), max_length_(max_length) {}
   absl::Status NoRoom(size_t frame) const;
 

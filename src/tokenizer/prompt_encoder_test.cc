@@ -129,6 +129,27 @@ TEST_F(FakePromptTest, FrameWithoutRoomNamesThePartAndTheCounts) {
   EXPECT_EQ(e.ids, Ids("instruct: x query: question doc: a end"));
 }
 
+TEST_F(FakePromptTest, LoadCheckRefusesASpelledSpecialTokenTheTokenizerLacks) {
+  // The WordPiece test tokenizer has no <|im_start|>: the template was written for another one.
+  const PromptTemplate chatml = MustParse("<|im_start|>user\nquery: {query} doc: {document}<|im_end|>");
+  absl::Status s = CheckPromptTemplate(*tok_, chatml, "", 64);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("spells the special token <|im_start|> but the tokenizer has no such token"));
+  // Braces and spaces between the bars are not a token's spelling; a template without one passes.
+  EXPECT_TRUE(CheckPromptTemplate(*tok_, MustParse("query: {query} <| a b |> doc: {document}"), "", 64).ok());
+}
+
+TEST_F(FakePromptTest, LoadCheckRefusesAFrameThatLeavesNoRoom) {
+  const PromptTemplate t = MustParse("instruct: {instruction} query: {query} doc: {document} end");
+  // Frame with the default instruction and an empty query: "instruct: x query: doc:" + "end" = 8.
+  EXPECT_TRUE(CheckPromptTemplate(*tok_, t, "x", 9).ok());
+  absl::Status full = CheckPromptTemplate(*tok_, t, "x", 8);
+  EXPECT_EQ(full.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(full.message()), HasSubstr("leaves no room for the document"));
+  absl::Status over = CheckPromptTemplate(*tok_, t, "long long long long long long", 8);
+  EXPECT_THAT(std::string(over.message()), HasSubstr("the instruction is too long"));
+}
+
 TEST_F(FakePromptTest, TemplateWithoutInstructionIgnoresIt) {
   const PromptTemplate t = MustParse("{query} : {document}");
   auto enc = PromptEncoder::Create(*tok_, t, "ignored", "question", 32);
@@ -242,6 +263,18 @@ TEST(Qwen3PromptTest, MatchesTheModelCardReference) {
     EXPECT_LE(e.ids.size(), c.max_length);
     EXPECT_EQ(e.truncated(), c.max_length < 8192) << "case " << i;
   }
+}
+
+TEST(Qwen3PromptTest, LoadCheckAcceptsTheModelCardTemplate) {
+  if (!tide::testing::SharedAsset(kQwen3)) GTEST_SKIP() << tide::testing::MissingSharedAsset(kQwen3);
+  auto tok = Tokenizer::FromFile(tide::testing::SharedAssetPath(kQwen3).string());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const PromptTemplate t = MustParse(Qwen3Template());
+  EXPECT_TRUE(CheckPromptTemplate(**tok, t, "Given a web search query, retrieve relevant passages that answer the query",
+                                  8192).ok());
+  // A misspelled special token is no token of Qwen3's either.
+  absl::Status s = CheckPromptTemplate(**tok, MustParse("<|im_begin|>{query} {document}"), "", 8192);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("<|im_begin|>"));
 }
 
 // Direction left: the document loses its start; the frame and the document's end are the whole

@@ -214,5 +214,31 @@ TEST_F(ServePromptTemplateTest, InstructionErrorsAre422NamingIt) {
   EXPECT_NE(wrong_type.body.find("instruction"), std::string::npos) << wrong_type.body;
 }
 
+// A template written for another tokenizer (ChatML's <|im_start|> on a WordPiece vocabulary), or
+// whose frame with the default instruction fills max_sequence_length, is refused at load: the
+// server does not start, and says which parameter and why.
+TEST(ServePromptTemplateLoadTest, ATemplateTheTokenizerCannotServeIsRefusedAtLoad) {
+  struct Case {
+    std::string config, expected;
+  };
+  const std::vector<Case> cases = {
+      {TinyBertConfig(Param("prompt_template", "<|im_start|>user {query} {document}<|im_end|>")),
+       "spells the special token <|im_start|> but the tokenizer has no such token"},
+      {TinyBertConfig(Param("prompt_template", kTemplate) + Param("default_instruction", Words(600))),
+       "leaves no room for the document: the instruction is too long"},
+  };
+  for (const Case& c : cases) {
+    TempDir repo;
+    ASSERT_TRUE(AddTinyBert(repo.path(), "wrong", c.config).ok());
+    // (A server that wrongly started would be stopped by timeout: exit 124.)
+    auto run = RunCommand({"/usr/bin/timeout", "60", TideBinary().string(), "serve", "--model-repository",
+                           repo.path().string(), "--port", "0", "--log-level", "warn"});
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->exit_code, 1) << run->output;
+    EXPECT_NE(run->output.find("parameters[\"prompt_template\"]: " ), std::string::npos) << run->output;
+    EXPECT_NE(run->output.find(c.expected), std::string::npos) << run->output;
+  }
+}
+
 }  // namespace
 }  // namespace tide::blackbox
