@@ -138,6 +138,24 @@ absl::StatusOr<api::PredictRequest> PredictOptions(const Proto& proto, api::Pred
 
 }  // namespace
 
+absl::StatusOr<api::EmbedRequest> EmbedRequestFromProto(const tei::v1::EmbedRequest& proto,
+                                                        const api::RequestLimits& limits) {
+  if (proto.inputs().empty()) return errors::Empty("field 'inputs' must not be empty");
+  if (proto.inputs().size() > limits.max_text_chars) return TooLong("inputs", proto.inputs().size(), limits);
+  api::EmbedRequest request;
+  request.api = api::EmbedApi::kTei;
+  request.inputs.push_back({proto.inputs(), std::nullopt});
+  request.truncate = proto.truncate();
+  request.truncation_direction = DirectionFromProto(proto.truncation_direction());
+  if (proto.has_normalize()) request.normalize = proto.normalize();
+  if (proto.has_prompt_name()) request.prompt_name = proto.prompt_name();
+  if (proto.has_dimensions()) {
+    if (proto.dimensions() < 1) return errors::InvalidInput("field 'dimensions' must be at least 1");
+    request.dimensions = proto.dimensions();
+  }
+  return request;
+}
+
 absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::PredictRequest& proto,
                                                             const api::RequestLimits& limits) {
   if (proto.inputs().size() > limits.max_text_chars) return TooLong("inputs", proto.inputs().size(), limits);
