@@ -15,9 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "blackbox_support.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -290,11 +287,11 @@ TEST_F(ServeEmbedTest, RerankAndEmbedRoutesPickTheirModelAndRefuseTheOther) {
   EXPECT_THAT(wrong.body, HasSubstr("not an embedding model"));
   // /metrics counts each route under the model that answered it.
   const std::string metrics = NewClient()->Get("/metrics").body;
-  auto counted = [&](std::string_view model, std::string_view endpoint) {
-    for (std::string_view line : absl::StrSplit(metrics, '\n')) {
-      if (absl::StartsWith(line, "tide_requests_total{") &&
-          absl::StrContains(line, absl::StrCat("model=\"", model, "\"")) &&
-          absl::StrContains(line, absl::StrCat("endpoint=\"", endpoint, "\""))) {
+  auto counted = [&](const std::string& model, const std::string& endpoint) {
+    std::istringstream lines(metrics);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("tide_requests_total{", 0) == 0 && line.find("model=\"" + model + "\"") != std::string::npos &&
+          line.find("endpoint=\"" + endpoint + "\"") != std::string::npos) {
         return true;
       }
     }
