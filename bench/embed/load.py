@@ -6,8 +6,9 @@
 Two workloads: batches of 32 short texts (a document-indexing client) and single queries, each
 closed loop at CONCURRENCY clients for DURATION_S against POST URL/embed; then the same batches
 through the PyTorch model of the same preset and seed (tools/biencoder.py, what a prototype
-server would run) on the token ids tide's own /tokenize gives, for DURATION_S, with as many torch
-threads as the machine has cores. Prints one line per run: texts/s, p50 and p99 latency (ms), and
+server would run) on the token ids tide's own /tokenize gives, for DURATION_S, with TORCH_THREADS
+torch threads (default 1: on the shared 2-core machine, 2 threads measured 2.5x slower than 1 per
+batch of 32 under load, OpenMP's threads waiting on each other). Prints one line per run: texts/s, p50 and p99 latency (ms), and
 the ratio tide / PyTorch of each workload's texts/s.
 """
 
@@ -71,7 +72,7 @@ def closed_loop(url: str, batch: int, duration: float, concurrency: int):
 def reference(url: str, preset: str, batch: int, duration: float):
     cfg = biencoder.PRESETS[preset]
     model = biencoder.build_model(cfg, seed=int(os.environ.get("SEED", "20240611")))
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "1")))
     texts = [text(k) for k in range(batch)]
     rows = [[t["id"] for t in row] for row in json.loads(post(url + "/tokenize", {"inputs": texts}))]
     seq = max(len(r) for r in rows)

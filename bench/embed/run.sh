@@ -4,7 +4,8 @@
 # weights: the real architecture and cost), and the same batches through the preset's PyTorch model
 # in one process (the prototype-style reference, same weights, measured in the same run). Prints
 # texts/s, p50, p99 per run and the ratio tide / PyTorch per workload (bench/embed/load.py).
-# usage: bench/embed/run.sh   (BUILD_DIR=build, PRESET=all-minilm-l6-v2, DURATION_S=20, CONCURRENCY=4)
+# usage: bench/embed/run.sh   (BUILD_DIR=build, PRESET=all-minilm-l6-v2, DURATION_S=20, CONCURRENCY=4,
+#        TORCH_THREADS=1 for the reference)
 # Writes bench/results/embed-<UTC time>.txt (the command line is its first line).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,7 +24,7 @@ mkdir -p bench/results
 out=bench/results/embed-$(date -u +%Y%m%dT%H%MZ).txt
 /usr/bin/python3 tools/export_model.py --preset "$PRESET" --repository "$work/models" --tide-binary "$TIDE" --quiet
 start_tide "$work/tide.log" --model-repository "$work/models" --log-level warn
-{ echo "# bench/embed/run.sh  (PRESET=$PRESET DURATION_S=$DURATION_S CONCURRENCY=$CONCURRENCY)"
+{ echo "# bench/embed/run.sh  (PRESET=$PRESET DURATION_S=$DURATION_S CONCURRENCY=$CONCURRENCY TORCH_THREADS=${TORCH_THREADS:-1})"
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
   /usr/bin/python3 bench/embed/load.py "$url" "$PRESET" "$DURATION_S" "$CONCURRENCY"
   echo "# tide RSS after the runs: $(awk '/^VmRSS:/{print $2}' "/proc/$server/status") KiB"; } | tee "$out"
