@@ -214,7 +214,9 @@ void InfoToProto(const api::TeiInfo& info, tei::v1::InfoResponse* out) {
   out->set_version(info.version);
   out->set_model_id(info.model_id);
   out->set_model_dtype(info.model_dtype);
-  out->set_model_type(info.classifier ? tei::v1::MODEL_TYPE_CLASSIFIER : tei::v1::MODEL_TYPE_RERANKER);
+  out->set_model_type(info.embedding_pooling.has_value() ? tei::v1::MODEL_TYPE_EMBEDDING
+                      : info.classifier                   ? tei::v1::MODEL_TYPE_CLASSIFIER
+                                                          : tei::v1::MODEL_TYPE_RERANKER);
   out->set_max_concurrent_requests(Clamp32(info.max_concurrent_requests));
   out->set_max_input_length(Clamp32(info.max_input_length));
   out->set_max_batch_tokens(Clamp32(info.max_batch_tokens));

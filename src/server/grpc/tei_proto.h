@@ -89,7 +89,8 @@ absl::Status RerankResponseToProto(const api::RerankRequest& request, std::span<
 // TEI's Metadata from the accounting (shared by Rerank and Predict answers).
 void MetadataToProto(const RerankAccounting& accounting, tei::v1::Metadata* out);
 
-// GET /info's answer as tei.v1.InfoResponse (model_type CLASSIFIER for a classifier, else RERANKER;
+// GET /info's answer as tei.v1.InfoResponse (model_type EMBEDDING for an embedding model,
+// CLASSIFIER for a classifier, else RERANKER;
 // numbers above UINT32_MAX are clamped).
 void InfoToProto(const api::TeiInfo& info, tei::v1::InfoResponse* out);
 
