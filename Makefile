@@ -42,9 +42,10 @@ BENCH_PRESETS ?= bge-reranker-base
 #          `make run` without ccache, ~11 min), light_load (Node peer, ~20 min;
 #          --short ~6 min), protocol_overhead (65 rounds x 5 formats + 6 x 12 s loops, ~4 min),
 #          quantize (8-10 min), replicas (make replicas-test, minutes), rollout (5 phases x 20 s +
-#          3 model versions loading, ~3 min), score_cache (2 x 60 s + starts, ~3 min)
+#          3 model versions loading, ~3 min), score_cache (2 x 60 s + starts, ~3 min), embed (an
+#          all-MiniLM-L6-v2-shaped export + 4 x 20 s, ~3 min)
 BENCH_QUICK   ?= compat fusion rollout_window server_overhead tls tokenizer
-BENCH_LONG    ?= batching first_answer light_load protocol_overhead quantize replicas rollout score_cache
+BENCH_LONG    ?= batching embed first_answer light_load protocol_overhead quantize replicas rollout score_cache
 
 .PHONY: all help bootstrap configure build build-serve models models-serve bench-models run test fuzz fuzz-smoke bench bench-all bench-list clean image image-test deploy-check replicas-test
 

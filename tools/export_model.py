@@ -16,6 +16,14 @@ logits on random padded batches; the entry is only put in place when that check 
 export leaves the repository as it was. Exit status: 0 ok, 1 export or verification failed,
 2 bad arguments or checkpoint.
 
+Embedding models (bi-encoders, tools/biencoder.py): a sentence-transformers folder (modules.json:
+Transformer, Pooling, optionally Normalize) is exported as an embedder: the graph pools in itself
+(cls | mean | last_token as 1_Pooling/config.json says) and outputs sentence_embedding float32
+[batch, hidden], not normalized (tide normalizes after an optional Matryoshka cut); config.pbtxt
+gets task embed, pooling, normalize and the prompts of config_sentence_transformers.json. A plain
+BERT / XLM-R folder becomes one with --task embed --pooling MODE. Presets all-minilm-l6-v2,
+bge-base-en-v1.5 and tiny-bert-embed, tiny-xlmr-embed, tiny-bert-embed-last (seeded random weights).
+
 Decoder-only rerankers (tools/decoder.py): a folder whose config.json names Qwen3ForCausalLM or
 Qwen2ForCausalLM needs --task rerank (the score is logit(YES) - logit(NO) at the last real token;
 the tokens are --rerank-tokens, default yes,no for Qwen3 and 1,0 for Qwen2 (mxbai-rerank-v2), looked
@@ -43,6 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
+import biencoder  # noqa: E402
 import crossencoder  # noqa: E402
 import decoder  # noqa: E402
 import make_wordpiece_tokenizer  # noqa: E402
@@ -67,6 +76,29 @@ class EntryOptions:
     # 1 x 2 (and +4% on the raw engine) without the two threads waiting on each other per operator.
     instance_count: int = 2  # instance_group count (KIND_CPU)
     intra_op_threads: int = 1  # ONNX Runtime threads per instance
+
+
+def output_name(cfg) -> str:
+    """The graph's output: an embedder's pooled vectors, else a reranker's logits."""
+    return "sentence_embedding" if isinstance(cfg, biencoder.EmbedderConfig) else "logits"
+
+
+def embed_config_pbtxt(name: str, cfg: biencoder.EmbedderConfig, opts: EntryOptions) -> str:
+    """config.pbtxt of an embedder: output sentence_embedding [hidden], task embed, pooling, normalize."""
+    inputs = ",\n".join(
+        f'  {{\n    name: "{n}"\n    data_type: TYPE_INT64\n    dims: [ -1 ]\n  }}' for n in input_names(cfg))
+    params = biencoder.embed_parameters(cfg) + [
+        ("tokenizer", "tokenizer.json"), ("max_sequence_length", str(min(512, cfg.max_sequence_length))),
+        ("intra_op_threads", str(opts.intra_op_threads))]
+    return (f'name: "{name}"\n'
+            f'backend: "onnxruntime"\n'
+            f'max_batch_size: {opts.max_batch_size}\n'
+            f'input [\n{inputs}\n]\n'
+            f'output [\n  {{\n    name: "{output_name(cfg)}"\n    data_type: TYPE_FP32\n'
+            f'    dims: [ {cfg.hidden_size} ]\n  }}\n]\n'
+            f'dynamic_batching {{\n  max_queue_delay_microseconds: {opts.max_queue_delay_microseconds}\n}}\n'
+            f'instance_group [\n  {{\n    count: {opts.instance_count}\n    kind: KIND_CPU\n  }}\n]\n'
+            + parameters_text(params))
 
 
 def input_names(cfg) -> List[str]:
@@ -254,9 +286,10 @@ def load_plain_tensors(weights: str):
         raise crossencoder.CheckpointError(f"cannot read {weights}: {e}") from e
 
 
-def load_checkpoint(directory: str):
+def load_checkpoint(directory: str, task: Optional[str] = None, pooling: Optional[str] = None):
     """(config, model) from an HF folder with config.json and model.safetensors, sharded
-    model-*-of-*.safetensors with model.safetensors.index.json, or pytorch_model.bin."""
+    model-*-of-*.safetensors with model.safetensors.index.json, or pytorch_model.bin. A
+    sentence-transformers folder, or `task` "embed" with `pooling`, gives an embedder."""
     cfg_path = os.path.join(directory, "config.json")
     if not os.path.isfile(cfg_path):
         raise crossencoder.CheckpointError(f"{cfg_path} not found")
@@ -268,6 +301,23 @@ def load_checkpoint(directory: str):
         raise crossencoder.CheckpointError(f"{cfg_path}: not JSON: {e}") from e
     if not isinstance(hf, dict):
         raise crossencoder.CheckpointError(f"{cfg_path}: not a JSON object")
+    embed = task == "embed" or biencoder.is_sentence_transformers_folder(directory)
+    if embed and not decoder.is_decoder_config(hf):
+        backbone = crossencoder.CrossEncoderConfig.from_hf_dict(hf)
+        if biencoder.is_sentence_transformers_folder(directory):
+            cfg = biencoder.read_sentence_transformers_folder(directory, backbone)
+            if pooling and pooling != cfg.pooling:
+                raise crossencoder.CheckpointError(f"--pooling {pooling} disagrees with the folder's Pooling module "
+                                                   f"({cfg.pooling})")
+        elif not pooling:
+            raise crossencoder.CheckpointError(f"{directory} is not a sentence-transformers folder (no modules.json): "
+                                               f"--task embed needs --pooling ({', '.join(biencoder.POOLINGS)})")
+        else:
+            cfg = biencoder.EmbedderConfig(backbone=backbone, pooling=pooling, normalize=True)
+            cfg.validate()
+        model = biencoder.build_model(cfg, seed=0)
+        biencoder.load_hf_state_dict(model, read_state(directory, weights))
+        return cfg, model
     if decoder.is_decoder_config(hf):
         cfg = decoder.DecoderConfig.from_hf_dict(hf)
         model_module = decoder
@@ -395,14 +445,14 @@ def export_onnx(model: torch.nn.Module, cfg, path: str) -> None:
     names = input_names(cfg)
     sample = random_cases(cfg, seed=1, num_cases=1, max_length=16)[0]
     dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
-    dynamic["logits"] = {0: "batch"}
+    dynamic[output_name(cfg)] = {0: "batch"}
     n_bytes = sum(p.numel() * 4 for p in model.parameters())
     scratch = tempfile.mkdtemp(prefix="tide-onnx-", dir=os.path.dirname(path))
     try:
         raw = os.path.join(scratch, "model.onnx")
         with torch.no_grad():
             torch.onnx.export(model, tuple(sample[n] for n in names), raw, input_names=names,
-                              output_names=["logits"], dynamic_axes=dynamic, opset_version=OPSET,
+                              output_names=[output_name(cfg)], dynamic_axes=dynamic, opset_version=OPSET,
                               do_constant_folding=True)
         import onnx  # Debian python3-onnx; imported late so that --help works without it
         if n_bytes < _EXTERNAL_DATA_BYTES:
@@ -432,8 +482,12 @@ def export(args: argparse.Namespace) -> str:
     ckpt_tokenizer = os.path.join(args.checkpoint, "tokenizer.json") if args.checkpoint else None
     tokenizer_path = args.tokenizer or (ckpt_tokenizer if ckpt_tokenizer and os.path.isfile(ckpt_tokenizer) else None)
     if args.checkpoint:
-        cfg, model = load_checkpoint(args.checkpoint)
+        cfg, model = load_checkpoint(args.checkpoint, args.task, args.pooling)
         name = args.name or os.path.basename(os.path.normpath(args.checkpoint))
+    elif args.preset in biencoder.PRESETS:
+        cfg = biencoder.PRESETS[args.preset]
+        model = biencoder.build_model(cfg, seed=args.seed)
+        name = args.name or args.preset
     elif args.preset in decoder.PRESETS:
         if not args.tokenizer:
             raise crossencoder.CheckpointError(
@@ -491,6 +545,8 @@ def export(args: argparse.Namespace) -> str:
 
         with open(os.path.join(staging, "config.pbtxt"), "w", encoding="utf-8") as f:
             entry_config = decoder_config_pbtxt if is_decoder else config_pbtxt
+            if isinstance(cfg, biencoder.EmbedderConfig):
+                entry_config = embed_config_pbtxt
             f.write(entry_config(name, cfg, EntryOptions(max_batch_size=args.max_batch_size)))
 
         cases = random_cases(cfg, args.seed + 1, args.verify_cases, args.verify_max_length)
@@ -550,7 +606,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--preset", choices=sorted(crossencoder.PRESETS) + sorted(decoder.PRESETS), default="minilm-l6",
+    src.add_argument("--preset", choices=sorted(crossencoder.PRESETS) + sorted(decoder.PRESETS) + sorted(biencoder.PRESETS),
+                     default="minilm-l6",
                      help="architecture with seeded random weights (default %(default)s)")
     src.add_argument("--checkpoint", help="local HF checkpoint folder (config.json + model.safetensors[.index.json] or pytorch_model.bin)")
     p.add_argument("--repository", default="models", help="model repository folder (default %(default)s)")
@@ -558,9 +615,12 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--tokenizer", default=os.environ.get("TIDE_TOKENIZER") or None,
                    help="tokenizer.json to copy into the entry (env TIDE_TOKENIZER); default: the checkpoint's, "
                         "else one generated from --words")
-    p.add_argument("--task", choices=["rerank"],
+    p.add_argument("--task", choices=["rerank", "embed"],
                    help="rerank: serve a decoder CausalLM folder (Qwen3ForCausalLM, Qwen2ForCausalLM) as a reranker "
-                        "scored by its next-token logits of the rerank tokens")
+                        "scored by its next-token logits of the rerank tokens; embed: a BERT / XLM-R folder as an "
+                        "embedding model (needs --pooling unless the folder is a sentence-transformers one)")
+    p.add_argument("--pooling", choices=list(biencoder.POOLINGS),
+                   help="with --task embed: how token vectors become the embedding (sentence-transformers' modes)")
     p.add_argument("--rerank-tokens", metavar="YES,NO",
                    help="with --task rerank: the tokens whose logits give the score, each ONE token of the "
                         "tokenizer (default: yes,no for Qwen3, 1,0 for Qwen2 / mxbai-rerank-v2)")

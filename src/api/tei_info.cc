@@ -16,7 +16,11 @@ std::string RenderTeiInfo(const TeiInfo& info) {
   out["model_id"] = info.model_id;
   out["model_sha"] = nullptr;
   out["model_dtype"] = info.model_dtype;
-  out["model_type"] = {{info.classifier ? "classifier" : "reranker", {{"id2label", id2label}, {"label2id", label2id}}}};
+  if (info.embedding_pooling.has_value()) {
+    out["model_type"] = {{"embedding", {{"pooling", *info.embedding_pooling}}}};
+  } else {
+    out["model_type"] = {{info.classifier ? "classifier" : "reranker", {{"id2label", id2label}, {"label2id", label2id}}}};
+  }
   out["max_concurrent_requests"] = info.max_concurrent_requests;
   out["max_input_length"] = info.max_input_length;
   out["max_batch_tokens"] = info.max_batch_tokens;

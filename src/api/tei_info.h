@@ -2,7 +2,8 @@
 //
 // Response: {"model_id": str, "model_sha": null, "model_dtype": str,
 //            "model_type": {"reranker" | "classifier": {"id2label": {"0": str, ...},
-//                                                       "label2id": {str: 0, ...}}},
+//                                                       "label2id": {str: 0, ...}}}
+//                          | {"embedding": {"pooling": "cls" | "mean" | "last_token"}},
 //            "max_concurrent_requests": n, "max_input_length": n, "max_batch_tokens": n,
 //            "max_batch_requests": n | null, "max_client_batch_size": n, "auto_truncate": bool,
 //            "tokenization_workers": n, "version": str, "sha": null, "docker_label": null}
@@ -22,6 +23,7 @@ struct TeiInfo {
   std::string model_dtype = "float32";
   bool classifier = false;          // model_type "classifier" (else "reranker")
   std::vector<std::string> labels;  // id2label in id order
+  std::optional<std::string> embedding_pooling;  // set: model_type "embedding" with this pooling
   int64_t max_concurrent_requests = 0;
   int64_t max_input_length = 0;
   int64_t max_batch_tokens = 0;

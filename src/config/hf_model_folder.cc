@@ -43,6 +43,9 @@ absl::StatusOr<int64_t> PositiveInt(const json& value, const std::string& file, 
 
 // Paths tried for the ONNX file, in order.
 std::vector<fs::path> OnnxCandidates(const HuggingFaceFolderOptions& o) {
+  // A sentence-transformers folder's own ONNX files output token vectors (last_hidden_state) and
+  // leave the pooling to Python; tide serves the export, whose graph pools.
+  if (o.onnx_file.empty() && IsSentenceTransformersFolder(o.folder)) return {};
   if (o.onnx_file.empty()) return {o.folder / "onnx" / "model.onnx", o.folder / "model.onnx"};
   const fs::path given(o.onnx_file);
   if (given.is_absolute()) return {given};
@@ -139,6 +142,8 @@ std::string ServedModelName(const HuggingFaceFolderOptions& o) {
   if (name.empty() || name == "." || name == "..") name = fs::absolute(o.folder).lexically_normal().filename().string();
   return name;
 }
+
+bool IsSentenceTransformersFolder(const fs::path& folder) { return IsFile(folder / "modules.json"); }
 
 fs::path ExportDir(const HuggingFaceFolderOptions& o) {
   return o.export_dir.empty() ? o.folder / ".tide" : o.export_dir;

@@ -15,6 +15,7 @@
 //                                      config.json has no max_position_embeddings
 //    with one version, 1, whose model file is the ONNX file; inputs, outputs and max_batch_size are
 //    completed from the ONNX file by Normalize, as for a repository entry without config.pbtxt.
+//  - A sentence-transformers folder (IsSentenceTransformersFolder) is served from its export only.
 //  - The ONNX file: onnx_file when set (a path relative to the folder, tried as given and then
 //    under onnx/, e.g. "model_quantized.onnx" finds onnx/model_quantized.onnx), else
 //    onnx/model.onnx, else model.onnx (the layouts of Optimum / sentence-transformers exports).
@@ -94,6 +95,11 @@ std::filesystem::path ExportDir(const HuggingFaceFolderOptions& options);
 //   /usr/bin/python3 tools/export_model.py --checkpoint <folder> --name <name> --repository <export dir>
 // followed by --task <task> and --rerank-tokens <tokens> when those are set.
 std::string ExportCommand(const HuggingFaceFolderOptions& options);
+
+// A sentence-transformers folder (modules.json: Transformer, Pooling[, Normalize]): an embedding
+// model, always served from its export (tools/export_model.py pools in the graph and writes task
+// embed, pooling, normalize and the prompts into its config.pbtxt); its own ONNX files are not used.
+bool IsSentenceTransformersFolder(const std::filesystem::path& folder);
 
 // The decoder architectures tide serves, and whether `architecture` is a causal LM.
 bool IsSupportedDecoderArchitecture(std::string_view architecture);

@@ -222,6 +222,35 @@ TEST_F(HfModelFolderTest, TheExporterIsCalledOnceWhenThereIsNoExportYet) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
 }
 
+// A sentence-transformers folder's own ONNX file outputs token vectors: the folder is served from
+// the export of its weights (whose graph pools), never from onnx/model.onnx.
+TEST_F(HfModelFolderTest, SentenceTransformersFolderIsServedFromItsExport) {
+  WriteHfLayout();
+  Write("modules.json", R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}])");
+  EXPECT_TRUE(IsSentenceTransformersFolder(folder_));
+  auto without_weights = LoadHuggingFaceFolder(Options(), FakeReader());
+  EXPECT_EQ(without_weights.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(without_weights.status().message(), HasSubstr("no weights to export"));
+  Write("model.safetensors", "weights");
+  HuggingFaceFolderOptions o = Options();
+  int calls = 0;
+  o.export_weights = [&](const HuggingFaceFolderOptions&) {
+    ++calls;
+    Write(".tide/ms-marco-tiny/config.pbtxt", "name: \"ms-marco-tiny\"\nbackend: \"onnxruntime\"\n");
+    Write(".tide/ms-marco-tiny/1/model.onnx", "x");
+    return absl::OkStatus();
+  };
+  auto m = LoadHuggingFaceFolder(o, FakeReader());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(m->versions.at(0).model_file, folder_ / ".tide" / "ms-marco-tiny" / "1" / "model.onnx");
+  // An explicit --onnx-file is still taken as given.
+  o.onnx_file = "onnx/model.onnx";
+  auto given = LoadHuggingFaceFolder(o, FakeReader());
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->versions.at(0).model_file, folder_ / "onnx" / "model.onnx");
+}
+
 TEST_F(HfModelFolderTest, AnExportOlderThanTheWeightsIsStale) {
   Write("config.json", kBertConfig);
   Write("tokenizer.json", "{}");

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "common/absl_view.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace tide::config {
 namespace {
@@ -54,8 +55,10 @@ absl::StatusOr<E> ParseChoice(absl::string_view file, absl::string_view key, abs
   return ParamError(file, key, absl::StrCat("unknown value \"", value, "\"; expected one of ", names));
 }
 
-constexpr std::pair<std::string_view, Task> kTasks[] = {{"rerank", Task::kRerank},
-                                                        {"classify", Task::kClassify}};
+constexpr std::pair<std::string_view, Task> kTasks[] = {
+    {"rerank", Task::kRerank}, {"classify", Task::kClassify}, {"embed", Task::kEmbed}};
+constexpr std::pair<std::string_view, Pooling> kPoolings[] = {
+    {"cls", Pooling::kCls}, {"mean", Pooling::kMean}, {"last_token", Pooling::kLastToken}};
 constexpr std::pair<std::string_view, ScoreActivation> kActivations[] = {
     {"sigmoid", ScoreActivation::kSigmoid},
     {"none", ScoreActivation::kNone},
@@ -252,6 +255,47 @@ absl::Status SetDefaultInstruction(absl::string_view file, absl::string_view key
   return absl::OkStatus();
 }
 
+// "64,128,256": strictly increasing positive dimensions.
+absl::Status SetMatryoshkaDimensions(absl::string_view file, absl::string_view key, absl::string_view value,
+                                     TideParameters* p) {
+  std::vector<int64_t> dims;
+  for (absl::string_view part : absl::StrSplit(value, ',')) {
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &d) || d < 1 || d > (int64_t{1} << 20)) {
+      return ParamError(file, key, absl::StrCat("expected positive integers like \"64,128,256\", got \"", value, "\""));
+    }
+    if (!dims.empty() && d <= dims.back()) {
+      return ParamError(file, key, absl::StrCat("dimensions must be strictly increasing, got \"", value, "\""));
+    }
+    dims.push_back(d);
+  }
+  p->matryoshka_dimensions = std::move(dims);
+  return absl::OkStatus();
+}
+
+// {"query": "query: ", ...}: names to prefixes.
+absl::Status SetPrompts(absl::string_view file, absl::string_view key, absl::string_view value, TideParameters* p) {
+  nlohmann::json d = nlohmann::json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
+  if (!d.is_object()) {
+    return ParamError(file, key, "expected a JSON object of prompt names to prefixes, e.g. {\"query\": \"query: \"}");
+  }
+  std::vector<std::pair<std::string, std::string>> prompts;
+  for (const auto& [name, prefix] : d.items()) {
+    if (!prefix.is_string() || name.empty()) {
+      return ParamError(file, key, absl::StrCat("prompt \"", name, "\" must be a non-empty name with a string prefix"));
+    }
+    prompts.emplace_back(name, prefix.get<std::string>());
+  }
+  p->prompts = std::move(prompts);  // nlohmann's object keeps its keys sorted
+  return absl::OkStatus();
+}
+
+absl::Status SetDefaultPromptName(absl::string_view file, absl::string_view key, absl::string_view value,
+                                  TideParameters* p) {
+  p->default_prompt_name = std::string(value);
+  return absl::OkStatus();
+}
+
 // The two *_thread_count aliases are the names Triton's ONNX Runtime backend uses, so its configs load.
 const ParameterKey kKeys[] = {
     {"task", TIDE_CHOICE(task, kTasks)},
@@ -290,6 +334,11 @@ const ParameterKey kKeys[] = {
     {"rollout", SetRollout},
     {"prompt_template", SetPromptTemplate},
     {"default_instruction", SetDefaultInstruction},
+    {"pooling", TIDE_CHOICE(pooling, kPoolings)},
+    {"normalize", TIDE_BOOL(normalize)},
+    {"matryoshka_dimensions", SetMatryoshkaDimensions},
+    {"prompts", SetPrompts},
+    {"default_prompt_name", SetDefaultPromptName},
 };
 
 #undef TIDE_CHOICE
@@ -338,6 +387,18 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
                         "breaker_queue_fullness)");
     }
   }
+  if (p.task != Task::kEmbed) {
+    for (const char* key : {"pooling", "normalize", "matryoshka_dimensions", "prompts", "default_prompt_name"}) {
+      if (params.count(key) != 0) {
+        return ParamError(file, key, absl::StrCat("applies to task \"embed\" only (this model's task is \"",
+                                                  Av(TaskName(p.task)), "\")"));
+      }
+    }
+  }
+  if (p.default_prompt_name.has_value() && p.Prompt(*p.default_prompt_name) == nullptr) {
+    return ParamError(file, "default_prompt_name",
+                      absl::StrCat("\"", *p.default_prompt_name, "\" is not one of the model's prompts"));
+  }
   if (p.default_instruction.has_value()) {
     if (!p.prompt_template.has_value()) {
       return ParamError(file, "default_instruction", "needs a prompt_template with an {instruction} slot");
@@ -358,6 +419,11 @@ int64_t TideParameters::EffectiveMaxSequenceLength(std::optional<int64_t> tokeni
 
 std::string_view TaskName(Task task) {
   for (const auto& [name, t] : kTasks) if (t == task) return name;
+  return "?";
+}
+
+std::string_view PoolingName(Pooling pooling) {
+  for (const auto& [name, v] : kPoolings) if (v == pooling) return name;
   return "?";
 }
 

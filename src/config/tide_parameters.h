@@ -11,7 +11,7 @@
 //
 // Keys (string values; defaults in the struct below; the accepted list is the table in
 // tide_parameters.cc, which Keys() returns — tests check this comment and docs/configuration.md):
-//   task                      "rerank" | "classify"
+//   task                      "rerank" | "classify" | "embed"
 //   tokenizer                 file name relative to the model directory
 //   max_sequence_length       integer >= 2; unset: the tokenizer's truncation, else 512
 //   truncation_direction      "right" | "left"
@@ -71,6 +71,19 @@
 //   token_type_vocab_size     integer >= 1: token_type_ids a KServe token tensor may carry are
 //                             0..N-1; unset: from the model graph's token-type embedding, else the
 //                             ids the tokenizer produces (serving/token_input_limits.h)
+//   pooling                   task "embed" only: "cls" | "mean" | "last_token", how the graph pools
+//                             its token vectors (the export pools in the graph; reported by /info)
+//   normalize                 task "embed" only: "true" | "false": answers are L2-normalized unless
+//                             the request says otherwise (default true)
+//   matryoshka_dimensions     task "embed" only: "64,128,256": the dimensions a request's
+//                             `dimensions` may cut a vector to (besides the full one); unset: any
+//                             1..the model's dimension
+//   prompts                   task "embed" only: a JSON object {"name": "prefix", ...}: the text put
+//                             before an input whose request names the prompt (TEI prompt_name, Cohere
+//                             input_type: "query" for search_query, "document" or "passage" for
+//                             search_document)
+//   default_prompt_name       task "embed" only: the prompt of a request that names none; one of
+//                             `prompts`
 // (The two aliases are the names Triton's ONNX Runtime backend uses, so its configs load.)
 #pragma once
 
@@ -78,6 +91,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -95,6 +109,8 @@ enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
 enum class BatchGrouping { kLength, kFifo };
 enum class GraphFusion { kAuto, kOff };
 enum class ThreadLayout { kAdaptive, kFixed };
+// How an embedding model's graph pools its token vectors (sentence-transformers' modes).
+enum class Pooling { kCls, kMean, kLastToken };
 
 struct TideParameters {
   Task task = Task::kRerank;                        // rerank: one score per pair; classify: labels
@@ -140,6 +156,19 @@ struct TideParameters {
   // Decoder-only rerankers: the prompt a pair is encoded as; unset: BERT pairs.
   std::optional<PromptTemplate> prompt_template;
   std::optional<std::string> default_instruction;  // the {instruction} of a request without one
+  // Embedding models (task embed).
+  Pooling pooling = Pooling::kMean;
+  bool normalize = true;
+  std::vector<int64_t> matryoshka_dimensions;      // strictly increasing; empty: any dimension
+  std::vector<std::pair<std::string, std::string>> prompts;  // name -> prefix, sorted by name
+  std::optional<std::string> default_prompt_name;
+  // The prefix of prompt `name`; nullptr when the model has no such prompt.
+  const std::string* Prompt(std::string_view name) const {
+    for (const auto& [n, p] : prompts) {
+      if (n == name) return &p;
+    }
+    return nullptr;
+  }
 
   static constexpr int64_t kDefaultMaxSequenceLength = 512;
 
@@ -155,5 +184,6 @@ struct TideParameters {
 
 std::string_view TaskName(Task task);
 std::string_view ScoreActivationName(ScoreActivation activation);
+std::string_view PoolingName(Pooling pooling);
 
 }  // namespace tide::config

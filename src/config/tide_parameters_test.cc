@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "config/model_config.h"
 #include "gmock/gmock.h"
@@ -94,7 +95,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
     const char* value;
     const char* detail;
   } cases[] = {
-      {"task", "embed", "embed"},
+      {"task", "generate", "generate"},
       {"max_sequence_length", "1", "out of range"},
       {"max_sequence_length", "12x", "integer"},
       {"intra_op_threads", "-1", "out of range"},
@@ -207,6 +208,56 @@ TEST(TideParametersTest, EveryKeyInTheTableIsAcceptedAndDocumented) {
     auto p = TideParameters::FromConfig(config, "c.pbtxt");
     EXPECT_FALSE(p.ok()) << k;
     EXPECT_THAT(p.status().message(), HasSubstr("parameters[\"" + k + "\"]")) << k;
+  }
+}
+
+// Embedding models: task embed with its pooling, normalization, Matryoshka dimensions and prompts;
+// those keys belong to task embed only.
+TEST(TideParametersTest, EmbeddingModelKeys) {
+  auto p = TideParameters::FromConfig(WithParams({{"task", "embed"},
+                                                  {"pooling", "cls"},
+                                                  {"normalize", "false"},
+                                                  {"matryoshka_dimensions", "64, 128,256"},
+                                                  {"prompts", R"({"query": "query: ", "passage": "passage: "})"},
+                                                  {"default_prompt_name", "passage"}}),
+                                      "c.pbtxt");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->task, Task::kEmbed);
+  EXPECT_EQ(p->pooling, Pooling::kCls);
+  EXPECT_EQ(PoolingName(p->pooling), "cls");
+  EXPECT_FALSE(p->normalize);
+  EXPECT_EQ(p->matryoshka_dimensions, (std::vector<int64_t>{64, 128, 256}));
+  ASSERT_NE(p->Prompt("query"), nullptr);
+  EXPECT_EQ(*p->Prompt("query"), "query: ");
+  EXPECT_EQ(p->Prompt("title"), nullptr);
+  EXPECT_EQ(p->default_prompt_name, "passage");
+  auto defaults = TideParameters::FromConfig(WithParams({{"task", "embed"}}), "c.pbtxt");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->pooling, Pooling::kMean);
+  EXPECT_TRUE(defaults->normalize);
+  EXPECT_TRUE(defaults->matryoshka_dimensions.empty());
+
+  struct Bad {
+    std::vector<std::pair<const char*, const char*>> params;
+    const char* key;
+    const char* says;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {{{"pooling", "mean"}}, "pooling", "task \"embed\" only"},
+           {{{"task", "classify"}, {"normalize", "true"}}, "normalize", "task \"embed\" only"},
+           {{{"task", "embed"}, {"pooling", "max"}}, "pooling", "unknown value"},
+           {{{"task", "embed"}, {"matryoshka_dimensions", "128,64"}}, "matryoshka_dimensions", "increasing"},
+           {{{"task", "embed"}, {"matryoshka_dimensions", "0"}}, "matryoshka_dimensions", "positive"},
+           {{{"task", "embed"}, {"prompts", "[1]"}}, "prompts", "JSON object"},
+           {{{"task", "embed"}, {"prompts", R"({"q": 3})"}}, "prompts", "string prefix"},
+           {{{"task", "embed"}, {"default_prompt_name", "query"}}, "default_prompt_name", "not one of"},
+       }) {
+    ModelConfig config;
+    for (const auto& [k, v] : b.params) (*config.mutable_parameters())[k].set_string_value(v);
+    auto bad = TideParameters::FromConfig(config, "m/config.pbtxt");
+    ASSERT_FALSE(bad.ok()) << b.key;
+    EXPECT_THAT(bad.status().message(),
+                AllOf(HasSubstr(std::string("parameters[\"") + b.key + "\"]"), HasSubstr(b.says)));
   }
 }
 

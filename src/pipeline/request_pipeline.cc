@@ -99,7 +99,7 @@ RequestPipeline::RequestPipeline(serving::ServiceCore* core, CompletionRecorder 
 
 void RequestPipeline::Rerank(const serving::CallPtr& call, std::shared_ptr<const api::RerankRequest> request,
                              RerankDone done) const {
-  auto model = core_->FindModel(*call);
+  auto model = CheckedModel(core_->FindModel(*call, DefaultModelFor(Task::kRerank)), Task::kRerank);
   if (!model.ok()) return std::move(done)(RerankAnswer{.outcome = {.status = model.status()}});
   serving::PairOptions pair_options{
       request->truncate, request->truncation_direction.value_or((*model)->parameters().truncation_direction),
@@ -111,7 +111,7 @@ void RequestPipeline::Rerank(const serving::CallPtr& call, std::shared_ptr<const
 
 std::optional<RerankAnswer> RequestPipeline::RerankFromCache(const serving::CallPtr& call,
                                                              const api::RerankRequest& request) const {
-  auto model = core_->FindModel(*call);
+  auto model = CheckedModel(core_->FindModel(*call, DefaultModelFor(Task::kRerank)), Task::kRerank);
   if (!model.ok()) return std::nullopt;
   serving::PairOptions pair_options{
       request.truncate, request.truncation_direction.value_or((*model)->parameters().truncation_direction),
@@ -138,7 +138,9 @@ std::optional<RerankAnswer> RequestPipeline::RerankFromCache(const serving::Call
 
 void RequestPipeline::CohereRerank(const serving::CallPtr& call,
                                    std::shared_ptr<const api::CohereRerankRequest> request, RerankDone done) const {
-  auto model = core_->FindModel(*call, request->model.value_or(""));
+  auto model = CheckedModel(
+      core_->FindModel(*call, request->model.has_value() ? *request->model : DefaultModelFor(Task::kRerank)),
+      Task::kRerank);
   if (!model.ok()) return std::move(done)(RerankAnswer{.outcome = {.status = model.status()}});
   serving::PairOptions pair_options{true, (*model)->parameters().truncation_direction, request->max_tokens_per_doc};
   pair_options.long_documents = request->long_documents.value_or((*model)->parameters().long_documents);
@@ -174,7 +176,7 @@ void RequestPipeline::ScorePairs(const serving::CallPtr& call, std::shared_ptr<s
 
 void RequestPipeline::Predict(const serving::CallPtr& call, std::shared_ptr<const api::PredictRequest> request,
                               PredictDone done) const {
-  auto model = core_->FindModel(*call);
+  auto model = CheckedModel(core_->FindModel(*call, DefaultModelFor(Task::kClassify)), Task::kClassify);
   if (!model.ok()) return std::move(done)(PredictAnswer{.outcome = {.status = model.status()}});
   PredictAnswer failed;
   failed.outcome.set_model((*model)->name(), (*model)->version());
@@ -373,6 +375,9 @@ InfoAnswer RequestPipeline::Info() const {
   api::TeiInfo& info = a.info;
   info.model_id = m.name();
   info.classifier = m.parameters().task == config::Task::kClassify;
+  if (m.parameters().task == config::Task::kEmbed) {
+    info.embedding_pooling = std::string(config::PoolingName(m.parameters().pooling));
+  }
   info.labels = m.LabelNames(std::max<int64_t>(m.num_labels(), 1));
   const serving::ServiceLimits limits = core_->Limits();
   info.max_concurrent_requests = limits.max_concurrent_requests;

@@ -9,6 +9,8 @@
 //   Rerank        TEI rerank (HTTP /rerank, gRPC tei.v1.Rerank)       -> scores (RerankAnswer)
 //   CohereRerank  Cohere /v1/rerank, /v2/rerank                       -> scores
 //   Predict       TEI predict (/predict, tei.v1.Predict)              -> logits + label names
+//   Embed         TEI /embed, OpenAI /v1/embeddings, Cohere /v2/embed, tei.v1.Embed -> vectors
+//                 (embed_pipeline.cc: an embedding model's pooled vectors, cut and normalized)
 //   Infer         KServe v2 infer (HTTP and gRPC), with Triton's classification -> api::InferResponse
 //   Tokenize      TEI tokenize                                        -> tokens with byte offsets
 //   Decode        TEI decode                                          -> texts
@@ -39,6 +41,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "api/cohere_rerank.h"
+#include "api/embed.h"
 #include "api/kserve_infer.h"
 #include "api/kserve_metadata.h"
 #include "api/model_statistics.h"
@@ -79,6 +82,14 @@ struct PredictAnswer {
   size_t tokens = 0;                // tokens of every input (TEI's compute_tokens)
 };
 using PredictDone = absl::AnyInvocable<void(PredictAnswer) &&>;
+
+struct EmbedAnswer {
+  Outcome outcome;
+  std::vector<float> vectors;  // [inputs, dim] row-major: cut to the request's dimensions, normalized
+  size_t dim = 0;
+  size_t tokens = 0;           // tokens of every input (OpenAI's prompt_tokens, Cohere's input_tokens)
+};
+using EmbedDone = absl::AnyInvocable<void(EmbedAnswer) &&>;
 
 struct InferAnswer {
   Outcome outcome;
@@ -135,6 +146,20 @@ class RequestPipeline {
   // with truncate false is refused (kFailedPrecondition naming inputs[i]).
   void Predict(const serving::CallPtr& call, std::shared_ptr<const api::PredictRequest> request,
                PredictDone done) const;
+  // Embeddings (embed_pipeline.cc): the model the request names, else the default model when it is
+  // an embedding model, else the first embedding model by name. A model whose task is not embed is
+  // refused (kInvalidInput naming its task); so are a prompt_name the model lacks, `dimensions`
+  // larger than the model's or not one of its matryoshka_dimensions, token ids outside its
+  // vocabulary, and (truncate false) an input over its max_sequence_length. Each input gets the
+  // prompt's prefix (the request's prompt_name, Cohere's input_type, else the model's
+  // default_prompt_name), is tokenized with special tokens (token-id inputs are fed as they are),
+  // and runs through the batcher (quota, breaker without fallback: 503 while open).
+  void Embed(const serving::CallPtr& call, std::shared_ptr<const api::EmbedRequest> request, EmbedDone done) const;
+  // The name of the model a request without one should get for `task`: "" (the default model) when
+  // the default model serves it or no model does, else the first model by name that does, so one
+  // server answers /rerank with its reranker and /embed with its embedder.
+  std::string DefaultModelFor(Task task) const;
+
   // KServe v2 infer on `model` (`version` empty: the rollout's choice for this call): decode, the
   // outputs checked (only the model's output; parameters.classification), the request parameters
   // timeout (us) / priority refining the call and long_documents, rows from the tensors, the
@@ -150,6 +175,8 @@ class RequestPipeline {
 
   // Whether the default model is a classifier (TEI's default route answers predict then).
   bool DefaultIsClassifier() const;
+  // Whether the default model is an embedding model (TEI's default route answers embed then).
+  bool DefaultIsEmbedder() const;
 
   // ---- descriptions, without a call -------------------------------------------------------------
 
@@ -172,6 +199,13 @@ class RequestPipeline {
   const PipelineOptions options_;
   const CompletionRecorder recorder_;
 };
+
+// `model` when its task fits a route that wants `wanted`, else kInvalidInput (422) naming the
+// model, its task and what the route needs: an embedding model on a rerank or predict route
+// (`wanted` rerank or classify: both take rerankers and classifiers), any other model on an
+// embedding route (`wanted` embed). An error status passes through.
+absl::StatusOr<std::shared_ptr<serving::ServedModel>> CheckedModel(
+    absl::StatusOr<std::shared_ptr<serving::ServedModel>> model, Task wanted);
 
 // The model's rollout (GET /v2/models/{m}/rollout); nullopt: it has none. A function of the core,
 // so that no edge reaches into the core's parts.

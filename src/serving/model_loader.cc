@@ -111,6 +111,15 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
         config_file, ": parameters[\"breaker_default_result\"]: has ", m->parameters.breaker_default_result.size(),
         " value(s) but model output ", m->signature.logits_name, " has ", m->signature.num_labels, " label(s)"));
   }
+  if (m->parameters.task == config::Task::kEmbed) {
+    for (int64_t d : m->parameters.matryoshka_dimensions) {
+      if (d > m->signature.num_labels) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            config_file, ": parameters[\"matryoshka_dimensions\"]: ", d, " is larger than the model's dimension ",
+            m->signature.num_labels, " (output ", m->signature.logits_name, ")"));
+      }
+    }
+  }
   return std::shared_ptr<const LoadedModel>(std::move(m));
 }
 

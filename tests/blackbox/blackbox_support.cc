@@ -47,14 +47,15 @@ absl::Status WriteFile(const fs::path& path, std::string_view text) {
 
 // Identifies the export tools' current contents, so that a cached export made by other tools is
 // redone.
-absl::StatusOr<std::string> ExportToolsStamp() {
+absl::StatusOr<std::string> ExportToolsStamp(const std::string& preset) {
   std::string all;
-  for (const char* f : {"tools/export_model.py", "tools/crossencoder.py", "tools/make_wordpiece_tokenizer.py"}) {
+  for (const char* f : {"tools/export_model.py", "tools/crossencoder.py", "tools/biencoder.py",
+                        "tools/make_wordpiece_tokenizer.py"}) {
     auto text = ReadFile(SourceDir() / f);
     if (!text.ok()) return text.status();
     absl::StrAppend(&all, f, "\n", *text);
   }
-  return absl::StrCat("tiny-bert ", all.size(), " ", std::hash<std::string>{}(all));
+  return absl::StrCat(preset, " ", all.size(), " ", std::hash<std::string>{}(all));
 }
 
 }  // namespace
@@ -80,12 +81,14 @@ TempDir::~TempDir() {
   if (!path_.empty()) fs::remove_all(path_, ec);
 }
 
-absl::StatusOr<fs::path> ExportedTinyBert(std::optional<int> seed) {
-  const std::string name = seed.has_value() ? absl::StrCat("tiny-bert-seed-", *seed) : std::string("tiny-bert");
+absl::StatusOr<fs::path> ExportedTinyBert(std::optional<int> seed) { return ExportedPreset("tiny-bert", seed); }
+
+absl::StatusOr<fs::path> ExportedPreset(const std::string& preset, std::optional<int> seed) {
+  const std::string name = seed.has_value() ? absl::StrCat(preset, "-seed-", *seed) : preset;
   const fs::path cache = BinaryDir() / "blackbox_models";
   const fs::path entry = cache / name;
   const fs::path stamp_file = cache / ("." + name + ".stamp");
-  auto stamp = ExportToolsStamp();
+  auto stamp = ExportToolsStamp(preset);
   if (!stamp.ok()) return stamp.status();
   std::error_code ec;
   fs::create_directories(cache, ec);
@@ -105,7 +108,7 @@ absl::StatusOr<fs::path> ExportedTinyBert(std::optional<int> seed) {
     fs::remove(stamp_file, ec);
     fs::remove_all(entry, ec);
     std::vector<std::string> command = {"/usr/bin/python3", (SourceDir() / "tools" / "export_model.py").string(),
-                                        "--preset", "tiny-bert", "--repository", cache.string(), "--name", name,
+                                        "--preset", preset, "--repository", cache.string(), "--name", name,
                                         "--tide-binary", TideBinary().string(), "--quiet"};
     if (seed.has_value()) {
       command.push_back("--seed");
@@ -115,7 +118,7 @@ absl::StatusOr<fs::path> ExportedTinyBert(std::optional<int> seed) {
     if (!run.ok()) {
       status = run.status();
     } else if (run->exit_code != 0) {
-      status = absl::InternalError(absl::StrCat("tools/export_model.py --preset tiny-bert exited ", run->exit_code,
+      status = absl::InternalError(absl::StrCat("tools/export_model.py --preset ", preset, " exited ", run->exit_code,
                                                 ":\n", run->output));
     } else {
       status = WriteFile(stamp_file, *stamp);

@@ -60,6 +60,10 @@ class TempDir {
 // `seed` set: the same preset with other random weights (a model that ranks differently), cached
 // as tiny-bert-seed-<seed>.
 absl::StatusOr<std::filesystem::path> ExportedTinyBert(std::optional<int> seed = std::nullopt);
+// The same for any preset of tools/export_model.py (e.g. the embedding model tiny-bert-embed),
+// cached as <preset>[-seed-<seed>]; the entry has the export's own config.pbtxt.
+absl::StatusOr<std::filesystem::path> ExportedPreset(const std::string& preset,
+                                                     std::optional<int> seed = std::nullopt);
 
 // Creates <repository>/<name>/1/model.onnx (a symlink to `model_file`), <name>/tokenizer.json (a
 // copy) and, when `config_pbtxt` is set, <name>/config.pbtxt with that text.

@@ -4,10 +4,14 @@
 // One server:
 //   --max-body-bytes 1048576 (for the zip bomb)
 //   minilm-l6   tiny-bert (named as the OpenAPI examples name the model), max_batch_size 8
+//   spare       tiny-bert, two versions (the rollout and repository examples)
+//   tiny-bert-embed  the embedding preset (the embedding routes' examples)
 
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -44,6 +48,18 @@ class ServeCompatTest : public SharedServerSuite<ServeCompatTest> {
           // The rollout examples move "spare" between its two versions; the repository API's examples
           // then load and unload it (explicit model control).
           if (s.ok()) s = AddTinyBert(repository, "spare", TinyBertConfig("version_policy: { all: {} }\n"));
+          // The embedding routes' examples (/embed, /v1/embeddings, /v2/embed) need an embedding model.
+          if (s.ok()) {
+            auto embedder = ExportedPreset("tiny-bert-embed");
+            s = embedder.status();
+            if (s.ok()) {
+              std::ifstream in(*embedder / "config.pbtxt");
+              std::stringstream config;
+              config << in.rdbuf();
+              s = AddModel(repository, "tiny-bert-embed", *embedder / "1" / "model.onnx", *embedder / "tokenizer.json",
+                           config.str());
+            }
+          }
           if (s.ok()) {
             std::error_code ec;
             fs::create_directories(repository / "spare" / "2", ec);
@@ -265,9 +281,13 @@ TEST_F(ServeCompatTest, TritonModelConfigAndAllModelStats) {
   const json extensions = Ok(Get("/v2"))["extensions"];
   EXPECT_THAT(extensions.get<std::vector<std::string>>(),
               ::testing::IsSupersetOf({"classification", "model_configuration", "statistics"}));
+  // Every loaded model (minilm-l6 and the embedding model; spare once the repository examples
+  // unloaded it is not).
   const json all = Ok(Get("/v2/models/stats"));
-  ASSERT_EQ(all["model_stats"].size(), 1u) << all;
-  EXPECT_EQ(all["model_stats"][0]["name"], kModel);
+  std::set<std::string> names;
+  for (const json& m : all["model_stats"]) names.insert(m["name"].get<std::string>());
+  EXPECT_TRUE(names.count(kModel)) << all;
+  EXPECT_TRUE(names.count("tiny-bert-embed")) << all;
 }
 
 TEST_F(ServeCompatTest, StatisticsCountEachRequestOnceAsTritonDoes) {

@@ -637,13 +637,14 @@ TEST_F(ServeGrpcTest, TeiPredictDecodeStreamsAndEmbed) {
     EXPECT_EQ(answers, 2);
   }
   {
-    // Embed: TEI's message for a model that is not an embedding model.
+    // Embed on a server without an embedding model: 422's INVALID_ARGUMENT naming a model that is not
+    // an embedding model (embeddings: tide_serve_embed_test); EmbedAll is not served.
     tei::v1::EmbedRequest req;
     req.set_inputs("hello");
     tei::v1::EmbedResponse r;
     auto ctx = Ctx();
     const grpc::Status s = embed->Embed(ctx.get(), req, &r);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(s.error_message(), HasSubstr("not an embedding model"));
     auto sctx = Ctx();
     auto stream = embed->EmbedAllStream(sctx.get());

@@ -44,6 +44,10 @@ std::span<const RouteEntry> RouteTable() {
       {"PUT", "/v2/models/{model}/rollout", Endpoint::kRolloutPut, false, Access::kAdmin},
       {"POST", "/v2/models/{model}/rollout/promote", Endpoint::kRolloutPromote, false, Access::kAdmin},
       {"POST", "/v2/models/{model}/rollout/rollback", Endpoint::kRolloutRollback, false, Access::kAdmin},
+      // Embedding models: TEI, OpenAI, Cohere v2 (a tenant's, like /rerank).
+      {"POST", "/embed", Endpoint::kEmbed, false, Access::kTenant},
+      {"POST", "/v1/embeddings", Endpoint::kOpenAiEmbeddings, false, Access::kTenant},
+      {"POST", "/v2/embed", Endpoint::kCohereEmbedV2, false, Access::kTenant},
   };
   return kRoutes;
 }

@@ -50,6 +50,10 @@ enum class Endpoint {
   kRolloutPut,       // PUT /v2/models/{model}/rollout
   kRolloutPromote,   // POST /v2/models/{model}/rollout/promote
   kRolloutRollback,  // POST /v2/models/{model}/rollout/rollback
+  // Embeddings (embed_routes.cc in server/routes; docs/embeddings.md).
+  kEmbed,              // POST /embed (TEI)
+  kOpenAiEmbeddings,   // POST /v1/embeddings (OpenAI)
+  kCohereEmbedV2,      // POST /v2/embed (Cohere v2)
 };
 
 struct RouteEntry {

@@ -138,6 +138,24 @@ absl::StatusOr<api::PredictRequest> PredictOptions(const Proto& proto, api::Pred
 
 }  // namespace
 
+absl::StatusOr<api::EmbedRequest> EmbedRequestFromProto(const tei::v1::EmbedRequest& proto,
+                                                        const api::RequestLimits& limits) {
+  if (proto.inputs().empty()) return errors::Empty("field 'inputs' must not be empty");
+  if (proto.inputs().size() > limits.max_text_chars) return TooLong("inputs", proto.inputs().size(), limits);
+  api::EmbedRequest request;
+  request.api = api::EmbedApi::kTei;
+  request.inputs.push_back({proto.inputs(), std::nullopt});
+  request.truncate = proto.truncate();
+  request.truncation_direction = DirectionFromProto(proto.truncation_direction());
+  if (proto.has_normalize()) request.normalize = proto.normalize();
+  if (proto.has_prompt_name()) request.prompt_name = proto.prompt_name();
+  if (proto.has_dimensions()) {
+    if (proto.dimensions() < 1) return errors::InvalidInput("field 'dimensions' must be at least 1");
+    request.dimensions = proto.dimensions();
+  }
+  return request;
+}
+
 absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::PredictRequest& proto,
                                                             const api::RequestLimits& limits) {
   if (proto.inputs().size() > limits.max_text_chars) return TooLong("inputs", proto.inputs().size(), limits);
@@ -196,7 +214,9 @@ void InfoToProto(const api::TeiInfo& info, tei::v1::InfoResponse* out) {
   out->set_version(info.version);
   out->set_model_id(info.model_id);
   out->set_model_dtype(info.model_dtype);
-  out->set_model_type(info.classifier ? tei::v1::MODEL_TYPE_CLASSIFIER : tei::v1::MODEL_TYPE_RERANKER);
+  out->set_model_type(info.embedding_pooling.has_value() ? tei::v1::MODEL_TYPE_EMBEDDING
+                      : info.classifier                   ? tei::v1::MODEL_TYPE_CLASSIFIER
+                                                          : tei::v1::MODEL_TYPE_RERANKER);
   out->set_max_concurrent_requests(Clamp32(info.max_concurrent_requests));
   out->set_max_input_length(Clamp32(info.max_input_length));
   out->set_max_batch_tokens(Clamp32(info.max_batch_tokens));

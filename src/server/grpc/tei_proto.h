@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/request_limits.h"
+#include "api/embed.h"
 #include "api/rerank.h"
 #include "api/tei_decode.h"
 #include "api/tei_info.h"
@@ -66,6 +67,10 @@ absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::Predi
                                                             const api::RequestLimits& limits);
 absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::PredictPairRequest& request,
                                                             const api::RequestLimits& limits);
+// Embed: one input (an empty one is TEI's Empty), truncate as sent (proto3: false unless set, as in
+// TEI's gRPC API), normalize / prompt_name / dimensions when present.
+absl::StatusOr<api::EmbedRequest> EmbedRequestFromProto(const tei::v1::EmbedRequest& request,
+                                                        const api::RequestLimits& limits);
 absl::StatusOr<api::DecodeRequest> DecodeRequestFromProto(const tei::v1::DecodeRequest& request,
                                                           const api::RequestLimits& limits);
 
@@ -84,7 +89,8 @@ absl::Status RerankResponseToProto(const api::RerankRequest& request, std::span<
 // TEI's Metadata from the accounting (shared by Rerank and Predict answers).
 void MetadataToProto(const RerankAccounting& accounting, tei::v1::Metadata* out);
 
-// GET /info's answer as tei.v1.InfoResponse (model_type CLASSIFIER for a classifier, else RERANKER;
+// GET /info's answer as tei.v1.InfoResponse (model_type EMBEDDING for an embedding model,
+// CLASSIFIER for a classifier, else RERANKER;
 // numbers above UINT32_MAX are clamped).
 void InfoToProto(const api::TeiInfo& info, tei::v1::InfoResponse* out);
 

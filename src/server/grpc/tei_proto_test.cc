@@ -222,6 +222,40 @@ TEST(InfoToProto, GetInfosAnswerAsTeiV1) {
   EXPECT_EQ(out.model_type(), tei::v1::MODEL_TYPE_RERANKER);
   EXPECT_EQ(out.max_batch_requests(), 8u);
   EXPECT_EQ(out.max_batch_tokens(), UINT32_MAX);
+  info.embedding_pooling = "mean";
+  InfoToProto(info, &out);
+  EXPECT_EQ(out.model_type(), tei::v1::MODEL_TYPE_EMBEDDING);
+}
+
+TEST(EmbedRequestFromProto, FieldsAsSentAndTheEmptyInput) {
+  tei::v1::EmbedRequest proto;
+  proto.set_inputs("hello");
+  auto plain = EmbedRequestFromProto(proto, {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(plain->inputs.size(), 1u);
+  EXPECT_EQ(plain->inputs[0].text, "hello");
+  EXPECT_EQ(plain->truncate, false);  // proto3's default, as TEI's gRPC API reads it
+  EXPECT_FALSE(plain->normalize.has_value());
+  EXPECT_FALSE(plain->dimensions.has_value());
+  proto.set_truncate(true);
+  proto.set_normalize(false);
+  proto.set_prompt_name("query");
+  proto.set_dimensions(16);
+  proto.set_truncation_direction(tei::v1::TRUNCATION_DIRECTION_LEFT);
+  auto all = EmbedRequestFromProto(proto, {});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->truncate, true);
+  EXPECT_EQ(all->normalize, false);
+  EXPECT_EQ(all->prompt_name, "query");
+  EXPECT_EQ(all->dimensions, 16u);
+  EXPECT_EQ(all->truncation_direction, tokenizer::TruncationDirection::kLeft);
+  proto.set_dimensions(0);
+  EXPECT_EQ(KindOf(EmbedRequestFromProto(proto, {}).status()), ErrorKind::kInvalidInput);
+  tei::v1::EmbedRequest empty;
+  EXPECT_EQ(KindOf(EmbedRequestFromProto(empty, {}).status()), ErrorKind::kEmpty);
+  api::RequestLimits limits;
+  limits.max_text_chars = 3;
+  EXPECT_FALSE(EmbedRequestFromProto(proto, limits).ok());
 }
 
 TEST(TokensToProto, OffsetsOnlyWhereKnown) {

@@ -206,6 +206,34 @@ void PredictOne(serving::ServiceCore* core, const pipeline::RequestPipeline* pip
             });
 }
 
+// POST /embed's work for one input (tei.v1.Embed, EmbedStream).
+void EmbedOne(serving::ServiceCore* core, const pipeline::RequestPipeline* pipeline,
+              const grpc::CallbackServerContext& context, const tei::v1::EmbedRequest* request,
+              tei::v1::EmbedResponse* response, UnaryAnswer answer, std::shared_ptr<CancellationFlag> client_gone) {
+  StartCall(core, context, request->ByteSizeLong(), std::move(answer), std::move(client_gone),
+            [pipeline, request, response](serving::CallPtr call, UnaryAnswer answer) {
+              auto parsed = EmbedRequestFromProto(*request, pipeline->options().limits);
+              if (!parsed.ok()) return answer.FinishError(parsed.status());
+              const size_t chars = parsed->inputs[0].text.size();
+              auto req = std::make_shared<const api::EmbedRequest>(*std::move(parsed));
+              pipeline->Embed(call, req, [response, chars, answer = std::move(answer)](pipeline::EmbedAnswer a) mutable {
+                if (!a.outcome.status.ok()) return answer.Finish(std::move(a.outcome));
+                response->mutable_embeddings()->Add(a.vectors.begin(), a.vectors.end());
+                RerankAccounting acc;
+                acc.compute_chars = static_cast<uint32_t>(std::min<size_t>(chars, UINT32_MAX));
+                acc.compute_tokens = static_cast<uint32_t>(std::min<size_t>(a.tokens, UINT32_MAX));
+                if (const serving::StageTimings* t = a.outcome.Complete(answer.received_at()); t != nullptr) {
+                  acc.tokenization_time_ns = Ns(t->tokenize);
+                  acc.queue_time_ns = Ns(t->queue);
+                  acc.inference_time_ns = Ns(t->inference);
+                  acc.total_time_ns = Ns(t->total);
+                }
+                MetadataToProto(acc, response->mutable_metadata());
+                answer.Finish(std::move(a.outcome));
+              });
+            });
+}
+
 // A bidirectional stream answered one message at a time, in order: each message is a call of its
 // own (admission, the stream's deadline and cancellation) handled by `handle`; an error answer
 // ends the stream with that error (as TEI's streams do); the client's half-close ends it OK.
@@ -256,9 +284,11 @@ class SequentialStream final : public grpc::ServerBidiReactor<Req, Resp> {
   Resp response_;
 };
 
-// Embed on a reranker / classifier: TEI's answer for a model that is not an embedding model.
+// The Embed RPCs tide does not serve (sparse and per-token embeddings: the export pools in the
+// graph, docs/embeddings.md).
 absl::Status NotAnEmbeddingModel() {
-  return errors::Unimplemented("Model is not an embedding model (tide serves rerankers and classifiers)");
+  return errors::Unimplemented("tide's embedding models pool in the graph: sparse and per-token embeddings "
+                               "(EmbedSparse, EmbedAll) are not served");
 }
 
 template <typename Req, typename Resp>
@@ -362,13 +392,22 @@ grpc::ServerBidiReactor<tei::v1::PredictPairRequest, tei::v1::PredictResponse>* 
       });
 }
 
-grpc::ServerUnaryReactor* TeiEmbedService::Embed(grpc::CallbackServerContext* context, const tei::v1::EmbedRequest*,
-                                                 tei::v1::EmbedResponse*) {
-  return RefusedUnary(context, core_, pipeline_, "embed", "/tei.v1.Embed/Embed");
+grpc::ServerUnaryReactor* TeiEmbedService::Embed(grpc::CallbackServerContext* context,
+                                                 const tei::v1::EmbedRequest* request,
+                                                 tei::v1::EmbedResponse* response) {
+  auto* reactor = new UnaryReactor();
+  EmbedOne(core_, pipeline_, *context, request, response,
+           UnaryAnswer(context, reactor, &pipeline_->recorder(), "embed", Steady::now()), reactor->client_gone());
+  return reactor;
 }
 grpc::ServerBidiReactor<tei::v1::EmbedRequest, tei::v1::EmbedResponse>* TeiEmbedService::EmbedStream(
     grpc::CallbackServerContext* context) {
-  return RefusedStream<tei::v1::EmbedRequest, tei::v1::EmbedResponse>(context, core_, pipeline_, "embed_stream", "/tei.v1.Embed/EmbedStream");
+  return new SequentialStream<tei::v1::EmbedRequest, tei::v1::EmbedResponse>(
+      context, &pipeline_->recorder(), "embed_stream",
+      [this](const grpc::CallbackServerContext& c, const tei::v1::EmbedRequest* req, tei::v1::EmbedResponse* resp,
+             UnaryAnswer answer, std::shared_ptr<CancellationFlag> gone) {
+        EmbedOne(core_, pipeline_, c, req, resp, std::move(answer), std::move(gone));
+      });
 }
 grpc::ServerUnaryReactor* TeiEmbedService::EmbedSparse(grpc::CallbackServerContext* context,
                                                        const tei::v1::EmbedSparseRequest*,

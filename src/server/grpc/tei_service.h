@@ -23,9 +23,12 @@
 //  - The streams (TokenizeStream, DecodeStream, PredictStream, PredictPairStream) answer one
 //    message at a time, in order; each message is a call of its own (admission, the stream's
 //    deadline and cancellation); an error answer ends the stream with its status, as in TEI.
-//  - Embed (every RPC of the service): UNIMPLEMENTED "Model is not an embedding model". TEI
-//    answers FAILED_PRECONDITION with that message; tide's error table (common/error.h) has no
-//    FAILED_PRECONDITION / 424 row, and its "feature tide does not offer" row is UNIMPLEMENTED.
+//  - Embed / EmbedStream embed one input per message as POST /embed does (RequestPipeline::Embed:
+//    an embedding model, normalize, prompt_name, dimensions; truncate as sent), the vector in
+//    `embeddings`, TEI's Metadata and the timing trailers; a model that is not an embedding model
+//    is the 422 kind's INVALID_ARGUMENT "... is not an embedding model" (TEI answers
+//    FAILED_PRECONDITION, a code tide's error table has no row for). EmbedSparse, EmbedAll and
+//    their streams: UNIMPLEMENTED (tide's embedding models pool in the graph).
 //  - Info describes the default model with GET /info's answer (RequestPipeline::Info): model_id
 //    its name, model_type RERANKER (CLASSIFIER for a task "classify" model), max_input_length its
 //    max_sequence_length, max_batch_tokens and max_batch_requests its own, max_client_batch_size

@@ -99,7 +99,13 @@ void ResponseSender::Send(http::Response response) { Deliver(std::move(response)
 
 void ResponseSender::SendError(const absl::Status& status) {
   outcome_.status = status;
-  Deliver(ErrorResponse(status), nullptr);
+  http::Response response = ErrorResponse(status);
+  if (error_renderer_ != nullptr) {
+    api::ApiError e = error_renderer_(status);
+    response.status = e.http_status;
+    response.body = std::move(e.body);
+  }
+  Deliver(std::move(response), nullptr);
 }
 
 void ResponseSender::SendFailure(pipeline::Outcome outcome) {

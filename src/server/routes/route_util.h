@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "api/embed.h"
 #include "server/http/http_server.h"
 #include "pipeline/completion_recorder.h"
 #include "pipeline/outcome.h"
@@ -75,8 +76,13 @@ class ResponseSender {
   // (postprocess from the outcome's `post`, total from the request's arrival). An error outcome
   // is answered as SendError.
   void SendAnswer(http::Response response, pipeline::Outcome outcome);
-  // The error answer of `status` (ErrorResponse).
+  // The error answer of `status` (ErrorResponse; with an error renderer, its status and body).
   void SendError(const absl::Status& status);
+  // Errors in another API's shape (OpenAI's, Cohere's: api/embed.h): the renderer gives the HTTP
+  // status and body; the headers (Retry-After, WWW-Authenticate, x-tide-degraded) stay tide's.
+  // Null: tide's own (TEI's) shape.
+  using ErrorRenderer = api::ApiError (*)(const absl::Status& status);
+  void set_error_renderer(ErrorRenderer render) { error_renderer_ = render; }
   // An outcome whose status is an error (the model named, when one was chosen).
   void SendFailure(pipeline::Outcome outcome);
 
@@ -90,7 +96,12 @@ class ResponseSender {
   pipeline::Outcome outcome_;
   serving::CallPtr call_;
   std::string request_id_;  // empty: no access log
+  ErrorRenderer error_renderer_ = nullptr;
 };
+
+// The error renderer of an endpoint's metrics label: OpenAI's for "v1_embeddings", Cohere's for
+// "v2_embed", else null (embed_routes.cc).
+ResponseSender::ErrorRenderer EmbedErrorRenderer(std::string_view endpoint);
 
 // The request id of the access log: the request's `x-request-id` (its first 128 bytes), else a
 // new one ("<8 hex digits of this process>-<counter>").

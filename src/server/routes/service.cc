@@ -87,6 +87,9 @@ const char* MetricName(Endpoint endpoint) {
     case Endpoint::kModelConfig: return "model_config";
     case Endpoint::kInfer: return "infer";
     case Endpoint::kLoad: return "load";
+    case Endpoint::kEmbed: return "embed";
+    case Endpoint::kOpenAiEmbeddings: return "v1_embeddings";
+    case Endpoint::kCohereEmbedV2: return "v2_embed";
     // Answered without per-request metrics (as the routes themselves answer).
     case Endpoint::kMetrics:
     case Endpoint::kDashboard:
@@ -191,6 +194,7 @@ http::RouteHandler Service::Guarded(const RouteEntry& entry, const char* metric,
 
 ResponseSender Service::SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const {
   ResponseSender sender(std::move(respond), &pipeline_.recorder(), endpoint, request.received_at);
+  sender.set_error_renderer(EmbedErrorRenderer(endpoint));
   if (pipeline_.recorder().logs()) sender.set_request_id(RequestIdFor(request.header("x-request-id")));
   return sender;
 }
@@ -284,6 +288,9 @@ absl::Status Service::AddRoutes() {
         return [](http::Request, http::PathParams, http::Responder respond) { std::move(respond)(OpenApiResponse()); };
       case Endpoint::kModelConfig: return with_params(&Service::ModelConfig);
       case Endpoint::kAllModelStats: return plain(&Service::AllModelStats);
+      case Endpoint::kEmbed: return plain(&Service::Embed);
+      case Endpoint::kOpenAiEmbeddings: return plain(&Service::OpenAiEmbeddings);
+      case Endpoint::kCohereEmbedV2: return plain(&Service::CohereEmbed);
     }
     return nullptr;
   };

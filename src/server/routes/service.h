@@ -139,6 +139,8 @@ class Service {
   void CohereRerankWork(const http::Request& request, ResponseSender sender, serving::CallPtr call,
                         api::CohereApiVersion api_version);
   void PredictWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
+  // Embeddings (embed_routes.cc): decode TEI / OpenAI / Cohere, the pipeline's Embed, render.
+  void EmbedWork(const http::Request& request, ResponseSender sender, serving::CallPtr call, api::EmbedApi api);
   void DecodeWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
   void TokenizeWork(const http::Request& request, ResponseSender sender, serving::CallPtr call);
   void InferWork(const http::Request& request, std::string_view model_name, std::string_view version,
@@ -149,6 +151,9 @@ class Service {
   void CohereRerank(http::Request request, http::Responder respond);
   void CohereRerankV2(http::Request request, http::Responder respond);
   void Predict(http::Request request, http::Responder respond);
+  void Embed(http::Request request, http::Responder respond);
+  void OpenAiEmbeddings(http::Request request, http::Responder respond);
+  void CohereEmbed(http::Request request, http::Responder respond);
   void Invocations(http::Request request, http::Responder respond);
   void Decode(http::Request request, http::Responder respond);
   void Info(http::Request request, http::Responder respond);

@@ -25,6 +25,7 @@ void Service::Invocations(http::Request request, http::Responder respond) {
   StartInference(std::move(request), std::move(respond), "invocations", {}, {},
                  [this](const http::Request& r, ResponseSender s, serving::CallPtr c) {
                    if (pipeline_.DefaultIsClassifier()) return PredictWork(r, std::move(s), std::move(c));
+                   if (pipeline_.DefaultIsEmbedder()) return EmbedWork(r, std::move(s), std::move(c), api::EmbedApi::kTei);
                    RerankWork(r, std::move(s), std::move(c));
                  });
 }
