@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/json_text.h"
 #include "absl/strings/str_cat.h"
 #include "api/json_reader.h"
 #include "api/status_http.h"
@@ -15,7 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 absl::Status TooManyInputs(std::string_view field, size_t n, const RequestLimits& limits) {
   return errors::InvalidInput(absl::StrCat("batch size ", n, " (", Sv(field), ") is larger than max_client_batch_size ",
@@ -197,7 +197,7 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbedRequest(std::string_view body, cons
       EmbeddingType type;
       if (!t.is_string() || !ParseEmbeddingType(t.get_ref<const std::string&>(), &type)) {
         return errors::InvalidInput(absl::StrCat("embedding_types[", i, "] must be one of float, int8, uint8, "
-                                                 "binary, ubinary; got ", t.is_string() ? Dump(t).substr(0, 34)
+                                                 "binary, ubinary; got ", t.is_string() ? JsonText(t).substr(0, 34)
                                                                                            : std::string(JsonTypeName(t))));
       }
       bool seen = false;
@@ -236,7 +236,7 @@ absl::StatusOr<std::string> RenderTeiEmbedResponse(size_t inputs, std::span<cons
   TIDE_RETURN_IF_ERROR(CheckShape(inputs, vectors, dim));
   json out = json::array();
   for (size_t i = 0; i < inputs; ++i) out.push_back(FloatRow(vectors.subspan(i * dim, dim)));
-  return Dump(out);
+  return JsonText(out);
 }
 
 absl::StatusOr<std::string> RenderOpenAiEmbeddingsResponse(const EmbedRequest& request, std::string_view model,
@@ -255,7 +255,7 @@ absl::StatusOr<std::string> RenderOpenAiEmbeddingsResponse(const EmbedRequest& r
               {"data", std::move(data)},
               {"model", std::string(model)},
               {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
-  return Dump(out);
+  return JsonText(out);
 }
 
 absl::StatusOr<std::string> RenderCohereEmbedResponse(const EmbedRequest& request, std::string_view id,
@@ -279,7 +279,7 @@ absl::StatusOr<std::string> RenderCohereEmbedResponse(const EmbedRequest& reques
               {"texts", std::move(texts)},
               {"meta", {{"api_version", {{"version", "2"}}}, {"billed_units", {{"input_tokens", input_tokens}}}}},
               {"response_type", "embeddings_by_type"}};
-  return Dump(out);
+  return JsonText(out);
 }
 
 ApiError OpenAiError(const absl::Status& status) {
@@ -295,11 +295,11 @@ ApiError OpenAiError(const absl::Status& status) {
                  {"type", std::string(type)},
                  {"param", nullptr},
                  {"code", std::string(ErrorTypeFor(status))}}}};
-  return {http, Dump(body)};
+  return {http, JsonText(body)};
 }
 
 ApiError CohereError(const absl::Status& status) {
-  return {ClientStatus(status), Dump(json{{"message", std::string(status.message())}})};
+  return {ClientStatus(status), JsonText(json{{"message", std::string(status.message())}})};
 }
 
 }  // namespace tide::api

@@ -2,14 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/json_text.h"
+
 namespace tide::api {
 namespace {
 
 using nlohmann::json;
 
-std::string Dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 json TensorsToJson(const std::vector<TensorMetadata>& tensors) {
   json out = json::array();
@@ -28,7 +27,7 @@ std::string RenderServerMetadata(const ServerMetadata& metadata) {
   out["name"] = metadata.name;
   out["version"] = metadata.version;
   out["extensions"] = metadata.extensions;
-  return Dump(out);
+  return JsonText(out);
 }
 
 std::string RenderModelMetadata(const ModelMetadata& metadata) {
@@ -38,13 +37,13 @@ std::string RenderModelMetadata(const ModelMetadata& metadata) {
   out["platform"] = metadata.platform;
   out["inputs"] = TensorsToJson(metadata.inputs);
   out["outputs"] = TensorsToJson(metadata.outputs);
-  return Dump(out);
+  return JsonText(out);
 }
 
 std::string RenderKServeError(const absl::Status& status) {
   json out = json::object();
   out["error"] = std::string(status.message());
-  return Dump(out);
+  return JsonText(out);
 }
 
 }  // namespace tide::api

@@ -391,7 +391,7 @@ absl::StatusOr<TideParameters> TideParameters::FromConfig(const ModelConfig& con
     for (const char* key : {"pooling", "normalize", "matryoshka_dimensions", "prompts", "default_prompt_name"}) {
       if (params.count(key) != 0) {
         return ParamError(file, key, absl::StrCat("applies to task \"embed\" only (this model's task is \"",
-                                                  Av(TaskName(p.task)), "\")"));
+                                                  AbslView(TaskName(p.task)), "\")"));
       }
     }
   }
