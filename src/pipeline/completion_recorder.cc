@@ -33,6 +33,7 @@ void CompletionRecorder::Record(const Completion& c) const {
       observe("postprocess", c.timings->postprocess);
     }
   }
+  if (c.trace != nullptr) c.trace->End(c, status);
   if (access_log_ == nullptr) return;
   serving::AccessRecord r;
   r.time = std::chrono::system_clock::now();
@@ -56,6 +57,10 @@ void CompletionRecorder::Record(const Completion& c) const {
   }
   r.total_ms = seconds * 1000;
   r.request_id = std::string(c.request_id);
+  if (c.trace != nullptr && c.trace->active()) {
+    r.trace_id = c.trace->trace_id();
+    r.span_id = c.trace->span_id();
+  }
   access_log_->Log(std::move(r));
 }
 

@@ -67,6 +67,10 @@ class ResponseSender {
   void hold(serving::CallPtr call) { call_ = std::move(call); }
   // Names the request in the access log and the answer (RequestIdFor).
   void set_request_id(std::string request_id) { request_id_ = std::move(request_id); }
+  // The request's trace (pipeline/request_tracing.h): the recorder ends its server span, and the
+  // response names it in `traceparent` (the server span) and `x-trace-id`.
+  void set_trace(pipeline::RequestTrace trace) { trace_ = std::move(trace); }
+  pipeline::RequestTrace& trace() { return trace_; }
   const std::chrono::steady_clock::time_point& received_at() const { return received_at_; }
   // A success (its status as the response says: 200, or e.g. 503 {"ready": false}).
   void Send(http::Response response);
@@ -90,6 +94,7 @@ class ResponseSender {
   pipeline::Outcome outcome_;
   serving::CallPtr call_;
   std::string request_id_;  // empty: no access log
+  pipeline::RequestTrace trace_;
 };
 
 // The request id of the access log: the request's `x-request-id` (its first 128 bytes), else a

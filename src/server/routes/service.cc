@@ -105,6 +105,19 @@ const char* MetricName(Endpoint endpoint) {
 
 bool ChangesState(std::string_view method) { return method != "GET" && method != "HEAD"; }
 
+// The route pattern (http.route) of a request answered by `endpoint`'s handler: the table's entry
+// of that method and metric name (of two, the one with as many path segments); "" when none.
+std::string_view RoutePatternOf(const http::Request& request, const char* endpoint) {
+  std::string_view found;
+  const auto segments = [](std::string_view path) { return std::count(path.begin(), path.end(), '/'); };
+  for (const RouteEntry& e : RouteTable()) {
+    const char* metric = MetricName(e.endpoint);
+    if (metric == nullptr || e.method != request.method || std::string_view(metric) != endpoint) continue;
+    if (found.empty() || segments(e.pattern) == segments(request.path)) found = e.pattern;
+  }
+  return found;
+}
+
 // Headers a page may send and read cross-origin (CORS), for listed origins.
 constexpr char kCorsAllowHeaders[] =
     "authorization, content-type, content-encoding, accept-encoding, x-request-id, x-timeout-ms, x-priority, "
@@ -192,6 +205,10 @@ http::RouteHandler Service::Guarded(const RouteEntry& entry, const char* metric,
 ResponseSender Service::SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const {
   ResponseSender sender(std::move(respond), &pipeline_.recorder(), endpoint, request.received_at);
   if (pipeline_.recorder().logs()) sender.set_request_id(RequestIdFor(request.header("x-request-id")));
+  if (const pipeline::RequestTracing* tracing = pipeline_.recorder().tracing(); tracing != nullptr) {
+    sender.set_trace(tracing->StartHttp(request.method, RoutePatternOf(request, endpoint), request.received_at,
+                                        request.header("traceparent"), request.header("tracestate")));
+  }
   return sender;
 }
 
@@ -220,6 +237,7 @@ void Service::StartInference(http::Request request, http::Responder respond, con
       call_info,
       [pending, work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
         if (!call.ok()) return pending->sender.SendError(call.status());
+        pending->sender.trace().MarkAdmitted();
         pending->sender.hold(*call);
         std::move(work)(pending->request, std::move(pending->sender), *std::move(call));
       },
@@ -354,6 +372,7 @@ bool Service::RerankFromCache(const http::Request& request, ResponseSender& send
     parsed_slot->emplace(*std::move(parsed));
     return false;
   }
+  sender.trace().MarkAdmitted();
   sender.hold(call);
   SendRerank(sender, *std::move(answer), [&](const pipeline::RerankAnswer& a) {
     return api::RenderRerankResponse(*parsed, a.scores, false);
