@@ -316,6 +316,46 @@ absl::StatusOr<std::unique_ptr<TracingStack>> BuildTracing(const tracing::Tracin
   return stack;
 }
 
+// One span per executed batch that a sampled request rode in ("tide.batch"): a child of the first
+// such request's server span (so it is sampled as that trace is, and found in its tree), with a
+// link to every sampled request of the batch; each request's tide.inference span links back to it
+// (serving::StageTimings::batches), so a request's neighbours in its batch are one hop away.
+batching::BatchTraceHook BatchSpans(const tracing::Tracer* tracer) {
+  return [tracer](const batching::BatchTraceFacts& f) -> std::optional<batching::TraceLink> {
+    auto context_of = [](const batching::TraceLink& l) {
+      tracing::SpanContext c;
+      c.trace_id = l.trace_id;
+      c.span_id = l.span_id;
+      c.trace_flags = l.flags;
+      return c;
+    };
+    const int64_t end = tracer->clock().NowUnixNanos();
+    tracing::StartSpanOptions so;
+    so.parent = context_of(f.requests.front());
+    so.start_unix_nanos = end - std::chrono::duration_cast<std::chrono::nanoseconds>(f.inference).count();
+    so.links.reserve(f.requests.size());
+    for (const batching::TraceLink& r : f.requests) so.links.push_back(tracing::SpanLink{context_of(r), {}, 0});
+    tracing::Span span = tracer->StartSpan("tide.batch", std::move(so));
+    if (!span.IsRecording()) return std::nullopt;
+    span.SetAttribute("tide.model", f.model);
+    span.SetAttribute("tide.model.version", f.version);
+    span.SetAttribute("tide.batch.instance", f.instance);
+    span.SetAttribute("tide.batch.rows", static_cast<int64_t>(f.rows));
+    span.SetAttribute("tide.batch.padded_rows", static_cast<int64_t>(f.padded_rows));
+    span.SetAttribute("tide.batch.sequence_bucket", static_cast<int64_t>(f.padded_sequence_length));
+    span.SetAttribute("tide.batch.tokens", static_cast<int64_t>(f.real_tokens));
+    span.SetAttribute("tide.batch.padded_tokens", static_cast<int64_t>(f.padded_tokens));
+    span.SetAttribute("tide.batch.requests", static_cast<int64_t>(f.requests.size()));
+    span.SetAttribute("tide.batch.alone", f.alone);
+    batching::TraceLink link;
+    link.trace_id = span.context().trace_id;
+    link.span_id = span.context().span_id;
+    link.flags = span.context().trace_flags;
+    span.End(end);
+    return link;
+  };
+}
+
 // The tracing counters in /metrics: exported, dropped, failed spans and malformed trace context,
 // brought up to date when /metrics is rendered (they are plain numbers in the tracer).
 absl::StatusOr<std::function<void()>> TracingMetrics(metrics::Registry* registry, TracingStack* stack) {
@@ -470,6 +510,7 @@ int Serve(const ServeFlags& f) {
   lo.model = f.model;
   lo.model.shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
   lo.model.metrics = metrics->get();
+  if (TracingStack* t = tracing_stack->get(); t->tracer != nullptr) lo.model.batch_trace = BatchSpans(t->tracer.get());
   // The composition root: the signature reader, the loader (LoadModel) and the backend factory (one
   // ONNX Runtime session per instance) are chosen here and injected into every served version.
   lo.repository_options.read_signature = [](const std::filesystem::path& file) {

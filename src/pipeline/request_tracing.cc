@@ -67,6 +67,15 @@ void RequestTrace::MarkAdmitted() {
   if (active()) admitted_at_ = Steady::now();
 }
 
+void RequestTrace::Annotate(serving::CallInfo* info) const {
+  if (!active() || !span_.IsRecording()) return;
+  batching::TraceLink link;
+  link.trace_id = span_.context().trace_id;
+  link.span_id = span_.context().span_id;
+  link.flags = span_.context().trace_flags;
+  info->trace = link;
+}
+
 int64_t RequestTrace::UnixNanos(Steady::time_point t) const {
   return received_unix_nanos_ + std::chrono::duration_cast<std::chrono::nanoseconds>(t - received_at_).count();
 }
@@ -150,6 +159,14 @@ void RequestTrace::End(const Completion& c, int status) {
     }
     {
       tracing::Span s = child("tide.inference", inference_begin, o.post);
+      for (const batching::TraceLink& b : t->batches) {
+        tracing::SpanContext batch;
+        batch.trace_id = b.trace_id;
+        batch.span_id = b.span_id;
+        batch.trace_flags = b.flags;
+        s.AddLink(batch);
+      }
+      if (!t->batches.empty()) s.SetAttribute("tide.batches", static_cast<int64_t>(t->batches.size()));
       if (!o.model.empty()) s.SetAttribute("tide.model", o.model);
       if (o.version.has_value()) s.SetAttribute("tide.model.version", *o.version);
       s.End(UnixNanos(o.post));

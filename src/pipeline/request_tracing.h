@@ -5,7 +5,11 @@
 //     ├─ tide.admission     arrival -> the admission's decision (tide.admission.outcome)
 //     ├─ tide.tokenize      \
 //     ├─ tide.queue          > a model's answer: laid out from the answer's stage timings
-//     ├─ tide.inference     /  (serving::StageTimings, the slowest row's), ending when it left the model
+//     ├─ tide.inference     /  (serving::StageTimings, the slowest row's), ending when it left the model;
+//     │                        linked to the span of every batch its rows rode in
+//     └─ tide.batch         (in the first sampled request's trace) one span per executed batch:
+//                           rows, tokens, padded tokens, buckets, instance, model, version; linked
+//                           to the server span of every sampled request that rode in it
 //     └─ tide.fallback      a degraded answer (the breaker's fallback), tide.degraded = true
 //
 // Contract:
@@ -31,6 +35,7 @@
 #include <string>
 #include <string_view>
 
+#include "serving/call.h"
 #include "tracing/span.h"
 #include "tracing/span_context.h"
 #include "tracing/trace_context.h"
@@ -66,6 +71,9 @@ class RequestTrace {
   std::string span_id() const;
 
   void MarkAdmitted();
+  // A sampled trace hands its server span to the call (CallInfo::trace), so that the call's rows
+  // name it to their batches' spans; otherwise leaves `info` alone.
+  void Annotate(serving::CallInfo* info) const;
   // Ends the server span (see the contract); `status` is the completion's HTTP status.
   void End(const Completion& completion, int status);
 

@@ -269,6 +269,8 @@ class ServeTracingTest : public ::testing::Test {
                       "parameters { key: \"breaker_open_s\" value { string_value: \"60\" } }\n");
       s = AddTinyBert(repo, "n-guarded", guarded);
     }
+    // A batching window of 300 ms: requests sent together ride in one batch.
+    if (s.ok()) s = AddTinyBert(repo, "o-batched", TinyBert(300000));
     if (!s.ok()) {
       setup_error_ = s.ToString();
       return;
@@ -380,6 +382,68 @@ TEST_F(ServeTracingTest, ACallersTraceparentIsContinuedBySpansOfEveryStage) {
     EXPECT_EQ(j.value("route", ""), "rerank");
   }
   EXPECT_TRUE(found);
+}
+
+TEST_F(ServeTracingTest, RequestsBatchedTogetherLinkToTheOneSpanOfTheirBatch) {
+  constexpr int kRequests = 3;
+  std::vector<ClientResponse> responses(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      tide::testing::HttpClient client("127.0.0.1", server_->port());
+      responses[i] = client.Post("/v1/rerank", CohereBody("o-batched", {"doc " + std::to_string(i)}), kAlpha);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // Each request's inference span links to the batch it rode in; the batch span links back to the
+  // server span of every request in it.
+  std::map<std::string, std::vector<std::string>> requests_of_batch;  // batch span id -> server span ids
+  std::map<std::string, std::string> server_of_trace;
+  for (const ClientResponse& r : responses) {
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::string trace(r.header("x-trace-id"));
+    const std::vector<otlp::Span> spans = receiver_->Trace(trace, 5);
+    const otlp::Span* server = ServerSpan(spans);
+    const otlp::Span* inference = Named(spans, "tide.inference");
+    ASSERT_TRUE(server != nullptr && inference != nullptr);
+    EXPECT_EQ(Attr(*server, "tide.model"), "o-batched");
+    ASSERT_EQ(inference->links_size(), 1) << "one document: one batch";
+    requests_of_batch[Hex(inference->links(0).span_id())].push_back(Hex(server->span_id()));
+    server_of_trace[trace] = Hex(server->span_id());
+  }
+  size_t largest = 0;
+  for (const auto& [batch_id, servers] : requests_of_batch) {
+    // The batch span is in the trace of one of its requests, as that request's server span's child.
+    const otlp::Span* batch = nullptr;
+    std::vector<otlp::Span> all;
+    WaitFor([&] {
+      all = receiver_->spans();
+      for (const otlp::Span& s : all) {
+        if (Hex(s.span_id()) == batch_id) return true;
+      }
+      return false;
+    }, std::chrono::seconds(30));
+    for (const otlp::Span& s : all) {
+      if (Hex(s.span_id()) == batch_id) batch = &s;
+    }
+    ASSERT_NE(batch, nullptr) << "batch span " << batch_id;
+    EXPECT_EQ(batch->name(), "tide.batch");
+    EXPECT_EQ(server_of_trace[Hex(batch->trace_id())], Hex(batch->parent_span_id()));
+    EXPECT_EQ(Attr(*batch, "tide.model"), "o-batched");
+    EXPECT_EQ(Attr(*batch, "tide.model.version"), "1");
+    EXPECT_EQ(Attr(*batch, "tide.batch.rows"), std::to_string(servers.size()));
+    EXPECT_EQ(Attr(*batch, "tide.batch.requests"), std::to_string(servers.size()));
+    EXPECT_NE(Attr(*batch, "tide.batch.tokens"), "");
+    EXPECT_NE(Attr(*batch, "tide.batch.padded_tokens"), "");
+    EXPECT_NE(Attr(*batch, "tide.batch.sequence_bucket"), "");
+    EXPECT_NE(Attr(*batch, "tide.batch.instance"), "");
+    std::vector<std::string> linked;
+    for (const auto& link : batch->links()) linked.push_back(Hex(link.span_id()));
+    EXPECT_THAT(linked, ::testing::UnorderedElementsAreArray(servers));
+    largest = std::max(largest, servers.size());
+  }
+  EXPECT_GE(largest, 2u) << "three requests sent together within a 300 ms batching window rode in "
+                         << requests_of_batch.size() << " batches";
 }
 
 TEST_F(ServeTracingTest, AMalformedTraceparentStartsANewTraceAndIsCounted) {

@@ -123,6 +123,8 @@ class UnaryAnswer {
   Steady::time_point received_at() const { return received_at_; }
   // The admission decided (the call's trace times its admission span up to now).
   void MarkAdmitted() { trace_.MarkAdmitted(); }
+  // The call's rows name its (sampled) server span to their batches' spans.
+  void Annotate(serving::CallInfo* info) const { trace_.Annotate(info); }
 
   // OK, without model work.
   void Finish();
@@ -156,6 +158,7 @@ void StartCall(serving::ServiceCore* core, const grpc::CallbackServerContext& co
   if (!info.ok()) return answer.FinishError(info.status());
   info->model = model;
   info->model_version = model_version;
+  answer.Annotate(&*info);
   core->Start(*info, [answer = std::move(answer), work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
     if (!call.ok()) return answer.FinishError(call.status());
     answer.MarkAdmitted();

@@ -121,10 +121,11 @@ std::string_view RoutePatternOf(const http::Request& request, const char* endpoi
 // Headers a page may send and read cross-origin (CORS), for listed origins.
 constexpr char kCorsAllowHeaders[] =
     "authorization, content-type, content-encoding, accept-encoding, x-request-id, x-timeout-ms, x-priority, "
-    "cache-control, inference-header-content-length";
+    "cache-control, inference-header-content-length, traceparent, tracestate";
 constexpr char kCorsExposeHeaders[] =
     "x-request-id, x-tide-model-version, x-tide-degraded, x-tide-cache-hits, x-tokenization-time, x-queue-time, "
-    "x-inference-time, x-total-time, server-timing, retry-after, inference-header-content-length";
+    "x-inference-time, x-total-time, server-timing, retry-after, inference-header-content-length, traceparent, "
+    "x-trace-id";
 
 }  // namespace
 
@@ -224,6 +225,7 @@ void Service::StartInference(http::Request request, http::Responder respond, con
   auto pending = std::make_shared<Pending>(Pending{std::move(request), std::move(sender)});
   absl::StatusOr<serving::CallInfo> info = CallInfoFor(pending->request);
   if (!info.ok()) return pending->sender.SendError(info.status());
+  pending->sender.trace().Annotate(&*info);
   info->model = model;
   info->model_version = version;
   const serving::CallInfo call_info = *info;
