@@ -22,7 +22,13 @@ void CompletionRecorder::Record(const Completion& c) const {
   const std::string endpoint(c.endpoint);
   if (metrics_ != nullptr) {
     metrics_->requests->WithLabels({o.model, version, endpoint, std::to_string(status), c.protocol})->Increment();
-    metrics_->request_duration->WithLabels({o.model, version, endpoint, c.protocol})->Observe(seconds);
+    metrics::Histogram* duration = metrics_->request_duration->WithLabels({o.model, version, endpoint, c.protocol});
+    if (c.trace != nullptr && c.trace->recording()) {
+      // A sampled request is the latency's exemplar (OpenMetrics): a spike in a dashboard leads to its trace.
+      duration->ObserveWithExemplar(seconds, c.trace->trace_id(), c.trace->span_id());
+    } else {
+      duration->Observe(seconds);
+    }
     if (c.timings != nullptr) {
       auto observe = [&](const char* stage, serving::Clock::duration d) {
         metrics_->stage_duration->WithLabels({o.model, version, stage})->Observe(std::chrono::duration<double>(d).count());

@@ -13,6 +13,8 @@
 //    HTTP's 503 {"ready": false}); error_type: the kind's name (api::ErrorTypeFor).
 //  - key: the admitted call's tenant; for a refusal before admission the key the error names
 //    (errors::KeyNameOf). degraded: Outcome::degraded().
+//  - A sampled request's latency is its histogram bucket's exemplar (trace and span id), shown in
+//    the OpenMetrics /metrics.
 //  - With a trace (Completion::trace), Record ends its server span (RequestTrace::End) and the
 //    access-log record carries its trace_id and span_id.
 #pragma once

@@ -402,9 +402,9 @@ api::ModelMetadata RequestPipeline::Metadata(const serving::ServedModel& model) 
 
 std::vector<std::shared_ptr<serving::ServedModel>> RequestPipeline::AllModels() const { return core_->AllModels(); }
 
-std::string RequestPipeline::MetricsText() const {
+std::string RequestPipeline::MetricsText(bool openmetrics) const {
   if (recorder_.tracing() != nullptr) recorder_.tracing()->RefreshMetrics();
-  return core_->MetricsText();
+  return core_->MetricsText(openmetrics);
 }
 
 std::optional<serving::RolloutStatus> RolloutStatusOf(const serving::ServiceCore& core, const std::string& model) {

@@ -446,6 +446,25 @@ TEST_F(ServeTracingTest, RequestsBatchedTogetherLinkToTheOneSpanOfTheirBatch) {
                          << requests_of_batch.size() << " batches";
 }
 
+TEST_F(ServeTracingTest, OpenMetricsScrapesGetLatencyExemplarsNamingTraces) {
+  auto client = Client();
+  const ClientResponse r = client->Post("/rerank", RerankBody({"bamboo"}), kAlpha);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string trace(r.header("x-trace-id"));
+  const ClientResponse om = client->Get("/metrics", {{"Accept", "application/openmetrics-text; version=1.0.0"}});
+  ASSERT_EQ(om.status, 200);
+  EXPECT_THAT(std::string(om.header("content-type")), HasSubstr("application/openmetrics-text"));
+  EXPECT_THAT(om.body, HasSubstr("# {trace_id=\"" + trace + "\",span_id=\""));
+  size_t line = om.body.rfind('\n', om.body.find("trace_id=\"" + trace));
+  EXPECT_EQ(om.body.compare(line + 1, 37, "tide_request_duration_seconds_bucket{"), 0) << om.body.substr(line + 1, 200);
+  EXPECT_EQ(om.body.substr(om.body.size() - 6), "# EOF\n");
+  EXPECT_THAT(om.body, HasSubstr("# TYPE tide_requests counter\n"));
+  const ClientResponse plain = client->Get("/metrics");
+  EXPECT_THAT(std::string(plain.header("content-type")), HasSubstr("text/plain; version=0.0.4"));
+  EXPECT_EQ(plain.body.find("trace_id"), std::string::npos) << "Prometheus text is unchanged";
+  EXPECT_THAT(plain.body, HasSubstr("# TYPE tide_requests_total counter\n"));
+}
+
 TEST_F(ServeTracingTest, AMalformedTraceparentStartsANewTraceAndIsCounted) {
   auto client = Client();
   const double before = MetricSum(client->Get("/metrics").body, "tide_trace_context_malformed_total",

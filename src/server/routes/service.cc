@@ -548,8 +548,10 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
 
 void Service::Metrics(http::Request request, http::Responder respond) {
   http::Response r;
-  r.content_type = metrics::kPrometheusTextContentType;
-  r.body = pipeline_.MetricsText();
+  // OpenMetrics (with exemplars) for a scraper that asks for it; Prometheus text otherwise.
+  const bool openmetrics = metrics::AcceptsOpenMetrics(request.header("accept"));
+  r.content_type = openmetrics ? metrics::kOpenMetricsContentType : metrics::kPrometheusTextContentType;
+  r.body = pipeline_.MetricsText(openmetrics);
   std::move(respond)(std::move(r));
 }
 
