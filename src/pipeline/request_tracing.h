@@ -2,15 +2,14 @@
 // edges (src/tracing is the tracer; this is where the request path uses it).
 //
 //   SERVER  "POST /rerank" | "tei.v1.Rerank/Rerank"   the request, from its arrival to its answer
-//     ├─ tide.admission     arrival -> the admission's decision (tide.admission.outcome)
-//     ├─ tide.tokenize      \
-//     ├─ tide.queue          > a model's answer: laid out from the answer's stage timings
-//     ├─ tide.inference     /  (serving::StageTimings, the slowest row's), ending when it left the model;
-//     │                        linked to the span of every batch its rows rode in
-//     └─ tide.batch         (in the first sampled request's trace) one span per executed batch:
+//     |- tide.admission     arrival -> the admission's decision (tide.admission.outcome)
+//     |- tide.tokenize      a model's answer, laid out from the answer's stage timings
+//     |- tide.queue         (serving::StageTimings, the slowest row's), ending when it left the
+//     |- tide.inference     model; tide.inference links to the span of every batch its rows rode in
+//     |- tide.fallback      a degraded answer (the breaker's fallback), tide.degraded = true
+//     '- tide.batch         (in the first sampled request's trace) one span per executed batch:
 //                           rows, tokens, padded tokens, buckets, instance, model, version; linked
 //                           to the server span of every sampled request that rode in it
-//     └─ tide.fallback      a degraded answer (the breaker's fallback), tide.degraded = true
 //
 // Contract:
 //  - RequestTracing::StartHttp / StartGrpc read the caller's W3C `traceparent` / `tracestate`
