@@ -45,7 +45,7 @@ BENCH_PRESETS ?= bge-reranker-base
 #          3 model versions loading, ~3 min), score_cache (2 x 60 s + starts, ~3 min), embed (an
 #          all-MiniLM-L6-v2-shaped export + 4 x 20 s, ~3 min)
 BENCH_QUICK   ?= compat fusion rollout_window server_overhead tls tokenizer
-BENCH_LONG    ?= batching embed first_answer light_load protocol_overhead quantize replicas rollout score_cache
+BENCH_LONG    ?= batching embed first_answer light_load protocol_overhead quantize replicas rollout score_cache tracing_cost
 
 .PHONY: all help bootstrap configure build build-serve models models-serve bench-models run test fuzz fuzz-smoke bench bench-all bench-list clean image image-test deploy-check replicas-test
 

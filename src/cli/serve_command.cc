@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +42,15 @@
 #include "serving/serving_metrics.h"
 #include "spdlog/spdlog.h"
 #include "tls/tls_context.h"
+#include "tracing/batch_span_processor.h"
+#include "tracing/otlp_encoding.h"
+#include "tracing/otlp_http_exporter.h"
+#include "tracing/trace_context.h"
+#include "tracing/tracer.h"
+#include "tracing/tracing_options.h"
+#ifdef TIDE_HAVE_GRPC
+#include "tracing/otlp_grpc_exporter.h"
+#endif
 
 namespace tide::cli {
 
@@ -152,6 +162,8 @@ struct ServeFlags {
   int shadow_hold_off_ms = 10;
   // Rollouts started through the API, kept across restarts (serving/rollout_state_file.h); "": none.
   std::string rollout_state_file;
+  // Tracing (tracing/tracing_options.h: these over the OTEL_* environment); unset: not given.
+  tracing::TracingFlags tracing;
   ServeFlags() {
     core.max_concurrent_requests = 512;
     // Measured (bench/overload/shed_latency.sh, 10x overload): shed-answer p99 5.2 -> 2.1 ms and
@@ -265,6 +277,133 @@ absl::StatusOr<Credentials> LoadCredentials(const ServeFlags& f) {
   return c;
 }
 
+// Tracing as `tide serve` runs it (docs/tracing.md): the tracer, and with export on the OTLP
+// exporter behind a batch processor, the trace-context counters and their metrics.
+struct TracingStack {
+  tracing::TracingOptions options;
+  std::unique_ptr<tracing::BatchSpanProcessor> processor;  // null: export off
+  std::unique_ptr<tracing::Sampler> sampler;
+  std::unique_ptr<tracing::Tracer> tracer;
+  tracing::TraceContextCounters context_counters;
+  std::unique_ptr<pipeline::RequestTracing> requests;      // null: export off (nothing traced)
+};
+
+absl::StatusOr<std::unique_ptr<TracingStack>> BuildTracing(const tracing::TracingFlags& flags) {
+  auto options = tracing::ResolveTracingOptions(flags, tracing::ProcessEnvironment());
+  if (!options.ok()) return options.status();
+  auto stack = std::make_unique<TracingStack>();
+  stack->options = *std::move(options);
+  auto sampler = tracing::MakeSampler(stack->options);
+  if (!sampler.ok()) return sampler.status();
+  stack->sampler = *std::move(sampler);
+  if (!stack->options.export_enabled) return stack;
+  const tracing::TracingOptions& o = stack->options;
+  tracing::Resource resource = tracing::MakeResource(o.service_name, o.resource_attributes);
+  std::unique_ptr<tracing::SpanExporter> exporter;
+  if (o.protocol == tracing::OtlpProtocol::kGrpc) {
+#ifdef TIDE_HAVE_GRPC
+    exporter = std::make_unique<tracing::OtlpGrpcExporter>(o.endpoint.authority(), o.headers, std::move(resource));
+#else
+    return absl::InvalidArgumentError("--otlp-protocol grpc: this tide was built without gRPC (use http/protobuf)");
+#endif
+  } else {
+    exporter = std::make_unique<tracing::OtlpHttpExporter>(o.endpoint, o.headers, std::move(resource));
+  }
+  stack->processor = std::make_unique<tracing::BatchSpanProcessor>(o.batch, std::move(exporter));
+  stack->tracer = std::make_unique<tracing::Tracer>(
+      std::shared_ptr<const tracing::Sampler>(stack->sampler.get(), [](const tracing::Sampler*) {}),
+      stack->processor.get());
+  return stack;
+}
+
+// One span per executed batch that a sampled request rode in ("tide.batch"): a child of the first
+// such request's server span (so it is sampled as that trace is, and found in its tree), with a
+// link to every sampled request of the batch; each request's tide.inference span links back to it
+// (serving::StageTimings::batches), so a request's neighbours in its batch are one hop away.
+batching::BatchTraceHook BatchSpans(const tracing::Tracer* tracer) {
+  return [tracer](const batching::BatchTraceFacts& f) -> std::optional<batching::TraceLink> {
+    auto context_of = [](const batching::TraceLink& l) {
+      tracing::SpanContext c;
+      c.trace_id = l.trace_id;
+      c.span_id = l.span_id;
+      c.trace_flags = l.flags;
+      return c;
+    };
+    const int64_t end = tracer->clock().NowUnixNanos();
+    tracing::StartSpanOptions so;
+    so.parent = context_of(f.requests.front());
+    so.start_unix_nanos = end - std::chrono::duration_cast<std::chrono::nanoseconds>(f.inference).count();
+    so.links.reserve(f.requests.size());
+    for (const batching::TraceLink& r : f.requests) so.links.push_back(tracing::SpanLink{context_of(r), {}, 0});
+    tracing::Span span = tracer->StartSpan("tide.batch", std::move(so));
+    if (!span.IsRecording()) return std::nullopt;
+    span.SetAttribute("tide.model", f.model);
+    span.SetAttribute("tide.model.version", f.version);
+    span.SetAttribute("tide.batch.instance", f.instance);
+    span.SetAttribute("tide.batch.rows", static_cast<int64_t>(f.rows));
+    span.SetAttribute("tide.batch.padded_rows", static_cast<int64_t>(f.padded_rows));
+    span.SetAttribute("tide.batch.sequence_bucket", static_cast<int64_t>(f.padded_sequence_length));
+    span.SetAttribute("tide.batch.tokens", static_cast<int64_t>(f.real_tokens));
+    span.SetAttribute("tide.batch.padded_tokens", static_cast<int64_t>(f.padded_tokens));
+    span.SetAttribute("tide.batch.requests", static_cast<int64_t>(f.requests.size()));
+    span.SetAttribute("tide.batch.alone", f.alone);
+    batching::TraceLink link;
+    link.trace_id = span.context().trace_id;
+    link.span_id = span.context().span_id;
+    link.flags = span.context().trace_flags;
+    span.End(end);
+    return link;
+  };
+}
+
+// The tracing counters in /metrics: exported, dropped, failed spans and malformed trace context,
+// brought up to date when /metrics is rendered (they are plain numbers in the tracer).
+absl::StatusOr<std::function<void()>> TracingMetrics(metrics::Registry* registry, TracingStack* stack) {
+  auto spans = registry->AddCounter(
+      "tide_trace_spans_total",
+      "Spans by what became of them: exported (the OTLP receiver accepted them), dropped (the export queue "
+      "was full), failed (their export was given up)",
+      {"outcome"});
+  if (!spans.ok()) return spans.status();
+  auto exports = registry->AddCounter(
+      "tide_trace_exports_total", "OTLP export attempts that failed for good (failed) or were retried (retried)",
+      {"outcome"});
+  if (!exports.ok()) return exports.status();
+  auto malformed = registry->AddCounter(
+      "tide_trace_context_malformed_total",
+      "Requests whose traceparent (then a new trace starts) or tracestate (then dropped) header was malformed",
+      {"header"});
+  if (!malformed.ok()) return malformed.status();
+  struct Last {
+    std::mutex mu;
+    tracing::BatchSpanProcessorCounters seen;
+    uint64_t traceparent = 0, tracestate = 0;
+  };
+  auto last = std::make_shared<Last>();
+  metrics::Counter* exported = (*spans)->WithLabels({"exported"});
+  metrics::Counter* dropped = (*spans)->WithLabels({"dropped"});
+  metrics::Counter* failed = (*spans)->WithLabels({"failed"});
+  metrics::Counter* exports_failed = (*exports)->WithLabels({"failed"});
+  metrics::Counter* retried = (*exports)->WithLabels({"retried"});
+  metrics::Counter* bad_parent = (*malformed)->WithLabels({"traceparent"});
+  metrics::Counter* bad_state = (*malformed)->WithLabels({"tracestate"});
+  return std::function<void()>([=]() {
+    std::lock_guard<std::mutex> lock(last->mu);
+    auto add = [](metrics::Counter* counter, uint64_t now, uint64_t& seen) {
+      if (now > seen) counter->Increment(static_cast<double>(now - seen));
+      seen = now;
+    };
+    const tracing::BatchSpanProcessorCounters c = stack->processor->counters();
+    add(exported, c.exported_spans, last->seen.exported_spans);
+    add(dropped, c.dropped_queue_full, last->seen.dropped_queue_full);
+    add(failed, c.failed_spans, last->seen.failed_spans);
+    add(exports_failed, c.failed_exports, last->seen.failed_exports);
+    add(retried, c.retries, last->seen.retries);
+    add(bad_parent, stack->context_counters.malformed_traceparent.load(), last->traceparent);
+    add(bad_state, stack->context_counters.malformed_tracestate.load(), last->tracestate);
+  });
+}
+
 int Serve(const ServeFlags& f) {
   auto level = spdlog::level::from_str(f.log_level);
   spdlog::set_level(level);
@@ -296,6 +435,20 @@ int Serve(const ServeFlags& f) {
       spdlog::error("--allowed-hosts: '{}' is not a host name or address without port (or *)", EscapeForLog(host));
       return 1;
     }
+  }
+  // Tracing: a bad flag or OTEL_* value refuses the start before any model loads.
+  auto tracing_stack = BuildTracing(f.tracing);
+  if (!tracing_stack.ok()) {
+    spdlog::error("tracing: {}", std::string(tracing_stack.status().message()));
+    return 1;
+  }
+  if ((*tracing_stack)->processor != nullptr) {
+    const tracing::TracingOptions& o = (*tracing_stack)->options;
+    spdlog::info("tracing: exporting spans over OTLP {} to {} (sampler {})",
+                 o.protocol == tracing::OtlpProtocol::kGrpc ? "gRPC" : "HTTP/protobuf",
+                 o.protocol == tracing::OtlpProtocol::kGrpc ? o.endpoint.authority()
+                                                                 : absl::StrCat("http://", o.endpoint.authority(), o.endpoint.path),
+                 (*tracing_stack)->sampler->Description());
   }
   // Credentials first: a bad key file is refused before minutes of model loading.
   auto credentials = LoadCredentials(f);
@@ -357,6 +510,7 @@ int Serve(const ServeFlags& f) {
   lo.model = f.model;
   lo.model.shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
   lo.model.metrics = metrics->get();
+  if (TracingStack* t = tracing_stack->get(); t->tracer != nullptr) lo.model.batch_trace = BatchSpans(t->tracer.get());
   // The composition root: the signature reader, the loader (LoadModel) and the backend factory (one
   // ONNX Runtime session per instance) are chosen here and injected into every served version.
   lo.repository_options.read_signature = [](const std::filesystem::path& file) {
@@ -454,8 +608,23 @@ int Serve(const ServeFlags& f) {
   }
   // The one request path both edges hand their decoded requests to, with the one recorder of
   // finished requests (metrics, access log) and the request limits both edges decode under.
+  if (TracingStack* t = tracing_stack->get(); t->processor != nullptr) {
+    auto refresh = TracingMetrics(&(*metrics)->registry, t);
+    if (!refresh.ok()) {
+      spdlog::error("metrics: {}", refresh.status().ToString());
+      return 1;
+    }
+    pipeline::RequestTracingOptions rto;
+    rto.server_address = f.http.host;
+    rto.http_port = f.http.port;
+    rto.grpc_port = f.grpc_port;
+    rto.refresh_metrics = *std::move(refresh);
+    t->requests = std::make_unique<pipeline::RequestTracing>(t->tracer.get(), &t->context_counters, std::move(rto));
+  }
   const pipeline::RequestPipeline request_pipeline(
-      core->get(), pipeline::CompletionRecorder(metrics->get(), co.access_log.get()), f.pipeline);
+      core->get(),
+      pipeline::CompletionRecorder(metrics->get(), co.access_log.get(), (*tracing_stack)->requests.get()),
+      f.pipeline);
   // Triton's repository extension and the rollout API: admin endpoints (the access table gives
   // them to admin keys only: --admin-api-key[-file] or role=admin in --api-keys).
   server::RepositoryRoutes repository_routes(controller.get(), server::RepositoryRoutesOptions{});
@@ -669,6 +838,19 @@ int Serve(const ServeFlags& f) {
   if (admin) admin->Stop();
   (*server)->Stop();
   if (co.access_log != nullptr) co.access_log->Flush();  // the last answers' lines
+  if (TracingStack* t = tracing_stack->get(); t->processor != nullptr) {
+    // The last requests' spans: exported within the flush margin (a receiver that is down costs at
+    // most that), then the exporter stops.
+    const bool flushed = t->processor->Shutdown(std::chrono::steady_clock::now() + kShutdownFlushMargin * 4);
+    const tracing::BatchSpanProcessorCounters c = t->processor->counters();
+    if (flushed) {
+      spdlog::info("tracing: flushed ({} span(s) exported, {} dropped, {} failed)", c.exported_spans,
+                   c.dropped_queue_full, c.failed_spans);
+    } else {
+      spdlog::warn("tracing: spans left unexported at exit ({} exported, {} dropped, {} failed): {}", c.exported_spans,
+                   c.dropped_queue_full, c.failed_spans, t->processor->last_error());
+    }
+  }
   auto ms_since_signal = [signalled](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(t - signalled).count();
   };
@@ -891,6 +1073,25 @@ void RegisterServeCommand(CLI::App* app) {
   cmd->add_option("--tls-client-ca-file", flags->tls.client_ca_file,
                   "PEM CA bundle: require clients to present a certificate it signed (mutual TLS)")
       ->envname("TIDE_TLS_CLIENT_CA_FILE");
+  // Tracing (docs/tracing.md): the OpenTelemetry environment (OTEL_EXPORTER_OTLP_*, OTEL_TRACES_*,
+  // OTEL_SERVICE_NAME, ...) is read as the SDKs read it; a flag wins over it.
+  cmd->add_option("--trace-export", flags->tracing.export_enabled,
+                  "Export OpenTelemetry spans over OTLP: true or false (default: on when an endpoint is set by "
+                  "--otlp-endpoint, OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)");
+  cmd->add_option("--otlp-endpoint", flags->tracing.endpoint,
+                  "OTLP receiver base URL (http://host:port; http/protobuf appends /v1/traces); setting it turns "
+                  "export on (default: OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318, grpc :4317)");
+  cmd->add_option("--otlp-protocol", flags->tracing.protocol,
+                  "http/protobuf or grpc (default: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL, "
+                  "else http/protobuf)");
+  cmd->add_option("--trace-sampler", flags->tracing.sampler,
+                  "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, "
+                  "parentbased_traceidratio (default: OTEL_TRACES_SAMPLER, else parentbased_always_on)");
+  cmd->add_option("--trace-sampler-arg", flags->tracing.sampler_arg,
+                  "The traceidratio samplers' ratio, 0 to 1 (default: OTEL_TRACES_SAMPLER_ARG, else 1.0)");
+  cmd->add_option("--service-name", flags->tracing.service_name,
+                  "service.name of the spans (default: OTEL_SERVICE_NAME, else OTEL_RESOURCE_ATTRIBUTES' "
+                  "service.name, else tide)");
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->envname("TIDE_LOG_LEVEL")->capture_default_str();
   cmd->callback([flags, cmd]() {

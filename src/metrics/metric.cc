@@ -1,6 +1,7 @@
 #include "metrics/metric.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace tide::metrics {
 namespace {
@@ -33,6 +34,21 @@ void Histogram::Observe(double value) {
       std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin();
   bucket_counts_[index].fetch_add(1, std::memory_order_relaxed);
   AtomicAdd(sum_, value);
+}
+
+void Histogram::ObserveWithExemplar(double value, std::string_view trace_id, std::string_view span_id) {
+  Observe(value);
+  const size_t index =
+      std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin();
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  absl::MutexLock lock(&exemplar_mu_);
+  if (exemplars_.empty()) exemplars_.resize(upper_bounds_.size() + 1);
+  exemplars_[index] = Exemplar{value, std::string(trace_id), std::string(span_id), now};
+}
+
+std::vector<std::optional<Histogram::Exemplar>> Histogram::Exemplars() const {
+  absl::MutexLock lock(&exemplar_mu_);
+  return exemplars_;
 }
 
 Histogram::Snapshot Histogram::TakeSnapshot() const {

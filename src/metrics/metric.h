@@ -5,6 +5,8 @@
 //    Registry that created them; callers hold plain pointers, which stay valid and never move.
 //  - Thread safety: every method is safe to call concurrently from any thread. Updates are lock-free
 //    atomics (no allocation, no mutex) so they can sit on the request hot path.
+//  - A histogram may keep, per bucket, the latest observation given with a trace id (an OpenMetrics
+//    exemplar, ObserveWithExemplar); only that call takes a lock.
 //  - Reads (Value(), Snapshot()) are not a consistent cut across concurrent writers: a histogram
 //    snapshot taken while another thread observes may see the bucket but not yet the sum. The
 //    rendered _count is derived from the buckets so that _count always equals the +Inf bucket.
@@ -13,7 +15,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace tide::metrics {
 
@@ -54,14 +62,29 @@ class Histogram {
   // `upper_bounds` must be strictly increasing and finite (Registry validates this).
   explicit Histogram(std::vector<double> upper_bounds);
 
+  // An OpenMetrics exemplar: one observation named by the trace it belongs to.
+  struct Exemplar {
+    double value = 0.0;
+    std::string trace_id;  // hex
+    std::string span_id;   // hex
+    double unix_seconds = 0.0;
+  };
+
   void Observe(double value);
+  // Observe, and keep this observation as its bucket's exemplar (the most recent one wins). Takes
+  // a mutex of this histogram (only traced observations come here; Observe stays lock-free).
+  void ObserveWithExemplar(double value, std::string_view trace_id, std::string_view span_id);
   Snapshot TakeSnapshot() const;
+  // Each bucket's latest exemplar (+Inf last); empty when there has been none.
+  std::vector<std::optional<Exemplar>> Exemplars() const;
   const std::vector<double>& upper_bounds() const { return upper_bounds_; }
 
  private:
   std::vector<double> upper_bounds_;
   std::unique_ptr<std::atomic<uint64_t>[]> bucket_counts_;  // per bucket, not cumulative; +Inf last
   std::atomic<double> sum_{0.0};
+  mutable absl::Mutex exemplar_mu_;
+  std::vector<std::optional<Exemplar>> exemplars_ ABSL_GUARDED_BY(exemplar_mu_);  // sized at the first
 };
 
 // Latency buckets in seconds from 0.1 ms to 10 s (1-2.5-5 steps): suits both a tokenizer call and a

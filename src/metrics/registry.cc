@@ -90,6 +90,65 @@ void AppendChildText(const FamilyBase& family, const std::vector<std::string>& v
                    static_cast<double>(snapshot.count), out);
 }
 
+// ---- OpenMetrics ----
+
+std::string EscapeOpenMetricsHelp(std::string_view help) {
+  std::string out;
+  out.reserve(help.size());
+  for (char c : help) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '"': out += "\\\""; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// A counter's family name in OpenMetrics metadata: without its `_total` suffix (samples have it).
+std::string OpenMetricsName(const FamilyBase& family) {
+  std::string name = family.name();
+  if (family.type() == MetricType::kCounter && name.size() > 6 && name.substr(name.size() - 6) == "_total") {
+    name.resize(name.size() - 6);
+  }
+  return name;
+}
+
+void AppendOpenMetricsChild(const FamilyBase& family, const std::vector<std::string>& values, const Counter& counter,
+                            std::string* out) {
+  AppendSampleLine(OpenMetricsName(family), "_total", family.label_names(), values, "", "", counter.Value(), out);
+}
+
+void AppendOpenMetricsChild(const FamilyBase& family, const std::vector<std::string>& values, const Gauge& gauge,
+                            std::string* out) {
+  AppendSampleLine(family.name(), "", family.label_names(), values, "", "", gauge.Value(), out);
+}
+
+void AppendOpenMetricsChild(const FamilyBase& family, const std::vector<std::string>& values,
+                            const Histogram& histogram, std::string* out) {
+  const Histogram::Snapshot snapshot = histogram.TakeSnapshot();
+  const std::vector<std::optional<Histogram::Exemplar>> exemplars = histogram.Exemplars();
+  auto bucket = [&](size_t i, std::string_view le, uint64_t count) {
+    AppendSampleLine(family.name(), "_bucket", family.label_names(), values, "le", le, static_cast<double>(count), out);
+    if (i < exemplars.size() && exemplars[i].has_value()) {
+      const Histogram::Exemplar& e = *exemplars[i];
+      out->pop_back();  // the sample line's newline
+      char ts[32];
+      std::snprintf(ts, sizeof(ts), "%.3f", e.unix_seconds);
+      absl::StrAppend(out, " # {trace_id=\"", EscapeLabelValue(e.trace_id), "\",span_id=\"",
+                      EscapeLabelValue(e.span_id), "\"} ", FormatSampleValue(e.value), " ", ts, "\n");
+    }
+  };
+  for (size_t i = 0; i < snapshot.upper_bounds.size(); ++i) {
+    bucket(i, FormatSampleValue(snapshot.upper_bounds[i]), snapshot.cumulative_counts[i]);
+  }
+  bucket(snapshot.upper_bounds.size(), "+Inf", snapshot.count);
+  AppendSampleLine(family.name(), "_sum", family.label_names(), values, "", "", snapshot.sum, out);
+  AppendSampleLine(family.name(), "_count", family.label_names(), values, "", "", static_cast<double>(snapshot.count),
+                   out);
+}
+
 template <typename T>
 constexpr MetricType TypeOf();
 template <>
@@ -228,6 +287,15 @@ void Family<T>::AppendText(std::string* out) const {
   for (const auto& [values, child] : children_) AppendChildText(*this, values, *child, out);
 }
 
+template <typename T>
+void Family<T>::AppendOpenMetrics(std::string* out) const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (children_.empty()) return;
+  absl::StrAppend(out, "# TYPE ", OpenMetricsName(*this), " ", TypeName(type()), "\n");
+  absl::StrAppend(out, "# HELP ", OpenMetricsName(*this), " ", EscapeOpenMetricsHelp(help()), "\n");
+  for (const auto& [values, child] : children_) AppendOpenMetricsChild(*this, values, *child, out);
+}
+
 template class Family<Counter>;
 template class Family<Gauge>;
 template class Family<Histogram>;
@@ -297,6 +365,20 @@ absl::StatusOr<Family<Histogram>*> Registry::AddHistogram(std::string name, std:
                                        std::move(upper_bounds));
   families_.emplace_back(family);
   return family;
+}
+
+std::string Registry::RenderOpenMetrics() const {
+  std::string out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& family : families_) family->AppendOpenMetrics(&out);
+  }
+  out += "# EOF\n";
+  return out;
+}
+
+bool AcceptsOpenMetrics(std::string_view accept) {
+  return accept.find("application/openmetrics-text") != std::string_view::npos;
 }
 
 std::string Registry::RenderText() const {

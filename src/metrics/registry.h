@@ -1,5 +1,5 @@
 // tide::metrics::Registry — named metric families rendered in the Prometheus text exposition
-// format 0.0.4 (what GET /metrics returns).
+// format 0.0.4 (what GET /metrics returns), or in OpenMetrics 1.0 with exemplars when asked.
 //
 // Contract:
 //  - A Registry owns its families; a Family owns its children (one per label-value set). Pointers
@@ -43,6 +43,9 @@ class FamilyBase {
   virtual MetricType type() const = 0;
   // Appends this family's HELP, TYPE and sample lines to `out`.
   virtual void AppendText(std::string* out) const = 0;
+  // The same in the OpenMetrics text format (counters' metadata without `_total`, histogram
+  // buckets with their exemplars).
+  virtual void AppendOpenMetrics(std::string* out) const = 0;
 
  protected:
   FamilyBase(std::string name, std::string help, std::vector<std::string> label_names)
@@ -67,6 +70,7 @@ class Family final : public FamilyBase {
 
   MetricType type() const override;
   void AppendText(std::string* out) const override;
+  void AppendOpenMetrics(std::string* out) const override;
 
  private:
   friend class Registry;
@@ -110,6 +114,10 @@ class Registry {
   // Prometheus text format 0.0.4; serve with
   // Content-Type: text/plain; version=0.0.4; charset=utf-8
   std::string RenderText() const;
+  // OpenMetrics 1.0 text (what a scraper sending `Accept: application/openmetrics-text` gets):
+  // the same families, histogram buckets with their latest exemplar (`# {trace_id="...",
+  // span_id="..."} value timestamp`), ending in `# EOF`. Serve with kOpenMetricsContentType.
+  std::string RenderOpenMetrics() const;
 
  private:
   absl::Status CheckNewFamily(const std::string& name, const std::vector<std::string>& label_names)
@@ -121,6 +129,9 @@ class Registry {
 
 // Content type of RenderText() output.
 inline constexpr char kPrometheusTextContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr char kOpenMetricsContentType[] = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+// Whether an Accept header asks for OpenMetrics.
+bool AcceptsOpenMetrics(std::string_view accept);
 
 // Formatting helpers, exposed for tests and for other exposition code.
 std::string FormatSampleValue(double value);          // "1", "0.25", "+Inf", "NaN", "1e-07"

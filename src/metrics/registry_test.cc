@@ -170,3 +170,38 @@ TEST(FormatTest, SampleValues) {
 
 }  // namespace
 }  // namespace tide::metrics
+
+namespace tide::metrics {
+namespace {
+
+TEST(RegistryOpenMetrics, CountersDropTotalInMetadataAndBucketsCarryTheirLatestExemplar) {
+  Registry registry;
+  auto* requests = *registry.AddCounter("tide_requests_total", "Requests \"answered\"", {"code"});
+  requests->WithLabels({"200"})->Increment(3);
+  auto* latency = *registry.AddHistogram("tide_latency_seconds", "Latency", {}, {0.1, 1.0});
+  Histogram* h = latency->WithLabels({});
+  h->Observe(0.05);
+  h->ObserveWithExemplar(0.5, "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+  h->ObserveWithExemplar(0.7, "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+  const std::string text = registry.RenderOpenMetrics();
+  EXPECT_NE(text.find("# TYPE tide_requests counter\n# HELP tide_requests Requests \\\"answered\\\"\n"
+                      "tide_requests_total{code=\"200\"} 3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tide_latency_seconds_bucket{le=\"0.1\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("tide_latency_seconds_bucket{le=\"1\"} 3 # {trace_id=\"4bf92f3577b34da6a3ce929d0e0e4736\","
+                      "span_id=\"00f067aa0ba902b7\"} 0.7 "),
+            std::string::npos)
+      << "the latest exemplar of the bucket: " << text;
+  EXPECT_EQ(text.find("0af7651916cd43dd8448eb211c80319c"), std::string::npos);
+  EXPECT_EQ(text.substr(text.size() - 6), "# EOF\n");
+  // The Prometheus text is unchanged: no exemplars there.
+  const std::string plain = registry.RenderText();
+  EXPECT_EQ(plain.find("trace_id"), std::string::npos);
+  EXPECT_NE(plain.find("# TYPE tide_requests_total counter"), std::string::npos);
+  EXPECT_TRUE(AcceptsOpenMetrics("application/openmetrics-text; version=1.0.0,text/plain;q=0.5"));
+  EXPECT_FALSE(AcceptsOpenMetrics("text/plain"));
+}
+
+}  // namespace
+}  // namespace tide::metrics

@@ -22,7 +22,13 @@ void CompletionRecorder::Record(const Completion& c) const {
   const std::string endpoint(c.endpoint);
   if (metrics_ != nullptr) {
     metrics_->requests->WithLabels({o.model, version, endpoint, std::to_string(status), c.protocol})->Increment();
-    metrics_->request_duration->WithLabels({o.model, version, endpoint, c.protocol})->Observe(seconds);
+    metrics::Histogram* duration = metrics_->request_duration->WithLabels({o.model, version, endpoint, c.protocol});
+    if (c.trace != nullptr && c.trace->recording()) {
+      // A sampled request is the latency's exemplar (OpenMetrics): a spike in a dashboard leads to its trace.
+      duration->ObserveWithExemplar(seconds, c.trace->trace_id(), c.trace->span_id());
+    } else {
+      duration->Observe(seconds);
+    }
     if (c.timings != nullptr) {
       auto observe = [&](const char* stage, serving::Clock::duration d) {
         metrics_->stage_duration->WithLabels({o.model, version, stage})->Observe(std::chrono::duration<double>(d).count());
@@ -33,6 +39,7 @@ void CompletionRecorder::Record(const Completion& c) const {
       observe("postprocess", c.timings->postprocess);
     }
   }
+  if (c.trace != nullptr) c.trace->End(c, status);
   if (access_log_ == nullptr) return;
   serving::AccessRecord r;
   r.time = std::chrono::system_clock::now();
@@ -56,6 +63,10 @@ void CompletionRecorder::Record(const Completion& c) const {
   }
   r.total_ms = seconds * 1000;
   r.request_id = std::string(c.request_id);
+  if (c.trace != nullptr && c.trace->active()) {
+    r.trace_id = c.trace->trace_id();
+    r.span_id = c.trace->span_id();
+  }
   access_log_->Log(std::move(r));
 }
 

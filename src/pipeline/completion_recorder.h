@@ -13,12 +13,17 @@
 //    HTTP's 503 {"ready": false}); error_type: the kind's name (api::ErrorTypeFor).
 //  - key: the admitted call's tenant; for a refusal before admission the key the error names
 //    (errors::KeyNameOf). degraded: Outcome::degraded().
+//  - A sampled request's latency is its histogram bucket's exemplar (trace and span id), shown in
+//    the OpenMetrics /metrics.
+//  - With a trace (Completion::trace), Record ends its server span (RequestTrace::End) and the
+//    access-log record carries its trace_id and span_id.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 #include "pipeline/outcome.h"
+#include "pipeline/request_tracing.h"
 #include "serving/access_log.h"
 #include "serving/call.h"
 #include "serving/serving_metrics.h"
@@ -38,15 +43,21 @@ struct Completion {
   // A success answered with another status than 200 (HTTP's not-ready 503 with a JSON body); 0: 200.
   int ok_status = 0;
   std::string_view request_id;  // names the record in the access log
+  // The request's trace (null: none): Record ends its server span and logs its ids.
+  RequestTrace* trace = nullptr;
 };
 
 class CompletionRecorder {
  public:
-  CompletionRecorder(serving::ServingMetrics* metrics, serving::AccessLog* access_log)
-      : metrics_(metrics), access_log_(access_log) {}
+  // `tracing` null: requests are not traced.
+  CompletionRecorder(serving::ServingMetrics* metrics, serving::AccessLog* access_log,
+                     const RequestTracing* tracing = nullptr)
+      : metrics_(metrics), access_log_(access_log), tracing_(tracing) {}
 
   // Whether records go to an access log (an edge then names the request with an id).
   bool logs() const { return access_log_ != nullptr; }
+  // Where the edges start their requests' traces (null: tracing is off).
+  const RequestTracing* tracing() const { return tracing_; }
   // The status a completion is recorded with (see the contract).
   static int StatusOf(const Completion& completion);
 
@@ -55,6 +66,7 @@ class CompletionRecorder {
  private:
   serving::ServingMetrics* const metrics_;
   serving::AccessLog* const access_log_;
+  const RequestTracing* const tracing_;
 };
 
 }  // namespace tide::pipeline

@@ -31,6 +31,9 @@ struct Outcome {
   // Documents whose score came from the score cache (rerank); `cache_on`: the core has a cache.
   size_t cache_hits = 0;
   bool cache_on = false;
+  // The request's documents (rerank) and the tokens the model ran (0: unknown), for its trace.
+  size_t documents = 0;
+  size_t tokens = 0;
   // A model's answer's stage timings (tokenize, queue, inference); unset for a fallback's answer
   // and for answers without model work. `post`: when the answer left the model (postprocess from
   // there).

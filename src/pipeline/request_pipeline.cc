@@ -129,6 +129,8 @@ std::optional<RerankAnswer> RequestPipeline::RerankFromCache(const serving::Call
     return a;
   }
   a.outcome.cache_hits = (*scores)->cache_hits;
+  a.outcome.documents = request.texts.size();
+  a.outcome.tokens = (*scores)->real_tokens;
   a.outcome.timings = (*scores)->timings;
   a.outcome.post = Steady::now();
   a.scores = std::move((*scores)->scores);
@@ -154,6 +156,7 @@ void RequestPipeline::ScorePairs(const serving::CallPtr& call, std::shared_ptr<s
   Outcome base;
   base.set_model(model->name(), model->version());
   base.cache_on = core_->score_cache() != nullptr;
+  base.documents = documents.size();
   const std::vector<std::string_view> docs(documents.begin(), documents.end());
   core_->Rerank(call, std::move(model), query, docs, pair_options, raw_scores,
                 [done = std::move(done), base = std::move(base)](absl::StatusOr<serving::RerankScores> scores) mutable {
@@ -165,6 +168,7 @@ void RequestPipeline::ScorePairs(const serving::CallPtr& call, std::shared_ptr<s
                   a.outcome.post = Steady::now();
                   a.outcome.fallback = scores->fallback;
                   a.outcome.cache_hits = scores->cache_hits;
+                  a.outcome.tokens = scores->real_tokens;
                   a.outcome.timings = scores->timings;
                   a.scores = std::move(scores->scores);
                   a.real_tokens = scores->real_tokens;
@@ -219,6 +223,7 @@ void RequestPipeline::Predict(const serving::CallPtr& call, std::shared_ptr<cons
                  a.labels = m->LabelNames(outcome->result.num_labels);
                  a.logits = std::move(outcome->result.logits);
                  a.tokens = tokens;
+                 a.outcome.tokens = tokens;
                  std::move(done)(std::move(a));
                });
 }
@@ -402,8 +407,9 @@ api::ModelMetadata RequestPipeline::Metadata(const serving::ServedModel& model) 
 
 std::vector<std::shared_ptr<serving::ServedModel>> RequestPipeline::AllModels() const { return core_->AllModels(); }
 
-std::string RequestPipeline::MetricsText() const {
-  return core_->MetricsText();
+std::string RequestPipeline::MetricsText(bool openmetrics) const {
+  if (recorder_.tracing() != nullptr) recorder_.tracing()->RefreshMetrics();
+  return core_->MetricsText(openmetrics);
 }
 
 std::optional<serving::RolloutStatus> RolloutStatusOf(const serving::ServiceCore& core, const std::string& model) {

@@ -187,8 +187,9 @@ class RequestPipeline {
   api::ModelMetadata Metadata(const serving::ServedModel& model) const;
   // Every served version (all models' statistics, the repository index without a controller).
   std::vector<std::shared_ptr<serving::ServedModel>> AllModels() const;
-  // The Prometheus text of every metric, refreshed first.
-  std::string MetricsText() const;
+  // The Prometheus text of every metric, refreshed first; OpenMetrics (with the latency
+  // histograms' exemplars) when `openmetrics`.
+  std::string MetricsText(bool openmetrics = false) const;
 
  private:
   void ScorePairs(const serving::CallPtr& call, std::shared_ptr<serving::ServedModel> model, std::string_view query,

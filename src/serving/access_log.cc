@@ -50,6 +50,10 @@ std::string FormatAccessRecord(const AccessRecord& r) {
   j["inference_ms"] = r.inference_ms.has_value() ? nlohmann::ordered_json(Round3(*r.inference_ms)) : nullptr;
   j["total_ms"] = Round3(r.total_ms);
   j["request_id"] = r.request_id;
+  if (!r.trace_id.empty()) {  // traced requests only (tracing on: --otlp-endpoint / OTEL_*)
+    j["trace_id"] = r.trace_id;
+    j["span_id"] = r.span_id;
+  }
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 

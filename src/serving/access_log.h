@@ -55,6 +55,8 @@ struct AccessRecord {
   std::optional<double> inference_ms;  // time running the model; unknown: null
   double total_ms = 0;                 // arrival to answer
   std::string request_id;              // the client's x-request-id, else one tide made
+  std::string trace_id;                // the request's trace (32 hex) and server span (16 hex); "": not traced
+  std::string span_id;
 };
 
 // {"time":"2026-12-01T12:00:00.123Z","protocol":"http","route":"rerank",...}, without a newline.

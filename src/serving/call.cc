@@ -45,6 +45,7 @@ int64_t TimeoutMsToUs(int64_t ms) {
 absl::StatusOr<RowTask::Admission> AdmissionFor(const CallInfo& info, std::chrono::milliseconds default_timeout) {
   RowTask::Admission a;
   a.client_gone = info.client_gone;
+  a.trace = info.trace;
   int64_t timeout = default_timeout.count() > 0 ? TimeoutMsToUs(default_timeout.count()) : 0;
   if (info.timeout_us.has_value()) {
     if (absl::Status s = CheckTimeout(*info.timeout_us); !s.ok()) return s;

@@ -56,6 +56,9 @@ struct CallInfo {
   // The request's header of a given lower-case name ("" when absent), for a rollout's sticky_header
   // (serving/rollout.h); the core keeps the values of the sticky headers in use. Null: none.
   std::function<std::string_view(std::string_view)> header;
+  // The request's server span when it is traced and sampled: its rows carry it to their batch's
+  // span (batching/batch_trace.h).
+  std::optional<batching::TraceLink> trace;
 };
 
 absl::StatusOr<RowTask::Admission> AdmissionFor(const CallInfo& info, std::chrono::milliseconds default_timeout);

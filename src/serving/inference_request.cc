@@ -13,7 +13,8 @@ InferenceRequest::InferenceRequest(size_t rows, int64_t num_labels, InferenceCal
 }
 
 void InferenceRequest::CompleteRow(size_t row, const float* logits, size_t tokens,
-                                   Clock::duration queue, Clock::duration inference) {
+                                   Clock::duration queue, Clock::duration inference,
+                                   const batching::TraceLink* batch) {
   if (finished()) return;
   {
     absl::MutexLock lock(&mu_);
@@ -21,6 +22,10 @@ void InferenceRequest::CompleteRow(size_t row, const float* logits, size_t token
     result_.real_tokens += tokens;
     result_.timings.queue = std::max(result_.timings.queue, queue);
     result_.timings.inference = std::max(result_.timings.inference, inference);
+    if (batch != nullptr && std::find(result_.timings.batches.begin(), result_.timings.batches.end(), *batch) ==
+                                result_.timings.batches.end()) {
+      result_.timings.batches.push_back(*batch);
+    }
   }
   if (remaining_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   if (finished_.exchange(true, std::memory_order_acq_rel)) return;  // failed meanwhile

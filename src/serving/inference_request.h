@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -22,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "batching/batch.h"
+#include "batching/batch_trace.h"
 #include "common/cancellation_flag.h"
 #include "common/clock.h"
 #include "tokenizer/tokenizer.h"
@@ -37,6 +39,8 @@ struct StageTimings {
   Clock::duration inference{};    // batch run (slowest row's batch)
   Clock::duration postprocess{};  // activation, sorting, JSON rendering
   Clock::duration total{};        // request received -> response ready
+  // The spans of the batches the request's rows ran in (traced requests only; empty otherwise).
+  std::vector<batching::TraceLink> batches;
 };
 
 struct InferenceResult {
@@ -55,8 +59,9 @@ class InferenceRequest {
   InferenceRequest(size_t rows, int64_t num_labels, InferenceCallback done);
 
   // Row `row` finished with `num_labels` logits.
+  // `batch`: the span of the batch it ran in (null: not traced).
   void CompleteRow(size_t row, const float* logits, size_t tokens, Clock::duration queue,
-                   Clock::duration inference);
+                   Clock::duration inference, const batching::TraceLink* batch = nullptr);
   // Fails the whole request (first failure wins; later calls are ignored).
   void Fail(absl::Status status);
   bool finished() const { return finished_.load(std::memory_order_acquire); }
@@ -77,6 +82,8 @@ class RowTask {
     Clock::time_point deadline = Clock::time_point::max();
     Clock::duration queue_timeout{};                   // the request's own; zero = none
     std::shared_ptr<CancellationFlag> client_gone;  // may be null
+    // The request's server span, when it is traced and sampled (batching/batch_trace.h).
+    std::optional<batching::TraceLink> trace;
   };
 
   RowTask(std::shared_ptr<InferenceRequest> request, size_t row, tokenizer::Encoding encoding,
@@ -96,8 +103,10 @@ class RowTask {
   void OnDropped(batching::DropReason reason, absl::Status status) { request_->Fail(std::move(status)); }
 
   const tokenizer::Encoding& encoding() const { return encoding_; }
-  void Complete(const float* logits, Clock::duration queue, Clock::duration inference) {
-    request_->CompleteRow(row_, logits, encoding_.ids.size(), queue, inference);
+  const std::optional<batching::TraceLink>& trace() const { return admission_.trace; }
+  void Complete(const float* logits, Clock::duration queue, Clock::duration inference,
+                const batching::TraceLink* batch = nullptr) {
+    request_->CompleteRow(row_, logits, encoding_.ids.size(), queue, inference, batch);
   }
   void Fail(absl::Status status) { request_->Fail(std::move(status)); }
 

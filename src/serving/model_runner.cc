@@ -11,14 +11,41 @@
 namespace tide::serving {
 
 ModelRunner::ModelRunner(std::unique_ptr<runtime::ModelBackend> backend, int64_t pad_id, int instance,
-                         BatchObserver observer, std::string model, int64_t version)
+                         BatchObserver observer, std::string model, int64_t version,
+                         batching::BatchTraceHook batch_trace)
     : backend_(std::move(backend)),
       pad_id_(pad_id),
       instance_(instance),
       with_type_ids_(!backend_->signature().token_type_ids_name.empty()),
       observer_(std::move(observer)),
       model_(std::move(model)),
-      version_(version) {}
+      version_(version),
+      batch_trace_(std::move(batch_trace)) {}
+
+std::optional<batching::TraceLink> ModelRunner::TraceBatch(const batching::Batch<RowTask>& batch,
+                                                           Clock::duration took) const {
+  if (!batch_trace_) return std::nullopt;
+  batching::BatchTraceFacts facts;
+  for (const auto& task : batch.tasks) {
+    const std::optional<batching::TraceLink>& link = task->trace();
+    if (!link.has_value() || !link->sampled()) continue;
+    if (std::find(facts.requests.begin(), facts.requests.end(), *link) == facts.requests.end()) {
+      facts.requests.push_back(*link);
+    }
+  }
+  if (facts.requests.empty()) return std::nullopt;  // nothing sampled rode in it: no span, no cost
+  facts.model = model_;
+  facts.version = version_;
+  facts.instance = instance_;
+  facts.rows = batch.tasks.size();
+  facts.padded_rows = std::max(batch.padded_batch_size, batch.tasks.size());
+  facts.padded_sequence_length = static_cast<size_t>(input_.seq_len);
+  facts.real_tokens = batch.real_tokens;
+  facts.padded_tokens = batch.padded_tokens;
+  facts.alone = batch.alone;
+  facts.inference = took;
+  return batch_trace_(facts);
+}
 
 absl::Status ModelRunner::BackendFailure(const batching::Batch<RowTask>& batch, const absl::Status& engine) {
   const Clock::time_point now = SteadyClock::Get()->Now();
@@ -72,8 +99,10 @@ absl::Status ModelRunner::Run(batching::Batch<RowTask>& batch) {
                                                                   batch.tasks.size())));
   }
   if (observer_) observer_(batch, took, instance_);
+  const std::optional<batching::TraceLink> span = TraceBatch(batch, took);
+  const batching::TraceLink* batch_span = span.has_value() ? &*span : nullptr;
   for (size_t i = 0; i < batch.tasks.size(); ++i) {
-    batch.tasks[i]->Complete(&logits_.values[i * logits_.num_labels], batch.queue_durations[i], took);
+    batch.tasks[i]->Complete(&logits_.values[i * logits_.num_labels], batch.queue_durations[i], took, batch_span);
     batch.tasks[i].reset();
   }
   return absl::OkStatus();

@@ -43,14 +43,18 @@ class ModelRunner final : public batching::BatchRunner<RowTask> {
   static constexpr int kMaxErrorLogsPerSecond = 5;
 
   // `model` and `version` name the model in the error status and the log.
+  // `batch_trace` (may be empty): called after a batch with sampled requests ran, for its span.
   ModelRunner(std::unique_ptr<runtime::ModelBackend> backend, int64_t pad_id, int instance,
-              BatchObserver observer, std::string model = "", int64_t version = 0);
+              BatchObserver observer, std::string model = "", int64_t version = 0,
+              batching::BatchTraceHook batch_trace = {});
 
   absl::Status Run(batching::Batch<RowTask>& batch) override;
   absl::Status Warmup(const std::vector<BatchShape>& shapes);
 
  private:
   void Fill(const batching::Batch<RowTask>& batch);
+  // The batch's span, when a sampled request rode in it (batch_trace_).
+  std::optional<batching::TraceLink> TraceBatch(const batching::Batch<RowTask>& batch, Clock::duration took) const;
   // Logs the engine's failure (rate-limited) and returns the status clients see.
   absl::Status BackendFailure(const batching::Batch<RowTask>& batch, const absl::Status& engine);
 
@@ -61,6 +65,7 @@ class ModelRunner final : public batching::BatchRunner<RowTask> {
   BatchObserver observer_;
   const std::string model_;
   const int64_t version_;
+  const batching::BatchTraceHook batch_trace_;
   Clock::time_point log_window_start_{};
   int logged_in_window_ = 0;
   uint64_t suppressed_logs_ = 0;

@@ -65,6 +65,8 @@ struct ServedModelOptions {
   // saturated CPU. 0 leaves them at the process's priority.
   int inference_nice = 0;
   ServingMetrics* metrics = nullptr;  // not owned; may be null
+  // The span of each batch a sampled request rode in (batching/batch_trace.h); empty: none.
+  batching::BatchTraceHook batch_trace;
 };
 
 class ServedModel {

@@ -99,9 +99,9 @@ void ServiceCore::RefreshMetrics() const {
   admission_->RefreshMetrics();
 }
 
-std::string ServiceCore::MetricsText() const {
+std::string ServiceCore::MetricsText(bool openmetrics) const {
   RefreshMetrics();
-  return metrics_->registry.RenderText();
+  return openmetrics ? metrics_->registry.RenderOpenMetrics() : metrics_->registry.RenderText();
 }
 
 }  // namespace tide::serving

@@ -152,7 +152,7 @@ class ServiceCore {
   // Mirrors the parts' and the models' state into the metrics' gauges (call before rendering).
   void RefreshMetrics() const;
   // The Prometheus text of every metric, refreshed first (/metrics).
-  std::string MetricsText() const;
+  std::string MetricsText(bool openmetrics = false) const;
 
   // ---- Rollouts (serving/rollout_coordinator.h).
   absl::Status StartRollout(const std::string& model, const RolloutDeclaration& declaration) {

@@ -27,6 +27,35 @@ std::string_view Metadata(const grpc::CallbackServerContext& context, std::strin
 
 double Ms(serving::Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
+// The full method (rpc.service/rpc.method) of an answer's endpoint (its metrics label).
+std::string_view RpcOf(std::string_view endpoint) {
+  static constexpr std::pair<std::string_view, std::string_view> kRpcs[] = {
+      {"rerank", "tei.v1.Rerank/Rerank"},
+      {"rerank_stream", "tei.v1.Rerank/RerankStream"},
+      {"info", "tei.v1.Info/Info"},
+      {"tokenize", "tei.v1.Tokenize/Tokenize"},
+      {"decode", "tei.v1.Tokenize/Decode"},
+      {"predict", "tei.v1.Predict/Predict"},
+      {"predict_pair", "tei.v1.Predict/PredictPair"},
+      {"infer", "inference.GRPCInferenceService/ModelInfer"},
+      {"health_live", "inference.GRPCInferenceService/ServerLive"},
+      {"health_ready", "inference.GRPCInferenceService/ServerReady"},
+      {"model_ready", "inference.GRPCInferenceService/ModelReady"},
+      {"server_metadata", "inference.GRPCInferenceService/ServerMetadata"},
+      {"model_metadata", "inference.GRPCInferenceService/ModelMetadata"},
+      {"model_config", "inference.GRPCInferenceService/ModelConfig"},
+      {"model_stats", "inference.GRPCInferenceService/ModelStatistics"},
+      {"repository_index", "inference.GRPCInferenceService/RepositoryIndex"},
+      {"repository_load", "inference.GRPCInferenceService/RepositoryModelLoad"},
+      {"repository_unload", "inference.GRPCInferenceService/RepositoryModelUnload"},
+      {"health_check", "grpc.health.v1.Health/Check"},
+  };
+  for (const auto& [name, rpc] : kRpcs) {
+    if (name == endpoint) return rpc;
+  }
+  return endpoint;
+}
+
 }  // namespace
 
 absl::StatusOr<serving::CallInfo> CallInfoFor(const grpc::CallbackServerContext& context, size_t message_bytes,
@@ -102,7 +131,14 @@ UnaryAnswer& UnaryAnswer::operator=(UnaryAnswer&& other) noexcept {
   received_at_ = other.received_at_;
   outcome_ = std::move(other.outcome_);
   call_ = std::move(other.call_);
+  trace_ = std::move(other.trace_);
   return *this;
+}
+
+void UnaryAnswer::StartTrace() {
+  if (context_ == nullptr || recorder_ == nullptr || recorder_->tracing() == nullptr) return;
+  trace_ = recorder_->tracing()->StartGrpc(RpcOf(endpoint_), received_at_, Metadata(*context_, "traceparent"),
+                                           Metadata(*context_, "tracestate"));
 }
 
 UnaryAnswer::~UnaryAnswer() {
@@ -139,12 +175,17 @@ void UnaryAnswer::Done() {
     c.call = call_.get();
     c.timings = timings;
     c.request_id = request_id;
+    c.trace = &trace_;
     recorder_->Record(c);
   }
   const absl::Status& status = outcome_.status;
   if (context_ != nullptr) {
     if (outcome_.version.has_value()) context_->AddTrailingMetadata("x-tide-model-version", outcome_.version_label());
     if (recorder_ != nullptr && recorder_->logs()) context_->AddTrailingMetadata("x-request-id", request_id);
+    if (trace_.active()) {
+      context_->AddTrailingMetadata("traceparent", trace_.traceparent());
+      context_->AddTrailingMetadata("x-trace-id", trace_.trace_id());
+    }
     if (!status.ok()) {
       AddErrorTrailers(status, context_);
     } else if (outcome_.fallback != nullptr) {

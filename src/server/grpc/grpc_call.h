@@ -20,7 +20,10 @@
 //    is an access log; add `x-tide-model-version` and the timing trailers (x-tokenization-time,
 //    x-queue-time, x-inference-time, x-total-time in whole ms, server-timing in fractional ms) or
 //    `x-tide-degraded` or the error trailers (grpc_status.h); release the held call's concurrency
-//    permit; then finish. An answer destroyed unfinished finishes
+//    permit; then finish. With tracing on (CompletionRecorder::tracing) an answer with a context
+//    starts the call's SERVER span from its `traceparent` / `tracestate` metadata when it is made,
+//    the recorder ends it, and the trailers `traceparent` (the server span) and `x-trace-id` name
+//    it. An answer destroyed unfinished finishes
 //    INTERNAL (a bug, never silence). The answer to one message of a stream has no context (no
 //    trailers): its record takes the request id of the stream's context (set_request_id_source).
 //  - StartCall is every inference RPC's opening: CallInfoFor, then ServiceCore::Start (admission);
@@ -99,7 +102,9 @@ class UnaryAnswer {
         finish_(std::move(finish)),
         recorder_(recorder),
         endpoint_(endpoint),
-        received_at_(received_at) {}
+        received_at_(received_at) {
+    StartTrace();
+  }
   // For a UnaryReactor.
   UnaryAnswer(grpc::CallbackServerContext* context, UnaryReactor* reactor, const pipeline::CompletionRecorder* recorder,
               const char* endpoint, Steady::time_point received_at)
@@ -116,6 +121,10 @@ class UnaryAnswer {
   void set_request_id_source(const grpc::CallbackServerContext* context) { id_source_ = context; }
   grpc::CallbackServerContext* context() const { return context_; }
   Steady::time_point received_at() const { return received_at_; }
+  // The admission decided (the call's trace times its admission span up to now).
+  void MarkAdmitted() { trace_.MarkAdmitted(); }
+  // The call's rows name its (sampled) server span to their batches' spans.
+  void Annotate(serving::CallInfo* info) const { trace_.Annotate(info); }
 
   // OK, without model work.
   void Finish();
@@ -127,6 +136,8 @@ class UnaryAnswer {
 
  private:
   void Done();
+  // With tracing on and a context: the call's SERVER span, continuing its traceparent metadata.
+  void StartTrace();
 
   grpc::CallbackServerContext* context_ = nullptr;
   const grpc::CallbackServerContext* id_source_ = nullptr;
@@ -136,6 +147,7 @@ class UnaryAnswer {
   Steady::time_point received_at_;
   pipeline::Outcome outcome_;
   serving::CallPtr call_;
+  pipeline::RequestTrace trace_;
 };
 
 template <typename Work>
@@ -146,8 +158,10 @@ void StartCall(serving::ServiceCore* core, const grpc::CallbackServerContext& co
   if (!info.ok()) return answer.FinishError(info.status());
   info->model = model;
   info->model_version = model_version;
+  answer.Annotate(&*info);
   core->Start(*info, [answer = std::move(answer), work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
     if (!call.ok()) return answer.FinishError(call.status());
+    answer.MarkAdmitted();
     answer.hold(*call);
     work(*std::move(call), std::move(answer));
   });

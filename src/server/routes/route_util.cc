@@ -132,7 +132,12 @@ void ResponseSender::Deliver(http::Response response, const serving::StageTiming
     c.timings = timings;
     c.ok_status = response.status;
     c.request_id = request_id_;
+    c.trace = &trace_;
     recorder_->Record(c);
+  }
+  if (trace_.active()) {
+    response.headers.emplace_back("traceparent", trace_.traceparent());
+    response.headers.emplace_back("x-trace-id", trace_.trace_id());
   }
   if (outcome_.version.has_value()) response.headers.emplace_back("x-tide-model-version", outcome_.version_label());
   if (!request_id_.empty()) response.headers.emplace_back("x-request-id", request_id_);

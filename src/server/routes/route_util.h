@@ -68,6 +68,10 @@ class ResponseSender {
   void hold(serving::CallPtr call) { call_ = std::move(call); }
   // Names the request in the access log and the answer (RequestIdFor).
   void set_request_id(std::string request_id) { request_id_ = std::move(request_id); }
+  // The request's trace (pipeline/request_tracing.h): the recorder ends its server span, and the
+  // response names it in `traceparent` (the server span) and `x-trace-id`.
+  void set_trace(pipeline::RequestTrace trace) { trace_ = std::move(trace); }
+  pipeline::RequestTrace& trace() { return trace_; }
   const std::chrono::steady_clock::time_point& received_at() const { return received_at_; }
   // A success (its status as the response says: 200, or e.g. 503 {"ready": false}).
   void Send(http::Response response);
@@ -97,6 +101,7 @@ class ResponseSender {
   serving::CallPtr call_;
   std::string request_id_;  // empty: no access log
   ErrorRenderer error_renderer_ = nullptr;
+  pipeline::RequestTrace trace_;
 };
 
 // The error renderer of an endpoint's metrics label: OpenAI's for "v1_embeddings", Cohere's for

@@ -108,13 +108,27 @@ const char* MetricName(Endpoint endpoint) {
 
 bool ChangesState(std::string_view method) { return method != "GET" && method != "HEAD"; }
 
+// The route pattern (http.route) of a request answered by `endpoint`'s handler: the table's entry
+// of that method and metric name (of two, the one with as many path segments); "" when none.
+std::string_view RoutePatternOf(const http::Request& request, const char* endpoint) {
+  std::string_view found;
+  const auto segments = [](std::string_view path) { return std::count(path.begin(), path.end(), '/'); };
+  for (const RouteEntry& e : RouteTable()) {
+    const char* metric = MetricName(e.endpoint);
+    if (metric == nullptr || e.method != request.method || std::string_view(metric) != endpoint) continue;
+    if (found.empty() || segments(e.pattern) == segments(request.path)) found = e.pattern;
+  }
+  return found;
+}
+
 // Headers a page may send and read cross-origin (CORS), for listed origins.
 constexpr char kCorsAllowHeaders[] =
     "authorization, content-type, content-encoding, accept-encoding, x-request-id, x-timeout-ms, x-priority, "
-    "cache-control, inference-header-content-length";
+    "cache-control, inference-header-content-length, traceparent, tracestate";
 constexpr char kCorsExposeHeaders[] =
     "x-request-id, x-tide-model-version, x-tide-degraded, x-tide-cache-hits, x-tokenization-time, x-queue-time, "
-    "x-inference-time, x-total-time, server-timing, retry-after, inference-header-content-length";
+    "x-inference-time, x-total-time, server-timing, retry-after, inference-header-content-length, traceparent, "
+    "x-trace-id";
 
 }  // namespace
 
@@ -196,6 +210,10 @@ ResponseSender Service::SenderFor(const http::Request& request, http::Responder 
   ResponseSender sender(std::move(respond), &pipeline_.recorder(), endpoint, request.received_at);
   sender.set_error_renderer(EmbedErrorRenderer(endpoint));
   if (pipeline_.recorder().logs()) sender.set_request_id(RequestIdFor(request.header("x-request-id")));
+  if (const pipeline::RequestTracing* tracing = pipeline_.recorder().tracing(); tracing != nullptr) {
+    sender.set_trace(tracing->StartHttp(request.method, RoutePatternOf(request, endpoint), request.received_at,
+                                        request.header("traceparent"), request.header("tracestate")));
+  }
   return sender;
 }
 
@@ -211,6 +229,7 @@ void Service::StartInference(http::Request request, http::Responder respond, con
   auto pending = std::make_shared<Pending>(Pending{std::move(request), std::move(sender)});
   absl::StatusOr<serving::CallInfo> info = CallInfoFor(pending->request);
   if (!info.ok()) return pending->sender.SendError(info.status());
+  pending->sender.trace().Annotate(&*info);
   info->model = model;
   info->model_version = version;
   const serving::CallInfo call_info = *info;
@@ -224,6 +243,7 @@ void Service::StartInference(http::Request request, http::Responder respond, con
       call_info,
       [pending, work = std::move(work)](absl::StatusOr<serving::CallPtr> call) mutable {
         if (!call.ok()) return pending->sender.SendError(call.status());
+        pending->sender.trace().MarkAdmitted();
         pending->sender.hold(*call);
         std::move(work)(pending->request, std::move(pending->sender), *std::move(call));
       },
@@ -361,6 +381,7 @@ bool Service::RerankFromCache(const http::Request& request, ResponseSender& send
     parsed_slot->emplace(*std::move(parsed));
     return false;
   }
+  sender.trace().MarkAdmitted();
   sender.hold(call);
   SendRerank(sender, *std::move(answer), [&](const pipeline::RerankAnswer& a) {
     return api::RenderRerankResponse(*parsed, a.scores, false);
@@ -534,8 +555,10 @@ void Service::InferWork(const http::Request& request, std::string_view model_nam
 
 void Service::Metrics(http::Request request, http::Responder respond) {
   http::Response r;
-  r.content_type = metrics::kPrometheusTextContentType;
-  r.body = pipeline_.MetricsText();
+  // OpenMetrics (with exemplars) for a scraper that asks for it; Prometheus text otherwise.
+  const bool openmetrics = metrics::AcceptsOpenMetrics(request.header("accept"));
+  r.content_type = openmetrics ? metrics::kOpenMetricsContentType : metrics::kPrometheusTextContentType;
+  r.body = pipeline_.MetricsText(openmetrics);
   std::move(respond)(std::move(r));
 }
 
