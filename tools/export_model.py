@@ -427,7 +427,8 @@ def export_onnx(model: torch.nn.Module, cfg, path: str) -> Optional[Dict[str, in
                                 location=os.path.basename(path) + ".data", size_threshold=1024)
                 onnx.checker.check_model(path)
                 return None
-            onnx.checker.check_model(proto)  # before finishing: the placeholder domain passes the checker
+            # (torch's exporter already ran ONNX's full checker, before the graph was finished; a
+            # proto over 2 GB cannot be checked in memory)
             decoder_fused.finish_fused_graph(proto, cfg.num_labels)
             onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
                             location=os.path.basename(path) + ".data", size_threshold=1024)
@@ -557,7 +558,7 @@ def quantize_decoder_per_row(source: str, target: str) -> int:
     import onnx
     proto = onnx.load(source, load_external_data=True)
     count = decoder_int8.quantize_per_row(proto)
-    if proto.ByteSize() < _EXTERNAL_DATA_BYTES:
+    if sum(len(t.raw_data) for t in proto.graph.initializer) < _EXTERNAL_DATA_BYTES:
         onnx.save_model(proto, target)
     else:
         onnx.save_model(proto, target, save_as_external_data=True, all_tensors_to_one_file=True,

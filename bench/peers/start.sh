@@ -3,7 +3,8 @@
 # caller's PID is the server's), every one serving the same model with TEI's request format
 # (POST /rerank {"query", "texts", "raw_scores"?} -> [{"index", "score"}]):
 #   prototype     FastAPI + uvicorn + PyTorch FP32 (bench/peers/prototype_server.py); the weights are
-#                 rebuilt from the export preset and seed (tools/crossencoder.py)
+#                 rebuilt from the export preset and seed (tools/crossencoder.py, tools/decoder.py; a
+#                 decoder's prompt from MODEL's config.pbtxt)
 #   node          Node.js + onnxruntime-node, one session (bench/peers/node_server.js)
 #   tide-nobatch  tide serve, max_batch_size 1 and no dynamic_batching: every pair runs alone
 #   tide-batch    tide serve with the model entry's own config.pbtxt (dynamic batching, FP32)
@@ -74,7 +75,7 @@ PY
 case "$peer" in
   prototype)
     exec /usr/bin/python3 bench/peers/prototype_server.py --port "$port" --preset "$PRESET" --seed "$SEED" \
-      --tokenizer "$MODEL/tokenizer.json"
+      --tokenizer "$MODEL/tokenizer.json" --config "$MODEL/config.pbtxt"
     ;;
   node)
     exec node bench/peers/node_server.js --port "$port" --model "$MODEL"
