@@ -24,6 +24,10 @@ folders keep their 1-logit `score` head. Their entry's config.pbtxt also carries
 prompt (parameters prompt_template and, where the family has one, default_instruction). Presets
 qwen3-reranker-0.6b, mxbai-rerank-base-v2, qwen3-tiny and qwen2-tiny (seeded random weights) need
 --tokenizer with the real Qwen3 tokenizer.json. Any other decoder architecture is refused (exit 2).
+A decoder's graph is written with ONNX Runtime's fused operators (tools/decoder_fused.py; --no-fusion
+for the plain graph); when the fused graph fails verification, the plain graph is exported and
+verified instead (the log says why). A decoder's --int8 entry is quantized per row
+(tools/decoder_int8.py), so that a pair scores the same in any batch.
 """
 
 from __future__ import annotations
