@@ -182,7 +182,24 @@ def decoder_config_pbtxt(name: str, cfg: decoder.DecoderConfig, opts: EntryOptio
             f'output [\n  {{\n    name: "logits"\n    data_type: TYPE_FP32\n    dims: [ 1 ]\n  }}\n]\n'
             f'dynamic_batching {{\n  max_queue_delay_microseconds: {opts.max_queue_delay_microseconds}\n}}\n'
             f'instance_group [\n  {{\n    count: {opts.instance_count}\n    kind: KIND_CPU\n  }}\n]\n'
-            + parameters_text(params))
+            + decoder_warmup_text(input_names(cfg)) + parameters_text(params))
+
+
+# The shapes a decoder entry warms up with (batch rows, tokens). Without model_warmup, tide warms up
+# every shape a batch can take, up to max_sequence_length (8192) and max_batch_tokens: for
+# qwen3-reranker-0.6b that is ~65 TFLOP per instance, half an hour of a 2-core machine before the
+# server is ready. These two shapes touch every operator and the allocator at a prefill's usual
+# scale; a longer shape's first batch pays its own allocation.
+DECODER_WARMUP_SHAPES = ((1, 64), (4, 256))
+
+
+def decoder_warmup_text(names: List[str]) -> str:
+    entries = []
+    for rows, tokens in DECODER_WARMUP_SHAPES:
+        inputs = "".join(f'    inputs {{\n      key: "{n}"\n      value {{ data_type: TYPE_INT64 dims: [ {tokens} ] '
+                         f'zero_data: true }}\n    }}\n' for n in names)
+        entries.append(f'  {{\n    name: "prefill_{rows}x{tokens}"\n    batch_size: {rows}\n{inputs}  }}')
+    return "model_warmup [\n" + ",\n".join(entries) + "\n]\n"
 
 
 def read_tokenizer(path: str) -> Dict:
