@@ -43,8 +43,15 @@ model_abs=$(cd "$MODEL" && pwd)
 tide_repo() {
   local repo="$work/$1" onnx=$3
   rm -rf "$repo"
-  mkdir -p "$repo/$name/1"
-  ln -s "$onnx" "$repo/$name/1/model.onnx"
+  mkdir -p "$repo/$name"
+  if [ -f "$onnx.data" ]; then
+    # External data (a decoder's 2.4 GB): ONNX Runtime refuses a data file outside the model's own
+    # folder, so the version folder itself is the link.
+    ln -s "$(dirname "$onnx")" "$repo/$name/1"
+  else
+    mkdir -p "$repo/$name/1"
+    ln -s "$onnx" "$repo/$name/1/model.onnx"
+  fi
   ln -s "$model_abs/tokenizer.json" "$repo/$name/tokenizer.json"
   sed -e "$2" "$model_abs/config.pbtxt" > "$repo/$name/config.pbtxt"
   echo "$repo"
