@@ -32,6 +32,10 @@ folders keep their 1-logit `score` head. Their entry's config.pbtxt also carries
 prompt (parameters prompt_template and, where the family has one, default_instruction). Presets
 qwen3-reranker-0.6b, mxbai-rerank-base-v2, qwen3-tiny and qwen2-tiny (seeded random weights) need
 --tokenizer with the real Qwen3 tokenizer.json. Any other decoder architecture is refused (exit 2).
+A decoder's graph is written with ONNX Runtime's fused operators (tools/decoder_fused.py; --no-fusion
+for the plain graph); when the fused graph fails verification, the plain graph is exported and
+verified instead (the log says why). A decoder's --int8 entry is quantized per row
+(tools/decoder_int8.py), so that a pair scores the same in any batch.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ import torch  # noqa: E402
 import biencoder  # noqa: E402
 import crossencoder  # noqa: E402
 import decoder  # noqa: E402
+import decoder_fused  # noqa: E402
+import decoder_int8  # noqa: E402
 import make_wordpiece_tokenizer  # noqa: E402
 import safetensors_file  # noqa: E402
 
@@ -208,7 +214,24 @@ def decoder_config_pbtxt(name: str, cfg: decoder.DecoderConfig, opts: EntryOptio
             f'output [\n  {{\n    name: "logits"\n    data_type: TYPE_FP32\n    dims: [ 1 ]\n  }}\n]\n'
             f'dynamic_batching {{\n  max_queue_delay_microseconds: {opts.max_queue_delay_microseconds}\n}}\n'
             f'instance_group [\n  {{\n    count: {opts.instance_count}\n    kind: KIND_CPU\n  }}\n]\n'
-            + parameters_text(params))
+            + decoder_warmup_text(input_names(cfg)) + parameters_text(params))
+
+
+# The shapes a decoder entry warms up with (batch rows, tokens). Without model_warmup, tide warms up
+# every shape a batch can take, up to max_sequence_length (8192) and max_batch_tokens: for
+# qwen3-reranker-0.6b that is ~65 TFLOP per instance, half an hour of a 2-core machine before the
+# server is ready. These two shapes touch every operator and the allocator at a prefill's usual
+# scale; a longer shape's first batch pays its own allocation.
+DECODER_WARMUP_SHAPES = ((1, 64), (4, 256))
+
+
+def decoder_warmup_text(names: List[str]) -> str:
+    entries = []
+    for rows, tokens in DECODER_WARMUP_SHAPES:
+        inputs = "".join(f'    inputs {{\n      key: "{n}"\n      value {{ data_type: TYPE_INT64 dims: [ {tokens} ] '
+                         f'zero_data: true }}\n    }}\n' for n in names)
+        entries.append(f'  {{\n    name: "prefill_{rows}x{tokens}"\n    batch_size: {rows}\n{inputs}  }}')
+    return "model_warmup [\n" + ",\n".join(entries) + "\n]\n"
 
 
 def read_tokenizer(path: str) -> Dict:
@@ -441,7 +464,12 @@ def verify_with_tide(tide_binary: str, model_path: str, reference_path: str, ato
 
 # ---- export ----------------------------------------------------------------------------------------
 
-def export_onnx(model: torch.nn.Module, cfg, path: str) -> None:
+def export_onnx(model: torch.nn.Module, cfg, path: str) -> Optional[Dict[str, int]]:
+    """Writes `model` as ONNX at `path`. A decoder_fused.FusedDecoderReranker is finished
+    (decoder_fused.finish_fused_graph) after ONNX's checker saw it; returns its fused operator counts
+    (None for any other model)."""
+    fused = isinstance(model, decoder_fused.FusedDecoderReranker)
+    counts = None
     names = input_names(cfg)
     sample = random_cases(cfg, seed=1, num_cases=1, max_length=16)[0]
     dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
@@ -457,14 +485,28 @@ def export_onnx(model: torch.nn.Module, cfg, path: str) -> None:
         import onnx  # Debian python3-onnx; imported late so that --help works without it
         if n_bytes < _EXTERNAL_DATA_BYTES:
             onnx.checker.check_model(raw)
-            shutil.move(raw, path)
+            if not fused:
+                shutil.move(raw, path)
+                return None
+            proto = onnx.load(raw)
+            decoder_fused.finish_fused_graph(proto, cfg.num_labels)  # ORT's contrib layout, which ONNX's checker does not know
+            onnx.save_model(proto, path)
         else:  # torch writes one file per tensor; gather them into model.onnx.data beside model.onnx
             proto = onnx.load(raw, load_external_data=True)
+            if not fused:
+                onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                                location=os.path.basename(path) + ".data", size_threshold=1024)
+                onnx.checker.check_model(path)
+                return None
+            # (torch's exporter already ran ONNX's full checker, before the graph was finished; a
+            # proto over 2 GB cannot be checked in memory)
+            decoder_fused.finish_fused_graph(proto, cfg.num_labels)
             onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
                             location=os.path.basename(path) + ".data", size_threshold=1024)
-            onnx.checker.check_model(path)
+        counts = decoder_fused.fused_op_counts(proto)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return counts
 
 
 def place_entry(staging: str, final: str) -> None:
@@ -528,9 +570,15 @@ def export(args: argparse.Namespace) -> str:
     try:
         os.makedirs(os.path.join(staging, "1"))
         model_path = os.path.join(staging, "1", "model.onnx")
+        fuse = is_decoder and not args.no_fusion
         log(args, f"exporting {name} ({kind}, {cfg.num_hidden_layers} x {cfg.hidden_size}, "
-                  f"vocab {cfg.vocab_size}) to ONNX opset {OPSET}")
-        export_onnx(model, cfg, model_path)
+                  f"vocab {cfg.vocab_size}) to ONNX opset {OPSET}{' with fused decoder operators' if fuse else ''}")
+        max_positions = min(DECODER_MAX_SEQUENCE_LENGTH, cfg.max_position_embeddings) if is_decoder else 0
+        if fuse:
+            counts = export_onnx(decoder_fused.FusedDecoderReranker(model, max_positions).eval(), cfg, model_path)
+            log(args, "fused: " + ", ".join(f"{n} {op}" for op, n in counts.items()))
+        else:
+            export_onnx(model, cfg, model_path)
 
         tokenizer_out = os.path.join(staging, "tokenizer.json")
         if tokenizer_path:
@@ -557,7 +605,19 @@ def export(args: argparse.Namespace) -> str:
             if args.no_verify:
                 log(args, "skipping verification (--no-verify)")
             else:
-                verify_with_tide(args.tide_binary, model_path, ref, args.atol)
+                try:
+                    verify_with_tide(args.tide_binary, model_path, ref, args.atol)
+                except ExportError as e:
+                    if not fuse:
+                        raise
+                    # The fused graph is only an optimisation: when ONNX Runtime refuses it or it
+                    # disagrees with PyTorch, the plain graph is exported and checked instead.
+                    log(args, f"the fused graph failed verification, exporting the unfused graph instead: {e}")
+                    for leftover in (model_path, model_path + ".data"):
+                        if os.path.exists(leftover):
+                            os.remove(leftover)
+                    export_onnx(model, cfg, model_path)
+                    verify_with_tide(args.tide_binary, model_path, ref, args.atol)
                 log(args, f"verified: ONNX Runtime matches PyTorch within {args.atol:g} on {len(cases)} padded batches")
         finally:
             shutil.rmtree(ref_dir, ignore_errors=True)
@@ -569,8 +629,23 @@ def export(args: argparse.Namespace) -> str:
     return final
 
 
-def add_int8_entry(args: argparse.Namespace, final: str) -> str:
-    """--int8: a second entry <name>-int8 holding `tide quantize --int8` of the exported model."""
+def quantize_decoder_per_row(source: str, target: str) -> int:
+    """Writes `source` quantized by decoder_int8.quantize_per_row (batch-invariant INT8) at `target`;
+    the number of MatMuls quantized."""
+    import onnx
+    proto = onnx.load(source, load_external_data=True)
+    count = decoder_int8.quantize_per_row(proto)
+    if sum(len(t.raw_data) for t in proto.graph.initializer) < _EXTERNAL_DATA_BYTES:
+        onnx.save_model(proto, target)
+    else:
+        onnx.save_model(proto, target, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=os.path.basename(target) + ".data", size_threshold=1024)
+    return count
+
+
+def add_int8_entry(args: argparse.Namespace, final: str, is_decoder: bool = False) -> str:
+    """--int8: a second entry <name>-int8 holding `tide quantize --int8` of the exported model, or
+    for a decoder its per-row quantization (decoder_int8.py: a pair scores the same in any batch)."""
     name = os.path.basename(os.path.normpath(final)) + "-int8"
     staging = tempfile.mkdtemp(prefix=f".{name}.staging-", dir=args.repository)
     umask = os.umask(0)
@@ -578,11 +653,15 @@ def add_int8_entry(args: argparse.Namespace, final: str) -> str:
     os.chmod(staging, 0o777 & ~umask)
     try:
         os.makedirs(os.path.join(staging, "1"))
-        cmd = [args.tide_binary, "quantize", "--int8", os.path.join(final, "1", "model.onnx"),
-               os.path.join(staging, "1", "model.onnx")]
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if proc.returncode != 0:
-            raise ExportError(f"{' '.join(cmd)} failed: {proc.stdout.strip()}")
+        source, target = os.path.join(final, "1", "model.onnx"), os.path.join(staging, "1", "model.onnx")
+        if is_decoder:
+            count = quantize_decoder_per_row(source, target)
+            log(args, f"{name}: {count} MatMuls quantized to INT8 with per-row activation scales")
+        else:
+            cmd = [args.tide_binary, "quantize", "--int8", source, target]
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                raise ExportError(f"{' '.join(cmd)} failed: {proc.stdout.strip()}")
         shutil.copyfile(os.path.join(final, "tokenizer.json"), os.path.join(staging, "tokenizer.json"))
         with open(os.path.join(final, "config.pbtxt"), encoding="utf-8") as f:
             config = f.read()
@@ -593,8 +672,14 @@ def add_int8_entry(args: argparse.Namespace, final: str) -> str:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    log(args, f"wrote {args.repository}/{name} (tide quantize --int8)")
+    log(args, f"wrote {args.repository}/{name} ({'per-row INT8' if is_decoder else 'tide quantize --int8'})")
     return os.path.join(args.repository, name)
+
+
+def is_decoder_entry(entry: str) -> bool:
+    """Whether an exported entry is a decoder reranker (its config.pbtxt carries a prompt_template)."""
+    with open(os.path.join(entry, "config.pbtxt"), encoding="utf-8") as f:
+        return 'key: "prompt_template"' in f.read()
 
 
 def log(args, msg: str) -> None:
@@ -634,9 +719,12 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--verify-max-length", type=int, default=96, help="longest random sequence to check")
     p.add_argument("--reference-out", help="also keep the reference JSON (PyTorch inputs and logits) here")
     p.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime check (not recommended)")
+    p.add_argument("--no-fusion", action="store_true",
+                   help="decoders: export the plain graph, without ONNX Runtime's fused operators "
+                        "(tools/decoder_fused.py; a fused graph that fails verification falls back to it anyway)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="PyTorch threads")
     p.add_argument("--quiet", action="store_true")
-    p.add_argument("--int8", action="store_true", help="also write <name>-int8, quantized with `tide quantize --int8`")
+    p.add_argument("--int8", action="store_true", help="also write <name>-int8, quantized with `tide quantize --int8` (a decoder: per-row INT8, tools/decoder_int8.py)")
     args = p.parse_args(argv)
     if args.tokenizer and not os.path.isfile(args.tokenizer):
         p.error(f"--tokenizer {args.tokenizer}: no such file")
@@ -648,7 +736,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         final = export(args)
         if args.int8:
-            add_int8_entry(args, final)
+            add_int8_entry(args, final, is_decoder=is_decoder_entry(final))
     except crossencoder.CheckpointError as e:
         print(f"export_model: {e}", file=sys.stderr)
         return 2

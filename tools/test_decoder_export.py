@@ -351,6 +351,8 @@ class DecoderExportTest(unittest.TestCase):
                                    ("max_sequence_length", "8192"), ("tokenizer", "tokenizer.json")):
                     self.assertIn(f'key: "{key}"\n  value {{ string_value: "{value}" }}', text)
                 self.assertIn('key: "prompt_template"', text)
+                # Two small warm-up shapes, not every bucket up to 8192 tokens (half an hour for 0.6B).
+                self.assertEqual(text.count('name: "prefill_'), len(export_model.DECODER_WARMUP_SHAPES))
                 self.assertEqual('key: "default_instruction"' in text, preset == "qwen3-tiny")
                 model = onnx.load(os.path.join(entry, "1", "model.onnx"))
                 self.assertEqual(sorted(i.name for i in model.graph.input), ["attention_mask", "input_ids"])

@@ -4,6 +4,9 @@ usage: /usr/bin/python3 bench/peers/check_tokenizer.py TIDE_BINARY TOKENIZER_JSO
 Encodes a fixed set of pairs (ASCII, punctuation, accents, CJK, control and zero-width characters,
 Unicode spaces, a literal [SEP], long words, pairs truncated at 512 and 16) with both and exits 1
 on the first difference, printing it; prints "tokenizer check: N/N pairs identical" otherwise.
+A byte-level BPE tokenizer.json (a decoder reranker's, e.g. Qwen3's) is checked the same way with
+bench/peers/bpe_tokenizer.py (the prototype's decoder tokenizer) on single texts: the pairs' texts
+and prompts rendered around them with chat special tokens.
 """
 import json
 import os
@@ -13,6 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bert_tokenizer import BertTokenizer  # noqa: E402
+from bpe_tokenizer import BpeTokenizer  # noqa: E402
 
 
 def cases(vocab_words):
@@ -39,8 +43,35 @@ def cases(vocab_words):
     return texts
 
 
+def check_bpe(tide, tokenizer_json):
+    tok = BpeTokenizer(tokenizer_json)
+    words = sorted(w[1:] for w in tok.vocab if w.startswith("\u0120") and w[1:].isalpha() and w[1:].isascii())
+    texts = []
+    for q, d in cases(words):
+        texts += [q, d, f"<|im_start|>user\n<Query>: {q}\n<Document>: {d}<|im_end|>\n<|im_start|>assistant\n"]
+    lines = "".join(json.dumps({"text": t}) + "\n" for t in texts)
+    proc = subprocess.run([tide, "tokenize", "--tokenizer", tokenizer_json, "--max-length", "100000"],
+                          input=lines.encode(), capture_output=True, check=False)
+    if proc.returncode != 0:
+        print(f"tokenizer check: tide tokenize failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+        return 1
+    outputs = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]
+    failures = 0
+    for text, want in zip(texts, outputs):
+        got = tok.encode(text)
+        if got != want["input_ids"]:
+            failures += 1
+            print(f"tokenizer check: DIFFERENT for {text[:60]!r}\n  python {got[:40]}\n  tide   {want['input_ids'][:40]}")
+    print(f"tokenizer check: {len(texts) - failures}/{len(texts)} texts identical to tide tokenize "
+          f"(byte-level BPE, bench/peers/bpe_tokenizer.py; {tokenizer_json})")
+    return 1 if failures else 0
+
+
 def main():
     tide, tokenizer_json = sys.argv[1], sys.argv[2]
+    with open(tokenizer_json, encoding="utf-8") as f:
+        if json.load(f).get("model", {}).get("type") == "BPE":
+            return check_bpe(tide, tokenizer_json)
     tok = BertTokenizer(tokenizer_json)
     words = sorted(w for w in tok.vocab if w.isalpha() and w.isascii())
     pairs = cases(words)

@@ -121,6 +121,14 @@ def flops_per_pair(raw, machine):
     if not m:
         return None, None
     _, model_type, layers, h, i = model_shape(machine)
+    if model_type in ("qwen3", "qwen2"):
+        # A decoder reranker (run_all records its heads and the prompt frame's tokens): the prompt is
+        # frame + query + document; projections q, k, v, o and SwiGLU's gate, up, down per token and
+        # layer; causal attention, QK^T and PV over half the square.
+        nq, nkv, d = (int(machine[f"model_{k}"]) for k in ("heads", "kv_heads", "head_dim"))
+        length = float(m.group(1)) + float(m.group(2)) + float(machine.get("model_frame_tokens", 0))
+        w = 2 * h * nq * d + 2 * h * nkv * d + 3 * h * i
+        return 2 * length * layers * w + layers * 2 * length * length * nq * d, length
     # [CLS] query [SEP] document [SEP], or <s> query </s></s> document </s> for XLM-RoBERTa
     length = float(m.group(1)) + float(m.group(2)) + (3 if model_type == "bert" else 4)
     w = 4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h
@@ -139,6 +147,9 @@ def main():
     w = lines.append
     w(f"# tide side by side — {machine.get('date_utc', '?')}")
     w("")
+    if machine.get("note"):
+        w(f"**{machine['note']}**")
+        w("")
     if "smoke" in machine.get("label", ""):
         w("**Smoke run**: short settings that only prove the pipeline end to end; its figures are not results.")
         w("")
@@ -291,6 +302,18 @@ def main():
         ("tide batching INT8 open-loop P99 < llama.cpp Q8_0's", r("tide-int8", "open_p99_ms"), r("llama-q8", "open_p99_ms"),
          1, "<"),
     ]
+    if model_type in ("qwen3", "qwen2"):  # issue #28's targets for decoder rerankers
+        fp32_ceiling_pct = None
+        if summary.get("ceilings", {}).get("fp32_gflops") and r("tide-batch", "useful_gflops") is not None:
+            fp32_ceiling_pct = r("tide-batch", "useful_gflops") / summary["ceilings"]["fp32_gflops"]
+        checks = [
+            ("tide FP32 pairs/s >= 3x prototype", r("tide-batch", "pairs_per_s"), r("prototype", "pairs_per_s"), 3, ">="),
+            ("tide FP32 pairs/s >= 1.5x Node + onnxruntime", r("tide-batch", "pairs_per_s"), r("node", "pairs_per_s"),
+             1.5, ">="),
+            ("tide INT8 pairs/s >= 1.7x tide FP32", r("tide-int8", "pairs_per_s"), r("tide-batch", "pairs_per_s"), 1.7,
+             ">="),
+            ("tide FP32 useful GFLOP/s >= 80% of the measured FP32 ceiling", fp32_ceiling_pct, 1, 0.8, ">="),
+        ]
     w("| target | measured | met |")
     w("|---|---|---|")
     for name, a, b, want, op in checks:

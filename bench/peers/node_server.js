@@ -7,6 +7,9 @@
 // shape); GET /health. Pairs are truncated LongestFirst at the entry's max_sequence_length (512) and padded to the longest pair
 // of the request with the tokenizer's pad id (padding.pad_id, else [PAD], else <pad>, else 0: tide's
 // rule; XLM-RoBERTa exports derive position ids from input_ids != pad). Prints "node: listening on ..." once the session is loaded.
+// A decoder reranker's entry (its config.pbtxt has prompt_template): each pair is rendered into the
+// prompt with the entry's default_instruction and tokenized whole (no pair, no type ids), as tide
+// does; a prompt over max_sequence_length loses document tokens.
 // Modules: ONNX Runtime from third_party/peers/node (bench/peers/setup.sh), tokenizers from
 // third_party/node (scripts/bootstrap.sh); TIDE_NODE_ORT / TIDE_NODE_TOKENIZERS override them.
 'use strict';
@@ -41,6 +44,32 @@ function configMaxLength(configPbtxt) {
   return 512;
 }
 
+// A string parameter of config.pbtxt (protobuf text format: C escapes of UTF-8 bytes), or null.
+function configString(configPbtxt, key) {
+  let text;
+  try { text = require('fs').readFileSync(configPbtxt, 'utf8'); } catch (e) { return null; }
+  const m = text.match(new RegExp(`key:\\s*"${key}"\\s*value\\s*\\{\\s*string_value:\\s*"((?:[^"\\\\]|\\\\.)*)"`));
+  if (!m) return null;
+  const bytes = [];
+  const raw = Buffer.from(m[1], 'utf8');
+  const named = { n: 10, t: 9, r: 13, '"': 34, "'": 39, '\\': 92 };
+  for (let i = 0; i < raw.length; i++) {
+    if (raw[i] !== 92) { bytes.push(raw[i]); continue; }
+    const c = String.fromCharCode(raw[++i]);
+    if (c in named) { bytes.push(named[c]); continue; }
+    let oct = c;
+    while (oct.length < 3 && raw[i + 1] >= 48 && raw[i + 1] <= 55) oct += String.fromCharCode(raw[++i]);
+    bytes.push(parseInt(oct, 8));
+  }
+  return Buffer.from(bytes).toString('utf8');
+}
+
+// A template's slots filled ({{ and }} are literal braces).
+function fill(template, slots) {
+  return template.replace(/\{\{|\}\}|\{(instruction|query|document)\}/g,
+      (m, name) => (name ? (slots[name] ?? '') : m[0]));
+}
+
 // The id tide pads input_ids with (src/tokenizer/tokenizer.cc): padding.pad_id, else [PAD], else <pad>.
 function padTokenId(tokenizerJson) {
   const spec = JSON.parse(require('fs').readFileSync(tokenizerJson, 'utf8'));
@@ -67,9 +96,28 @@ async function main() {
   tokenizer.disablePadding();
   const wantsTypeIds = session.inputNames.includes('token_type_ids');
   const padId = BigInt(padTokenId(path.join(modelDir, 'tokenizer.json')));
+  const template = configString(path.join(modelDir, 'config.pbtxt'), 'prompt_template');
+  const instruction = configString(path.join(modelDir, 'config.pbtxt'), 'default_instruction') || '';
+  if (template !== null) tokenizer.setTruncation(1 << 30);  // the prompt is cut in the document only (below)
+
+  // A decoder prompt's encoding: {getIds, getAttentionMask, getTypeIds} like a tokenizer's.
+  async function encodePrompt(query, document) {
+    const slots = { instruction, query, document };
+    let ids = (await tokenizer.encode(fill(template, slots))).getIds();
+    if (ids.length > maxLength) {
+      const [head, tail] = template.split('{document}');
+      const headIds = (await tokenizer.encode(fill(head, slots))).getIds();
+      const tailIds = (await tokenizer.encode(fill(tail, slots))).getIds();
+      const docIds = (await tokenizer.encode(document)).getIds();
+      ids = [...headIds, ...docIds.slice(0, Math.max(0, maxLength - headIds.length - tailIds.length)), ...tailIds];
+    }
+    const ones = ids.map(() => 1);
+    return { getIds: () => ids, getAttentionMask: () => ones, getTypeIds: () => ids.map(() => 0) };
+  }
 
   async function rerank(request) {
-    const encodings = await Promise.all(request.texts.map((t) => tokenizer.encode(request.query, t)));
+    const encodings = await Promise.all(request.texts.map((t) =>
+      (template !== null ? encodePrompt(request.query, t) : tokenizer.encode(request.query, t))));
     const rows = encodings.length;
     const longest = Math.max(...encodings.map((e) => e.getIds().length));
     const ids = new BigInt64Array(rows * longest).fill(padId);

@@ -3,7 +3,8 @@
 # caller's PID is the server's), every one serving the same model with TEI's request format
 # (POST /rerank {"query", "texts", "raw_scores"?} -> [{"index", "score"}]):
 #   prototype     FastAPI + uvicorn + PyTorch FP32 (bench/peers/prototype_server.py); the weights are
-#                 rebuilt from the export preset and seed (tools/crossencoder.py)
+#                 rebuilt from the export preset and seed (tools/crossencoder.py, tools/decoder.py; a
+#                 decoder's prompt from MODEL's config.pbtxt)
 #   node          Node.js + onnxruntime-node, one session (bench/peers/node_server.js)
 #   tide-nobatch  tide serve, max_batch_size 1 and no dynamic_batching: every pair runs alone
 #   tide-batch    tide serve with the model entry's own config.pbtxt (dynamic batching, FP32)
@@ -42,8 +43,15 @@ model_abs=$(cd "$MODEL" && pwd)
 tide_repo() {
   local repo="$work/$1" onnx=$3
   rm -rf "$repo"
-  mkdir -p "$repo/$name/1"
-  ln -s "$onnx" "$repo/$name/1/model.onnx"
+  mkdir -p "$repo/$name"
+  if [ -f "$onnx.data" ]; then
+    # External data (a decoder's 2.4 GB): ONNX Runtime refuses a data file outside the model's own
+    # folder, so the version folder itself is the link.
+    ln -s "$(dirname "$onnx")" "$repo/$name/1"
+  else
+    mkdir -p "$repo/$name/1"
+    ln -s "$onnx" "$repo/$name/1/model.onnx"
+  fi
   ln -s "$model_abs/tokenizer.json" "$repo/$name/tokenizer.json"
   sed -e "$2" "$model_abs/config.pbtxt" > "$repo/$name/config.pbtxt"
   echo "$repo"
@@ -74,7 +82,7 @@ PY
 case "$peer" in
   prototype)
     exec /usr/bin/python3 bench/peers/prototype_server.py --port "$port" --preset "$PRESET" --seed "$SEED" \
-      --tokenizer "$MODEL/tokenizer.json"
+      --tokenizer "$MODEL/tokenizer.json" --config "$MODEL/config.pbtxt"
     ;;
   node)
     exec node bench/peers/node_server.js --port "$port" --model "$MODEL"
