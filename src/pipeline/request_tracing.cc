@@ -182,11 +182,11 @@ void RequestTrace::End(const Completion& c, int status) {
   span_.End(end);
 }
 
-RequestTrace RequestTracing::StartHttp(std::string_view method, std::string_view route, Steady::time_point received_at,
-                                       std::string_view traceparent, std::string_view tracestate) const {
+RequestTrace RequestTracing::StartServerSpan(std::string_view name, bool grpc, Steady::time_point received_at,
+                                             std::string_view traceparent, std::string_view tracestate) const {
   RequestTrace trace;
   trace.owner_ = this;
-  trace.grpc_ = false;
+  trace.grpc_ = grpc;
   trace.received_at_ = received_at;
   trace.received_unix_nanos_ =
       tracer_->clock().NowUnixNanos() -
@@ -195,8 +195,15 @@ RequestTrace RequestTracing::StartHttp(std::string_view method, std::string_view
   so.kind = tracing::SpanKind::kServer;
   so.parent = tracing::Extract(Present(traceparent), Present(tracestate), counters_);
   so.start_unix_nanos = trace.received_unix_nanos_;
+  trace.span_ = tracer_->StartSpan(name, std::move(so));
+  return trace;
+}
+
+RequestTrace RequestTracing::StartHttp(std::string_view method, std::string_view route, Steady::time_point received_at,
+                                       std::string_view traceparent, std::string_view tracestate) const {
   char buffer[160];
-  trace.span_ = tracer_->StartSpan(JoinInto(buffer, sizeof(buffer), method, route), std::move(so));
+  RequestTrace trace = StartServerSpan(JoinInto(buffer, sizeof(buffer), method, route), /*grpc=*/false, received_at,
+                                       traceparent, tracestate);
   if (trace.span_.IsRecording()) {
     trace.span_.SetAttribute("http.request.method", method);
     if (!route.empty()) trace.span_.SetAttribute("http.route", route);
@@ -206,18 +213,7 @@ RequestTrace RequestTracing::StartHttp(std::string_view method, std::string_view
 
 RequestTrace RequestTracing::StartGrpc(std::string_view rpc, Steady::time_point received_at,
                                        std::string_view traceparent, std::string_view tracestate) const {
-  RequestTrace trace;
-  trace.owner_ = this;
-  trace.grpc_ = true;
-  trace.received_at_ = received_at;
-  trace.received_unix_nanos_ =
-      tracer_->clock().NowUnixNanos() -
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now() - received_at).count();
-  tracing::StartSpanOptions so;
-  so.kind = tracing::SpanKind::kServer;
-  so.parent = tracing::Extract(Present(traceparent), Present(tracestate), counters_);
-  so.start_unix_nanos = trace.received_unix_nanos_;
-  trace.span_ = tracer_->StartSpan(rpc, std::move(so));
+  RequestTrace trace = StartServerSpan(rpc, /*grpc=*/true, received_at, traceparent, tracestate);
   if (trace.span_.IsRecording()) {
     trace.span_.SetAttribute("rpc.system", "grpc");
     const size_t slash = rpc.find('/');

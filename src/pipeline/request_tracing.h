@@ -111,6 +111,10 @@ class RequestTracing {
   const RequestTracingOptions& options() const { return options_; }
 
  private:
+  // The SERVER span both edges open: parent from the caller's headers, start at `received_at`.
+  RequestTrace StartServerSpan(std::string_view name, bool grpc, std::chrono::steady_clock::time_point received_at,
+                               std::string_view traceparent, std::string_view tracestate) const;
+
   const tracing::Tracer* const tracer_;
   tracing::TraceContextCounters* const counters_;
   const RequestTracingOptions options_;

@@ -19,6 +19,21 @@ uint64_t Ns(serving::Clock::duration d) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
 
+// TEI's Metadata of a predict or embed answer: characters and tokens computed, and the stage times
+// when the answer has them (`timings` null: none).
+void ComputeMetadata(size_t chars, size_t tokens, const serving::StageTimings* timings, tei::v1::Metadata* out) {
+  RerankAccounting acc;
+  acc.compute_chars = static_cast<uint32_t>(std::min<size_t>(chars, UINT32_MAX));
+  acc.compute_tokens = static_cast<uint32_t>(std::min<size_t>(tokens, UINT32_MAX));
+  if (timings != nullptr) {
+    acc.tokenization_time_ns = Ns(timings->tokenize);
+    acc.queue_time_ns = Ns(timings->queue);
+    acc.inference_time_ns = Ns(timings->inference);
+    acc.total_time_ns = Ns(timings->total);
+  }
+  MetadataToProto(acc, out);
+}
+
 // On a tokenization worker, with the admitted call: ranks `request` through the pipeline (the
 // default model, a rollout's split, breaker fallback) into `response` and finishes.
 void RankAdmitted(const pipeline::RequestPipeline* pipeline, serving::CallPtr call,
@@ -191,16 +206,7 @@ void PredictOne(serving::ServiceCore* core, const pipeline::RequestPipeline* pip
                   p->set_score(ls.score);
                   p->set_label(ls.label);
                 }
-                RerankAccounting acc;
-                acc.compute_chars = static_cast<uint32_t>(std::min<size_t>(chars, UINT32_MAX));
-                acc.compute_tokens = static_cast<uint32_t>(std::min<size_t>(a.tokens, UINT32_MAX));
-                if (const serving::StageTimings* t = a.outcome.Complete(answer.received_at()); t != nullptr) {
-                  acc.tokenization_time_ns = Ns(t->tokenize);
-                  acc.queue_time_ns = Ns(t->queue);
-                  acc.inference_time_ns = Ns(t->inference);
-                  acc.total_time_ns = Ns(t->total);
-                }
-                MetadataToProto(acc, response->mutable_metadata());
+                ComputeMetadata(chars, a.tokens, a.outcome.Complete(answer.received_at()), response->mutable_metadata());
                 answer.Finish(std::move(a.outcome));
               });
             });
@@ -219,16 +225,7 @@ void EmbedOne(serving::ServiceCore* core, const pipeline::RequestPipeline* pipel
               pipeline->Embed(call, req, [response, chars, answer = std::move(answer)](pipeline::EmbedAnswer a) mutable {
                 if (!a.outcome.status.ok()) return answer.Finish(std::move(a.outcome));
                 response->mutable_embeddings()->Add(a.vectors.begin(), a.vectors.end());
-                RerankAccounting acc;
-                acc.compute_chars = static_cast<uint32_t>(std::min<size_t>(chars, UINT32_MAX));
-                acc.compute_tokens = static_cast<uint32_t>(std::min<size_t>(a.tokens, UINT32_MAX));
-                if (const serving::StageTimings* t = a.outcome.Complete(answer.received_at()); t != nullptr) {
-                  acc.tokenization_time_ns = Ns(t->tokenize);
-                  acc.queue_time_ns = Ns(t->queue);
-                  acc.inference_time_ns = Ns(t->inference);
-                  acc.total_time_ns = Ns(t->total);
-                }
-                MetadataToProto(acc, response->mutable_metadata());
+                ComputeMetadata(chars, a.tokens, a.outcome.Complete(answer.received_at()), response->mutable_metadata());
                 answer.Finish(std::move(a.outcome));
               });
             });
