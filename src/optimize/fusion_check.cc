@@ -51,6 +51,53 @@ absl::StatusOr<runtime::Logits> RunOnce(const runtime::OrtOptions& options, cons
   return out;
 }
 
+namespace {
+
+ProbeComparison Compare(const runtime::Logits& a, const runtime::Logits& b, bool quantized) {
+  double scale = 1.0;
+  ProbeComparison c;
+  for (size_t i = 0; i < a.values.size(); ++i) {
+    scale = std::max(scale, static_cast<double>(std::fabs(a.values[i])));
+    const double d = std::fabs(static_cast<double>(b.values[i]) - a.values[i]);
+    c.max_abs_diff = std::isnan(d) ? INFINITY : std::max(c.max_abs_diff, d);
+  }
+  c.tolerance = (quantized ? 2e-2 : 1e-3) * scale;
+  return c;
+}
+
+// The model at `path`, parsed and fused; `reason` says why there is nothing to serve instead.
+struct Fused {
+  absl::StatusOr<onnx::ModelProto> model = absl::UnknownError("not parsed");
+  FusionReport report;
+  std::string reason;
+};
+
+Fused ParseAndFuse(const std::string& path) {
+  Fused f;
+  // Parsed from the file as a stream: never the file's bytes and the parsed model side by side.
+  f.model = onnx_graph::ReadModelFile(path);
+  if (!f.model.ok()) {
+    f.reason = std::string(f.model.status().message());
+    return f;
+  }
+  for (const auto& t : f.model->graph().initializer()) {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+      f.reason = "the model keeps its weights in external data";
+      return f;
+    }
+  }
+  absl::StatusOr<FusionReport> report = FuseTransformer(FusionOptions{}, &*f.model);
+  if (!report.ok()) {
+    f.reason = std::string(report.status().message());
+    return f;
+  }
+  f.report = *report;
+  if (report->fused() == 0) f.reason = "no attention or skip-layernorm subgraph matched";
+  return f;
+}
+
+}  // namespace
+
 absl::StatusOr<ProbeComparison> CompareOnProbe(const runtime::OrtOptions& original, const runtime::OrtOptions& fused,
                                                const runtime::TokenBatch& probe, bool quantized) {
   absl::StatusOr<runtime::Logits> a = RunOnce(original, probe);
@@ -58,15 +105,7 @@ absl::StatusOr<ProbeComparison> CompareOnProbe(const runtime::OrtOptions& origin
   absl::StatusOr<runtime::Logits> b = RunOnce(fused, probe);
   if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("fused model on the probe batch: ", b.status().message()));
   if (a->values.size() != b->values.size()) return absl::InternalError("fused model returned a different number of logits");
-  double scale = 1.0;
-  ProbeComparison c;
-  for (size_t i = 0; i < a->values.size(); ++i) {
-    scale = std::max(scale, static_cast<double>(std::fabs(a->values[i])));
-    const double d = std::fabs(static_cast<double>(b->values[i]) - a->values[i]);
-    c.max_abs_diff = std::isnan(d) ? INFINITY : std::max(c.max_abs_diff, d);
-  }
-  c.tolerance = (quantized ? 2e-2 : 1e-3) * scale;
-  return c;
+  return Compare(*a, *b, quantized);
 }
 
 FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe,
@@ -76,43 +115,58 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
     result.reason = "the model is not a file";
     return result;
   }
-  absl::StatusOr<onnx::ModelProto> model = absl::UnknownError("not parsed");
+  // 1. Does anything fuse? The parse is dropped again: the original's probe session must not open
+  //    beside it (at the load's peak, one session of the original model is all the memory held).
+  bool quantized = false;
   {
-    absl::StatusOr<std::string> bytes = onnx_graph::ReadFileBytes(options.model_path);
-    if (!bytes.ok()) {
-      result.reason = std::string(bytes.status().message());
+    Fused first = ParseAndFuse(options.model_path);
+    if (!first.reason.empty()) {
+      result.reason = first.reason;
+      result.report = first.report;
       return result;
     }
-    model = onnx_graph::ParseModel(*bytes);
-  }  // the file's bytes are freed here, before anything else is allocated
-  if (!model.ok()) {
-    result.reason = std::string(model.status().message());
-    return result;
+    quantized = IsDynamicallyQuantized(*first.model);
   }
-  for (const auto& t : model->graph().initializer()) {
-    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-      result.reason = "the model keeps its weights in external data";
-      return result;
-    }
-  }
-  absl::StatusOr<FusionReport> report = FuseTransformer(FusionOptions{}, &*model);
-  if (!report.ok()) {
-    result.reason = std::string(report.status().message());
-    return result;
-  }
-  result.report = *report;
-  if (report->fused() == 0) {
-    result.reason = "no attention or skip-layernorm subgraph matched";
-    return result;
-  }
-  const bool quantized = IsDynamicallyQuantized(*model);
+  malloc_trim(0);
+  // 2. The original's logits on the probe batch, from a temporary session: no shared weights kept
+  //    for it, no pre-packed copy of its weights.
   runtime::OrtOptions original = options;
-  original.shared_weights = nullptr;  // probe sessions are temporary: no shared weights kept for them
+  original.shared_weights = nullptr;
+  original.prepack_weights = false;
+  absl::StatusOr<runtime::Logits> expected = RunOnce(original, probe);
+  if (!expected.ok()) {
+    result.reason = absl::StrCat("original model on the probe batch: ", expected.status().message());
+    result.check_failed = true;
+    return result;
+  }
+  malloc_trim(0);
+  // 3. Parsed and fused again (the same deterministic rewrite), its weights taken into the shared
+  //    entry the instances will use, the rest written out.
+  Fused second = ParseAndFuse(options.model_path);
+  if (!second.reason.empty()) {
+    result.reason = second.reason;
+    return result;
+  }
+  result.report = second.report;
+  onnx::ModelProto& model = *second.model;
   runtime::OrtOptions fused_options = original;
   fused_options.model_path.clear();
-  if (!spill_dir.empty()) {
+  fused_options.prepack_weights = true;
+  if (options.shared_weights != nullptr && runtime::SharedWeights::Available()) {
+    absl::StatusOr<std::shared_ptr<runtime::SharedModelWeights>> taken = runtime::SharedWeights::TakeFromModel(&model);
+    if (!taken.ok()) {
+      result.reason = std::string(taken.status().message());
+      return result;
+    }
+    result.weights = *std::move(taken);
+    fused_options.shared_weights = options.shared_weights;
+  }
+  // A skeleton is a few kilobytes: kept in memory (ONNX Runtime refuses external data beside a
+  // model opened by a /proc/self/fd path, even for initializers it is given). The whole fused
+  // model goes to the spill file.
+  if (!spill_dir.empty() && result.weights == nullptr) {
     auto file = runtime::UnlinkedFile::Create(spill_dir, [&model](int fd) -> absl::Status {
-      if (!model->SerializeToFileDescriptor(fd)) return absl::UnavailableError("cannot serialize the fused model");
+      if (!model.SerializeToFileDescriptor(fd)) return absl::UnavailableError("cannot serialize the fused model");
       return absl::OkStatus();
     });
     if (file.ok()) {
@@ -122,28 +176,39 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
       result.spill_error = std::string(file.status().message());
     }
   }
-  if (result.file == nullptr && !model->SerializeToString(&fused_options.model_data)) {
+  if (result.file == nullptr && !model.SerializeToString(&fused_options.model_data)) {
     result.reason = "cannot serialize the fused model";
+    result.weights.reset();
     return result;
   }
   {
-    onnx::ModelProto gone;  // the parsed model is no longer needed: freed before the sessions open
-    gone.Swap(&*model);
+    onnx::ModelProto gone;  // the parsed model is no longer needed: freed before the session opens
+    gone.Swap(&model);
   }
   malloc_trim(0);
-  absl::StatusOr<ProbeComparison> cmp = CompareOnProbe(original, fused_options, probe, quantized);
-  if (!cmp.ok()) {
-    result.reason = std::string(cmp.status().message());
+  if (result.weights != nullptr) {
+    options.shared_weights->Adopt(fused_options.model_path, fused_options.model_data, result.weights);
+  }
+  auto reject = [&result](std::string reason) {
+    result.reason = std::move(reason);
     result.check_failed = true;
     result.file.reset();
+    result.weights.reset();
+  };
+  absl::StatusOr<runtime::Logits> got = RunOnce(fused_options, probe);
+  if (!got.ok()) {
+    reject(absl::StrCat("fused model on the probe batch: ", got.status().message()));
     return result;
   }
-  result.max_abs_diff = cmp->max_abs_diff;
-  result.tolerance = cmp->tolerance;
-  if (!cmp->ok()) {
-    result.reason = absl::StrFormat("fused logits differ by %.3g (tolerance %.3g)", cmp->max_abs_diff, cmp->tolerance);
-    result.check_failed = true;
-    result.file.reset();
+  if (got->values.size() != expected->values.size()) {
+    reject("fused model returned a different number of logits");
+    return result;
+  }
+  const ProbeComparison cmp = Compare(*expected, *got, quantized);
+  result.max_abs_diff = cmp.max_abs_diff;
+  result.tolerance = cmp.tolerance;
+  if (!cmp.ok()) {
+    reject(absl::StrFormat("fused logits differ by %.3g (tolerance %.3g)", cmp.max_abs_diff, cmp.tolerance));
     return result;
   }
   result.fused = true;

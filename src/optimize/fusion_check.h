@@ -16,10 +16,12 @@
 //    it is never held in memory whole. When that file cannot be written (no O_TMPFILE, disk full)
 //    it is serialized into `model_data` instead and `spill_error` says why; with `spill_dir`
 //    empty, always into `model_data`.
-//  - Memory: the original file's bytes are freed once parsed, and the parsed (fused) model once
-//    serialized, before either probe session opens; the probe sessions open one after the other.
-//    The load-time peak is then about twice the model's size (bytes + parse, or one session),
-//    not the sum of every copy.
+//  - Memory: the original file is parsed as a stream (never its bytes beside the parse). With
+//    options.shared_weights the fused model's weights move into one shared entry (`weights`) and
+//    only the graph's skeleton is serialized; the fused probe session takes its weights from that
+//    entry, as the instances will. The original's probe session opens first and alone, without a
+//    pre-packed copy of its weights. The load-time peak is one ONNX Runtime session of the
+//    original model, not the sum of every copy.
 //  - Blocks for parsing, fusing, two session creations and two runs; thread-compatible.
 #pragma once
 
@@ -30,6 +32,7 @@
 #include "optimize/transformer_fusion.h"
 #include "runtime/model_backend.h"
 #include "runtime/ort_backend.h"
+#include "runtime/shared_weights.h"
 #include "runtime/unlinked_file.h"
 
 namespace tide::optimize {
@@ -38,6 +41,11 @@ struct FusedModel {
   bool fused = false;       // true: serve `file` (or model_data) instead of the original file
   std::unique_ptr<runtime::UnlinkedFile> file;  // the fused model, with spill_dir (see the contract)
   std::string model_data;   // the fused model, serialized, when `file` is null
+  // With options.shared_weights: the fused model's weights, taken out of it before it was
+  // serialized (runtime::SharedWeights::TakeFromModel), so `file` / model_data is a skeleton that
+  // only sessions given these weights can open; adopted by options.shared_weights under the
+  // fused model's path. The caller holds it as long as it serves the fused model.
+  std::shared_ptr<runtime::SharedModelWeights> weights;
   std::string spill_error;  // why the fused model is in model_data although spill_dir was given
   FusionReport report;
   double max_abs_diff = 0;  // fused vs original logits on the probe batch

@@ -253,6 +253,55 @@ TEST(FusionCheckTest, PrepareFusedModelAcceptsMiniLm) {
   EXPECT_NE(kept.spill_error.find("/no/such/dir"), std::string::npos) << kept.spill_error;
 }
 
+// With shared weights the fused model's weights move into one shared entry and only the graph's
+// skeleton is written: a file of a few kilobytes that serves the same logits through that entry,
+// and that no session without it can open (its tensors point at a placeholder).
+TEST(FusionCheckTest, PrepareFusedModelWithSharedWeightsWritesASkeleton) {
+  const std::filesystem::path path = SourceRoot() / "models/minilm-l6/1/model.onnx";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  if (!runtime::SharedWeights::Available()) GTEST_SKIP() << "built without libonnx-dev: no shared weights";
+  auto sig = runtime::OrtBackend::ReadSignature(path.string());
+  ASSERT_TRUE(sig.ok());
+  const runtime::TokenBatch probe = ProbeBatch(*sig, 30522, 512);
+  runtime::OrtOptions o;
+  o.model_path = path.string();
+  o.intra_op_threads = 1;
+  FusedModel whole = PrepareFusedModel(o, probe, ::testing::TempDir());
+  ASSERT_TRUE(whole.fused) << whole.reason;
+  ASSERT_NE(whole.file, nullptr);
+  EXPECT_EQ(whole.weights, nullptr);
+
+  o.shared_weights = std::make_shared<runtime::SharedWeights>();
+  FusedModel skeleton = PrepareFusedModel(o, probe, ::testing::TempDir());
+  ASSERT_TRUE(skeleton.fused) << skeleton.reason;
+  EXPECT_EQ(skeleton.file, nullptr);  // a skeleton stays in memory: it is a few kilobytes
+  ASSERT_NE(skeleton.weights, nullptr);
+  EXPECT_EQ(skeleton.max_abs_diff, whole.max_abs_diff);
+  EXPECT_GT(skeleton.weights->bytes, whole.file->size() * 9 / 10);
+  EXPECT_LT(skeleton.model_data.size(), whole.file->size() / 50) << "the weights stayed in the model";
+
+  runtime::OrtOptions served = o;  // as an instance opens it: the skeleton, with the shared entry
+  served.model_path.clear();
+  served.model_data = skeleton.model_data;
+  runtime::OrtOptions reference = o;
+  reference.shared_weights = nullptr;
+  reference.model_path = whole.file->path();
+  auto a = RunOnce(served, probe);
+  auto b = RunOnce(reference, probe);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->values, b->values);
+
+  runtime::OrtOptions without = served;  // the skeleton alone has no weights to run
+  without.shared_weights = nullptr;
+  EXPECT_FALSE(RunOnce(without, probe).ok());
+
+  // Once the caller lets the entry go (a rejected or unloaded version), it is gone for good.
+  std::weak_ptr<runtime::SharedModelWeights> entry = skeleton.weights;
+  skeleton.weights.reset();
+  EXPECT_TRUE(entry.expired());
+}
+
 TEST(FusionCheckTest, PrepareFusedModelKeepsUnmatchedModel) {
   // The third-party DistilBERT export masks with Where(mask == 0, -inf, scores): not matched.
   TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);

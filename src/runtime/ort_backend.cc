@@ -79,6 +79,12 @@ Ort::SessionOptions MakeSessionOptions(const OrtOptions& o) {
     case GraphOptimization::kAll: so.SetGraphOptimizationLevel(ORT_ENABLE_ALL); break;
   }
   if (o.enable_cpu_mem_arena) so.EnableCpuMemArena(); else so.DisableCpuMemArena();
+  if (!o.prepack_weights) so.AddConfigEntry("session.disable_prepacking", "1");
+  // A model in memory has no folder of its own: its only external data can be the placeholders
+  // of a skeleton (SharedWeights::TakeFromModel), which its shared weights replace.
+  if (o.model_path.empty()) {
+    so.AddConfigEntry("session.model_external_initializers_file_folder_path", SharedWeights::kPlaceholderFolder);
+  }
   return so;
 }
 
@@ -235,6 +241,7 @@ absl::StatusOr<ModelSignature> OrtBackend::ReadSignature(const std::string& mode
   options.graph_optimization_level = GraphOptimization::kDisable;
   options.intra_op_threads = 1;
   options.enable_cpu_mem_arena = false;
+  options.prepack_weights = false;
   std::string label;
   auto session = OpenSession(options, &label);
   if (!session.ok()) return session.status();

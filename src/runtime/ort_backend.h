@@ -67,6 +67,10 @@ struct OrtOptions {
   std::shared_ptr<AloneSessionSlot> alone_session = nullptr;  // null: each backend opens its own wider session
   GraphOptimization graph_optimization_level = GraphOptimization::kAll;
   bool enable_cpu_mem_arena = true;
+  // false: no pre-packed copy of the constant weights (ONNX Runtime's session.disable_prepacking).
+  // For the load's short-lived sessions (the signature, the fusion probe): a pre-packed copy is a
+  // third of a model's MatMul weights again, at the moment the load's memory peaks.
+  bool prepack_weights = true;
   // With shared_weights and the arena: take activations from the process-wide arena (one lock for
   // every such session); false: this session's own arena (a shadow lane's SCHED_IDLE session must
   // share no lock with the live ones).

@@ -37,17 +37,9 @@ size_t ElementSize(int32_t type) {
   }
 }
 
-absl::Status Load(const std::string& model_path, const std::string& model_data, SharedModelWeights* out) {
-  absl::StatusOr<onnx::ModelProto> read =
-      model_path.empty() ? onnx_graph::ParseModel(model_data) : onnx_graph::ReadModelFile(model_path);
-  if (!read.ok()) {
-    const std::string label = model_path.empty() ? std::string("<in-memory model>") : model_path;
-    if (read.status().code() == absl::StatusCode::kNotFound) {
-      return absl::NotFoundError(absl::StrCat(label, ": cannot read the model for shared weights"));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(label, ": not an ONNX model (shared weights)"));
-  }
-  onnx::ModelProto& model = *read;
+// Moves every shareable initializer of `model` into `out`; with `placeholders`, the tensor in
+// `model` then points at SharedWeights::kPlaceholderLocation instead of holding no data.
+absl::Status Take(onnx::ModelProto& model, bool placeholders, SharedModelWeights* out) {
   const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
   auto* initializers = model.mutable_graph()->mutable_initializer();
   out->names.reserve(initializers->size());
@@ -68,7 +60,20 @@ absl::Status Load(const std::string& model_path, const std::string& model_data, 
     if (p == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("shared weights: cannot map ", size, " bytes"));
     std::shared_ptr<void> buffer(p, [size](void* q) { munmap(q, size); });
     std::memcpy(p, t.raw_data().data(), size);
-    t.clear_raw_data();  // keeps the parsed copy from growing the peak further
+    // Frees the parsed copy now (clear_raw_data() would keep the string's capacity until the whole
+    // model is destroyed: the load would peak at two copies of the weights).
+    std::string().swap(*t.mutable_raw_data());
+    if (placeholders) {
+      t.clear_raw_data();
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      t.clear_external_data();
+      auto* location = t.add_external_data();
+      location->set_key("location");
+      location->set_value(SharedWeights::kPlaceholderLocation);
+      auto* length = t.add_external_data();
+      length->set_key("length");
+      length->set_value(std::to_string(size));
+    }
     out->names.push_back(t.name());
     out->values.push_back(Ort::Value::CreateTensor(cpu, p, size, shape.data(), shape.size(),
                                                    static_cast<ONNXTensorElementDataType>(t.data_type())));
@@ -76,6 +81,19 @@ absl::Status Load(const std::string& model_path, const std::string& model_data, 
     out->bytes += size;
   }
   return absl::OkStatus();
+}
+
+absl::Status Load(const std::string& model_path, const std::string& model_data, SharedModelWeights* out) {
+  absl::StatusOr<onnx::ModelProto> read =
+      model_path.empty() ? onnx_graph::ParseModel(model_data) : onnx_graph::ReadModelFile(model_path);
+  if (!read.ok()) {
+    const std::string label = model_path.empty() ? std::string("<in-memory model>") : model_path;
+    if (read.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat(label, ": cannot read the model for shared weights"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(label, ": not an ONNX model (shared weights)"));
+  }
+  return Take(*read, /*placeholders=*/false, out);
 }
 #endif
 
@@ -116,6 +134,29 @@ absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::ForModel(cons
   (void)model_data;
   return std::shared_ptr<SharedModelWeights>();
 #endif
+}
+
+absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::TakeFromModel(onnx::ModelProto* model) {
+#ifdef TIDE_HAVE_ONNX_PROTO
+  try {
+    auto entry = std::make_shared<SharedModelWeights>();
+    absl::Status s = Take(*model, /*placeholders=*/true, entry.get());
+    malloc_trim(0);
+    if (!s.ok()) return s;
+    return entry;
+  } catch (const Ort::Exception& e) {
+    return absl::InternalError(absl::StrCat("shared weights: ", e.what()));
+  }
+#else
+  (void)model;
+  return std::shared_ptr<SharedModelWeights>();
+#endif
+}
+
+void SharedWeights::Adopt(const std::string& model_path, const std::string& model_data,
+                          std::shared_ptr<SharedModelWeights> entry) {
+  absl::MutexLock lock(&mu_);
+  models_[ModelKey(model_path, model_data)] = entry;
 }
 
 }  // namespace tide::runtime

@@ -34,6 +34,10 @@
 #include "absl/synchronization/mutex.h"
 #include "onnxruntime_cxx_api.h"
 
+namespace onnx {
+class ModelProto;
+}
+
 namespace tide::runtime {
 
 // One model's shared initializers and pre-packed weights. Immutable after ForModel returns it,
@@ -63,6 +67,26 @@ class SharedWeights {
   // loaded on first use. Null when !Available().
   absl::StatusOr<std::shared_ptr<SharedModelWeights>> ForModel(const std::string& model_path,
                                                                const std::string& model_data);
+
+  // Takes the shared tensors out of a model parsed in memory: each one's bytes move into the
+  // returned entry (its string in `model` freed at once, so the two never coexist) and the tensor
+  // in `model` becomes a placeholder: external data at kPlaceholderFolder/kPlaceholderLocation,
+  // /dev/null (ONNX Runtime checks that an external data file exists when it loads a model, even
+  // for initializers it is given; this one exists and holds nothing). A model serialized from it
+  // is a skeleton of a few kilobytes, opened from memory (OrtOptions::model_data, with
+  // kPlaceholderFolder as its external data folder), whose sessions MUST get this entry (Adopt
+  // it under the skeleton's bytes): ONNX Runtime then takes those initializers from the entry and
+  // never parses or copies the weights, so opening a session costs no second copy of the model;
+  // a session without the entry fails to read them. Errors: a mapping that cannot be made. Null
+  // when !Available().
+  static absl::StatusOr<std::shared_ptr<SharedModelWeights>> TakeFromModel(onnx::ModelProto* model);
+  static constexpr const char* kPlaceholderFolder = "/dev";
+  static constexpr const char* kPlaceholderLocation = "null";
+
+  // Makes `entry` the weights of the model file `model_path` (or of the serialized `model_data`
+  // when model_path is empty): ForModel returns it while it lives (the caller holds it for as long
+  // as that model is served).
+  void Adopt(const std::string& model_path, const std::string& model_data, std::shared_ptr<SharedModelWeights> entry);
 
  private:
   absl::Mutex mu_;

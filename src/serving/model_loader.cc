@@ -88,7 +88,14 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
       spdlog::info("model {} version {}: graph fusion: {}; probe max |fused - original| {:.3g} (limit {:.3g}); {:.0f} ms",
                    EscapeForLog(m->name), m->version, fused.report.Summary(), fused.max_abs_diff, fused.tolerance,
                    fuse_ms);
-      if (fused.file != nullptr) {
+      if (fused.weights != nullptr) {
+        // The weights live in the version's shared entry; the graph is a skeleton of a few KB.
+        spdlog::info("model {} version {}: fused graph {} KB, its weights ({} MB) shared by every session",
+                     EscapeForLog(m->name), m->version, fused.model_data.size() >> 10, fused.weights->bytes >> 20);
+        m->fused_weights = std::move(fused.weights);
+        ort.model_path.clear();
+        ort.model_data = std::move(fused.model_data);
+      } else if (fused.file != nullptr) {
         ort.model_path = fused.file->path();
         m->fused_file = std::move(fused.file);
       } else {

@@ -23,6 +23,7 @@
 #include "config/tide_parameters.h"
 #include "runtime/model_backend.h"
 #include "runtime/ort_backend.h"
+#include "runtime/shared_weights.h"
 #include "runtime/unlinked_file.h"
 #include "serving/token_input_limits.h"
 #include "tokenizer/tokenizer.h"
@@ -41,11 +42,16 @@ struct LoadedModel {
   TokenInputLimits token_input_limits;
   // Label names in id order (a HuggingFace folder's id2label); empty: unnamed (LABEL_i).
   std::vector<std::string> labels;
-  // The graph the instances run: the model file, or (graph fusion) the fused graph, written to
+  // The graph the instances run: the model file, or (graph fusion) the fused graph: with shared
+  // weights a skeleton in ort.model_data whose weights are fused_weights; else written to
   // fused_file (an unnamed file in the temp directory, TMPDIR or /tmp: ort.model_path is its
-  // /proc/self/fd path) or, where no such file can be written, held in ort.model_data.
+  // /proc/self/fd path) or, where no such file can be written, held whole in ort.model_data.
   runtime::OrtOptions ort;
   std::shared_ptr<const runtime::UnlinkedFile> fused_file;
+  // The fused model's weights (optimize::FusedModel::weights): fused_file is then a skeleton that
+  // only sessions given these (ort.shared_weights has adopted them) can open. Held for the
+  // version's lifetime so that instances and shadow lanes opened later find them.
+  std::shared_ptr<runtime::SharedModelWeights> fused_weights;
 };
 
 struct LoaderOptions {
