@@ -41,6 +41,9 @@ struct LoadedModel {
   TokenInputLimits token_input_limits;
   // Label names in id order (a HuggingFace folder's id2label); empty: unnamed (LABEL_i).
   std::vector<std::string> labels;
+  // What the model file computes in (onnx_graph::GraphPrecision): "int8" (a quantized graph, e.g.
+  // `tide quantize --int8`), "fp16", "fp32"; "unknown" when the file could not be parsed.
+  std::string precision = "unknown";
   // The graph the instances run: the model file, or (graph fusion) the fused graph, written to
   // fused_file (an unnamed file in the temp directory, TMPDIR or /tmp: ort.model_path is its
   // /proc/self/fd path) or, where no such file can be written, held in ort.model_data.
