@@ -28,33 +28,49 @@ ShadowTrace::ShadowTrace(ShadowTraceHook hook, batching::TraceLink request, std:
       start_(clock->Now()) {}
 
 void ShadowTrace::Live(const std::vector<float>* scores) {
-  absl::MutexLock lock(&mu_);
-  if (scores != nullptr) live_ = *scores;
-  Arrived();
+  std::optional<ShadowTraceFacts> done;
+  {
+    absl::MutexLock lock(&mu_);
+    if (scores != nullptr) live_ = *scores;
+    done = Arrived();
+  }
+  if (done.has_value()) hook_(*done);
 }
 
 void ShadowTrace::Shadow(const std::vector<float>& scores, Clock::duration run_time) {
-  absl::MutexLock lock(&mu_);
-  shadow_ = scores;
-  shadow_run_ = run_time;
-  Arrived();
+  std::optional<ShadowTraceFacts> done;
+  {
+    absl::MutexLock lock(&mu_);
+    shadow_ = scores;
+    shadow_run_ = run_time;
+    done = Arrived();
+  }
+  if (done.has_value()) hook_(*done);
 }
 
 void ShadowTrace::Dropped(std::string_view reason) {
-  absl::MutexLock lock(&mu_);
-  reason_ = std::string(reason);
-  Arrived();
+  std::optional<ShadowTraceFacts> done;
+  {
+    absl::MutexLock lock(&mu_);
+    reason_ = std::string(reason);
+    done = Arrived();
+  }
+  if (done.has_value()) hook_(*done);
 }
 
 void ShadowTrace::Failed(std::string_view reason) {
-  absl::MutexLock lock(&mu_);
-  reason_ = std::string(reason);
-  shadow_failed_ = true;
-  Arrived();
+  std::optional<ShadowTraceFacts> done;
+  {
+    absl::MutexLock lock(&mu_);
+    reason_ = std::string(reason);
+    shadow_failed_ = true;
+    done = Arrived();
+  }
+  if (done.has_value()) hook_(*done);
 }
 
-void ShadowTrace::Arrived() {
-  if (++arrived_ < 2) return;
+std::optional<ShadowTraceFacts> ShadowTrace::Arrived() {
+  if (++arrived_ < 2) return std::nullopt;
   ShadowTraceFacts f;
   f.model = model_;
   f.live_version = live_version_;
@@ -77,9 +93,9 @@ void ShadowTrace::Arrived() {
     const std::vector<float>& candidate = live_is_stable_ ? *shadow_ : *live_;
     if (auto agreement = CompareRankings(stable, candidate); agreement.ok()) f.agreement = *agreement;
   }
-  // Under the lock: the second report is the last use of this object's state, and the hook does
-  // not block (it hands a span to the processor's queue).
-  hook_(f);
+  // The hook runs after the lock is released; the views in `f` stay valid: nothing writes this
+  // object's state after the second report.
+  return f;
 }
 
 }  // namespace tide::serving

@@ -70,7 +70,8 @@ class ShadowTrace {
               bool live_is_stable, int64_t shadow_version, const Clock* clock);
 
  private:
-  void Arrived() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts a report; the facts to hand to the hook (outside the lock) after the second.
+  std::optional<ShadowTraceFacts> Arrived() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ShadowTraceHook hook_;
   const batching::TraceLink request_;
