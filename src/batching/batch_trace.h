@@ -33,6 +33,7 @@ struct TraceLink {
 struct BatchTraceFacts {
   std::string_view model;
   int64_t version = 0;
+  std::string_view precision;         // "int8", "fp16", "fp32" ("" or "unknown": not known)
   int instance = 0;
   size_t rows = 0;                    // real rows (tasks)
   size_t padded_rows = 0;             // the batch-size bucket

@@ -37,7 +37,9 @@
 #include "serving/model_loader.h"
 #include "runtime/ort_backend.h"
 #include "serving/model_manager.h"
+#include "serving/rollout_hook.h"
 #include "serving/service_core.h"
+#include "serving/shadow_trace.h"
 #include "serving/model_repository_controller.h"
 #include "serving/serving_metrics.h"
 #include "spdlog/spdlog.h"
@@ -320,25 +322,27 @@ absl::StatusOr<std::unique_ptr<TracingStack>> BuildTracing(const tracing::Tracin
 // such request's server span (so it is sampled as that trace is, and found in its tree), with a
 // link to every sampled request of the batch; each request's tide.inference span links back to it
 // (serving::StageTimings::batches), so a request's neighbours in its batch are one hop away.
+tracing::SpanContext ContextOf(const batching::TraceLink& l) {
+  tracing::SpanContext c;
+  c.trace_id = l.trace_id;
+  c.span_id = l.span_id;
+  c.trace_flags = l.flags;
+  return c;
+}
+
 batching::BatchTraceHook BatchSpans(const tracing::Tracer* tracer) {
   return [tracer](const batching::BatchTraceFacts& f) -> std::optional<batching::TraceLink> {
-    auto context_of = [](const batching::TraceLink& l) {
-      tracing::SpanContext c;
-      c.trace_id = l.trace_id;
-      c.span_id = l.span_id;
-      c.trace_flags = l.flags;
-      return c;
-    };
     const int64_t end = tracer->clock().NowUnixNanos();
     tracing::StartSpanOptions so;
-    so.parent = context_of(f.requests.front());
+    so.parent = ContextOf(f.requests.front());
     so.start_unix_nanos = end - std::chrono::duration_cast<std::chrono::nanoseconds>(f.inference).count();
     so.links.reserve(f.requests.size());
-    for (const batching::TraceLink& r : f.requests) so.links.push_back(tracing::SpanLink{context_of(r), {}, 0});
+    for (const batching::TraceLink& r : f.requests) so.links.push_back(tracing::SpanLink{ContextOf(r), {}, 0});
     tracing::Span span = tracer->StartSpan("tide.batch", std::move(so));
     if (!span.IsRecording()) return std::nullopt;
     span.SetAttribute("tide.model", f.model);
     span.SetAttribute("tide.model.version", f.version);
+    if (!f.precision.empty()) span.SetAttribute("tide.model.precision", f.precision);
     span.SetAttribute("tide.batch.instance", f.instance);
     span.SetAttribute("tide.batch.rows", static_cast<int64_t>(f.rows));
     span.SetAttribute("tide.batch.padded_rows", static_cast<int64_t>(f.padded_rows));
@@ -353,6 +357,39 @@ batching::BatchTraceHook BatchSpans(const tracing::Tracer* tracer) {
     link.flags = span.context().trace_flags;
     span.End(end);
     return link;
+  };
+}
+
+// One span per shadow comparison of a sampled request ("tide.shadow"): it runs after the request
+// was answered, so it is not the request's child but the root of its own trace, linked to the
+// request's server span and recorded exactly when that request was (the sampler is not asked
+// again: a root at a 1% ratio would lose almost every comparison of the requests that are kept).
+serving::ShadowTraceHook ShadowSpans(const tracing::Tracer* tracer) {
+  return [tracer](const serving::ShadowTraceFacts& f) {
+    const int64_t end = tracer->clock().NowUnixNanos();
+    tracing::StartSpanOptions so;
+    so.sampled = f.request.sampled();
+    so.start_unix_nanos = end - std::chrono::duration_cast<std::chrono::nanoseconds>(f.elapsed).count();
+    so.links.push_back(tracing::SpanLink{ContextOf(f.request), {}, 0});
+    tracing::Span span = tracer->StartSpan("tide.shadow", std::move(so));
+    if (!span.IsRecording()) return;
+    span.SetAttribute("tide.model", f.model);
+    span.SetAttribute("tide.model.version", f.shadow_version);
+    span.SetAttribute("tide.rollout.arm", serving::kArmShadow);
+    span.SetAttribute("tide.shadow.live_version", f.live_version);
+    span.SetAttribute("tide.shadow.live_arm", f.live_arm);
+    span.SetAttribute("tide.shadow.outcome", f.outcome);
+    span.SetAttribute("tide.shadow.reason", f.reason);
+    if (f.agreement.has_value()) {
+      span.SetAttribute("tide.shadow.agreement.spearman", f.agreement->spearman);
+      span.SetAttribute("tide.shadow.agreement.top1", f.agreement->top1);
+      span.SetAttribute("tide.shadow.agreement.ndcg10", f.agreement->ndcg10);
+    }
+    if (f.shadow_run.has_value()) {
+      span.SetAttribute("tide.shadow.run_ms", std::chrono::duration<double, std::milli>(*f.shadow_run).count());
+    }
+    if (f.outcome == "error") span.SetStatus(tracing::StatusCode::kError, f.reason);
+    span.End(end);
   };
 }
 
@@ -590,6 +627,7 @@ int Serve(const ServeFlags& f) {
   co.shadow_nice = f.model.inference_nice;
   co.shadow_hold_off = std::chrono::milliseconds(f.shadow_hold_off_ms);
   co.rollout_state_file = f.rollout_state_file;
+  if (TracingStack* t = tracing_stack->get(); t->tracer != nullptr) co.shadow_trace = ShadowSpans(t->tracer.get());
   if (co.max_concurrent_requests > 0) co.tokenization_queue = static_cast<size_t>(co.max_concurrent_requests);
   // The core's parts (admission, the scoring pipeline, the rollout coordinator) are built here and
   // handed to the facade, which only wires them (serving/service_core.h).

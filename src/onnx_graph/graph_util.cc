@@ -103,24 +103,46 @@ float HalfToFloat(uint16_t h) {
   return f;
 }
 
-absl::Status CheckNotQuantized(const onnx::ModelProto& model) {
+namespace {
+
+// The nodes of a quantized graph (integer arithmetic, or quantize/dequantize pairs).
+bool IsQuantizedOp(const std::string& op_type) {
   static const std::unordered_set<std::string> kQuantOps = {
       "QuantizeLinear",  "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
       "QLinearMatMul",   "QLinearConv",      "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QAttention",
       "QGemm",           "QOrderedMatMul",   "MatMulNBits",           "DynamicQuantizeLSTM", "QEmbedLayerNormalization"};
+  return kQuantOps.count(op_type) > 0;
+}
+
+// The first float16 initializer of more than one element (a converted model's weights), or null.
+const onnx::TensorProto* FirstHalfWeight(const onnx::GraphProto& g) {
+  for (const auto& t : g.initializer()) {
+    if (t.data_type() == onnx::TensorProto::FLOAT16 && NumElements(t) > 1) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::Status CheckNotQuantized(const onnx::ModelProto& model) {
   for (const auto& n : model.graph().node()) {
-    if (kQuantOps.count(n.op_type())) {
+    if (IsQuantizedOp(n.op_type())) {
       return absl::FailedPreconditionError(absl::StrCat("the model is already quantized: node '", n.name(), "' is ",
                                                         n.op_type(), "; quantize the FP32 model instead"));
     }
   }
-  for (const auto& t : model.graph().initializer()) {
-    if (t.data_type() == onnx::TensorProto::FLOAT16 && NumElements(t) > 1) {
-      return absl::FailedPreconditionError(absl::StrCat("the model already holds float16 weights (initializer '", t.name(),
-                                                        "'); convert the FP32 model instead"));
-    }
+  if (const onnx::TensorProto* t = FirstHalfWeight(model.graph()); t != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("the model already holds float16 weights (initializer '", t->name(),
+                                                      "'); convert the FP32 model instead"));
   }
   return absl::OkStatus();
+}
+
+std::string_view GraphPrecision(const onnx::ModelProto& model) {
+  for (const auto& n : model.graph().node()) {
+    if (IsQuantizedOp(n.op_type())) return "int8";
+  }
+  return FirstHalfWeight(model.graph()) != nullptr ? "fp16" : "fp32";
 }
 
 Namer::Namer(const onnx::GraphProto& g) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -28,6 +29,11 @@ float HalfToFloat(uint16_t h);
 // OK, or FAILED_PRECONDITION naming the first node that shows the model is already quantized
 // (QuantizeLinear, MatMulInteger, DynamicQuantizeMatMul, ...) or already converted to float16.
 absl::Status CheckNotQuantized(const onnx::ModelProto& model);
+
+// What the graph computes in, by the same signs: "int8" with a quantized node (what `tide quantize
+// --int8` writes: DynamicQuantizeMatMul / MatMulInteger / DynamicQuantizeLinear, or QDQ pairs),
+// else "fp16" with float16 weights (`tide quantize --fp16`), else "fp32".
+std::string_view GraphPrecision(const onnx::ModelProto& model);
 
 // Names in use anywhere in the main graph (values, initializers, nodes), for fresh names.
 class Namer {

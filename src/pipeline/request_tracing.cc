@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -88,19 +89,15 @@ void RequestTrace::End(const Completion& c, int status) {
   }
   const Outcome& o = *c.outcome;
   const tracing::Tracer& tracer = owner_->tracer();
-  const RequestTracingOptions& options = owner_->options();
   const Steady::time_point now = Steady::now();
   const int64_t end = UnixNanos(now);
 
   // The server span's own attributes.
-  span_.SetAttribute("tide.endpoint", c.endpoint);
-  if (!options.server_address.empty()) span_.SetAttribute("server.address", options.server_address);
+  SetServerAttributes(c.endpoint);
   if (grpc_) {
-    if (options.grpc_port != 0) span_.SetAttribute("server.port", options.grpc_port);
     const int code = o.status.ok() ? 0 : Info(KindOf(o.status)).grpc_code;
     span_.SetAttribute("rpc.grpc.status_code", code);
   } else {
-    if (options.http_port != 0) span_.SetAttribute("server.port", options.http_port);
     span_.SetAttribute("http.response.status_code", status);
   }
   if (!o.model.empty()) span_.SetAttribute("tide.model", o.model);
@@ -113,6 +110,7 @@ void RequestTrace::End(const Completion& c, int status) {
       span_.SetAttribute("tide.windows", static_cast<int64_t>(c.call->pairs()));
     }
     if (o.cache_on) span_.SetAttribute("tide.cache_hits", static_cast<int64_t>(c.call->cache_hits()));
+    if (const char* arm = c.call->rollout_arm(); arm != nullptr) span_.SetAttribute("tide.rollout.arm", arm);
   } else if (!o.status.ok()) {
     if (std::string key = KeyNameOf(o.status); !key.empty()) span_.SetAttribute("tide.tenant", key);
   }
@@ -180,6 +178,57 @@ void RequestTrace::End(const Completion& c, int status) {
     s.End(end);
   }
   span_.End(end);
+}
+
+void RequestTrace::SetServerAttributes(std::string_view endpoint) {
+  const RequestTracingOptions& options = owner_->options();
+  if (!endpoint.empty()) span_.SetAttribute("tide.endpoint", endpoint);
+  if (message_) return;  // its stream's SERVER span names the server
+  if (!options.server_address.empty()) span_.SetAttribute("server.address", options.server_address);
+  const int port = grpc_ ? options.grpc_port : options.http_port;
+  if (port != 0) span_.SetAttribute("server.port", port);
+}
+
+RequestTrace RequestTrace::StartMessage(Steady::time_point received_at, int64_t index) const {
+  RequestTrace trace;
+  if (!active()) return trace;
+  trace.owner_ = owner_;
+  trace.grpc_ = true;
+  trace.message_ = true;
+  trace.received_at_ = received_at;
+  trace.received_unix_nanos_ = UnixNanos(received_at);
+  tracing::StartSpanOptions so;
+  so.parent = span_.context();
+  so.start_unix_nanos = trace.received_unix_nanos_;
+  trace.span_ = owner_->tracer().StartSpan("tide.stream.message", std::move(so));
+  if (trace.span_.IsRecording()) trace.span_.SetAttribute("tide.stream.message.index", index);
+  return trace;
+}
+
+void RequestTrace::EndRpc(int grpc_code, std::string_view message, int64_t messages) {
+  if (!active()) return;
+  if (span_.IsRecording()) {
+    SetServerAttributes("");
+    span_.SetAttribute("rpc.grpc.status_code", grpc_code);
+    span_.SetAttribute("tide.stream.messages", messages);
+    // Semantic conventions: the server's own failures (UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED,
+    // INTERNAL, UNAVAILABLE, DATA_LOSS) make a gRPC server span an error, not the client's.
+    constexpr int kServerCodes[] = {2, 4, 12, 13, 14, 15};
+    if (std::find(std::begin(kServerCodes), std::end(kServerCodes), grpc_code) != std::end(kServerCodes)) {
+      span_.SetStatus(tracing::StatusCode::kError, message);
+    }
+  }
+  span_.End(UnixNanos(Steady::now()));
+}
+
+void RequestTrace::EndHttp(std::string_view endpoint, int status) {
+  if (!active()) return;
+  if (span_.IsRecording()) {
+    SetServerAttributes(endpoint);
+    span_.SetAttribute("http.response.status_code", status);
+    if (status >= 500) span_.SetStatus(tracing::StatusCode::kError, {});
+  }
+  span_.End(UnixNanos(Steady::now()));
 }
 
 RequestTrace RequestTracing::StartServerSpan(std::string_view name, bool grpc, Steady::time_point received_at,

@@ -8,8 +8,13 @@
 //     |- tide.inference     model; tide.inference links to the span of every batch its rows rode in
 //     |- tide.fallback      a degraded answer (the breaker's fallback), tide.degraded = true
 //     '- tide.batch         (in the first sampled request's trace) one span per executed batch:
-//                           rows, tokens, padded tokens, buckets, instance, model, version; linked
-//                           to the server span of every sampled request that rode in it
+//                           rows, tokens, padded tokens, buckets, instance, model, version,
+//                           precision; linked to the server span of every sampled request in it
+//
+//   SERVER  "tei.v1.Predict/PredictStream" | "inference.GRPCInferenceService/ModelStreamInfer"
+//     '- tide.stream.message   one per message of a bidirectional stream (tide.stream.message.index),
+//          |- tide.admission   each a request of its own: the children and attributes above
+//          '- ...
 //
 // Contract:
 //  - RequestTracing::StartHttp / StartGrpc read the caller's W3C `traceparent` / `tracestate`
@@ -22,7 +27,12 @@
 //    CompletionRecorder, with the request's completion and the status it is recorded with: the
 //    server span's attributes (semantic conventions http.* / rpc.* / server.*, tide's own under
 //    tide.*: endpoint, model, version, tenant name (never the key), pairs, cache hits, degraded,
-//    error kind), its children, its status (ERROR for a 5xx answer), then it is ended.
+//    error kind, the rollout arm), its children, its status (ERROR for a 5xx answer), then it is
+//    ended.
+//  - A stream: the RPC's SERVER span (StartGrpc) starts each message's trace (StartMessage: an
+//    INTERNAL span `tide.stream.message`, its child, used as a request's server span: End as
+//    above) and is ended by EndRpc with the stream's gRPC status and its message count. A route
+//    without a request outcome (the admin API) is ended by EndHttp with its status.
 //  - Thread-compatible (one request's edge owns it); RequestTracing is thread-safe and must
 //    outlive every RequestTrace it starts (the tracer too).
 #pragma once
@@ -76,14 +86,25 @@ class RequestTrace {
   // Ends the server span (see the contract); `status` is the completion's HTTP status.
   void End(const Completion& completion, int status);
 
+  // A message of this stream (0-based `index`), received at `received_at`: its own trace under
+  // this span (inactive when this one is).
+  RequestTrace StartMessage(std::chrono::steady_clock::time_point received_at, int64_t index) const;
+  // Ends a stream's SERVER span: its gRPC status code (and message), how many messages it carried.
+  void EndRpc(int grpc_code, std::string_view message, int64_t messages);
+  // Ends an HTTP route's SERVER span that has no request outcome (`endpoint`: tide.endpoint).
+  void EndHttp(std::string_view endpoint, int status);
+
  private:
   friend class RequestTracing;
   using Steady = std::chrono::steady_clock;
   int64_t UnixNanos(Steady::time_point t) const;
+  // server.address / server.port and tide.endpoint (a stream's message has its stream's).
+  void SetServerAttributes(std::string_view endpoint);
 
   const RequestTracing* owner_ = nullptr;
   tracing::Span span_;
   bool grpc_ = false;
+  bool message_ = false;  // a stream's message (tide.stream.message), not a SERVER span
   Steady::time_point received_at_{};
   Steady::time_point admitted_at_{};
   // The wall clock at received_at_ (span timestamps are Unix nanoseconds; steady points map onto it).

@@ -177,6 +177,91 @@ TEST(RequestTracing, AMalformedTraceparentIsCountedAndStartsANewTrace) {
   EXPECT_FALSE(trace.context().remote);
 }
 
+TEST(RequestTracing, AStreamIsOneServerSpanWithAMessageSpanPerMessage) {
+  Fixture f;
+  RequestTrace stream = f.tracing.StartGrpc("tei.v1.Predict/PredictStream", Steady::now(), kParent, "");
+  for (int64_t i = 0; i < 2; ++i) {
+    RequestTrace message = stream.StartMessage(Steady::now(), i);
+    ASSERT_TRUE(message.active());
+    EXPECT_EQ(message.trace_id(), stream.trace_id());
+    message.MarkAdmitted();
+    Outcome o;
+    o.set_model("m", 1);
+    o.timings = serving::StageTimings{.tokenize = 1ms, .queue = 1ms, .inference = 1ms};
+    o.post = Steady::now();
+    Completion c;
+    c.endpoint = "predict_stream";
+    c.outcome = &o;
+    c.timings = o.Complete(Steady::now());
+    c.trace = &message;
+    message.End(c, 200);
+  }
+  stream.EndRpc(0, "", 2);
+
+  const std::vector<tracing::SpanData> spans = f.processor.spans();
+  const tracing::SpanData* server = Named(spans, "tei.v1.Predict/PredictStream");
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->kind, tracing::SpanKind::kServer);
+  EXPECT_EQ(tracing::ToHex(server->parent_span_id), "b7ad6b7169203331");
+  EXPECT_EQ(std::get<std::string>(*Attr(*server, "rpc.method")), "PredictStream");
+  EXPECT_EQ(std::get<int64_t>(*Attr(*server, "rpc.grpc.status_code")), 0);
+  EXPECT_EQ(std::get<int64_t>(*Attr(*server, "tide.stream.messages")), 2);
+  EXPECT_EQ(std::get<int64_t>(*Attr(*server, "server.port")), 8001);
+  std::vector<const tracing::SpanData*> messages;
+  for (const tracing::SpanData& s : spans) {
+    if (s.name == "tide.stream.message") messages.push_back(&s);
+  }
+  ASSERT_EQ(messages.size(), 2u);
+  for (const tracing::SpanData* m : messages) {
+    EXPECT_EQ(m->kind, tracing::SpanKind::kInternal);
+    EXPECT_EQ(m->parent_span_id, server->context.span_id);
+    EXPECT_EQ(std::get<std::string>(*Attr(*m, "tide.endpoint")), "predict_stream");
+    EXPECT_EQ(std::get<std::string>(*Attr(*m, "tide.model")), "m");
+    EXPECT_EQ(Attr(*m, "server.port"), nullptr) << "the stream's span names the server";
+    // Each message has the usual children.
+    for (const char* stage : {"tide.admission", "tide.tokenize", "tide.queue", "tide.inference"}) {
+      int found = 0;
+      for (const tracing::SpanData& s : spans) found += s.name == stage && s.parent_span_id == m->context.span_id;
+      EXPECT_EQ(found, 1) << stage;
+    }
+  }
+  EXPECT_EQ(std::get<int64_t>(*Attr(*messages[0], "tide.stream.message.index")) +
+                std::get<int64_t>(*Attr(*messages[1], "tide.stream.message.index")),
+            1);
+}
+
+TEST(RequestTracing, AStreamThatFailedOnTheServerIsAnError) {
+  Fixture f;
+  RequestTrace stream = f.tracing.StartGrpc("inference.GRPCInferenceService/ModelStreamInfer", Steady::now(), "", "");
+  stream.EndRpc(13, "boom", 0);  // INTERNAL
+  RequestTrace cancelled = f.tracing.StartGrpc("tei.v1.Embed/EmbedStream", Steady::now(), "", "");
+  cancelled.EndRpc(1, "cancelled", 3);  // CANCELLED: the client's doing
+  const std::vector<tracing::SpanData> spans = f.processor.spans();
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].status, tracing::StatusCode::kError);
+  EXPECT_EQ(spans[0].status_message, "boom");
+  EXPECT_NE(spans[1].status, tracing::StatusCode::kError);
+  EXPECT_EQ(std::get<int64_t>(*Attr(spans[1], "tide.stream.messages")), 3);
+}
+
+TEST(RequestTracing, AnAdminRouteIsAServerSpanEndedWithItsStatus) {
+  Fixture f;
+  RequestTrace ok = f.tracing.StartHttp("PUT", "/v2/models/{model}/rollout", Steady::now(), kParent, "");
+  ok.EndHttp("rollout_put", 200);
+  RequestTrace failed = f.tracing.StartHttp("POST", "/v2/repository/models/{model}/load", Steady::now(), "", "");
+  failed.EndHttp("repository_load", 500);
+  const std::vector<tracing::SpanData> spans = f.processor.spans();
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].name, "PUT /v2/models/{model}/rollout");
+  EXPECT_EQ(spans[0].kind, tracing::SpanKind::kServer);
+  EXPECT_EQ(tracing::ToHex(spans[0].parent_span_id), "b7ad6b7169203331");
+  EXPECT_EQ(std::get<std::string>(*Attr(spans[0], "tide.endpoint")), "rollout_put");
+  EXPECT_EQ(std::get<int64_t>(*Attr(spans[0], "http.response.status_code")), 200);
+  EXPECT_EQ(std::get<int64_t>(*Attr(spans[0], "server.port")), 8080);
+  EXPECT_NE(spans[0].status, tracing::StatusCode::kError);
+  EXPECT_EQ(spans[1].status, tracing::StatusCode::kError);
+}
+
 TEST(RequestTracing, WithoutTracingEveryCallIsANoOp) {
   RequestTrace trace;
   EXPECT_FALSE(trace.active());
@@ -187,6 +272,10 @@ TEST(RequestTracing, WithoutTracingEveryCallIsANoOp) {
   Completion c;
   c.outcome = &o;
   trace.End(c, 200);
+  RequestTrace message = trace.StartMessage(Steady::now(), 0);
+  EXPECT_FALSE(message.active());
+  trace.EndRpc(0, "", 1);
+  trace.EndHttp("rollout_get", 200);
 }
 
 }  // namespace

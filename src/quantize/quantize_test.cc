@@ -18,6 +18,7 @@ namespace tide::quantize {
 using onnx_graph::FloatToHalf;
 using onnx_graph::HalfToFloat;
 using onnx_graph::OpsetVersion;
+using onnx_graph::GraphPrecision;
 using onnx_graph::ExternalData;
 using onnx_graph::LoadModel;
 using onnx_graph::ParseModel;
@@ -351,6 +352,18 @@ TEST(QuantizeInt8Test, RefusesAnAlreadyQuantizedModel) {
   auto on_fp16 = QuantizeInt8({}, &h);
   EXPECT_EQ(on_fp16.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(on_fp16.status().message(), HasSubstr("float16"));
+}
+
+TEST(QuantizeInt8Test, GraphPrecisionNamesWhatEachRewriteProduces) {
+  // What tide serve records at load (tide.model.precision on the batch spans, docs/tracing.md).
+  onnx::ModelProto fp32 = TinyReranker();
+  EXPECT_EQ(GraphPrecision(fp32), "fp32");
+  onnx::ModelProto int8 = TinyReranker();
+  ASSERT_TRUE(QuantizeInt8({}, &int8).ok());
+  EXPECT_EQ(GraphPrecision(int8), "int8");
+  onnx::ModelProto fp16 = TinyReranker();
+  ASSERT_TRUE(ConvertFp16({.mode = Fp16Mode::kWeightsOnly}, &fp16).ok());
+  EXPECT_EQ(GraphPrecision(fp16), "fp16");
 }
 
 TEST(QuantizeInt8Test, ClearErrorsForUnsupportedOrMalformedGraphs) {

@@ -104,6 +104,10 @@ class Call {
   // Whether the call asked for a version by name (ServiceCore::FindModel): it bypasses the model's
   // rollout (no split, no shadow comparison).
   bool named_version() const { return named_version_.load(std::memory_order_relaxed); }
+  // The side of the model's running rollout that answers the call ("stable" or "canary", static
+  // strings: serving/rollout_hook.h), set by RolloutCoordinator::Watch; null: no rollout, or the
+  // call named its version. For the request's trace (tide.rollout.arm).
+  const char* rollout_arm() const { return rollout_arm_.load(std::memory_order_relaxed); }
 
  private:
   // Admission sets what it admitted; the scoring pipeline counts cache hits; the rollout marks a
@@ -122,6 +126,7 @@ class Call {
   mutable std::atomic<int64_t> pairs_{0};       // Admission::ChargePairs
   mutable std::atomic<int64_t> cache_hits_{0};  // ScoringPipeline's score-cache split
   mutable std::atomic<bool> named_version_{false};  // RolloutCoordinator::Pick
+  mutable std::atomic<const char*> rollout_arm_{nullptr};  // RolloutCoordinator::Watch
   std::shared_ptr<guard::Tenant> tenant_;  // declared first: outlives its permit below
   std::optional<guard::ConcurrencyLimiter::Permit> tenant_permit_;
   std::optional<guard::ConcurrencyLimiter::Permit> permit_;

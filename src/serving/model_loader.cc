@@ -7,6 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error_echo.h"
+#include "onnx/onnx_pb.h"
+#include "onnx_graph/graph_util.h"
+#include "onnx_graph/model_io.h"
 #include "optimize/fusion_check.h"
 #include "serving/kinded_tokenizer.h"
 #include "serving/ort_options.h"
@@ -59,9 +62,14 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
                                                       " has a dynamic label dimension; tide needs a fixed one"));
   }
   {
-    // From the original file: graph fusion below may replace the embedding Gathers.
-    auto limits = ResolveTokenInputLimits(m->signature, *m->tokenizer, ReadEmbeddingRows(ort.model_path, m->signature),
-                                          m->parameters.token_type_vocab_size);
+    // From the original file (parsed once, external data left on disk): graph fusion below may
+    // replace the embedding Gathers; the precision is what the file computes in.
+    absl::StatusOr<onnx::ModelProto> graph = onnx_graph::ReadModelFile(ort.model_path);
+    absl::StatusOr<GraphEmbeddingRows> rows =
+        graph.ok() ? absl::StatusOr<GraphEmbeddingRows>(ReadEmbeddingRows(*graph, m->signature))
+                   : absl::StatusOr<GraphEmbeddingRows>(graph.status());
+    if (graph.ok()) m->precision = std::string(onnx_graph::GraphPrecision(*graph));
+    auto limits = ResolveTokenInputLimits(m->signature, *m->tokenizer, rows, m->parameters.token_type_vocab_size);
     if (!limits.ok()) return absl::Status(limits.status().code(), absl::StrCat(config_file, ": ", limits.status().message()));
     m->token_input_limits = limits->limits;
     if (limits->log_is_warning) {
@@ -72,9 +80,11 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
   }
   if (options.allow_graph_fusion && m->parameters.graph_fusion == config::GraphFusion::kAuto) {
     // Fused attention / skip-layernorm, checked on a padded probe batch against the original.
-    // The fused model goes straight into an unnamed file in the temp directory (never held in
-    // memory for the model's lifetime: it is as large as the weights), which ONNX Runtime reads
-    // by path whenever an instance (or a shadow lane) opens.
+    // With shared weights (the default) the fused model's weights move into the version's shared
+    // entry and its graph stays as a skeleton of a few KB, which every instance (or shadow lane)
+    // opens with that entry; without, the fused model goes straight into an unnamed file in the
+    // temp directory (never held in memory for the model's lifetime: it is as large as the
+    // weights), which ONNX Runtime reads by path whenever an instance opens.
     const auto fuse_start = std::chrono::steady_clock::now();
     std::error_code ec;
     const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);

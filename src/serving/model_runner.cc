@@ -12,7 +12,7 @@ namespace tide::serving {
 
 ModelRunner::ModelRunner(std::unique_ptr<runtime::ModelBackend> backend, int64_t pad_id, int instance,
                          BatchObserver observer, std::string model, int64_t version,
-                         batching::BatchTraceHook batch_trace)
+                         batching::BatchTraceHook batch_trace, std::string precision)
     : backend_(std::move(backend)),
       pad_id_(pad_id),
       instance_(instance),
@@ -20,7 +20,8 @@ ModelRunner::ModelRunner(std::unique_ptr<runtime::ModelBackend> backend, int64_t
       observer_(std::move(observer)),
       model_(std::move(model)),
       version_(version),
-      batch_trace_(std::move(batch_trace)) {}
+      batch_trace_(std::move(batch_trace)),
+      precision_(std::move(precision)) {}
 
 std::optional<batching::TraceLink> ModelRunner::TraceBatch(const batching::Batch<RowTask>& batch,
                                                            Clock::duration took) const {
@@ -36,6 +37,7 @@ std::optional<batching::TraceLink> ModelRunner::TraceBatch(const batching::Batch
   if (facts.requests.empty()) return std::nullopt;  // nothing sampled rode in it: no span, no cost
   facts.model = model_;
   facts.version = version_;
+  facts.precision = precision_;
   facts.instance = instance_;
   facts.rows = batch.tasks.size();
   facts.padded_rows = std::max(batch.padded_batch_size, batch.tasks.size());

@@ -43,10 +43,11 @@ class ModelRunner final : public batching::BatchRunner<RowTask> {
   static constexpr int kMaxErrorLogsPerSecond = 5;
 
   // `model` and `version` name the model in the error status and the log.
-  // `batch_trace` (may be empty): called after a batch with sampled requests ran, for its span.
+  // `batch_trace` (may be empty): called after a batch with sampled requests ran, for its span,
+  // which names the model's `precision` (LoadedModel::precision).
   ModelRunner(std::unique_ptr<runtime::ModelBackend> backend, int64_t pad_id, int instance,
               BatchObserver observer, std::string model = "", int64_t version = 0,
-              batching::BatchTraceHook batch_trace = {});
+              batching::BatchTraceHook batch_trace = {}, std::string precision = "");
 
   absl::Status Run(batching::Batch<RowTask>& batch) override;
   absl::Status Warmup(const std::vector<BatchShape>& shapes);
@@ -66,6 +67,7 @@ class ModelRunner final : public batching::BatchRunner<RowTask> {
   const std::string model_;
   const int64_t version_;
   const batching::BatchTraceHook batch_trace_;
+  const std::string precision_;
   Clock::time_point log_window_start_{};
   int logged_in_window_ = 0;
   uint64_t suppressed_logs_ = 0;

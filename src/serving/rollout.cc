@@ -325,6 +325,15 @@ bool Rollouts::Tracks(const std::string& model, int64_t version) const {
   return version == it->second.spec.stable || version == it->second.spec.candidate;
 }
 
+std::optional<bool> Rollouts::IsCandidate(const std::string& model, int64_t version) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = rollouts_.find(model);
+  if (it == rollouts_.end() || it->second.state != RolloutState::kRunning) return std::nullopt;
+  if (version == it->second.spec.candidate) return true;
+  if (version == it->second.spec.stable) return false;
+  return std::nullopt;
+}
+
 std::string Rollouts::StickyHeaderOf(const std::string& model) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = rollouts_.find(model);

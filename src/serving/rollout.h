@@ -147,6 +147,8 @@ class Rollouts {
   std::vector<std::string> StickyHeaders() const;
   // Whether `version` is the stable or the candidate version of the model's running rollout.
   bool Tracks(const std::string& model, int64_t version) const;
+  // Which: nullopt when not tracked, else whether it is the candidate.
+  std::optional<bool> IsCandidate(const std::string& model, int64_t version) const;
   // The model's running rollout's sticky_header; "" when none.
   std::string StickyHeaderOf(const std::string& model) const;
   bool HasSticky() const { return has_sticky_.load(std::memory_order_relaxed); }

@@ -133,6 +133,7 @@ class RolloutCoordinator::Watched final : public AnswerWatch {
   int64_t version = 0;
   Clock::time_point start{};
   std::shared_ptr<Comparison> compare;  // null: not compared
+  std::shared_ptr<ShadowTrace> trace;   // null: no span for the comparison (serving/shadow_trace.h)
   TensorWindows fold;                   // token rows of long documents: folded per input first
   // Set once the live rows are queued: the shadow starts after them, so that their arrival does
   // not stop it (ServedModel::live_preemption).
@@ -144,10 +145,14 @@ class RolloutCoordinator::Watched final : public AnswerWatch {
     if (auto ok = RolloutOutcome(status, degraded); ok.has_value()) {
       rollouts->RecordOutcome(model, version, *ok, clock->Now() - start);
     }
-    if (compare == nullptr) return;
-    if (!status.ok() || degraded) return compare->Offer(true, nullptr);
+    if (compare == nullptr || !status.ok() || degraded) {
+      if (trace != nullptr) trace->Live(nullptr);
+      if (compare != nullptr) compare->Offer(true, nullptr);
+      return;
+    }
     std::vector<float> compared(scores.begin(), scores.end());
     if (fold.split()) compared = FoldWindowScores(fold.mode, fold.owner, compared, fold.inputs);
+    if (trace != nullptr) trace->Live(&compared);
     compare->Offer(true, &compared);
   }
 };
@@ -179,7 +184,9 @@ void RolloutCoordinator::CountShadow(const std::string& model, std::string_view 
 std::shared_ptr<AnswerWatch> RolloutCoordinator::Watch(const Call& call, const ServedModel& model,
                                                        const MirrorRequest& mirror) {
   const std::string& name = model.name();
-  if (!rollouts_->Tracks(name, model.version())) return nullptr;
+  const std::optional<bool> candidate = rollouts_->IsCandidate(name, model.version());
+  if (!candidate.has_value()) return nullptr;
+  if (!call.named_version()) call.rollout_arm_.store(*candidate ? kArmCanary : kArmStable, std::memory_order_relaxed);
   auto watch = std::make_shared<Watched>();
   watch->rollouts = rollouts_;
   watch->clock = clock_;
@@ -213,10 +220,14 @@ std::shared_ptr<AnswerWatch> RolloutCoordinator::Watch(const Call& call, const S
     compare->rollouts = rollouts_;
     compare->model = name;
     compare->live_is_stable = other->live_is_stable;
+    std::shared_ptr<ShadowTrace> trace = ShadowTrace::Start(options_.shadow_trace, call, name, model.version(),
+                                                            other->live_is_stable, other->version, clock_);
     // Runs on the lane's reporter thread (normal priority), never on its idle worker.
     job.done = [counted = metrics_->rollout_shadow, rollouts = rollouts_, name, other = *other, compare,
-                fold = watch->fold](absl::StatusOr<ShadowOutcome> scored) mutable {
+                fold = watch->fold, trace](absl::StatusOr<ShadowOutcome> scored) mutable {
+      std::string_view counted_as;
       auto count = [&](std::string_view outcome) {
+        counted_as = outcome;
         if (counted != nullptr) counted->WithLabels({name, std::string(outcome)})->Increment();
       };
       if (scored.ok()) {
@@ -229,6 +240,7 @@ std::shared_ptr<AnswerWatch> RolloutCoordinator::Watch(const Call& call, const S
                                   scored->contended ? std::nullopt : std::optional<Clock::duration>(scored->run_time));
         }
         if (fold.split()) scored->scores = FoldWindowScores(fold.mode, fold.owner, scored->scores, fold.inputs);
+        if (trace != nullptr) trace->Shadow(scored->scores, scored->run_time);
         compare->Offer(false, &scored->scores);
         return;
       }
@@ -242,14 +254,22 @@ std::shared_ptr<AnswerWatch> RolloutCoordinator::Watch(const Call& call, const S
           count("failed");
           if (other.live_is_stable) rollouts->RecordOutcome(name, other.version, false, std::nullopt);
       }
+      if (trace != nullptr && counted_as == "failed") {
+        trace->Failed(counted_as);
+      } else if (trace != nullptr) {
+        trace->Dropped(counted_as);
+      }
       compare->Offer(false, nullptr);
     };
     if (ShadowLane::Refusal refusal = lanes_.Offer(name, other->version, std::move(job));
         refusal != ShadowLane::Refusal::kNone) {
-      CountShadow(name, absl::StrCat("dropped_", std::string(ShadowRefusalName(refusal))));
+      const std::string dropped = absl::StrCat("dropped_", std::string(ShadowRefusalName(refusal)));
+      CountShadow(name, dropped);
+      if (trace != nullptr) trace->Dropped(dropped);
     } else {
       watch->compare = std::move(compare);
     }
+    watch->trace = std::move(trace);
   }
   watch->start = clock_->Now();
   return watch;

@@ -25,7 +25,9 @@
 //    1-label model reading the same ids (vocabulary size) whose max_sequence_length fits the rows
 //    (else counted dropped_incompatible). Every offer's outcome is counted in
 //    tide_rollout_shadow_requests_total{model,outcome}: scored, failed, preempted,
-//    dropped_<refusal>, dropped_live_waiting, dropped_deadline, dropped_closed.
+//    dropped_<refusal>, dropped_live_waiting, dropped_deadline, dropped_closed. With
+//    options.shadow_trace, an offer for a sampled request also reports both sides to a ShadowTrace
+//    (its span, tide.shadow). Watch marks the call's rollout arm (rollout_hook.h).
 //  - StartRollout(model, declaration): without declaration.stable, the stable version is the one
 //    answering now: the current rollout's stable version (after a promotion the promoted one),
 //    else the newest loaded version other than the candidate. Both versions must be loaded
@@ -74,6 +76,7 @@
 #include "serving/serving_metrics.h"
 #include "serving/shadow_lane.h"
 #include "serving/shadow_lanes.h"
+#include "serving/shadow_trace.h"
 
 namespace tide::serving {
 
@@ -92,6 +95,9 @@ struct RolloutCoordinatorOptions {
   std::chrono::milliseconds shadow_hold_off{10};
   // Where rollouts are kept across restarts (serving/rollout_state_file.h); empty: nowhere.
   std::string rollout_state_file;
+  // Told about every shadow comparison of a traced, sampled request (serving/shadow_trace.h);
+  // empty: none.
+  ShadowTraceHook shadow_trace;
 };
 
 class RolloutCoordinator final : public RolloutHook {

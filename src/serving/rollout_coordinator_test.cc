@@ -23,7 +23,7 @@ using testing::Served;
 
 struct Harness {
   // Versions 1 and 2 of "m"; version 2 reads a larger vocabulary when `wider_candidate`.
-  explicit Harness(bool wider_candidate = false) {
+  explicit Harness(bool wider_candidate = false, ShadowTraceHook shadow_trace = {}) {
     auto m = ServingMetrics::Create();
     EXPECT_TRUE(m.ok());
     metrics = *std::move(m);
@@ -37,15 +37,17 @@ struct Harness {
     RolloutCoordinatorOptions o;
     o.rollout_check_interval = std::chrono::milliseconds(0);
     o.shadow_idle_scheduling = false;
+    o.shadow_trace = std::move(shadow_trace);
     coordinator = RolloutCoordinator::Create(models.get(), metrics.get(), o, &clock);
   }
   ~Harness() {
     coordinator.reset();
     models.reset();
   }
-  CallPtr NewCall() {
-    return std::make_shared<Call>(&clock, RowTask::Admission{}, clock.Now(), std::chrono::milliseconds(0), false,
-                                  false);
+  CallPtr NewCall(std::optional<batching::TraceLink> trace = std::nullopt) {
+    RowTask::Admission admission;
+    admission.trace = trace;
+    return std::make_shared<Call>(&clock, admission, clock.Now(), std::chrono::milliseconds(0), false, false);
   }
   std::shared_ptr<ServedModel> Version(int64_t v) { return *models->Find("m", std::to_string(v)); }
   // Through the API (which also opens the shadow lane), or (`open_lanes` false) on the rollouts
@@ -134,6 +136,66 @@ TEST(RolloutCoordinator, TokenRowsAreOfferedOnlyToAVersionThatReadsTheSameIds) {
   ASSERT_NE(same.coordinator->Watch(*same.NewCall(), *same.Version(1), mirror), nullptr);
   EXPECT_EQ(same.Shadow("dropped_incompatible"), 0);
   EXPECT_EQ(same.Shadow("dropped_not_ready"), 1);  // offered; no lane open yet
+}
+
+TEST(RolloutCoordinator, AWatchMarksTheArmThatAnswersACall) {
+  Harness h;
+  const std::vector<std::string_view> docs = {"b", "c"};
+  const MirrorRequest mirror{.query = "a", .documents = docs};
+  CallPtr untracked = h.NewCall();
+  EXPECT_EQ(h.coordinator->Watch(*untracked, *h.Version(1), mirror), nullptr);
+  EXPECT_EQ(untracked->rollout_arm(), nullptr);  // no rollout
+  h.Start(RolloutMode::kCanary, /*open_lanes=*/false);
+  CallPtr stable = h.NewCall();
+  h.coordinator->Watch(*stable, *h.Version(1), mirror)->Answered(absl::OkStatus(), false, {});
+  ASSERT_NE(stable->rollout_arm(), nullptr);
+  EXPECT_EQ(std::string_view(stable->rollout_arm()), "stable");
+  CallPtr canary = h.NewCall();
+  h.coordinator->Watch(*canary, *h.Version(2), mirror)->Answered(absl::OkStatus(), false, {});
+  ASSERT_NE(canary->rollout_arm(), nullptr);
+  EXPECT_EQ(std::string_view(canary->rollout_arm()), "canary");
+  // A call that named its version bypassed the rollout: no arm.
+  CallPtr named = h.NewCall();
+  ASSERT_TRUE(h.coordinator->Pick(*named, "m", "2").ok());
+  h.coordinator->Watch(*named, *h.Version(2), mirror)->Answered(absl::OkStatus(), false, {});
+  EXPECT_EQ(named->rollout_arm(), nullptr);
+}
+
+TEST(RolloutCoordinator, ASampledCallsShadowOfferIsReportedOnceBothSidesAreIn) {
+  std::vector<ShadowTraceFacts> seen;
+  std::vector<std::string> reasons;
+  Harness h(false, [&](const ShadowTraceFacts& f) {
+    seen.push_back(f);
+    reasons.emplace_back(f.reason);
+  });
+  h.Start(RolloutMode::kShadow, /*open_lanes=*/false);
+  const std::vector<std::string_view> docs = {"b", "c"};
+  const MirrorRequest mirror{.query = "a", .documents = docs};
+  batching::TraceLink sampled;
+  sampled.trace_id[0] = 1;
+  sampled.span_id[0] = 2;
+  sampled.flags = 1;
+  auto watch = h.coordinator->Watch(*h.NewCall(sampled), *h.Version(1), mirror);
+  ASSERT_NE(watch, nullptr);
+  EXPECT_TRUE(seen.empty()) << "the live answer is still to come";
+  const std::vector<float> scores = {0.1f, 0.2f};
+  watch->Answered(absl::OkStatus(), false, scores);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].model, "m");
+  EXPECT_EQ(seen[0].live_version, 1);
+  EXPECT_EQ(seen[0].live_arm, "stable");
+  EXPECT_EQ(seen[0].shadow_version, 2);
+  EXPECT_EQ(seen[0].request, sampled);
+  EXPECT_EQ(seen[0].outcome, "dropped");
+  EXPECT_EQ(reasons[0], "dropped_not_ready");  // no lane open: refused at the offer
+  EXPECT_FALSE(seen[0].agreement.has_value());
+  // An unsampled call (or an untraced one) reports nothing.
+  batching::TraceLink unsampled = sampled;
+  unsampled.flags = 0;
+  h.coordinator->Watch(*h.NewCall(unsampled), *h.Version(1), mirror)->Answered(absl::OkStatus(), false, scores);
+  h.coordinator->Watch(*h.NewCall(), *h.Version(1), mirror)->Answered(absl::OkStatus(), false, scores);
+  EXPECT_EQ(seen.size(), 1u);
+  EXPECT_EQ(h.Shadow("dropped_not_ready"), 3);
 }
 
 }  // namespace

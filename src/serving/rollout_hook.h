@@ -19,6 +19,8 @@
 //    version's shadow lane (the one place that chooses "the other version"); the caller then calls
 //    Submitted() once the live rows are queued and Answered(...) exactly once with the live answer.
 //    `mirror`'s views need only live until Watch returns.
+//  - Watch marks the call's rollout arm (Call::rollout_arm: kArmStable or kArmCanary) when the
+//    version is tracked and the call did not name its version.
 //  - Thread-safe; Answered may run on any thread (the instance thread that finished the rows).
 #pragma once
 
@@ -37,6 +39,12 @@
 #include "tokenizer/tokenizer.h"
 
 namespace tide::serving {
+
+// The arms of a rollout, as traces name them (tide.rollout.arm): the live answer's side, and the
+// shadow comparison's (serving/shadow_trace.h).
+inline constexpr char kArmStable[] = "stable";
+inline constexpr char kArmCanary[] = "canary";
+inline constexpr char kArmShadow[] = "shadow";
 
 // What the live answer scores, for the other version to score the same: a rerank's pairs, or
 // token rows (KServe tensors) and the inputs they belong to.

@@ -174,7 +174,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
         auto backend = backends(lm, instance);
         if (!backend.ok()) return backend.status();
         auto runner = std::make_unique<ModelRunner>(*std::move(backend), pad_id, instance, observer, lm.name,
-                                                     lm.version, options.batch_trace);
+                                                     lm.version, options.batch_trace, lm.precision);
         if (absl::Status s = runner->Warmup(warmup); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(s.message(), " (if the model accepts fewer positions, set the "
                                                                   "max_sequence_length parameter in config.pbtxt)"));

@@ -93,7 +93,11 @@ absl::StatusOr<GraphEmbeddingRows> ReadEmbeddingRows(const std::string& model_pa
                                                      const ModelSignature& signature) {
   absl::StatusOr<onnx::ModelProto> model = onnx_graph::ReadModelFile(model_path);
   if (!model.ok()) return model.status();
-  EmbeddingFinder finder(model->graph());
+  return ReadEmbeddingRows(*model, signature);
+}
+
+GraphEmbeddingRows ReadEmbeddingRows(const onnx::ModelProto& model, const ModelSignature& signature) {
+  EmbeddingFinder finder(model.graph());
   GraphEmbeddingRows rows;
   rows.input_ids = finder.RowsIndexedBy(signature.input_ids_name);
   if (!signature.token_type_ids_name.empty()) rows.token_type_ids = finder.RowsIndexedBy(signature.token_type_ids_name);

@@ -31,6 +31,10 @@
 #include "runtime/model_backend.h"
 #include "tokenizer/tokenizer.h"
 
+namespace onnx {
+class ModelProto;
+}
+
 namespace tide::serving {
 
 struct TokenInputLimits {
@@ -45,6 +49,8 @@ struct GraphEmbeddingRows {
 
 absl::StatusOr<GraphEmbeddingRows> ReadEmbeddingRows(const std::string& model_path,
                                                      const ModelSignature& signature);
+// The same from a model already parsed (onnx_graph::ReadModelFile).
+GraphEmbeddingRows ReadEmbeddingRows(const onnx::ModelProto& model, const ModelSignature& signature);
 
 struct ResolvedTokenInputLimits {
   TokenInputLimits limits;

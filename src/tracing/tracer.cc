@@ -13,7 +13,9 @@ Span Tracer::StartSpan(std::string_view name, StartSpanOptions options) const {
   context.trace_id = parent ? parent->trace_id : IdGenerator::NewTraceId();
   context.span_id = IdGenerator::NewSpanId();
   if (parent) context.trace_state = parent->trace_state;
-  const bool sampled = sampler_->ShouldSample(parent, context.trace_id) == SamplingDecision::kRecordAndSample;
+  const bool sampled = options.sampled.has_value()
+                           ? *options.sampled
+                           : sampler_->ShouldSample(parent, context.trace_id) == SamplingDecision::kRecordAndSample;
   const uint8_t inherited = parent ? static_cast<uint8_t>(parent->trace_flags & ~kTraceFlagSampled) : 0;
   context.trace_flags = static_cast<uint8_t>(inherited | (sampled ? kTraceFlagSampled : 0));
   if (!sampled || processor_ == nullptr) return Span(std::move(context), nullptr);

@@ -10,6 +10,8 @@
 //  - options.links (with attributes) are kept on a recording span (invalid contexts are skipped);
 //    options.start_unix_nanos overrides the clock (a span started from a time taken earlier, e.g.
 //    a request's arrival). options.attributes are set at start.
+//  - options.sampled, when set, is the decision instead of the sampler's: a root span that follows
+//    another span's decision (tide.shadow follows the live request it links to, which ran earlier).
 //  - Thread-safe; the sampler, processor and clock must outlive the tracer and its spans.
 #pragma once
 
@@ -34,6 +36,7 @@ struct StartSpanOptions {
   std::vector<SpanLink> links;
   std::vector<Attribute> attributes;
   std::optional<int64_t> start_unix_nanos;
+  std::optional<bool> sampled;  // set: recorded as this says, the sampler is not asked
 };
 
 class Tracer {

@@ -115,6 +115,24 @@ TEST_F(TracerTest, AnUnsampledSpanHasAContextButRecordsNothing) {
   EXPECT_FALSE(child.IsRecording());
 }
 
+TEST_F(TracerTest, AGivenDecisionOverridesTheSampler) {
+  // A root that follows another span's decision (tide.shadow follows the request it links to).
+  StartSpanOptions keep;
+  keep.sampled = true;
+  Span kept = off_.StartSpan("kept", std::move(keep));
+  EXPECT_TRUE(kept.IsRecording());
+  EXPECT_TRUE(kept.context().sampled());
+  StartSpanOptions drop;
+  drop.sampled = false;
+  Span dropped = tracer_.StartSpan("dropped", std::move(drop));
+  EXPECT_FALSE(dropped.IsRecording());
+  EXPECT_FALSE(dropped.context().sampled());
+  kept.End();
+  dropped.End();
+  ASSERT_EQ(processor_.spans().size(), 1u);
+  EXPECT_EQ(processor_.spans()[0].name, "kept");
+}
+
 TEST_F(TracerTest, WithoutAProcessorNothingRecordsButIdsAreMade) {
   Tracer tracer{std::shared_ptr<Sampler>(MakeAlwaysOnSampler()), nullptr, &clock_};
   Span span = tracer.StartSpan("x");

@@ -4,18 +4,24 @@
 // continued (the SERVER span's parent, its children: admission, tokenize, queue, inference), the
 // response's traceparent / x-trace-id and the access log name the same ids, a malformed traceparent
 // starts a new trace and is counted, a quota refusal (shed at admission), a degraded answer, a gRPC
-// call (rpc.* attributes, trailers), a long document's windows, sampling at 0, the flush at
-// SIGTERM, a receiver that is down (requests unaffected, failures counted), bad configuration
-// refused at start.
+// call (rpc.* attributes, trailers), gRPC streams (one SERVER span per RPC, a tide.stream.message
+// span per message with the usual children), a long document's windows, sampling at 0, the flush
+// at SIGTERM, a receiver that is down (requests unaffected, failures counted), bad configuration
+// refused at start; and with a rollout of an FP32 version and its INT8 rewrite: the rollout arm of
+// each answer, the tide.shadow span of each comparison (linked to its request), the batch spans'
+// precision, and the admin API's SERVER spans.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -32,6 +38,7 @@
 #include "raw_socket.h"
 
 #ifdef TIDE_HAVE_GRPC
+#include "grpc_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.grpc.pb.h"
 #include "tei.grpc.pb.h"
@@ -568,7 +575,326 @@ TEST_F(ServeTracingTest, AGrpcCallContinuesItsTraceparentMetadataAndNamesItInTra
   EXPECT_EQ(Attr(*server, "tide.tenant"), "alpha");
   EXPECT_NE(Named(spans, "tide.inference"), nullptr);
 }
+
+// The spans of a stream named `rpc` in trace `trace`: its SERVER span, and its message spans once
+// `messages` of them (and their children: at least `per_message` spans each) arrived.
+struct StreamSpans {
+  std::vector<otlp::Span> all;
+  const otlp::Span* server = nullptr;
+  std::vector<const otlp::Span*> messages;
+};
+StreamSpans CollectStream(const SpanSink& sink, const std::string& trace, size_t messages, size_t per_message) {
+  StreamSpans out;
+  out.all = sink.Trace(trace, 1 + messages * (1 + per_message));
+  out.server = ServerSpan(out.all);
+  for (const otlp::Span& s : out.all) {
+    if (s.name() == "tide.stream.message") out.messages.push_back(&s);
+  }
+  return out;
+}
+
+// The children of span `parent` by name.
+std::vector<std::string> ChildNames(const std::vector<otlp::Span>& spans, const otlp::Span& parent) {
+  std::vector<std::string> names;
+  for (const otlp::Span& s : spans) {
+    // (a tide.batch span is the child of the first sampled request of its batch, when it arrives)
+    if (s.parent_span_id() == parent.span_id() && s.name() != "tide.batch") names.push_back(s.name());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_F(ServeTracingTest, ABidirectionalStreamIsOneServerSpanWithASpanPerMessage) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials());
+  auto predict = tei::v1::Predict::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer alpha-secret-key-1");
+  const std::string caller_trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+  ctx.AddMetadata("traceparent", "00-" + caller_trace + "-10f067aa0ba902b7-01");
+  auto stream = predict->PredictStream(&ctx);
+  for (const char* in : {"a giant panda", "the weather"}) {
+    tei::v1::PredictRequest p;
+    p.set_inputs(in);
+    ASSERT_TRUE(stream->Write(p));
+  }
+  stream->WritesDone();
+  int answers = 0;
+  tei::v1::PredictResponse pr;
+  while (stream->Read(&pr)) ++answers;
+  const grpc::Status s = stream->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(answers, 2);
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find("x-trace-id");
+  ASSERT_NE(it, trailers.end()) << "the stream names its trace in its trailers";
+  EXPECT_EQ(std::string(it->second.data(), it->second.size()), caller_trace);
+
+  const StreamSpans got = CollectStream(*receiver_, caller_trace, 2, 4);
+  ASSERT_NE(got.server, nullptr) << got.all.size() << " span(s) arrived";
+  EXPECT_EQ(got.server->name(), "tei.v1.Predict/PredictStream");
+  EXPECT_EQ(Hex(got.server->parent_span_id()), "10f067aa0ba902b7");
+  EXPECT_EQ(Attr(*got.server, "rpc.method"), "PredictStream");
+  EXPECT_EQ(Attr(*got.server, "rpc.grpc.status_code"), "0");
+  EXPECT_EQ(Attr(*got.server, "tide.stream.messages"), "2");
+  EXPECT_EQ(Attr(*got.server, "server.port"), std::to_string(grpc_port_));
+  ASSERT_EQ(got.messages.size(), 2u);
+  std::vector<std::string> indices;
+  for (const otlp::Span* m : got.messages) {
+    EXPECT_EQ(m->parent_span_id(), got.server->span_id());
+    EXPECT_EQ(m->kind(), otlp::Span::SPAN_KIND_INTERNAL);
+    EXPECT_EQ(Attr(*m, "tide.endpoint"), "predict_stream");
+    EXPECT_EQ(Attr(*m, "tide.tenant"), "alpha");
+    EXPECT_EQ(Attr(*m, "rpc.grpc.status_code"), "0");
+    indices.push_back(Attr(*m, "tide.stream.message.index"));
+    EXPECT_EQ(ChildNames(got.all, *m),
+              (std::vector<std::string>{"tide.admission", "tide.inference", "tide.queue", "tide.tokenize"}));
+  }
+  std::sort(indices.begin(), indices.end());
+  EXPECT_EQ(indices, (std::vector<std::string>{"0", "1"}));
+}
+
+TEST_F(ServeTracingTest, AKServeInferenceStreamIsOneServerSpanWithASpanPerMessage) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials());
+  auto kserve = inference::GRPCInferenceService::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer alpha-secret-key-1");
+  const std::string caller_trace = "6bf92f3577b34da6a3ce929d0e0e4738";
+  ctx.AddMetadata("traceparent", "00-" + caller_trace + "-20f067aa0ba902b7-01");
+  auto stream = kserve->ModelStreamInfer(&ctx);
+  for (int i = 0; i < 3; ++i) {
+    inference::ModelInferRequest r;
+    // Message 1 names a model that is not served: answered in the stream with its error.
+    r.set_model_name(i == 1 ? "absent" : "m");
+    r.set_id("id-" + std::to_string(i));
+    for (const char* name : {"text", "text_pair"}) {
+      auto* in = r.add_inputs();
+      in->set_name(name);
+      in->set_datatype("BYTES");
+      in->add_shape(1);
+      in->mutable_contents()->add_bytes_contents(std::string(name) == "text" ? "giant panda" : "a bear");
+    }
+    ASSERT_TRUE(stream->Write(r));
+  }
+  stream->WritesDone();
+  inference::ModelStreamInferResponse answer;
+  int answers = 0;
+  while (stream->Read(&answer)) ++answers;
+  const grpc::Status s = stream->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(answers, 3);
+
+  // Messages 0 and 2: the message span and its four stages; message 1: the span and its admission.
+  const StreamSpans got = CollectStream(*receiver_, caller_trace, 3, 1);
+  std::vector<otlp::Span> all = receiver_->Trace(caller_trace, 1 + 3 + 4 + 1 + 4);
+  ASSERT_NE(got.server, nullptr);
+  EXPECT_EQ(got.server->name(), "inference.GRPCInferenceService/ModelStreamInfer");
+  EXPECT_EQ(Hex(got.server->parent_span_id()), "20f067aa0ba902b7");
+  EXPECT_EQ(Attr(*got.server, "tide.stream.messages"), "3");
+  EXPECT_EQ(Attr(*got.server, "rpc.grpc.status_code"), "0");
+  std::map<std::string, const otlp::Span*> by_index;
+  for (const otlp::Span& m : all) {
+    if (m.name() == "tide.stream.message") by_index[Attr(m, "tide.stream.message.index")] = &m;
+  }
+  ASSERT_EQ(by_index.size(), 3u);
+  for (const char* i : {"0", "2"}) {
+    const otlp::Span& m = *by_index[i];
+    EXPECT_EQ(m.parent_span_id(), got.server->span_id());
+    EXPECT_EQ(Attr(m, "tide.endpoint"), "stream_infer");
+    EXPECT_EQ(Attr(m, "tide.model"), "m");
+    EXPECT_EQ(ChildNames(all, m),
+              (std::vector<std::string>{"tide.admission", "tide.inference", "tide.queue", "tide.tokenize"}))
+        << "message " << i;
+  }
+  EXPECT_EQ(Attr(*by_index["1"], "tide.error.kind"), "not_found");
+  EXPECT_EQ(ChildNames(all, *by_index["1"]), (std::vector<std::string>{"tide.admission"}));
+}
 #endif
+
+// ---- a rollout: version 1 of "r" in FP32, version 2 its INT8 rewrite (`tide quantize --int8`) ----
+
+constexpr char kAdminKey[] = "tracing-admin-key";
+
+class ServeTracingRolloutTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    receiver_ = new HttpReceiver();
+    dir_ = new TempDir();
+    const fs::path repo = dir_->path() / "repo";
+    absl::Status s = AddTinyBert(repo, "r",
+                                 "backend: \"onnxruntime\"\nmax_batch_size: 8\n"
+                                 "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
+                                 "version_policy { all { } }\n");
+    auto tiny = s.ok() ? ExportedTinyBert() : absl::StatusOr<fs::path>(s);
+    const fs::path int8 = dir_->path() / "int8.onnx";
+    if (tiny.ok()) {
+      auto run = RunCommand({TideBinary().string(), "quantize", "--int8", (*tiny / "1" / "model.onnx").string(),
+                             int8.string()});
+      s = !run.ok() ? run.status()
+          : run->exit_code != 0 ? absl::InternalError("tide quantize --int8: " + run->output)
+                                : absl::OkStatus();
+    } else {
+      s = tiny.status();
+    }
+    if (s.ok()) {
+      std::error_code ec;
+      fs::create_directories(repo / "r" / "2", ec);
+      if (!ec) fs::create_symlink(int8, repo / "r" / "2" / "model.onnx", ec);
+      if (ec) s = absl::InternalError("cannot add version 2: " + ec.message());
+    }
+    if (!s.ok()) {
+      setup_error_ = s.ToString();
+      return;
+    }
+    // Shadow lanes at normal priority: SCHED_IDLE threads starve on a loaded test machine.
+    auto server = StartTraced(repo,
+                              {"--otlp-endpoint", receiver_->endpoint(), "--admin-api-key", kAdminKey,
+                               "--shadow-scheduling", "normal", "--log-level", "warn"},
+                              {"OTEL_BSP_SCHEDULE_DELAY=20"});
+    if (!server.ok()) {
+      setup_error_ = server.status().ToString();
+      return;
+    }
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete dir_;
+    delete receiver_;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+    ASSERT_NE(server_, nullptr);
+  }
+  static std::unique_ptr<tide::testing::HttpClient> Client() {
+    return std::make_unique<tide::testing::HttpClient>("127.0.0.1", server_->port());
+  }
+  static HeaderList Admin() {
+    return {{"Authorization", std::string("Bearer ") + kAdminKey}, {"Content-Type", "application/json"}};
+  }
+  // Starts the rollout `body` and checks the SERVER span of that admin call.
+  static void PutRollout(const std::string& body) {
+    const ClientResponse put = Client()->Send("PUT", "/v2/models/r/rollout", body, Admin());
+    ASSERT_EQ(put.status, 200) << put.body;
+    const std::vector<otlp::Span> spans = receiver_->Trace(std::string(put.header("x-trace-id")), 1);
+    const otlp::Span* server = ServerSpan(spans);
+    ASSERT_NE(server, nullptr) << "the admin API's answer is a SERVER span";
+    EXPECT_EQ(server->name(), "PUT /v2/models/{model}/rollout");
+    EXPECT_EQ(Attr(*server, "http.route"), "/v2/models/{model}/rollout");
+    EXPECT_EQ(Attr(*server, "http.response.status_code"), "200");
+    EXPECT_EQ(Attr(*server, "tide.endpoint"), "rollout_put");
+  }
+  // Sends reranks (pausing between them: a shadow runs once live traffic leaves the versions idle)
+  // until one's shadow comparison span arrives with outcome "compared"; returns that request's
+  // server span and its tide.shadow span.
+  static std::pair<otlp::Span, otlp::Span> RerankUntilCompared() {
+    std::vector<std::string> servers;  // server span ids sent so far
+    for (int i = 0; i < 40; ++i) {
+      const ClientResponse r = Client()->Post(
+          "/rerank", RerankBody({"a giant panda eats bamboo", "the weather", "a red fox", "number " + std::to_string(i)}));
+      EXPECT_EQ(r.status, 200) << r.body;
+      const std::string traceparent(r.header("traceparent"));
+      if (traceparent.size() == 55) servers.push_back(traceparent.substr(36, 16));
+      std::optional<std::pair<otlp::Span, otlp::Span>> found;
+      WaitFor([&] {
+        const std::vector<otlp::Span> all = receiver_->spans();
+        for (const otlp::Span& shadow : all) {
+          if (shadow.name() != "tide.shadow" || Attr(shadow, "tide.shadow.outcome") != "compared") continue;
+          if (shadow.links_size() != 1) continue;
+          const std::string linked = Hex(shadow.links(0).span_id());
+          if (std::find(servers.begin(), servers.end(), linked) == servers.end()) continue;
+          for (const otlp::Span& server : all) {
+            if (Hex(server.span_id()) == linked) found.emplace(server, shadow);
+          }
+        }
+        return found.has_value();
+      }, std::chrono::milliseconds(300));
+      if (found.has_value()) return *found;
+    }
+    ADD_FAILURE() << "no compared shadow span arrived for " << servers.size() << " request(s)";
+    return {};
+  }
+  // The tide.batch span linked from the tide.inference span of the request whose server span is `server`.
+  static std::optional<otlp::Span> BatchOf(const otlp::Span& server) {
+    std::optional<otlp::Span> batch;
+    WaitFor([&] {
+      const std::vector<otlp::Span> all = receiver_->spans();
+      std::string batch_id;
+      for (const otlp::Span& s : all) {
+        if (s.name() == "tide.inference" && s.parent_span_id() == server.span_id() && s.links_size() > 0) {
+          batch_id = s.links(0).span_id();
+        }
+      }
+      for (const otlp::Span& s : all) {
+        if (!batch_id.empty() && s.name() == "tide.batch" && s.span_id() == batch_id) batch = s;
+      }
+      return batch.has_value();
+    }, std::chrono::seconds(20));
+    return batch;
+  }
+
+  static inline HttpReceiver* receiver_ = nullptr;
+  static inline TempDir* dir_ = nullptr;
+  static inline tide::testing::ServerProcess* server_ = nullptr;
+  static inline std::string setup_error_;
+};
+
+TEST_F(ServeTracingRolloutTest, AShadowRolloutsAnswersAreStableAndEachComparisonIsASpanLinkedToItsRequest) {
+  PutRollout(R"({"candidate": "2", "stable": "1", "mode": "shadow", "percent": 100})");
+  const auto [server, shadow] = RerankUntilCompared();
+  if (HasFailure()) return;
+  EXPECT_EQ(Attr(server, "tide.model"), "r");
+  EXPECT_EQ(Attr(server, "tide.model.version"), "1");
+  EXPECT_EQ(Attr(server, "tide.rollout.arm"), "stable");
+  // The comparison ran after the answer: not the request's child but a root linked to it, in a
+  // trace of its own, recorded because the request was.
+  EXPECT_TRUE(shadow.parent_span_id().empty());
+  EXPECT_NE(shadow.trace_id(), server.trace_id());
+  EXPECT_EQ(shadow.links(0).trace_id(), server.trace_id());
+  EXPECT_EQ(Attr(shadow, "tide.model"), "r");
+  EXPECT_EQ(Attr(shadow, "tide.model.version"), "2");
+  EXPECT_EQ(Attr(shadow, "tide.rollout.arm"), "shadow");
+  EXPECT_EQ(Attr(shadow, "tide.shadow.live_version"), "1");
+  EXPECT_EQ(Attr(shadow, "tide.shadow.live_arm"), "stable");
+  EXPECT_EQ(Attr(shadow, "tide.shadow.reason"), "scored");
+  ASSERT_NE(Attr(shadow, "tide.shadow.agreement.spearman"), "");
+  const double spearman = std::stod(Attr(shadow, "tide.shadow.agreement.spearman"));
+  EXPECT_GE(spearman, -1.0);
+  EXPECT_LE(spearman, 1.0);
+  EXPECT_NE(Attr(shadow, "tide.shadow.agreement.top1"), "");
+  EXPECT_NE(Attr(shadow, "tide.shadow.agreement.ndcg10"), "");
+  EXPECT_NE(Attr(shadow, "tide.shadow.run_ms"), "");
+  // The live batch ran the FP32 version.
+  const std::optional<otlp::Span> batch = BatchOf(server);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(Attr(*batch, "tide.model.version"), "1");
+  EXPECT_EQ(Attr(*batch, "tide.model.precision"), "fp32");
+}
+
+TEST_F(ServeTracingRolloutTest, ACanarysAnswersAreTheCandidatesInInt8AndTheStableDuplicateIsTheShadow) {
+  PutRollout(R"({"candidate": "2", "stable": "1", "mode": "canary", "percent": 100})");
+  const auto [server, shadow] = RerankUntilCompared();
+  if (HasFailure()) return;
+  EXPECT_EQ(Attr(server, "tide.model.version"), "2");
+  EXPECT_EQ(Attr(server, "tide.rollout.arm"), "canary");
+  EXPECT_EQ(Attr(shadow, "tide.model.version"), "1");
+  EXPECT_EQ(Attr(shadow, "tide.shadow.live_version"), "2");
+  EXPECT_EQ(Attr(shadow, "tide.shadow.live_arm"), "canary");
+  const std::optional<otlp::Span> batch = BatchOf(server);
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(Attr(*batch, "tide.model.version"), "2");
+  EXPECT_EQ(Attr(*batch, "tide.model.precision"), "int8");
+  // A request that names its version bypasses the rollout: no arm.
+  const ClientResponse named = Client()->Post("/v2/models/r/versions/1/infer",
+      R"({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["giant panda"]},
+                     {"name": "text_pair", "datatype": "BYTES", "shape": [1], "data": ["a bear"]}]})");
+  ASSERT_EQ(named.status, 200) << named.body;
+  const std::vector<otlp::Span> named_spans = receiver_->Trace(std::string(named.header("x-trace-id")), 5);
+  const otlp::Span* named_server = ServerSpan(named_spans);
+  ASSERT_NE(named_server, nullptr);
+  EXPECT_EQ(Attr(*named_server, "tide.model.version"), "1");
+  EXPECT_EQ(Attr(*named_server, "tide.rollout.arm"), "");
+}
 
 // ---- servers of their own ---------------------------------------------------------------------
 

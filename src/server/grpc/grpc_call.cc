@@ -37,6 +37,17 @@ std::string_view RpcOf(std::string_view endpoint) {
       {"decode", "tei.v1.Tokenize/Decode"},
       {"predict", "tei.v1.Predict/Predict"},
       {"predict_pair", "tei.v1.Predict/PredictPair"},
+      {"embed", "tei.v1.Embed/Embed"},
+      {"embed_sparse", "tei.v1.Embed/EmbedSparse"},
+      {"embed_all", "tei.v1.Embed/EmbedAll"},
+      {"tokenize_stream", "tei.v1.Tokenize/TokenizeStream"},
+      {"decode_stream", "tei.v1.Tokenize/DecodeStream"},
+      {"predict_stream", "tei.v1.Predict/PredictStream"},
+      {"predict_pair_stream", "tei.v1.Predict/PredictPairStream"},
+      {"embed_stream", "tei.v1.Embed/EmbedStream"},
+      {"embed_sparse_stream", "tei.v1.Embed/EmbedSparseStream"},
+      {"embed_all_stream", "tei.v1.Embed/EmbedAllStream"},
+      {"stream_infer", "inference.GRPCInferenceService/ModelStreamInfer"},
       {"infer", "inference.GRPCInferenceService/ModelInfer"},
       {"health_live", "inference.GRPCInferenceService/ServerLive"},
       {"health_ready", "inference.GRPCInferenceService/ServerReady"},
@@ -139,6 +150,22 @@ void UnaryAnswer::StartTrace() {
   if (context_ == nullptr || recorder_ == nullptr || recorder_->tracing() == nullptr) return;
   trace_ = recorder_->tracing()->StartGrpc(RpcOf(endpoint_), received_at_, Metadata(*context_, "traceparent"),
                                            Metadata(*context_, "tracestate"));
+}
+
+pipeline::RequestTrace StartStreamTrace(const grpc::CallbackServerContext& context,
+                                        const pipeline::CompletionRecorder* recorder, const char* endpoint,
+                                        Steady::time_point received_at) {
+  if (recorder == nullptr || recorder->tracing() == nullptr) return {};
+  return recorder->tracing()->StartGrpc(RpcOf(endpoint), received_at, Metadata(context, "traceparent"),
+                                        Metadata(context, "tracestate"));
+}
+
+void FinishStreamTrace(pipeline::RequestTrace* trace, grpc::CallbackServerContext* context, const grpc::Status& status,
+                       int64_t messages) {
+  if (!trace->active()) return;
+  context->AddTrailingMetadata("traceparent", trace->traceparent());
+  context->AddTrailingMetadata("x-trace-id", trace->trace_id());
+  trace->EndRpc(static_cast<int>(status.error_code()), status.error_message(), messages);
 }
 
 UnaryAnswer::~UnaryAnswer() {

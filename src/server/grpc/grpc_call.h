@@ -25,7 +25,11 @@
 //    the recorder ends it, and the trailers `traceparent` (the server span) and `x-trace-id` name
 //    it. An answer destroyed unfinished finishes
 //    INTERNAL (a bug, never silence). The answer to one message of a stream has no context (no
-//    trailers): its record takes the request id of the stream's context (set_request_id_source).
+//    trailers): its record takes the request id of the stream's context (set_request_id_source)
+//    and, with tracing on, its trace from the stream's (set_trace: RequestTrace::StartMessage).
+//  - StartStreamTrace / FinishStreamTrace: a stream's SERVER span, from its context's
+//    `traceparent` / `tracestate` metadata, ended with the stream's status and message count (the
+//    `traceparent` and `x-trace-id` trailers name it); inactive with tracing off.
 //  - StartCall is every inference RPC's opening: CallInfoFor, then ServiceCore::Start (admission);
 //    on success `work(call, answer)` runs on a tokenization worker with the call held by the
 //    answer; any failure finishes the answer with its error. `model` / `model_version` (views
@@ -63,6 +67,15 @@ void AddTimingTrailers(const serving::StageTimings& timings, grpc::CallbackServe
 std::string RequestIdOf(const grpc::CallbackServerContext& context);
 
 class UnaryAnswer;
+
+// A bidirectional stream's SERVER span, named by its RPC ("tei.v1.Predict/PredictStream" for the
+// metrics' `endpoint` label "predict_stream").
+pipeline::RequestTrace StartStreamTrace(const grpc::CallbackServerContext& context,
+                                        const pipeline::CompletionRecorder* recorder, const char* endpoint,
+                                        Steady::time_point received_at);
+// Adds its trailers to `context` and ends it (before the stream's Finish(status)).
+void FinishStreamTrace(pipeline::RequestTrace* trace, grpc::CallbackServerContext* context, const grpc::Status& status,
+                       int64_t messages);
 
 // Whether the call may go on: the access the one table gives the gRPC method `rpc` (its full name,
 // server/access/access_table.h), decided by the core (guard::Authorize over the `authorization`
@@ -119,6 +132,8 @@ class UnaryAnswer {
   // The context whose `x-request-id` names this answer in the access log (the stream's, for the
   // answer to one message of a stream).
   void set_request_id_source(const grpc::CallbackServerContext* context) { id_source_ = context; }
+  // The trace of one message of a stream (RequestTrace::StartMessage); recorded, no trailers.
+  void set_trace(pipeline::RequestTrace trace) { trace_ = std::move(trace); }
   grpc::CallbackServerContext* context() const { return context_; }
   Steady::time_point received_at() const { return received_at_; }
   // The admission decided (the call's trace times its admission span up to now).

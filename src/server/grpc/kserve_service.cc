@@ -80,7 +80,10 @@ class StreamInferReactor final
     : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
  public:
   StreamInferReactor(KServeService* service, grpc::CallbackServerContext* context)
-      : service_(service), context_(context), client_gone_(std::make_shared<CancellationFlag>()) {
+      : service_(service),
+        context_(context),
+        client_gone_(std::make_shared<CancellationFlag>()),
+        trace_(StartStreamTrace(*context, &service->pipeline()->recorder(), "stream_infer", Steady::now())) {
     StartRead(&incoming_);
   }
 
@@ -122,16 +125,20 @@ class StreamInferReactor final
  private:
   void Start(uint64_t seq, std::shared_ptr<inference::ModelInferRequest> request) {
     const Steady::time_point received = Steady::now();
+    // Each message is a request of its own in the stream's trace (tide.stream.message).
+    auto trace = std::make_shared<pipeline::RequestTrace>(trace_.StartMessage(received, static_cast<int64_t>(seq)));
     auto info = CallInfoFor(*context_, request->ByteSizeLong(), received, client_gone_);
-    if (!info.ok()) return Answer(seq, *request, received, Failed(info.status()));
+    if (!info.ok()) return Answer(seq, *request, received, Failed(info.status()), trace.get());
     info->model = request->model_name();
     info->model_version = request->model_version();
-    service_->core()->Start(*info, [this, seq, request, received](absl::StatusOr<serving::CallPtr> call) mutable {
-      if (!call.ok()) return Answer(seq, *request, received, Failed(call.status()));
+    trace->Annotate(&*info);
+    service_->core()->Start(*info, [this, seq, request, received, trace](absl::StatusOr<serving::CallPtr> call) mutable {
+      if (!call.ok()) return Answer(seq, *request, received, Failed(call.status()), trace.get());
+      trace->MarkAdmitted();
       service_->RunInfer(*call, *request,
-                         [this, seq, request, received, c = *call](KServeService::InferAnswer answer) mutable {
+                         [this, seq, request, received, trace, c = *call](KServeService::InferAnswer answer) mutable {
                            c->ReleasePermit();
-                           Answer(seq, *request, received, std::move(answer), c.get());
+                           Answer(seq, *request, received, std::move(answer), trace.get(), c.get());
                          });
     });
   }
@@ -143,9 +150,9 @@ class StreamInferReactor final
   }
 
   // Any thread: queue the answer of message `seq` and write what is next in order.
-  // `call`: the admitted call (null when refused), for the access log.
+  // `trace`: the message's; `call`: the admitted call (null when refused), for the access log.
   void Answer(uint64_t seq, const inference::ModelInferRequest& request, Steady::time_point received,
-              KServeService::InferAnswer answer, const serving::Call* call = nullptr) {
+              KServeService::InferAnswer answer, pipeline::RequestTrace* trace, const serving::Call* call = nullptr) {
     // One record per message; in the access log the stream's x-request-id metadata, suffixed with
     // the message's id when it has one.
     const pipeline::CompletionRecorder& recorder = service_->pipeline()->recorder();
@@ -162,6 +169,7 @@ class StreamInferReactor final
     c.call = call;
     c.timings = answer.outcome.Complete(received);
     c.request_id = id;
+    c.trace = trace;
     recorder.Record(c);
     inference::ModelStreamInferResponse out;
     if (answer.outcome.status.ok()) {
@@ -183,6 +191,7 @@ class StreamInferReactor final
   void Pump() {
     enum { kNothing, kWrite, kFinish } action = kNothing;
     bool resume_read = false;
+    uint64_t messages = 0;
     {
       absl::MutexLock lock(&mu_);
       if (broken_) ready_.clear();
@@ -197,6 +206,7 @@ class StreamInferReactor final
         } else if (reads_done_ && pending_ == 0 && ready_.empty()) {
           finished_ = true;
           action = kFinish;
+          messages = next_seq_;
         }
       }
       if (read_paused_ && !reads_done_ && pending_ < kMaxStreamPending && !finished_) {
@@ -205,7 +215,11 @@ class StreamInferReactor final
       }
     }
     if (action == kWrite) StartWrite(&writing_);
-    if (action == kFinish) Finish(grpc::Status::OK);
+    if (action == kFinish) {
+      // Every message was answered: nothing else touches the stream's span now.
+      FinishStreamTrace(&trace_, context_, grpc::Status::OK, static_cast<int64_t>(messages));
+      Finish(grpc::Status::OK);
+    }
     if (resume_read) StartRead(&incoming_);
   }
 
@@ -224,6 +238,7 @@ class StreamInferReactor final
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed: the client is gone
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  pipeline::RequestTrace trace_;  // the stream's SERVER span (inactive with tracing off)
 };
 
 }  // namespace

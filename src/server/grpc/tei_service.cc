@@ -245,21 +245,24 @@ class SequentialStream final : public grpc::ServerBidiReactor<Req, Resp> {
         recorder_(recorder),
         endpoint_(endpoint),
         handle_(std::move(handle)),
-        client_gone_(std::make_shared<CancellationFlag>()) {
+        client_gone_(std::make_shared<CancellationFlag>()),
+        trace_(StartStreamTrace(*context, recorder, endpoint, Steady::now())) {
     this->StartRead(&request_);
   }
   void OnReadDone(bool ok) override {
     if (!ok) {
-      return this->Finish(client_gone_->IsCancelled() ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")
-                                                      : grpc::Status::OK);
+      return Done(client_gone_->IsCancelled() ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")
+                                              : grpc::Status::OK);
     }
     response_.Clear();
     UnaryAnswer answer(nullptr, [this](const grpc::Status& s) { Answered(s); }, recorder_, endpoint_, Steady::now());
     answer.set_request_id_source(context_);
+    // Each message is a request of its own in the stream's trace (tide.stream.message).
+    answer.set_trace(trace_.StartMessage(answer.received_at(), messages_++));
     handle_(*context_, &request_, &response_, std::move(answer), client_gone_);
   }
   void OnWriteDone(bool ok) override {
-    if (!ok) return this->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client left the stream"));
+    if (!ok) return Done(grpc::Status(grpc::StatusCode::CANCELLED, "the client left the stream"));
     request_.Clear();
     this->StartRead(&request_);
   }
@@ -268,8 +271,13 @@ class SequentialStream final : public grpc::ServerBidiReactor<Req, Resp> {
 
  private:
   void Answered(const grpc::Status& status) {
-    if (!status.ok()) return this->Finish(status);
+    if (!status.ok()) return Done(status);
     this->StartWrite(&response_);
+  }
+  // The stream's end: its span, then the status (called once: every path above ends the stream).
+  void Done(const grpc::Status& status) {
+    FinishStreamTrace(&trace_, context_, status, messages_);
+    this->Finish(status);
   }
 
   grpc::CallbackServerContext* const context_;
@@ -279,6 +287,8 @@ class SequentialStream final : public grpc::ServerBidiReactor<Req, Resp> {
   const std::shared_ptr<CancellationFlag> client_gone_;
   Req request_;    // stable from a read until the answer is written
   Resp response_;
+  pipeline::RequestTrace trace_;  // the stream's SERVER span (inactive with tracing off)
+  int64_t messages_ = 0;          // messages read (one at a time: no lock)
 };
 
 // The Embed RPCs tide does not serve (sparse and per-token embeddings: the export pools in the

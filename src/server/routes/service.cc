@@ -106,6 +106,21 @@ const char* MetricName(Endpoint endpoint) {
   return nullptr;
 }
 
+// The admin API's routes, which answer without per-request metrics: their name in a trace
+// (tide.endpoint); null for the others.
+const char* AdminSpanEndpoint(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kRepositoryIndex: return "repository_index";
+    case Endpoint::kRepositoryLoad: return "repository_load";
+    case Endpoint::kRepositoryUnload: return "repository_unload";
+    case Endpoint::kRolloutGet: return "rollout_get";
+    case Endpoint::kRolloutPut: return "rollout_put";
+    case Endpoint::kRolloutPromote: return "rollout_promote";
+    case Endpoint::kRolloutRollback: return "rollout_rollback";
+    default: return nullptr;
+  }
+}
+
 bool ChangesState(std::string_view method) { return method != "GET" && method != "HEAD"; }
 
 // The route pattern (http.route) of a request answered by `endpoint`'s handler: the table's entry
@@ -189,6 +204,10 @@ http::RouteHandler Service::Guarded(const RouteEntry& entry, const char* metric,
                                     guard::Listener listener) {
   return [this, &entry, metric, handler = std::move(handler), listener](http::Request request, http::PathParams params,
                                                                         http::Responder respond) {
+    // The admin API's answers (refusals too) are SERVER spans like every other route's.
+    if (const char* admin = AdminSpanEndpoint(entry.endpoint); admin != nullptr) {
+      respond = TracedAdmin(request, entry.pattern, admin, std::move(respond));
+    }
     if (absl::Status refused = Refusal(entry, request, listener); !refused.ok()) {
       if (metric == nullptr) return std::move(respond)(ErrorResponse(refused));
       return SenderFor(request, std::move(respond), metric).SendError(refused);
@@ -204,6 +223,21 @@ http::RouteHandler Service::Guarded(const RouteEntry& entry, const char* metric,
     }
     handler(std::move(request), std::move(params), std::move(respond));
   };
+}
+
+http::Responder Service::TracedAdmin(const http::Request& request, const char* pattern, const char* endpoint,
+                                     http::Responder respond) const {
+  const pipeline::RequestTracing* tracing = pipeline_.recorder().tracing();
+  if (tracing == nullptr) return respond;
+  auto trace = std::make_shared<pipeline::RequestTrace>(tracing->StartHttp(
+      request.method, pattern, request.received_at, request.header("traceparent"), request.header("tracestate")));
+  return http::Responder::FromCallback(
+      [trace, endpoint, inner = std::move(respond)](http::Response response) mutable {
+        response.headers.emplace_back("traceparent", trace->traceparent());
+        response.headers.emplace_back("x-trace-id", trace->trace_id());
+        trace->EndHttp(endpoint, response.status);
+        std::move(inner)(std::move(response));
+      });
 }
 
 ResponseSender Service::SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const {

@@ -118,6 +118,10 @@ class Service {
   using Work = absl::AnyInvocable<void(const http::Request&, ResponseSender, serving::CallPtr) &&>;
   // The sender of one request's answer, recording its completion (pipeline/completion_recorder.h).
   ResponseSender SenderFor(const http::Request& request, http::Responder respond, const char* endpoint) const;
+  // With tracing on, `respond` wrapped so that the answer of an admin route (route `pattern`,
+  // tide.endpoint `endpoint`) ends its SERVER span and names it (traceparent, x-trace-id).
+  http::Responder TracedAdmin(const http::Request& request, const char* pattern, const char* endpoint,
+                              http::Responder respond) const;
   // The opening of every inference route: its ResponseSender for `endpoint` (metrics label), the
   // request's CallInfo (`model` / `version`: the model the path names, if any), then
   // ServiceCore::Start; a refusal is answered here. `from_cache` (may be empty) is offered the
