@@ -3,15 +3,18 @@
 // tokens), and binary infer requests are echoed back through the response renderer and parsed
 // again, so the renderers see whatever the parsers let through. Checks: no crash, no sanitizer
 // report, parse(render(x)) agreement for the binary round trip.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "api/cohere_rerank.h"
+#include "api/embed.h"
 #include "api/json_reader.h"
 #include "api/kserve_infer.h"
 #include "api/rerank.h"
@@ -45,6 +48,47 @@ void CheckError(const absl::Status& status) {
   Check(response.status >= 400 && response.status < 600);
   Check(response.status == HttpStatusFor(status));
   Check(!response.body.empty());
+}
+
+// An embed request of any of the three APIs: a parse that succeeds renders with synthetic vectors
+// of a small dimension (cut by the request's dimensions, as the server would), every quantized
+// type included; the renderers must accept what the parsers let through.
+void FuzzEmbed(EmbedApi api, std::string_view body, const RequestLimits& limits) {
+  absl::StatusOr<EmbedRequest> r = api == EmbedApi::kTei      ? ParseTeiEmbedRequest(body, limits)
+                                   : api == EmbedApi::kOpenAi ? ParseOpenAiEmbeddingsRequest(body, limits)
+                                                              : ParseCohereEmbedRequest(body, limits);
+  if (!r.ok()) {
+    CheckError(r.status());
+    const ApiError openai = OpenAiError(r.status());
+    const ApiError cohere = CohereError(r.status());
+    Check(openai.http_status >= 400 && !openai.body.empty());
+    Check(cohere.http_status >= 400 && !cohere.body.empty());
+    return;
+  }
+  Check(!r->inputs.empty());
+  Check(!r->dimensions.has_value() || *r->dimensions >= 1);
+  constexpr size_t kDim = 12;
+  const size_t dim = std::min(r->dimensions.value_or(kDim), kDim);
+  const std::vector<float> full = FakeScores(r->inputs.size() * kDim);
+  const std::vector<float> vectors = CutAndNormalize(full, r->inputs.size(), kDim, dim, r->normalize.value_or(true));
+  Check(vectors.size() == r->inputs.size() * dim);
+  for (size_t i = 0; i < r->inputs.size(); ++i) {
+    for (EmbeddingType type : r->embedding_types) {
+      const std::vector<int32_t> q = Quantize(std::span<const float>(vectors).subspan(i * dim, dim), type);
+      Check(type == EmbeddingType::kFloat || !q.empty());
+    }
+  }
+  switch (api) {
+    case EmbedApi::kTei:
+      Check(RenderTeiEmbedResponse(r->inputs.size(), vectors, dim).ok());
+      break;
+    case EmbedApi::kOpenAi:
+      Check(RenderOpenAiEmbeddingsResponse(*r, "m", vectors, dim, 1).ok());
+      break;
+    case EmbedApi::kCohere:
+      Check(RenderCohereEmbedResponse(*r, "id", vectors, dim, 1).ok());
+      break;
+  }
 }
 
 void FuzzInfer(std::string_view body, std::optional<std::string_view> header,
@@ -90,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   RequestLimits limits;
   limits.max_batch_tensor_elements = 1 << 16;  // keep allocations small under ASan
-  switch (selector % 8) {  // 0..5 as before (the corpus's selectors keep their meaning)
+  switch (selector % 11) {  // 0..7 as before (the corpus's selectors keep their meaning)
     case 0: {
       absl::StatusOr<RerankRequest> r = ParseRerankRequest(body, limits);
       if (!r.ok()) {
@@ -165,6 +209,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const auto& ids : r->ids) Check(!ids.empty());
       break;
     }
+    case 8:
+      FuzzEmbed(EmbedApi::kTei, body, limits);
+      break;
+    case 9:
+      FuzzEmbed(EmbedApi::kOpenAi, body, limits);
+      break;
+    case 10:
+      FuzzEmbed(EmbedApi::kCohere, body, limits);
+      break;
   }
   return 0;
 }

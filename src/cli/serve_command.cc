@@ -997,6 +997,10 @@ void RegisterServeCommand(CLI::App* app) {
                   "Bytes of the per-pair score cache (an LRU of the model's logits per (model version, query, "
                   "document, options)); 0: off")
       ->envname("TIDE_SCORE_CACHE_BYTES")->capture_default_str();
+  cmd->add_option("--embed-cache-bytes", flags->core.embed_cache_bytes,
+                  "Bytes of the embedding cache (an LRU of an embedding model's vector per (model version, token "
+                  "ids)), shared as --score-cache-scope says; 0: off")
+      ->envname("TIDE_EMBED_CACHE_BYTES")->capture_default_str();
   // Tenant isolation: who shares the score cache's entries.
   cmd->add_option("--score-cache-scope", flags->score_cache_scope,
                   "Who shares score cache entries: tenant (each API key name its own, so a hit never reveals "

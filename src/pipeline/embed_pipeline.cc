@@ -162,7 +162,7 @@ void RequestPipeline::Embed(const serving::CallPtr& call, std::shared_ptr<const 
   size_t tokens = 0;
   for (const tokenizer::Encoding& e : rows) tokens += e.ids.size();
   const bool normalize = request->normalize.value_or(m.parameters().normalize);
-  core_->Infer(call, *model, std::move(rows),
+  core_->Embed(call, *model, std::move(rows),
                [done = std::move(done), base = std::move(failed.outcome), tokenize, tokens, dim, dimensions,
                 normalize](absl::StatusOr<serving::InferOutcome> outcome) mutable {
                  EmbedAnswer a{.outcome = std::move(base)};

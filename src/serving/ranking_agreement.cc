@@ -72,4 +72,29 @@ absl::StatusOr<RankingAgreement> CompareRankings(std::span<const float> stable, 
   return out;
 }
 
+absl::StatusOr<RankingAgreement> CompareEmbeddings(std::span<const float> stable, std::span<const float> candidate,
+                                                   size_t dim) {
+  if (dim == 0 || stable.empty() || stable.size() != candidate.size() || stable.size() % dim != 0) {
+    return errors::InvalidInput("embedding comparison: vectors of different or empty shapes");
+  }
+  const size_t rows = stable.size() / dim;
+  double sum = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    double dot = 0, a2 = 0, b2 = 0;
+    for (size_t i = r * dim; i < (r + 1) * dim; ++i) {
+      dot += static_cast<double>(stable[i]) * candidate[i];
+      a2 += static_cast<double>(stable[i]) * stable[i];
+      b2 += static_cast<double>(candidate[i]) * candidate[i];
+    }
+    if (a2 == 0 || b2 == 0) {
+      sum += a2 == b2 ? 1.0 : 0.0;
+    } else {
+      sum += std::clamp(dot / std::sqrt(a2 * b2), -1.0, 1.0);
+    }
+  }
+  RankingAgreement out;
+  out.cosine = sum / static_cast<double>(rows);
+  return out;
+}
+
 }  // namespace tide::serving

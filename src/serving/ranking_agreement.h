@@ -11,9 +11,16 @@
 //  - NDCG@10: a document the stable model puts at rank r (0-based, r < 10) has relevance 10 - r,
 //    any other 0; DCG = sum of (2^relevance - 1) / log2(position + 2) over the candidate's first
 //    10, divided by the stable order's own DCG.
+//  - CompareEmbeddings(stable, candidate, dim): both spans are the same inputs' vectors [rows, dim]
+//    (raw or normalized: the cosine does not see the scale); the mean over rows of the cosine
+//    similarity of the two versions' vectors of one input goes to `cosine` (a zero vector against
+//    a zero vector counts 1, against any other 0), the ranking measures are 1 (an embedding model's
+//    rollout is judged by cosine alone, a reranker's never: its cosine stays 1). Sizes that differ,
+//    are empty or are no multiple of dim (or dim 0) give kInvalidInput.
 //  - Pure functions; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <span>
 
 #include "absl/status/statusor.h"
@@ -24,8 +31,11 @@ struct RankingAgreement {
   double spearman = 1.0;  // -1..1
   double top1 = 1.0;      // 0 or 1 for one request
   double ndcg10 = 1.0;    // 0..1
+  double cosine = 1.0;    // -1..1: embedding models' mean cosine similarity per input
 };
 
 absl::StatusOr<RankingAgreement> CompareRankings(std::span<const float> stable, std::span<const float> candidate);
+absl::StatusOr<RankingAgreement> CompareEmbeddings(std::span<const float> stable, std::span<const float> candidate,
+                                                   size_t dim);
 
 }  // namespace tide::serving

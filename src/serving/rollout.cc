@@ -355,8 +355,8 @@ void Rollouts::RecordOutcome(const std::string& model, int64_t version, bool ok,
 }
 
 void Rollouts::RecordComparison(const std::string& model, std::span<const float> stable,
-                                std::span<const float> candidate) {
-  auto agreement = CompareRankings(stable, candidate);
+                                std::span<const float> candidate, size_t dim) {
+  auto agreement = dim > 0 ? CompareEmbeddings(stable, candidate, dim) : CompareRankings(stable, candidate);
   if (!agreement.ok()) return;
   absl::MutexLock lock(&mu_);
   auto it = rollouts_.find(model);
@@ -368,6 +368,7 @@ void Rollouts::RecordComparison(const std::string& model, std::span<const float>
     metrics_->rollout_agreement->WithLabels({model, "spearman"})->Set(means.spearman);
     metrics_->rollout_agreement->WithLabels({model, "top1"})->Set(means.top1);
     metrics_->rollout_agreement->WithLabels({model, "ndcg10"})->Set(means.ndcg10);
+    if (dim > 0) metrics_->rollout_agreement->WithLabels({model, "cosine"})->Set(means.cosine);
   }
   Check(model, e);
 }
@@ -416,6 +417,11 @@ void Rollouts::Check(const std::string& model, Entry& e) {
       return RollbackLocked(model, e, "ndcg10",
                             absl::StrFormat("NDCG@10 %.4f < min_ndcg10 %g over %d compared requests", ndcg,
                                             g.min_ndcg10, e.comparisons.pairs()));
+    }
+    if (means.cosine < g.min_cosine) {
+      return RollbackLocked(model, e, "cosine",
+                            absl::StrFormat("mean cosine similarity %.4f < min_cosine %g over %d compared requests",
+                                            means.cosine, g.min_cosine, e.comparisons.pairs()));
     }
   }
 }

@@ -26,14 +26,16 @@
 //    answer that idle-priority scoring delayed); the P99s are over the answers that have one.
 //  - RecordOutcome(model, version, ok, latency) counts a stable or candidate answer (live, shadow
 //    or duplicate) in the version's rolling window; RecordComparison(model, stable, candidate)
-//    adds one request's CompareRankings to the agreement window. Each one then checks the guard;
+//    adds one request's CompareRankings to the agreement window (dim > 0: an embedding model's
+//    vectors [rows, dim], CompareEmbeddings: the mean cosine per input). Each one then checks the guard;
 //    CheckGuards() (a timer thread every options.check_interval, or a test) checks every model.
 //  - Guard: once the candidate has guard.min_requests answers, an error rate above max_error_rate
 //    or a P99 above max_p99_ratio x the stable one's (stable with min_requests answers too) rolls
 //    back; once the window holds min_requests comparisons, a mean Spearman below min_spearman, a
-//    top-1 agreement below min_top1 or an NDCG@10 below min_ndcg10 rolls back. The reason is
+//    top-1 agreement below min_top1, an NDCG@10 below min_ndcg10 or (embedding models) a mean
+//    cosine similarity below min_cosine rolls back. The reason is
 //    recorded, logged, counted in tide_rollout_rollbacks_total{model,reason} (reason: error_rate,
-//    p99_ratio, spearman, top1, ndcg10, manual) and tide_rollout_state{model} is updated (0 idle,
+//    p99_ratio, spearman, top1, ndcg10, cosine, manual) and tide_rollout_state{model} is updated (0 idle,
 //    1 running, 2 promoted, 3 rolled_back); tide_rollout_agreement{model,measure} follows the
 //    window's means. Nothing in flight is touched: a rollback only changes where later requests go.
 //  - Windows: spec.window (default 1000) answers per version and comparisons, 1..kMaxRolloutWindow
@@ -80,6 +82,7 @@ struct RolloutGuard {
   double min_spearman = 0.9;
   double min_top1 = 0.8;
   double min_ndcg10 = 0.0;      // 0: not checked
+  double min_cosine = 0.95;     // embedding models: mean cosine similarity of the versions' vectors
 };
 
 struct RolloutSpec {
@@ -160,7 +163,8 @@ class Rollouts {
     int64_t stable = 0, candidate = 0;
   };
   std::vector<LaneWanted> ShadowLanesWanted() const;
-  void RecordComparison(const std::string& model, std::span<const float> stable, std::span<const float> candidate);
+  void RecordComparison(const std::string& model, std::span<const float> stable, std::span<const float> candidate,
+                        size_t dim = 0);
   void CheckGuards();
   // Stops the timer thread (idempotent; the destructor calls it).
   void StopTimer();

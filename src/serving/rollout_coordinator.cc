@@ -83,6 +83,9 @@ bool RolloutCoordinator::Tracks(const ServedModel& model) const {
 
 namespace {
 
+// An embedding model's rows are compared as vectors (cosine), not as one score each.
+bool IsEmbedder(const ServedModel& model) { return model.parameters().task == config::Task::kEmbed; }
+
 // Whether an answer counts for or against a version in its rollout: client mistakes, overload,
 // deadlines and cancellations say nothing about the version and are not counted.
 std::optional<bool> RolloutOutcome(const absl::Status& status, bool degraded) {
@@ -100,6 +103,7 @@ struct Comparison {
   std::shared_ptr<Rollouts> rollouts;
   std::string model;
   bool live_is_stable = true;
+  size_t dim = 0;  // > 0: an embedding model's vectors [rows, dim], compared by cosine
   absl::Mutex mu;
   std::optional<std::vector<float>> live ABSL_GUARDED_BY(mu);
   std::optional<std::vector<float>> other ABSL_GUARDED_BY(mu);
@@ -116,9 +120,9 @@ struct Comparison {
       b = std::move(*other);
     }
     if (live_is_stable) {
-      rollouts->RecordComparison(model, a, b);
+      rollouts->RecordComparison(model, a, b, dim);
     } else {
-      rollouts->RecordComparison(model, b, a);
+      rollouts->RecordComparison(model, b, a, dim);
     }
   }
 };
@@ -172,7 +176,11 @@ bool RolloutCoordinator::ReadsTheSameRows(const ServedModel& model, int64_t othe
   auto other = models_->Find(model.name(), std::to_string(other_version));
   size_t longest = 0;
   for (const tokenizer::Encoding& e : rows) longest = std::max(longest, e.ids.size());
-  return other.ok() && (*other)->num_labels() == 1 &&
+  // A reranker's rows are compared as one score each; an embedding model's as vectors of the
+  // same dimension.
+  const bool embed = IsEmbedder(model);
+  return other.ok() && IsEmbedder(**other) == embed &&
+         (embed ? (*other)->num_labels() == model.num_labels() : (*other)->num_labels() == 1) &&
          (*other)->tokenizer().vocab_size() == model.tokenizer().vocab_size() &&
          longest <= (*other)->max_sequence_length();
 }
@@ -194,10 +202,13 @@ std::shared_ptr<AnswerWatch> RolloutCoordinator::Watch(const Call& call, const S
   watch->version = model.version();
   // The other version scores the same request when the rollout asks for it, on its shadow lane.
   // A call that named its version bypasses the rollout: its answer is recorded, never compared;
-  // token rows are compared only for a reranker (one label).
+  // token rows are compared only for a reranker (one label) and an embedding model (its vectors).
   const bool rows = mirror.rows != nullptr;
+  const bool vectors = rows && IsEmbedder(model);
   std::optional<Other> other;
-  if (!call.named_version() && (!rows || model.num_labels() == 1)) other = OtherVersion(name, model.version());
+  if (!call.named_version() && (!rows || vectors || model.num_labels() == 1)) {
+    other = OtherVersion(name, model.version());
+  }
   if (other.has_value() && rows && !ReadsTheSameRows(model, other->version, *mirror.rows)) {
     CountShadow(name, "dropped_incompatible");  // the rows were encoded for this version
     other.reset();
@@ -207,6 +218,7 @@ std::shared_ptr<AnswerWatch> RolloutCoordinator::Watch(const Call& call, const S
     if (rows) {
       job.rows = *mirror.rows;
       job.raw_scores = true;
+      job.vectors = vectors;
       if (mirror.windows != nullptr) watch->fold = *mirror.windows;
     } else {
       job.query = std::string(mirror.query);
@@ -220,6 +232,7 @@ std::shared_ptr<AnswerWatch> RolloutCoordinator::Watch(const Call& call, const S
     compare->rollouts = rollouts_;
     compare->model = name;
     compare->live_is_stable = other->live_is_stable;
+    if (vectors) compare->dim = static_cast<size_t>(std::max<int64_t>(model.num_labels(), 1));
     std::shared_ptr<ShadowTrace> trace = ShadowTrace::Start(options_.shadow_trace, call, name, model.version(),
                                                             other->live_is_stable, other->version, clock_);
     // Runs on the lane's reporter thread (normal priority), never on its idle worker.

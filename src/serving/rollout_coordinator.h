@@ -23,7 +23,9 @@
 //    documents: per document, the lane splits and folds as the live path does); Infer rows as one
 //    ranked list of raw logits (folded per input by `windows`), only when the other version is a
 //    1-label model reading the same ids (vocabulary size) whose max_sequence_length fits the rows
-//    (else counted dropped_incompatible). Every offer's outcome is counted in
+//    (else counted dropped_incompatible); an embedding model's (task embed) Infer rows as vectors
+//    [rows, dim], compared by cosine (Rollouts::RecordComparison with dim), when the other version
+//    is an embedding model of the same dimension reading the same ids. Every offer's outcome is counted in
 //    tide_rollout_shadow_requests_total{model,outcome}: scored, failed, preempted,
 //    dropped_<refusal>, dropped_live_waiting, dropped_deadline, dropped_closed. With
 //    options.shadow_trace, an offer for a sampled request also reports both sides to a ShadowTrace

@@ -64,7 +64,8 @@ class AnswerWatch {
   // The live rows are queued: a shadow of the same request may start now.
   virtual void Submitted() = 0;
   // The live answer: its status, whether a fallback answered, and (OK, not degraded) what is
-  // compared: a rerank's document scores, or the token rows' logits (one label, folded per input).
+  // compared: a rerank's document scores, or the token rows' logits (one label, folded per input;
+  // an embedding model's vectors [rows, dim]).
   virtual void Answered(const absl::Status& status, bool degraded, std::span<const float> scores) = 0;
 };
 

@@ -90,7 +90,8 @@ absl::StatusOr<RolloutDeclaration> ParseRolloutJson(std::string_view body) {
     if (!it->is_object()) return errors::InvalidInput("guard must be an object");
     RolloutGuard& g = spec.guard;
     static const char* const kGuard[] = {"min_requests", "max_error_rate", "max_p99_ratio",
-                                         "min_spearman", "min_top1",       "min_ndcg10"};
+                                         "min_spearman", "min_top1",       "min_ndcg10",
+                                         "min_cosine"};
     for (const auto& [key, value] : it->items()) {
       if (std::find_if(std::begin(kGuard), std::end(kGuard), [&](const char* f) { return key == f; }) ==
           std::end(kGuard)) {
@@ -109,7 +110,8 @@ absl::StatusOr<RolloutDeclaration> ParseRolloutJson(std::string_view body) {
                                       std::tuple{"max_p99_ratio", 0.0, 1e6, &g.max_p99_ratio},
                                       std::tuple{"min_spearman", -1.0, 1.0, &g.min_spearman},
                                       std::tuple{"min_top1", 0.0, 1.0, &g.min_top1},
-                                      std::tuple{"min_ndcg10", 0.0, 1.0, &g.min_ndcg10}}) {
+                                      std::tuple{"min_ndcg10", 0.0, 1.0, &g.min_ndcg10},
+                                      std::tuple{"min_cosine", -1.0, 1.0, &g.min_cosine}}) {
       if (absl::Status s = NumberField(*it, field, lo, hi, out); !s.ok()) {
         return errors::InvalidInput(absl::StrCat("guard.", s.message()));
       }
@@ -132,7 +134,8 @@ json RolloutSpecToJson(const RolloutSpec& spec) {
             {"max_p99_ratio", g.max_p99_ratio},
             {"min_spearman", g.min_spearman},
             {"min_top1", g.min_top1},
-            {"min_ndcg10", g.min_ndcg10}}}};
+            {"min_ndcg10", g.min_ndcg10},
+            {"min_cosine", g.min_cosine}}}};
 }
 
 }  // namespace tide::serving

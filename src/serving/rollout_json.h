@@ -3,7 +3,8 @@
 //
 //   {"candidate": "2", "mode": "canary"|"shadow"|"none", "percent": 10, "sticky_header": "x-user-id",
 //    "stable": "1", "window": 1000, "guard": {"min_requests": 200, "max_error_rate": 0.01,
-//    "max_p99_ratio": 1.5, "min_spearman": 0.9, "min_top1": 0.8, "min_ndcg10": 0}}
+//    "max_p99_ratio": 1.5, "min_spearman": 0.9, "min_top1": 0.8, "min_ndcg10": 0,
+//    "min_cosine": 0.95}}
 //
 // Contract:
 //  - `candidate` is required (a version number, as a string or an integer); `mode` defaults to

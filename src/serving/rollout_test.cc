@@ -55,6 +55,31 @@ TEST(RankingAgreement, IdenticalReversedAndTiedRankings) {
   EXPECT_DOUBLE_EQ(CompareRankings(std::vector<float>{1.f}, std::vector<float>{-3.f})->spearman, 1.0);
 }
 
+TEST(RankingAgreement, EmbeddingsAreComparedByTheMeanCosinePerInput) {
+  // Two inputs of dimension 2: identical, then orthogonal.
+  const std::vector<float> stable = {1.f, 0.f, 0.f, 2.f};
+  auto same = CompareEmbeddings(stable, stable, 2);
+  ASSERT_TRUE(same.ok());
+  EXPECT_DOUBLE_EQ(same->cosine, 1.0);
+  // The ranking measures stay 1: an embedding rollout is judged by cosine alone.
+  EXPECT_DOUBLE_EQ(same->spearman, 1.0);
+  EXPECT_DOUBLE_EQ(same->top1, 1.0);
+  // Scale does not matter (raw or normalized vectors); direction does.
+  EXPECT_DOUBLE_EQ(CompareEmbeddings(stable, std::vector<float>{3.f, 0.f, 0.f, 0.5f}, 2)->cosine, 1.0);
+  EXPECT_DOUBLE_EQ(CompareEmbeddings(stable, std::vector<float>{1.f, 0.f, 1.f, 0.f}, 2)->cosine, 0.5);
+  EXPECT_DOUBLE_EQ(CompareEmbeddings(stable, std::vector<float>{-1.f, 0.f, 0.f, -2.f}, 2)->cosine, -1.0);
+  EXPECT_NEAR(CompareEmbeddings(std::vector<float>{1.f, 0.f}, std::vector<float>{1.f, 1.f}, 2)->cosine,
+              std::sqrt(0.5), 1e-12);
+  // Zero vectors: equal to zero, orthogonal to anything else.
+  EXPECT_DOUBLE_EQ(CompareEmbeddings(std::vector<float>{0.f, 0.f}, std::vector<float>{0.f, 0.f}, 2)->cosine, 1.0);
+  EXPECT_DOUBLE_EQ(CompareEmbeddings(std::vector<float>{0.f, 0.f}, std::vector<float>{1.f, 0.f}, 2)->cosine, 0.0);
+  // Shapes.
+  EXPECT_FALSE(CompareEmbeddings(stable, std::vector<float>{1.f, 0.f}, 2).ok());
+  EXPECT_FALSE(CompareEmbeddings(std::vector<float>{1.f, 0.f, 1.f}, std::vector<float>{1.f, 0.f, 1.f}, 2).ok());
+  EXPECT_FALSE(CompareEmbeddings(stable, stable, 0).ok());
+  EXPECT_FALSE(CompareEmbeddings(std::vector<float>{}, std::vector<float>{}, 2).ok());
+}
+
 
 struct RolloutsHarness {
   RolloutsHarness() {
@@ -166,6 +191,39 @@ TEST(Rollouts, TheGuardRollsBackOnDisagreementOnlyAfterMinRequests) {
   const std::vector<float> swapped = {0.5f, 0.9f, 0.1f};
   for (int i = 0; i < 50; ++i) h.rollouts->RecordComparison("m", stable, swapped);
   EXPECT_EQ(h.Rollbacks("top1"), 1);
+}
+
+TEST(Rollouts, AnEmbeddingCandidateRollsBackWhenItsMeanCosineFallsBelowTheBound) {
+  RolloutsHarness h;
+  RolloutSpec spec = Canary(10);
+  spec.mode = RolloutMode::kShadow;
+  spec.guard.min_cosine = 0.9;
+  ASSERT_TRUE(h.rollouts->Start("m", spec).ok());
+  const std::vector<float> stable = {1.f, 0.f, 0.f, 1.f};
+  const std::vector<float> close = {1.f, 0.1f, 0.f, 1.f};    // mean cosine ~0.998
+  const std::vector<float> turned = {0.f, 1.f, 0.f, 1.f};    // mean cosine 0.5
+  for (int i = 0; i < 200; ++i) h.rollouts->RecordComparison("m", stable, close, 2);
+  auto status = h.rollouts->Get("m");
+  EXPECT_EQ(status->state, RolloutState::kRunning);
+  EXPECT_GT(status->agreement.cosine, 0.99);
+  EXPECT_DOUBLE_EQ(status->agreement.spearman, 1.0);  // no ranking measure judges embeddings
+  EXPECT_NEAR(h.metrics->rollout_agreement->WithLabels({"m", "cosine"})->Value(), status->agreement.cosine, 1e-12);
+
+  ASSERT_TRUE(h.rollouts->Start("m", spec).ok());
+  for (int i = 0; i < 49; ++i) h.rollouts->RecordComparison("m", stable, turned, 2);
+  EXPECT_EQ(h.rollouts->Get("m")->state, RolloutState::kRunning);  // 49 < min_requests
+  h.rollouts->RecordComparison("m", stable, turned, 2);
+  status = h.rollouts->Get("m");
+  EXPECT_EQ(status->state, RolloutState::kRolledBack);
+  EXPECT_NE(status->reason.find("cosine"), std::string::npos) << status->reason;
+  EXPECT_DOUBLE_EQ(status->agreement.cosine, 0.5);
+  EXPECT_EQ(h.Rollbacks("cosine"), 1);
+  // A reranker's comparisons never trip the cosine bound (their cosine is 1).
+  spec.guard.min_cosine = 1.0;
+  ASSERT_TRUE(h.rollouts->Start("m", spec).ok());
+  const std::vector<float> scores = {0.9f, 0.5f, 0.1f};
+  for (int i = 0; i < 60; ++i) h.rollouts->RecordComparison("m", scores, scores);
+  EXPECT_EQ(h.rollouts->Get("m")->state, RolloutState::kRunning);
 }
 
 TEST(Rollouts, TheGuardRollsBackOnErrorRateAndP99Ratio) {

@@ -36,7 +36,7 @@ double OutcomeWindow::Percentile(double q) const {
 void AgreementWindow::Reset(size_t capacity) {
   capacity_ = capacity < 1 ? 1 : capacity;
   entries_.clear();
-  sums_ = RankingAgreement{0, 0, 0};
+  sums_ = RankingAgreement{0, 0, 0, 0};
   evictions_since_resum_ = 0;
 }
 
@@ -45,11 +45,13 @@ void AgreementWindow::Add(const RankingAgreement& a) {
   sums_.spearman += a.spearman;
   sums_.top1 += a.top1;
   sums_.ndcg10 += a.ndcg10;
+  sums_.cosine += a.cosine;
   while (entries_.size() > capacity_) {
     const RankingAgreement& old = entries_.front();
     sums_.spearman -= old.spearman;
     sums_.top1 -= old.top1;
     sums_.ndcg10 -= old.ndcg10;
+    sums_.cosine -= old.cosine;
     entries_.pop_front();
     ++evictions_since_resum_;
   }
@@ -59,19 +61,20 @@ void AgreementWindow::Add(const RankingAgreement& a) {
 }
 
 void AgreementWindow::Resum() {
-  sums_ = RankingAgreement{0, 0, 0};
+  sums_ = RankingAgreement{0, 0, 0, 0};
   for (const RankingAgreement& a : entries_) {
     sums_.spearman += a.spearman;
     sums_.top1 += a.top1;
     sums_.ndcg10 += a.ndcg10;
+    sums_.cosine += a.cosine;
   }
   evictions_since_resum_ = 0;
 }
 
 RankingAgreement AgreementWindow::Means() const {
-  if (entries_.empty()) return RankingAgreement{0, 0, 0};
+  if (entries_.empty()) return RankingAgreement{0, 0, 0, 0};
   const double n = static_cast<double>(entries_.size());
-  return {sums_.spearman / n, sums_.top1 / n, sums_.ndcg10 / n};
+  return {sums_.spearman / n, sums_.top1 / n, sums_.ndcg10 / n, sums_.cosine / n};
 }
 
 }  // namespace tide::serving

@@ -77,7 +77,7 @@ class AgreementWindow {
   void Add(const RankingAgreement& agreement);
 
   size_t pairs() const { return entries_.size(); }
-  // The means over the window; {0, 0, 0} when it is empty.
+  // The means over the window; all 0 when it is empty.
   RankingAgreement Means() const;
 
  private:
@@ -85,7 +85,7 @@ class AgreementWindow {
   void Resum();
   size_t capacity_;
   std::deque<RankingAgreement> entries_;
-  RankingAgreement sums_{0, 0, 0};
+  RankingAgreement sums_{0, 0, 0, 0};
   size_t evictions_since_resum_ = 0;
 };
 

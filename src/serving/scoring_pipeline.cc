@@ -1,5 +1,6 @@
 #include "serving/scoring_pipeline.h"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <utility>
@@ -26,6 +27,21 @@ std::string PairOptionsKey(const PairOptions& o) {
   return key;
 }
 
+// What an embedding model reads of one row, as part of an embedding cache key: its token ids and
+// type ids (the attention mask of an unpadded row is all ones), little-endian int64, the ids'
+// count first.
+std::string EmbedRowKey(const tokenizer::Encoding& row) {
+  std::string key;
+  key.reserve(8 * (row.ids.size() + row.type_ids.size() + 1));
+  auto append = [&key](int64_t v) {
+    for (int i = 0; i < 8; ++i) key.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
+  };
+  append(static_cast<int64_t>(row.ids.size()));
+  for (int64_t id : row.ids) append(id);
+  for (int64_t t : row.type_ids) append(t);
+  return key;
+}
+
 // The score cache partition of a call's pairs (score_cache.h): its tenant's name unless shared.
 std::string_view CachePartition(ScoreCacheScope scope, const Call& call) {
   if (scope == ScoreCacheScope::kShared || call.tenant() == nullptr) return {};
@@ -38,6 +54,7 @@ ScoringPipeline::ScoringPipeline(ServingMetrics* metrics, ChargePairsFn charge_p
                                  const ScoringPipelineOptions& options)
     : metrics_(metrics), charge_pairs_(std::move(charge_pairs)), rollouts_(rollouts), options_(options) {
   if (options.score_cache_bytes > 0) cache_ = std::make_unique<ScoreCache>(options.score_cache_bytes);
+  if (options.embed_cache_bytes > 0) embed_cache_ = std::make_unique<ScoreCache>(options.embed_cache_bytes);
 }
 
 // ---- A rerank answered whole from the cache, on the I/O thread.
@@ -211,6 +228,11 @@ void ScoringPipeline::Infer(const CallPtr& call, std::shared_ptr<ServedModel> mo
                             std::vector<tokenizer::Encoding> rows, InferDone done, TensorWindows windows) {
   if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return std::move(done)(s);
   if (absl::Status s = charge_pairs_(*call, rows.size()); !s.ok()) return std::move(done)(s);
+  SubmitRows(call, std::move(model), std::move(rows), std::move(done), std::move(windows));
+}
+
+void ScoringPipeline::SubmitRows(const CallPtr& call, std::shared_ptr<ServedModel> model,
+                                 std::vector<tokenizer::Encoding> rows, InferDone done, TensorWindows windows) {
   if (!model->AdmitToModel()) {
     // Breaker open. A classifier with a breaker_default_result answers it for every row, marked
     // degraded; every other model answers 503 (tensors have no lightweight fallback).
@@ -235,6 +257,81 @@ void ScoringPipeline::Infer(const CallPtr& call, std::shared_ptr<ServedModel> mo
               std::move(done)(InferOutcome{*std::move(result), nullptr});
             });
   if (watch != nullptr) watch->Submitted();
+}
+
+// ---- An embedding model's rows: the embedding cache, then the rows not found as Infer's.
+
+void ScoringPipeline::Embed(const CallPtr& call, std::shared_ptr<ServedModel> model,
+                            std::vector<tokenizer::Encoding> rows, InferDone done) {
+  if (embed_cache_ == nullptr || call->no_cache() || rows.empty() ||
+      (rollouts_ != nullptr && rollouts_->Tracks(*model))) {
+    return Infer(call, std::move(model), std::move(rows), std::move(done));
+  }
+  if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return std::move(done)(s);
+  if (absl::Status s = charge_pairs_(*call, rows.size()); !s.ok()) return std::move(done)(s);
+  const size_t n = rows.size();
+  const std::string_view partition = CachePartition(options_.score_cache_scope, *call);
+  std::vector<std::string> keys(n);
+  std::vector<std::optional<std::vector<float>>> cached(n);
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = ScoreCache::Key(model->generation(), partition, "embed", EmbedRowKey(rows[i]), "");
+    cached[i] = embed_cache_->Lookup(keys[i]);
+    if (!cached[i].has_value()) missing.push_back(i);
+  }
+  const size_t hits = n - missing.size();
+  call->cache_hits_.fetch_add(static_cast<int64_t>(hits), std::memory_order_relaxed);
+  const std::string version = std::to_string(model->version());
+  metrics_->embed_cache_hits->WithLabels({model->name(), version})->Increment(static_cast<double>(hits));
+  metrics_->embed_cache_misses->WithLabels({model->name(), version})->Increment(static_cast<double>(missing.size()));
+  const int64_t dim = std::max<int64_t>(model->num_labels(), 1);
+  // Every row's vector in order; kInternal when one has another width than the model's.
+  auto merge = [dim](std::vector<std::optional<std::vector<float>>>& vectors) -> absl::StatusOr<InferenceResult> {
+    InferenceResult out;
+    out.rows = static_cast<int64_t>(vectors.size());
+    out.num_labels = dim;
+    out.logits.reserve(vectors.size() * static_cast<size_t>(dim));
+    for (const auto& v : vectors) {
+      if (!v.has_value() || v->size() != static_cast<size_t>(dim)) {
+        return errors::Internal("embedding cache: a vector of the wrong width");
+      }
+      out.logits.insert(out.logits.end(), v->begin(), v->end());
+    }
+    return out;
+  };
+  if (missing.empty()) {
+    auto all = merge(cached);
+    if (!all.ok()) return std::move(done)(all.status());
+    return std::move(done)(InferOutcome{*std::move(all), nullptr});
+  }
+  std::vector<tokenizer::Encoding> queued;
+  queued.reserve(missing.size());
+  for (size_t i : missing) queued.push_back(std::move(rows[i]));
+  SubmitRows(call, std::move(model), std::move(queued),
+             [done = std::move(done), cache = embed_cache_.get(), keys = std::move(keys), cached = std::move(cached),
+              missing = std::move(missing), merge, dim](absl::StatusOr<InferOutcome> sub) mutable {
+               // A fallback (a classifier's default) never reaches an embedding model; its answer is
+               // passed on as it is, never stored.
+               if (!sub.ok() || sub->fallback != nullptr) return std::move(done)(std::move(sub));
+               const InferenceResult& r = sub->result;
+               if (r.num_labels != dim || r.logits.size() != missing.size() * static_cast<size_t>(dim)) {
+                 return std::move(done)(errors::Internal(absl::StrCat("the model answered ", r.logits.size(),
+                                                                      " values for ", missing.size(),
+                                                                      " rows of dimension ", dim)));
+               }
+               const size_t width = static_cast<size_t>(dim);
+               for (size_t j = 0; j < missing.size(); ++j) {
+                 std::vector<float> row(r.logits.begin() + j * width, r.logits.begin() + (j + 1) * width);
+                 cache->Insert(std::move(keys[missing[j]]), row);
+                 cached[missing[j]] = std::move(row);
+               }
+               auto all = merge(cached);
+               if (!all.ok()) return std::move(done)(all.status());
+               all->real_tokens = r.real_tokens;
+               all->timings = r.timings;
+               std::move(done)(InferOutcome{*std::move(all), nullptr});
+             },
+             TensorWindows{});
 }
 
 absl::Status ScoringPipeline::Tokenize(const Call& call, const ServedModel& model, std::span<const TextInput> inputs,
@@ -270,8 +367,15 @@ absl::Status ScoringPipeline::Tokenize(const Call& call, const ServedModel& mode
 }
 
 void ScoringPipeline::RefreshMetrics() const {
-  if (cache_ == nullptr) return;
   absl::MutexLock lock(&refresh_mu_);
+  if (embed_cache_ != nullptr) {
+    const uint64_t evictions = embed_cache_->evictions();
+    metrics_->embed_cache_evictions->WithLabels({})->Increment(
+        static_cast<double>(evictions - mirrored_embed_evictions_));
+    mirrored_embed_evictions_ = evictions;
+    metrics_->embed_cache_bytes->WithLabels({})->Set(static_cast<double>(embed_cache_->bytes()));
+  }
+  if (cache_ == nullptr) return;
   const uint64_t evictions = cache_->evictions();
   metrics_->score_cache_evictions->WithLabels({})->Increment(static_cast<double>(evictions - mirrored_evictions_));
   mirrored_evictions_ = evictions;

@@ -23,6 +23,16 @@
 //    answer is degraded for every document (never cached model scores mixed with BM25). Entries
 //    are the call's tenant's own (kTenant, the default) or everyone's (kShared). Hits and misses
 //    are counted in tide_score_cache_{hits,misses}_total{model,version}.
+//  - Embedding cache (options.embed_cache_bytes > 0, its own ScoreCache and byte budget, shared
+//    as score_cache_scope says): Embed looks every row up by the model version's generation and
+//    the row's token ids and type ids (what the model reads: the text after the prompt, the
+//    tokenizer and the truncation, or an OpenAI token array), unless the call is no_cache or the
+//    rollout tracks the version (its answers must be compared), queues only the rows not found,
+//    stores the model's vectors of those (raw, before any cut or normalization: one entry serves
+//    every `dimensions` and `normalize`), and answers [rows, dim] in the rows' order; every row
+//    found: answered on the calling thread without touching the model (real_tokens 0). The quota
+//    is charged for every row. Counted in tide_embed_cache_{hits,misses}_total{model,version} and
+//    Call::cache_hits. Without the cache Embed is Infer.
 //  - RerankFromCache answers a rerank whole from the cache on the calling thread (cheap enough for
 //    an I/O thread: one hash and lookup per pair): nullopt unless the cache is on, the call reads
 //    it, the options are plain (truncate: no windows), the rollout does not track the version and
@@ -69,6 +79,9 @@ struct ScoringPipelineOptions {
   // Who shares its entries: each tenant its own (a hit never reveals another tenant's pair), or
   // every caller (more hits; see ScoreCacheScope).
   ScoreCacheScope score_cache_scope = ScoreCacheScope::kTenant;
+  // Bytes of the embedding cache (an embedding model's vector per input); 0: no cache. Shared as
+  // score_cache_scope says.
+  size_t embed_cache_bytes = 0;
 };
 
 // A text input of Tokenize: a text or a (text, text_pair) pair.
@@ -110,6 +123,9 @@ class ScoringPipeline {
   // folds the answer with); a rollout compares per input.
   void Infer(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
              InferDone done, TensorWindows windows = {});
+  // An embedding model's rows through the embedding cache (see the contract), then as Infer.
+  void Embed(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
+             InferDone done);
   // Encodes each input with the model's tokenizer, cut to its max_sequence_length from the end
   // `direction` names (unset: the tokenizer's own; see Encoding::truncated to refuse a cut input).
   // A pair for a model with a prompt_template is its prompt (only the document cut; direction
@@ -119,6 +135,7 @@ class ScoringPipeline {
                         std::optional<tokenizer::TruncationDirection> direction) const;
 
   const ScoreCache* score_cache() const { return cache_.get(); }
+  const ScoreCache* embed_cache() const { return embed_cache_.get(); }
   // Mirrors the cache's evictions and size into the metrics.
   void RefreshMetrics() const;
 
@@ -128,6 +145,9 @@ class ScoringPipeline {
   void RerankDocuments(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                        std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                        RerankDone done);
+  // Infer after the quota: the breaker, the rollout's watch, the batcher.
+  void SubmitRows(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
+                  InferDone done, TensorWindows windows);
   void ScoreRows(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                  std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                  RerankDone done);
@@ -136,9 +156,11 @@ class ScoringPipeline {
   const ChargePairsFn charge_pairs_;
   RolloutHook* const rollouts_;
   const ScoringPipelineOptions options_;
-  std::unique_ptr<ScoreCache> cache_;  // null: no score cache
+  std::unique_ptr<ScoreCache> cache_;        // null: no score cache
+  std::unique_ptr<ScoreCache> embed_cache_;  // null: no embedding cache
   mutable absl::Mutex refresh_mu_;
   mutable uint64_t mirrored_evictions_ ABSL_GUARDED_BY(refresh_mu_) = 0;
+  mutable uint64_t mirrored_embed_evictions_ ABSL_GUARDED_BY(refresh_mu_) = 0;
 };
 
 }  // namespace tide::serving

@@ -1,7 +1,8 @@
 // Tests of the scoring pipeline alone, over fake backends, a fake quota and a fake rollout hook:
 // every rerank and every set of token rows is charged once (a long document's windows as rows), a
 // refused charge is the answer before any row runs, the rollout's watch sees each live answer
-// once, and the score cache never answers alone for a version the rollout tracks. No admission,
+// once, the score cache never answers alone for a version the rollout tracks, and the embedding
+// cache queues only the rows it lacks. No admission,
 // no coordinator, no sleeps.
 #include "serving/scoring_pipeline.h"
 
@@ -110,6 +111,21 @@ struct Harness {
     return out;
   }
 
+  absl::StatusOr<InferOutcome> Embed(std::vector<tokenizer::Encoding> rows) {
+    absl::StatusOr<InferOutcome> out = absl::UnknownError("no answer");
+    absl::Notification done;
+    pipeline->Embed(call, model, std::move(rows), [&](absl::StatusOr<InferOutcome> o) {
+      out = std::move(o);
+      done.Notify();
+    });
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+    return out;
+  }
+  double EmbedCache(bool hits) const {
+    const std::vector<std::string> labels = {model->name(), std::to_string(model->version())};
+    return (hits ? metrics->embed_cache_hits : metrics->embed_cache_misses)->WithLabels(labels)->Value();
+  }
+
   FakeClock clock;
   std::unique_ptr<ServingMetrics> metrics;
   std::shared_ptr<BackendControl> control = std::make_shared<BackendControl>();
@@ -202,6 +218,72 @@ TEST(ScoringPipeline, TheCacheAnswersAloneOnlyForAVersionNoRolloutTracks) {
   EXPECT_EQ(again->cache_hits, 2u);
   EXPECT_EQ(h.control->rows_run.load(), run);
   EXPECT_EQ(h.quota.Charged(), (std::vector<size_t>{2, 2, 2}));
+}
+
+// Rows whose token ids are {2, id, 3}: the fake model answers +5 for a row holding token 7, else -5.
+std::vector<tokenizer::Encoding> RowsWith(std::vector<int64_t> middle) {
+  std::vector<tokenizer::Encoding> rows = Rows(middle.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].ids[1] = middle[i];
+  return rows;
+}
+
+TEST(ScoringPipeline, TheEmbeddingCacheQueuesOnlyTheRowsItLacksAndAnswersInOrder) {
+  ScoringPipelineOptions o;
+  o.embed_cache_bytes = 1 << 20;
+  Harness h(o);
+  h.control->decisive_token = 7;
+  auto first = h.Embed(RowsWith({4, 7}));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->result.logits, (std::vector<float>{-5, 5}));
+  EXPECT_EQ(h.EmbedCache(true), 0);
+  EXPECT_EQ(h.EmbedCache(false), 2);
+  const int run = h.control->rows_run.load();
+  // Two rows found, one new one queued alone; the answer keeps the request's order.
+  auto mixed = h.Embed(RowsWith({7, 8, 4}));
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->result.rows, 3);
+  EXPECT_EQ(mixed->result.logits, (std::vector<float>{5, -5, -5}));
+  EXPECT_EQ(h.control->rows_run.load(), run + 1);
+  EXPECT_EQ(h.EmbedCache(true), 2);
+  EXPECT_EQ(h.EmbedCache(false), 3);
+  // Every row found: answered without the model.
+  h.control->decisive_token = 8;  // the model would now answer differently
+  auto cached = h.Embed(RowsWith({4, 7}));
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(cached->result.logits, (std::vector<float>{-5, 5}));
+  EXPECT_EQ(cached->result.real_tokens, 0u);
+  EXPECT_EQ(h.control->rows_run.load(), run + 1);
+  EXPECT_EQ(h.call->cache_hits(), 4);
+  // The same ids with other type ids are another input.
+  std::vector<tokenizer::Encoding> typed = RowsWith({4});
+  typed[0].type_ids = {1, 1, 1};
+  ASSERT_TRUE(h.Embed(std::move(typed)).ok());
+  EXPECT_EQ(h.control->rows_run.load(), run + 2);
+  // Every row is charged, found or not.
+  EXPECT_EQ(h.quota.Charged(), (std::vector<size_t>{2, 3, 2, 1}));
+}
+
+TEST(ScoringPipeline, TheEmbeddingCacheIsSkippedForAVersionTheRolloutTracks) {
+  ScoringPipelineOptions o;
+  o.embed_cache_bytes = 1 << 20;
+  Harness h(o);
+  ASSERT_TRUE(h.Embed(RowsWith({4, 5})).ok());
+  const int run = h.control->rows_run.load();
+  h.hook.tracked = true;  // its answers must reach the rollout's watch
+  ASSERT_TRUE(h.Embed(RowsWith({4, 5})).ok());
+  EXPECT_EQ(h.control->rows_run.load(), run + 2);
+  ASSERT_EQ(h.hook.watches.size(), 1u);
+  EXPECT_EQ(h.hook.watches[0]->answered.load(), 1);
+  EXPECT_EQ(h.EmbedCache(true), 0);
+}
+
+TEST(ScoringPipeline, WithoutTheEmbeddingCacheEmbedIsInfer) {
+  Harness h;
+  ASSERT_TRUE(h.Embed(RowsWith({4})).ok());
+  const int run = h.control->rows_run.load();
+  ASSERT_TRUE(h.Embed(RowsWith({4})).ok());
+  EXPECT_EQ(h.control->rows_run.load(), run + 1);
+  EXPECT_EQ(h.pipeline->embed_cache(), nullptr);
 }
 
 }  // namespace

@@ -141,7 +141,12 @@ class ServiceCore {
                         std::optional<tokenizer::TruncationDirection> direction = std::nullopt) const {
     return scoring_->Tokenize(call, model, inputs, add_special_tokens, out, direction);
   }
+  void Embed(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
+             InferDone done) {
+    scoring_->Embed(call, std::move(model), std::move(rows), std::move(done));
+  }
   const ScoreCache* score_cache() const { return scoring_->score_cache(); }
+  const ScoreCache* embed_cache() const { return scoring_->embed_cache(); }
 
   // ---- Readiness, load, metrics.
   bool Ready() const;

@@ -77,6 +77,17 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                &m->score_cache_evictions));
   check(Assign(r.AddGauge("tide_score_cache_bytes", "Bytes held by the score cache (--score-cache-bytes).", {}),
                &m->score_cache_bytes));
+  check(Assign(r.AddCounter("tide_embed_cache_hits_total", "Embedding inputs answered from the embedding cache.",
+                            {"model", "version"}),
+               &m->embed_cache_hits));
+  check(Assign(r.AddCounter("tide_embed_cache_misses_total",
+                            "Embedding inputs looked up in the embedding cache and not found.", {"model", "version"}),
+               &m->embed_cache_misses));
+  check(Assign(r.AddCounter("tide_embed_cache_evictions_total",
+                            "Embedding cache entries evicted to stay in its bytes.", {}),
+               &m->embed_cache_evictions));
+  check(Assign(r.AddGauge("tide_embed_cache_bytes", "Bytes held by the embedding cache (--embed-cache-bytes).", {}),
+               &m->embed_cache_bytes));
   check(Assign(r.AddCounter("tide_model_loads_total",
                             "Model version loads (start-up, poll, repository API) by result: success or failure.",
                             {"model", "version", "result"}), &m->model_loads));
@@ -91,11 +102,11 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                           {"model"}), &m->rollout_state));
   check(Assign(r.AddCounter("tide_rollout_rollbacks_total",
                             "Rollouts rolled back to the stable version, by reason: error_rate, p99_ratio, spearman, "
-                            "top1, ndcg10, manual.",
+                            "top1, ndcg10, cosine, manual.",
                             {"model", "reason"}), &m->rollout_rollbacks));
   check(Assign(r.AddGauge("tide_rollout_agreement",
-                          "Mean ranking agreement of the candidate with the stable version over the rollout's window "
-                          "(measure: spearman, top1, ndcg10).",
+                          "Mean agreement of the candidate with the stable version over the rollout's window "
+                          "(measure: spearman, top1, ndcg10; embedding models also cosine).",
                           {"model", "measure"}), &m->rollout_agreement));
   check(Assign(r.AddCounter("tide_access_log_dropped_total",
                             "Access log records dropped (--access-log): its writer fell behind or its file failed.", {}),

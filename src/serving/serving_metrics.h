@@ -58,6 +58,11 @@ struct ServingMetrics {
   metrics::Family<metrics::Counter>* score_cache_misses = nullptr;  // tide_score_cache_misses_total
   metrics::Family<metrics::Counter>* score_cache_evictions = nullptr;  // tide_score_cache_evictions_total
   metrics::Family<metrics::Gauge>* score_cache_bytes = nullptr;     // tide_score_cache_bytes
+  // The embedding cache (--embed-cache-bytes): inputs found and not found, evictions, bytes.
+  metrics::Family<metrics::Counter>* embed_cache_hits = nullptr;    // tide_embed_cache_hits_total
+  metrics::Family<metrics::Counter>* embed_cache_misses = nullptr;  // tide_embed_cache_misses_total
+  metrics::Family<metrics::Counter>* embed_cache_evictions = nullptr;  // tide_embed_cache_evictions_total
+  metrics::Family<metrics::Gauge>* embed_cache_bytes = nullptr;     // tide_embed_cache_bytes
   // Model control (serving/model_repository_controller.h): loads by outcome, and the process's
   // resident memory around the last load: before it, with the new version loaded beside the one
   // it replaces (before the old one is released), and the process's peak so far (VmHWM).

@@ -259,7 +259,8 @@ absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
   const int64_t pad_id = m.tokenizer().pad_id();
   const config::ScoreActivation activation = m.parameters().score_activation;
   ShadowOutcome out;
-  out.scores.resize(rows.size());
+  const bool vectors = job.vectors && !job.rows.empty();
+  out.scores.resize(vectors ? rows.size() * static_cast<size_t>(labels) : rows.size());
   size_t begin = 0;
   while (begin < rows.size()) {
     // Clear the terminator first, then look for live rows: a live Submit after the look stops the
@@ -303,7 +304,11 @@ absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
         logits_.values.size() != static_cast<size_t>(n * labels)) {
       return absl::InternalError("shadow: logits of the wrong shape");
     }
-    for (int64_t r = 0; r < n; ++r) {
+    if (vectors) {
+      std::copy(logits_.values.begin(), logits_.values.end(),
+                out.scores.begin() + static_cast<ptrdiff_t>(begin * static_cast<size_t>(labels)));
+    }
+    for (int64_t r = 0; r < n && !vectors; ++r) {
       out.scores[begin + static_cast<size_t>(r)] =
           RerankScore(std::span<const float>(logits_.values.data() + r * labels, static_cast<size_t>(labels)),
                       activation, job.raw_scores);

@@ -76,7 +76,7 @@
 namespace tide::serving {
 
 struct ShadowOutcome {
-  std::vector<float> scores;  // one per document, in order
+  std::vector<float> scores;  // one per document, in order (ShadowJob::vectors: [rows, labels])
   Clock::duration run_time{};
   bool contended = false;
 };
@@ -91,6 +91,8 @@ struct ShadowJob {
   // Instead of query + documents: rows already tokenized (a KServe request's), scored as they are
   // (one score per row, unfolded).
   std::vector<tokenizer::Encoding> rows;
+  // With rows: every row's whole output [rows, labels], raw (an embedding model's vectors).
+  bool vectors = false;
   bool raw_scores = false;
   Clock::time_point deadline = Clock::time_point::max();
   // Set (non-null): the job starts only once it holds true, i.e. once the live request it shadows

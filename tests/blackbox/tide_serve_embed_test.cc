@@ -8,13 +8,19 @@
 //   tiny-bert-embed  tools/export_model.py's embedding preset (mean pooling in the graph, normalize,
 //                    matryoshka 16,32, prompts query / passage) with the export's config.pbtxt
 // The vectors themselves are checked against PyTorch in tools/test_biencoder_export.py.
+// A second server (ServeEmbedCacheRolloutTest) holds one embedding model `emb` in three versions
+// (1 and 2 the same weights, 3 exported with another seed) with --embed-cache-bytes: the embedding
+// cache's hits and misses, and rollouts judged by the cosine similarity of the versions' vectors.
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "blackbox_support.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -340,6 +346,133 @@ TEST_F(ServeEmbedTest, GrpcEmbedAnswersAsHttp) {
   EXPECT_EQ(embed->Embed(&ectx, empty, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 #endif
+
+// ---- The embedding cache and embedding rollouts ------------------------------------------------
+
+constexpr char kAdminKey[] = "embed-admin";
+constexpr int kOtherSeed = 7;
+
+// emb: versions 1 and 2 the preset's weights, 3 another seed's; the preset's config.pbtxt.
+absl::Status PopulateEmbedVersions(const fs::path& repository) {
+  auto entry = ExportedPreset(kEmbedder);
+  if (!entry.ok()) return entry.status();
+  auto other = ExportedPreset(kEmbedder, kOtherSeed);
+  if (!other.ok()) return other.status();
+  std::ifstream in(*entry / "config.pbtxt");
+  std::stringstream read;
+  read << in.rdbuf();
+  std::string config = read.str();
+  const std::string name = absl::StrCat("name: \"", kEmbedder, "\"");
+  if (const size_t at = config.find(name); at != std::string::npos) config.replace(at, name.size(), "name: \"emb\"");
+  config += "\nversion_policy { all { } }\n";
+  if (absl::Status s = AddModel(repository, "emb", *entry / "1" / "model.onnx", *entry / "tokenizer.json", config);
+      !s.ok()) {
+    return s;
+  }
+  for (const auto& [version, file] : {std::pair{"2", *entry / "1" / "model.onnx"},
+                                      std::pair{"3", *other / "1" / "model.onnx"}}) {
+    std::error_code ec;
+    fs::create_directories(repository / "emb" / version, ec);
+    if (!ec) fs::create_symlink(fs::absolute(file), repository / "emb" / version / "model.onnx", ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot add version ", version, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+class ServeEmbedCacheRolloutTest : public SharedServerSuite<ServeEmbedCacheRolloutTest> {
+ protected:
+  static void SetUpTestSuite() {
+    StartSharedServer(PopulateEmbedVersions,
+                      // Shadow lanes at the inference threads' priority (as tide_serve_rollout_test).
+                      {"--embed-cache-bytes", "1000000", "--admin-api-key", kAdminKey, "--shadow-scheduling",
+                       "normal", "--log-level", "warn"});
+  }
+  static tide::testing::HeaderList Admin() {
+    return {{"Authorization", std::string("Bearer ") + kAdminKey}, {"Content-Type", "application/json"}};
+  }
+  static json Rollout() { return ParseJson(NewClient()->Get("/v2/models/emb/rollout", Admin()).body); }
+  static ClientResponse Put(const std::string& body) {
+    return NewClient()->Send("PUT", "/v2/models/emb/rollout", body, Admin());
+  }
+  static double Metric(std::string_view name, const std::vector<std::string>& labels) {
+    return MetricSum(NewClient()->Get("/metrics").body, name, labels);
+  }
+  static json Embed(const json& body, const tide::testing::HeaderList& headers = {}) {
+    tide::testing::HeaderList h = headers;
+    h.push_back({"Content-Type", "application/json"});
+    const ClientResponse r = NewClient()->Post("/embed", body.dump(), h);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return ParseJson(r.body);
+  }
+  // Sends `n` /embed requests of two inputs each (a few distinct texts), pausing between them so
+  // that the shadow lane finds the versions idle.
+  static void Traffic(int n) {
+    for (int i = 0; i < n; ++i) {
+      Embed({{"inputs", json::array({absl::StrCat("what is a panda number ", i % 13, "?"),
+                                     absl::StrCat("a bear that eats bamboo ", i % 7)})}});
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+  }
+};
+
+TEST_F(ServeEmbedCacheRolloutTest, TheCacheAnswersWhatItHoldsAndMissesWhatChangesTheInput) {
+  const std::vector<std::string> emb = {R"(model="emb")"};
+  auto hits = [&] { return Metric("tide_embed_cache_hits_total", emb); };
+  auto misses = [&] { return Metric("tide_embed_cache_misses_total", emb); };
+  const double hits0 = hits(), misses0 = misses();
+  const json first = Embed({{"inputs", json::array({"cache me", "and me"})}});
+  EXPECT_EQ(misses(), misses0 + 2);
+  EXPECT_EQ(hits(), hits0);
+  const json again = Embed({{"inputs", json::array({"cache me", "and me"})}});
+  EXPECT_EQ(hits(), hits0 + 2);
+  EXPECT_EQ(again, first);
+  // The cached vector is the raw one: another dimensions and normalize are cut from it.
+  const std::vector<float> cut = Row(Embed({{"inputs", json::array({"cache me", "a new one"})}, {"dimensions", 16}})[0]);
+  EXPECT_EQ(hits(), hits0 + 3);
+  EXPECT_EQ(misses(), misses0 + 3);
+  ExpectNear(cut, Normalized(Row(first[0]), 16));
+  // OpenAI's route reads the same token ids: a hit.
+  const ClientResponse openai = NewClient()->Post("/v1/embeddings", json{{"input", "cache me"}}.dump(),
+                                                  {{"Content-Type", "application/json"}});
+  ASSERT_EQ(openai.status, 200) << openai.body;
+  EXPECT_EQ(hits(), hits0 + 4);
+  ExpectNear(Row(ParseJson(openai.body)["data"][0]["embedding"]), Row(first[0]));
+  // A prompt changes what the model reads: a miss, and another vector.
+  const std::vector<float> query = Row(Embed({{"inputs", "cache me"}, {"prompt_name", "query"}})[0]);
+  EXPECT_EQ(misses(), misses0 + 4);
+  EXPECT_GT(std::fabs(query[0] - Row(first[0])[0]) + std::fabs(query[1] - Row(first[0])[1]), 1e-6);
+  // Cache-Control: no-cache reads nothing from it.
+  Embed({{"inputs", "cache me"}}, {{"Cache-Control", "no-cache"}});
+  EXPECT_EQ(hits(), hits0 + 4);
+  EXPECT_GT(Metric("tide_embed_cache_bytes", {}), 0);
+}
+
+TEST_F(ServeEmbedCacheRolloutTest, ACandidateWithOtherWeightsIsRolledBackOnCosine) {
+  const double before = Metric("tide_rollout_rollbacks_total", {R"(model="emb")", R"(reason="cosine")"});
+  const ClientResponse put = Put(R"({"candidate": "3", "stable": "1", "mode": "shadow", "percent": 100,
+      "guard": {"min_requests": 20, "min_cosine": 0.9, "max_p99_ratio": 1000}})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  for (int round = 0; round < 20 && Rollout().value("state", "") == "running"; ++round) Traffic(20);
+  const json status = Rollout();
+  ASSERT_EQ(status.value("state", ""), "rolled_back") << status.dump();
+  EXPECT_THAT(status.value("reason", ""), HasSubstr("cosine"));
+  EXPECT_EQ(status["agreement"].value("pairs", 0), 20) << status.dump();
+  EXPECT_LT(status["agreement"].value("cosine", 1.0), 0.9) << status.dump();
+  EXPECT_EQ(Metric("tide_rollout_rollbacks_total", {R"(model="emb")", R"(reason="cosine")"}), before + 1);
+}
+
+TEST_F(ServeEmbedCacheRolloutTest, ACandidateWithTheSameWeightsKeepsRunning) {
+  const ClientResponse put = Put(R"({"candidate": "2", "stable": "1", "mode": "shadow", "percent": 100,
+      "guard": {"min_requests": 20, "min_cosine": 0.999, "max_p99_ratio": 1000}})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  for (int round = 0; round < 20 && Rollout()["agreement"].value("pairs", 0) < 30; ++round) Traffic(20);
+  const json status = Rollout();
+  EXPECT_EQ(status.value("state", ""), "running") << status.dump();
+  EXPECT_GE(status["agreement"].value("pairs", 0), 30) << status.dump();
+  EXPECT_GT(status["agreement"].value("cosine", 0.0), 0.999) << status.dump();
+  EXPECT_GT(Metric("tide_rollout_agreement", {R"(model="emb")", R"(measure="cosine")"}), 0.999);
+  ASSERT_EQ(NewClient()->Post("/v2/models/emb/rollout/rollback", "", Admin()).status, 200);
+}
 
 }  // namespace
 }  // namespace tide::blackbox

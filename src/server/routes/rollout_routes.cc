@@ -38,7 +38,7 @@ http::Response RolloutRoutes::Render(const std::string& model) const {
            {"state", "idle"},
            {"reason", ""},
            {"stats", json::object()},
-           {"agreement", {{"pairs", 0}, {"spearman", nullptr}, {"top1", nullptr}, {"ndcg10", nullptr}}}};
+           {"agreement", {{"pairs", 0}, {"spearman", nullptr}, {"top1", nullptr}, {"ndcg10", nullptr}, {"cosine", nullptr}}}};
     return JsonResponse(out.dump());
   }
   const serving::RolloutSpec& spec = status->spec;
@@ -56,8 +56,9 @@ http::Response RolloutRoutes::Render(const std::string& model) const {
     agreement["spearman"] = status->agreement.spearman;
     agreement["top1"] = status->agreement.top1;
     agreement["ndcg10"] = status->agreement.ndcg10;
+    agreement["cosine"] = status->agreement.cosine;
   } else {
-    agreement["spearman"] = agreement["top1"] = agreement["ndcg10"] = nullptr;
+    agreement["spearman"] = agreement["top1"] = agreement["ndcg10"] = agreement["cosine"] = nullptr;
   }
   out["agreement"] = std::move(agreement);
   return JsonResponse(out.dump(-1, ' ', false, json::error_handler_t::replace));

@@ -3,11 +3,12 @@
 //   GET  /v2/models/{m}/rollout            {"stable", "candidate", "mode", "percent", "sticky_header",
 //                                           "state", "reason", "guard": {...},
 //                                           "stats": {"<version>": {"requests", "errors", "p50_ms", "p99_ms"}},
-//                                           "agreement": {"pairs", "spearman", "top1", "ndcg10"}}
+//                                           "agreement": {"pairs", "spearman", "top1", "ndcg10", "cosine"}}
 //   PUT  /v2/models/{m}/rollout            {"candidate": "2", "mode": "canary"|"shadow"|"none",
 //                                           "percent": 10, "sticky_header": "x-user-id", "stable": "1",
 //                                           "window": 1000, "guard": {"min_requests", "max_error_rate",
-//                                           "max_p99_ratio", "min_spearman", "min_top1", "min_ndcg10"}}
+//                                           "max_p99_ratio", "min_spearman", "min_top1", "min_ndcg10",
+//                                           "min_cosine"}}
 //   POST /v2/models/{m}/rollout/promote    the candidate becomes the stable version
 //   POST /v2/models/{m}/rollout/rollback   every request that names no version goes to the stable one
 //

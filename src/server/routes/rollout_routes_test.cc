@@ -25,7 +25,7 @@ using ::testing::HasSubstr;
 TEST(ParseRolloutJson, FieldsDefaultsAndErrors) {
   auto put = serving::ParseRolloutJson(R"({"candidate": "2", "mode": "canary", "percent": 10, "sticky_header": "X-User-Id",
       "guard": {"min_requests": 200, "max_error_rate": 0.01, "max_p99_ratio": 1.5, "min_spearman": 0.9,
-      "min_top1": 0.8}})");
+      "min_top1": 0.8, "min_cosine": 0.97}})");
   ASSERT_TRUE(put.ok()) << put.status();
   EXPECT_EQ(put->spec.candidate, 2);
   EXPECT_FALSE(put->stable.has_value());
@@ -34,12 +34,14 @@ TEST(ParseRolloutJson, FieldsDefaultsAndErrors) {
   EXPECT_EQ(put->spec.sticky_header, "x-user-id");
   EXPECT_EQ(put->spec.guard.min_requests, 200);
   EXPECT_DOUBLE_EQ(put->spec.guard.min_top1, 0.8);
+  EXPECT_DOUBLE_EQ(put->spec.guard.min_cosine, 0.97);
   auto shadow = serving::ParseRolloutJson(R"({"candidate": 3, "mode": "shadow", "stable": "1"})");
   ASSERT_TRUE(shadow.ok()) << shadow.status();
   EXPECT_EQ(shadow->spec.percent, 100);
   EXPECT_EQ(*shadow->stable, 1);
   for (const char* bad : {R"({})", R"({"candidate": "x"})", R"({"candidate": 0})", R"({"candidate": "2", "mode": "blue"})",
                           R"({"candidate": "2", "percent": 150})", R"({"candidate": "2", "guard": {"min_top1": 2}})",
+                          R"({"candidate": "2", "guard": {"min_cosine": 1.5}})",
                           R"({"candidate": "2", "guard": {"min_requests": 0}})", R"({"candidate": "2", "colour": 1})",
                           R"({"candidate": "2", "guard": {"max_p50": 1}})", R"([])"}) {
     auto r = serving::ParseRolloutJson(bad);
