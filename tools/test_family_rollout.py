@@ -11,7 +11,7 @@ version 2 the exported tiny Qwen3 reranker (tools/decoder.py preset qwen3-tiny: 
 tokenizer, the Qwen3-Reranker prompt template, a default instruction). Version 2 carries its own
 config.pbtxt and tokenizer.json in its version folder (the exported entry's, copied in as they are:
 config/model_repository.h, VersionConfig). The same server also serves each exported entry alone
-(`enc`, `dec`) as the reference for what each version must answer.
+(`x-enc`, `x-dec`; `m` stays the default model) as the reference for what each version must answer.
 
   - canary 50%: every /v1/rerank answer names its version (x-tide-model-version), both versions
     answer, and each answer's scores equal that version's reference model's (its own tokenizer and
@@ -21,7 +21,11 @@ config/model_repository.h, VersionConfig). The same server also serves each expo
     none failed), agreement is computed on the rankings and the rollout keeps running;
   - shadow with the default agreement bounds (0.9, 0.8): the random-weight decoder ranks unlike the
     encoder and the guard rolls the rollout back by itself, the reason naming the measure, while
-    every answer stays 200 from version 1.
+    every answer stays 200 from version 1;
+  - long documents (chunk_max) past version 1's 64 tokens: each version splits them by its own
+    tokenizer and length (the encoder into windows, the decoder, with its longer
+    max_sequence_length, inside one prompt) and the per-document scores are compared; every
+    answer is version 1's and equals the encoder reference's order; no shadow fails.
 """
 
 from __future__ import annotations
@@ -154,9 +158,9 @@ class FamilyRolloutTest(unittest.TestCase):
         repo = os.path.join(cls.tmp.name, "repo")
         os.makedirs(repo)
         # The references: each exported entry alone.
-        shutil.copytree(os.path.join(export, "tiny-bert"), os.path.join(repo, "enc"))
-        shutil.copytree(os.path.join(export, "qwen3-tiny"), os.path.join(repo, "dec"))
-        for name in ("enc", "dec"):
+        shutil.copytree(os.path.join(export, "tiny-bert"), os.path.join(repo, "x-enc"))
+        shutil.copytree(os.path.join(export, "qwen3-tiny"), os.path.join(repo, "x-dec"))
+        for name in ("x-enc", "x-dec"):
             path = os.path.join(repo, name, "config.pbtxt")
             with open(path, encoding="utf-8") as f:
                 config = f.read()
@@ -199,7 +203,7 @@ class FamilyRolloutTest(unittest.TestCase):
         return answer
 
     def assert_answers_like(self, version: str, i: int, got: List[float]):
-        reference = {"1": "enc", "2": "dec"}[version]
+        reference = {"1": "x-enc", "2": "x-dec"}[version]
         _, want = self.rerank(reference, i)
         for a, b in zip(got, want):
             self.assertLessEqual(abs(a - b), TOLERANCE, f"version {version} answered {got}, {reference} {want}")
@@ -222,7 +226,7 @@ class FamilyRolloutTest(unittest.TestCase):
 
     def test_1_both_versions_answer_with_their_own_tokenizer_and_template(self):
         # A request naming a version bypasses any rollout: each answers as its reference does.
-        for version, reference in (("1", "enc"), ("2", "dec")):
+        for version, reference in (("1", "x-enc"), ("2", "x-dec")):
             status, headers, answer = self.server.request(
                 "POST", f"/v2/models/m/versions/{version}/infer",
                 {"inputs": [{"name": "text", "shape": [2], "datatype": "BYTES", "data": ["what is a panda?"] * 2},
@@ -284,6 +288,31 @@ class FamilyRolloutTest(unittest.TestCase):
         version, got = self.rerank("m", 1)  # after the rollback: the stable version
         self.assertEqual(version, "1")
         self.assert_answers_like("1", 1, got)
+
+    def test_5_long_documents_are_split_by_each_version_and_compared_per_document(self):
+        failed_before = self.server.metric("tide_rollout_shadow_requests_total", {"model": "m", "outcome": "failed"})
+        self.put_rollout({"stable": "1", "candidate": "2", "mode": "shadow", "percent": 100,
+                          "guard": dict(QUIET_GUARD, min_requests=10, min_spearman=-1, min_top1=0)})
+        long_doc = " ".join(["the giant panda eats bamboo in the mountains of china"] * 8)  # ~180 tokens
+        deadline = time.monotonic() + 120
+        i = 0
+        while self.rollout().get("agreement", {}).get("pairs", 0) < 5:
+            self.assertLess(time.monotonic(), deadline, json.dumps(self.rollout()))
+            body = {"query": f"what does a panda eat {i}?", "texts": ["a bear", long_doc, "a city in china"],
+                    "long_documents": "chunk_max", "raw_scores": True}
+            status, headers, answer = self.server.request("POST", "/rerank", body)
+            self.assertEqual(status, 200, answer)
+            self.assertEqual(headers.get("x-tide-model-version"), "1")
+            status, _, want = self.server.request("POST", "/v1/rerank",
+                                                  {"model": "x-enc", "query": body["query"], "documents": body["texts"],
+                                                   "long_documents": "chunk_max", "return_documents": False})
+            self.assertEqual(status, 200, want)
+            self.assertEqual([r["index"] for r in answer], [r["index"] for r in want["results"]])
+            i += 1
+            time.sleep(0.04)
+        self.assertEqual(self.rollout()["state"], "running")
+        self.assertEqual(self.server.metric("tide_rollout_shadow_requests_total", {"model": "m", "outcome": "failed"}),
+                         failed_before)
 
 
 if __name__ == "__main__":
