@@ -2,7 +2,8 @@
 
 usage: make_table.py OUT_DIR
 Rows whose server did not start or whose run failed say why instead of figures. Ratios are against
-the prototype row measured in the same run.
+the prototype row measured in the same run. An embedding model's run (machine.facts model_task=embed)
+counts texts instead of pairs and checks vectors instead of scores.
 """
 import csv
 import json
@@ -121,6 +122,11 @@ def flops_per_pair(raw, machine):
     if not m:
         return None, None
     _, model_type, layers, h, i = model_shape(machine)
+    if machine.get("model_task") == "embed":
+        # One text per row: [CLS] text [SEP] (or <s> text </s>); the pooling is a few ops more.
+        length = float(m.group(2)) + 2
+        w = 4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h
+        return 2 * length * layers * w + layers * 4 * length * length * h, length
     if model_type in ("qwen3", "qwen2"):
         # A decoder reranker (run_all records its heads and the prompt frame's tokens): the prompt is
         # frame + query + document; projections q, k, v, o and SwiGLU's gate, up, down per token and
@@ -159,9 +165,13 @@ def main():
       f"before {machine.get('load_before', '?')}, after {machine.get('load_after', '?')} (shared machine: other work "
       "may have run beside the benchmark).")
     w("")
+    embed = machine.get("model_task") == "embed"
+    unit = "texts" if embed else "pairs"
+    shape = (f"{docs} text(s) of {machine.get('doc_tokens')} tokens per request to TEI's POST /embed "
+             if embed else f"1 query (~21 tokens) + {docs} document(s) of {machine.get('doc_tokens')} lengths per request ")
     w(f"Closed loop: {machine.get('clients')} concurrent clients, {machine.get('warmup')} s warm-up + "
       f"{machine.get('duration')} s measured per row — **scaled down from the seeds' 30-minute runs**. Workload: "
-      f"1 query (~21 tokens) + {docs} document(s) of {machine.get('doc_tokens')} lengths per request "
+      + shape +
       "(`tide bench --dump-requests`, seed 42, words from the model's vocabulary), model "
       f"{preset} ({model_type}, {layers} x {hidden}, seeded random weights: real cost, meaningless scores) in every "
       "row" + (f" ({machine['model']}" + (f"; INT8 row {machine['model_int8']}" if machine.get("model_int8") else "") +
@@ -171,8 +181,8 @@ def main():
     proto_open = load_run(os.path.join(raw, "prototype-open.json"))
     ref_scores = os.path.join(raw, "tide-batch-scores.json")
 
-    w("| row | QPS | pairs/s | P50 ms | P95 ms | P99 ms | errors | peak RSS MB | CPU util | pairs/s vs prototype | "
-      "open-loop P99 ms | P99 vs prototype | scores vs tide FP32 |")
+    w(f"| row | QPS | {unit}/s | P50 ms | P95 ms | P99 ms | errors | peak RSS MB | CPU util | {unit}/s vs prototype | "
+      f"open-loop P99 ms | P99 vs prototype | {'vectors' if embed else 'scores'} vs tide FP32 |")
     w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in ROWS:
         facts = read_facts(os.path.join(raw, f"{row}.facts"))
@@ -189,9 +199,9 @@ def main():
             import io
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):
-                code = check_scores.compare(ref_scores, scores, 1e-4)
+                code = check_scores.compare(ref_scores, scores, 1e-4, "vector component" if embed else "logit")
             text = buf.getvalue().strip()
-            m = re.search(r"max \|logit difference\| (\S+)", text)
+            m = re.search(r"max \|[a-z ]+ difference\| (\S+)", text)
             why = {"tide-int8": ": INT8 is expected to differ)",
                    "llama-f32": ": see the llama.cpp checks below)", "llama-q8": ": see the llama.cpp checks below)"}
             score_text = (m.group(1) if m else text) + ("" if code == 0 else " (above 1e-4" + why.get(row, ")"))
@@ -263,7 +273,7 @@ def main():
         int8_c = sum(int8) / len(int8) if int8 else None
         w(f"Measured ceilings (`build/bench/roofline_bench`, before the first row and after the last; mean): FP32 "
           f"MatMul {' / '.join(f'{x:.1f}' for x in fp32)} GFLOP/s, INT8 {' / '.join(f'{x:.1f}' for x in int8)} GOP/s; "
-          f"nominal FP32 peak {fnum(nominal, 1)}. Useful FLOPs per pair of the mean length ({length:.0f} tokens): "
+          f"nominal FP32 peak {fnum(nominal, 1)}. Useful FLOPs per {unit[:-1]} of the mean length ({length:.0f} tokens): "
           f"{flops / 1e9:.2f} GFLOP.")
         w("")
         w("| row | useful GFLOP/s | % of nominal FP32 peak | % of measured FP32 ceiling | % of measured INT8 ceiling |")
@@ -302,7 +312,18 @@ def main():
         ("tide batching INT8 open-loop P99 < llama.cpp Q8_0's", r("tide-int8", "open_p99_ms"), r("llama-q8", "open_p99_ms"),
          1, "<"),
     ]
-    if model_type in ("qwen3", "qwen2"):  # issue #28's targets for decoder rerankers
+    if embed:  # issue #31 sets no ratio: the table shows them (want None)
+        checks = [
+            ("tide FP32 texts/s / prototype's", r("tide-batch", "pairs_per_s"), r("prototype", "pairs_per_s"), None, ""),
+            ("tide FP32 texts/s / Node + onnxruntime's", r("tide-batch", "pairs_per_s"), r("node", "pairs_per_s"), None,
+             ""),
+            ("tide FP32 closed-loop P99 / prototype's", r("tide-batch", "p99_ms"), r("prototype", "p99_ms"), None, ""),
+            ("tide FP32 closed-loop P99 / Node + onnxruntime's", r("tide-batch", "p99_ms"), r("node", "p99_ms"), None, ""),
+            ("tide FP32 peak RSS / prototype's", r("tide-batch", "peak_rss_mib"), r("prototype", "peak_rss_mib"), None, ""),
+            ("tide FP32 peak RSS / Node + onnxruntime's", r("tide-batch", "peak_rss_mib"), r("node", "peak_rss_mib"), None,
+             ""),
+        ]
+    elif model_type in ("qwen3", "qwen2"):  # issue #28's targets for decoder rerankers
         fp32_ceiling_pct = None
         if summary.get("ceilings", {}).get("fp32_gflops") and r("tide-batch", "useful_gflops") is not None:
             fp32_ceiling_pct = r("tide-batch", "useful_gflops") / summary["ceilings"]["fp32_gflops"]
@@ -321,6 +342,10 @@ def main():
             w(f"| {name} | n/a | n/a |")
             continue
         x = a / b
+        if want is None:  # a ratio shown, no target
+            summary["targets"][name] = {"ratio": x}
+            w(f"| {name} | {x:.3f}x | (no target) |")
+            continue
         met = {">=": x >= want, "<=": x <= want, "<": x < want}[op]
         summary["targets"][name] = {"ratio": x, "met": met}
         w(f"| {name} | {x:.3f}x | {'yes' if met else 'no'} |")

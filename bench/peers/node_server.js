@@ -10,6 +10,11 @@
 // A decoder reranker's entry (its config.pbtxt has prompt_template): each pair is rendered into the
 // prompt with the entry's default_instruction and tokenized whole (no pair, no type ids), as tide
 // does; a prompt over max_sequence_length loses document tokens.
+// An embedding entry (config.pbtxt task "embed"; pooling is inside its graph): POST /embed
+// {"inputs": string | [string], "normalize"?} -> [[float, ...], ...] (TEI's shape) instead of /rerank:
+// each text encoded alone ([CLS] text [SEP]) truncated at max_sequence_length, padded to the longest
+// of the request, the graph's pooled output L2-normalized as the entry's `normalize` says (default
+// true; a request's "normalize" wins), as tide does.
 // Modules: ONNX Runtime from third_party/peers/node (bench/peers/setup.sh), tokenizers from
 // third_party/node (scripts/bootstrap.sh); TIDE_NODE_ORT / TIDE_NODE_TOKENIZERS override them.
 'use strict';
@@ -97,6 +102,8 @@ async function main() {
   const wantsTypeIds = session.inputNames.includes('token_type_ids');
   const padId = BigInt(padTokenId(path.join(modelDir, 'tokenizer.json')));
   const template = configString(path.join(modelDir, 'config.pbtxt'), 'prompt_template');
+  const embedding = configString(path.join(modelDir, 'config.pbtxt'), 'task') === 'embed';
+  const normalizeDefault = configString(path.join(modelDir, 'config.pbtxt'), 'normalize') !== 'false';
   const instruction = configString(path.join(modelDir, 'config.pbtxt'), 'default_instruction') || '';
   if (template !== null) tokenizer.setTruncation(1 << 30);  // the prompt is cut in the document only (below)
 
@@ -115,9 +122,8 @@ async function main() {
     return { getIds: () => ids, getAttentionMask: () => ones, getTypeIds: () => ids.map(() => 0) };
   }
 
-  async function rerank(request) {
-    const encodings = await Promise.all(request.texts.map((t) =>
-      (template !== null ? encodePrompt(request.query, t) : tokenizer.encode(request.query, t))));
+  // One padded batch of encodings as the session's feeds.
+  function feedsOf(encodings) {
     const rows = encodings.length;
     const longest = Math.max(...encodings.map((e) => e.getIds().length));
     const ids = new BigInt64Array(rows * longest).fill(padId);
@@ -136,7 +142,30 @@ async function main() {
       attention_mask: new ort.Tensor('int64', mask, [rows, longest]),
     };
     if (wantsTypeIds) feeds.token_type_ids = new ort.Tensor('int64', types, [rows, longest]);
-    const output = (await session.run(feeds))[session.outputNames[0]];
+    return feeds;
+  }
+
+  async function embed(texts, normalize) {
+    const encodings = await Promise.all(texts.map((t) => tokenizer.encode(t)));
+    const output = (await session.run(feedsOf(encodings)))[session.outputNames[0]];
+    const dim = output.dims[1];
+    const vectors = [];
+    for (let r = 0; r < texts.length; r++) {
+      const v = Array.from(output.data.subarray(r * dim, (r + 1) * dim));
+      if (normalize) {
+        const norm = Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+        if (norm > 0) for (let i = 0; i < dim; i++) v[i] /= norm;
+      }
+      vectors.push(v);
+    }
+    return vectors;
+  }
+
+  async function rerank(request) {
+    const encodings = await Promise.all(request.texts.map((t) =>
+      (template !== null ? encodePrompt(request.query, t) : tokenizer.encode(request.query, t))));
+    const rows = encodings.length;
+    const output = (await session.run(feedsOf(encodings)))[session.outputNames[0]];
     const labels = output.dims[1] || 1;
     const results = [];
     for (let r = 0; r < rows; r++) {
@@ -148,7 +177,8 @@ async function main() {
 
   const server = http.createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/health') return reply(res, 200, { status: 'ok' });
-    if (req.method !== 'POST' || req.url !== '/rerank') return reply(res, 404, { error: 'not found' });
+    const route = embedding ? '/embed' : '/rerank';
+    if (req.method !== 'POST' || req.url !== route) return reply(res, 404, { error: 'not found' });
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', async () => {
@@ -157,6 +187,17 @@ async function main() {
         request = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       } catch (e) {
         return reply(res, 400, { error: `malformed JSON: ${e.message}` });
+      }
+      if (embedding) {
+        const texts = typeof request.inputs === 'string' ? [request.inputs] : request.inputs;
+        if (!Array.isArray(texts) || texts.length === 0 || !texts.every((t) => typeof t === 'string'))
+          return reply(res, 422, { error: 'expected {"inputs": string or [string, ...]}' });
+        try {
+          return reply(res, 200, await embed(texts, typeof request.normalize === 'boolean' ? request.normalize
+                                                                                          : normalizeDefault));
+        } catch (e) {
+          return reply(res, 500, { error: String(e && e.message || e) });
+        }
       }
       if (typeof request.query !== 'string' || !Array.isArray(request.texts) || request.texts.length === 0 ||
           !request.texts.every((t) => typeof t === 'string'))

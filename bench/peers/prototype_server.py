@@ -15,13 +15,17 @@ default_instruction (read from --config, the entry's config.pbtxt), tokenize the
 bench/peers/bpe_tokenizer.py and score the last real token (right padding); a prompt over
 max_sequence_length loses document tokens, as tide's truncation does.
 POST /rerank {"query", "texts", "raw_scores"?} -> [{"index", "score"}] sorted by score (TEI's shape);
-GET /health. Prints the BLAS library PyTorch loaded and "prototype: listening on ..." when ready.
+GET /health. Embedding presets (tools/biencoder.py: all-minilm-l6-v2, bge-base-en-v1.5, ...) serve
+POST /embed {"inputs": string | [string], "normalize"?} -> [[float, ...], ...] (TEI's shape) instead:
+each text encoded [CLS] text [SEP] (<s> text </s> for XLM-R) truncated at max_sequence_length, the
+preset's pooling (in the model, as the export has it), then L2-normalized as the preset says (a
+request's "normalize" wins), as tide does. Prints the BLAS library PyTorch loaded and "prototype: listening on ..." when ready.
 """
 import argparse
 import json
 import os
 import sys
-from typing import List
+from typing import List, Optional, Union
 
 import torch
 import uvicorn
@@ -32,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, HERE)
+import biencoder  # noqa: E402
 import crossencoder  # noqa: E402
 import decoder  # noqa: E402
 from bert_tokenizer import BertTokenizer  # noqa: E402
@@ -49,6 +54,11 @@ def blas_libraries() -> List[str]:
             if any(k in name for k in ("blas", "mkl", "lapack")):
                 libs.add(os.path.realpath(path))
     return sorted(libs)
+
+
+class EmbedRequest(BaseModel):
+    inputs: Union[str, List[str]]
+    normalize: Optional[bool] = None
 
 
 class RerankRequest(BaseModel):
@@ -95,6 +105,47 @@ class DecoderPrompts:
         return head_ids + self.tokenizer.encode(document)[:room] + tail_ids
 
 
+def serve_embeddings(args):
+    """The embedding prototype: POST /embed with the preset's seeded bi-encoder."""
+    cfg = biencoder.PRESETS[args.preset]
+    model = biencoder.build_model(cfg, seed=args.seed)
+    model.eval()
+    max_length = args.max_length or cfg.max_sequence_length
+    tokenizer = BertTokenizer(args.tokenizer)
+    pad_id = cfg.pad_token_id
+
+    def encode(text: str) -> List[int]:
+        # [CLS] text [SEP] and <s> text </s> alike: one start and one end token around the text.
+        return [tokenizer.cls_id] + tokenizer.encode_text(text)[:max(0, max_length - 2)] + [tokenizer.sep_id]
+
+    print(f"prototype: torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS "
+          f"{', '.join(blas_libraries()) or 'none mapped'}; embeddings ({args.preset}, {cfg.pooling} pooling)",
+          flush=True)
+    app = FastAPI()
+
+    @app.get("/health")
+    def health():
+        return {"status": "ok"}
+
+    @app.post("/embed")
+    def embed(req: EmbedRequest):
+        texts = [req.inputs] if isinstance(req.inputs, str) else req.inputs
+        if not texts:
+            raise HTTPException(status_code=422, detail="inputs must not be empty")
+        encoded = [encode(t) for t in texts]
+        longest = max(len(e) for e in encoded)
+        ids = torch.tensor([e + [pad_id] * (longest - len(e)) for e in encoded], dtype=torch.long)
+        mask = torch.tensor([[1] * len(e) + [0] * (longest - len(e)) for e in encoded], dtype=torch.long)
+        with torch.inference_mode():
+            vectors = model(ids, mask, torch.zeros_like(ids))
+            if cfg.normalize if req.normalize is None else req.normalize:
+                vectors = torch.nn.functional.normalize(vectors, dim=1)
+        return vectors.tolist()
+
+    print(f"prototype: listening on http://{args.host}:{args.port}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, workers=1, log_level="warning", access_log=False)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--host", default="127.0.0.1")
@@ -110,6 +161,8 @@ def main():
 
     threads = len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
+    if args.preset in biencoder.PRESETS:
+        return serve_embeddings(args)
     if args.preset in decoder.PRESETS:
         cfg = decoder.PRESETS[args.preset]
         lm = decoder.build_causal_lm(cfg, seed=args.seed)

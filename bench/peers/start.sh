@@ -23,6 +23,8 @@
 #      GGUF files are written once and then reused; a folder outside the repository keeps them between
 #      runs, e.g. bge-reranker-base's 1.1 GB F32 file), LLAMA_THREADS (the llama rows' threads; default
 #      node-llama-cpp's cpuMathCores, see llama_server.js).
+# An embedding entry (config.pbtxt task "embed", a tools/biencoder.py PRESET) is served with TEI's
+# POST /embed {"inputs": [...]} -> [[float, ...], ...] instead, by the prototype, node and tide rows.
 # Readiness: tide answers GET /v2/health/ready, the others GET /health.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -284,6 +284,7 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
   if (grpc) report.path = std::string(GrpcMethodFor(*endpoint));
 #endif
   report.documents_per_request = flags.documents;
+  report.unit = IsEmbedding(*endpoint) ? "texts" : "pairs";
   report.query_tokens = query_tokens->spec();
   report.document_tokens = doc_tokens->spec();
   report.max_document_tokens = flags.max_doc_tokens;
@@ -422,10 +423,16 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
   }
 
   // ---- reports ----
-  out << "tide bench: " << report.url << " " << report.endpoint << " (" << report.path << "), "
-      << report.documents_per_request << " documents/request, mean tokens query "
-      << absl::StrFormat("%.1f", report.mean_query_tokens) << " document "
-      << absl::StrFormat("%.1f", report.mean_document_tokens) << " (" << report.vocabulary << ")\n";
+  out << "tide bench: " << report.url << " " << report.endpoint << " (" << report.path << "), ";
+  if (IsEmbedding(*endpoint)) {
+    out << report.documents_per_request << " texts/request, mean tokens per text "
+        << absl::StrFormat("%.1f", report.mean_document_tokens);
+  } else {
+    out << report.documents_per_request << " documents/request, mean tokens query "
+        << absl::StrFormat("%.1f", report.mean_query_tokens) << " document "
+        << absl::StrFormat("%.1f", report.mean_document_tokens);
+  }
+  out << " (" << report.vocabulary << ")\n";
   out << RenderTable(report);
   out.flush();
   int code = 0;
@@ -441,7 +448,7 @@ int RunBenchCommand(const BenchCommandOptions& flags, std::ostream& out, std::os
 void RegisterBenchCommand(CLI::App* app) {
   auto flags = std::make_shared<BenchCommandOptions>();
   CLI::App* cmd = app->add_subcommand(
-      "bench", "Load generator for tide's rerank / KServe endpoints (closed-loop sweeps, open-loop rates)");
+      "bench", "Load generator for tide's rerank / KServe / embedding endpoints (closed-loop sweeps, open-loop rates)");
   auto opt = [&](const char* name, auto& field, const char* env, const char* help) {
     cmd->add_option(name, field, help)->envname(env)->capture_default_str();
   };
@@ -450,13 +457,15 @@ void RegisterBenchCommand(CLI::App* app) {
   opt("--url", flags->url, "TIDE_BENCH_URL",
       "Server URL (default http://127.0.0.1:8000; grpc://127.0.0.1:8001 with --protocol grpc); an HTTP path "
       "overrides the endpoint's");
-  opt("--endpoint", flags->endpoint, "TIDE_BENCH_ENDPOINT", "rerank | v1-rerank | kserve | template");
-  opt("--model", flags->model, "TIDE_BENCH_MODEL", "Model name (KServe path, Cohere \"model\")");
+  opt("--endpoint", flags->endpoint, "TIDE_BENCH_ENDPOINT",
+      "rerank | v1-rerank | kserve | embed | v1-embeddings | template (embed, v1-embeddings: each request embeds "
+      "--documents texts of --doc-tokens)");
+  opt("--model", flags->model, "TIDE_BENCH_MODEL", "Model name (KServe path, Cohere and OpenAI \"model\")");
   opt("--body-template", flags->body_template, "TIDE_BENCH_BODY_TEMPLATE",
       "Body template file: {{query}} {{query_json}} {{documents_json}} {{model}} {{n_documents}}");
   opt("--tokenizer", flags->tokenizer, "TIDE_BENCH_TOKENIZER",
       "tokenizer.json of the served model (words from its vocabulary: N words = N tokens)");
-  opt("--documents", flags->documents, "TIDE_BENCH_DOCUMENTS", "Documents per request");
+  opt("--documents", flags->documents, "TIDE_BENCH_DOCUMENTS", "Documents per request (texts per embedding request)");
   opt("--query-tokens", flags->query_tokens, "TIDE_BENCH_QUERY_TOKENS",
       "scifact | N | uniform:A:B | quantiles:q=t,...");
   opt("--doc-tokens", flags->doc_tokens, "TIDE_BENCH_DOC_TOKENS", "scifact | N | uniform:A:B | quantiles:q=t,...");

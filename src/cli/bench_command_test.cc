@@ -123,6 +123,33 @@ TEST(RunBenchCommand, DumpRequestsWritesThePoolAndSendsNothing) {
   EXPECT_EQ(n, 7);
   EXPECT_EQ(distinct.size(), 7u);
 
+  // The embedding endpoints: each body is the batch of texts to embed (no query).
+  for (const auto& [endpoint, key] : {std::pair{"embed", "inputs"}, std::pair{"v1-embeddings", "input"}}) {
+    BenchCommandOptions e;
+    e.url = "http://127.0.0.1:1";
+    e.endpoint = endpoint;
+    e.documents = 32;
+    e.request_pool = 2;
+    e.dump_requests = (tmp / (std::string(endpoint) + ".jsonl")).string();
+    std::ostringstream out, err;
+    ASSERT_EQ(RunBenchCommand(e, out, err), 0) << err.str();
+    std::istringstream embed_lines(ReadFile(tmp / (std::string(endpoint) + ".jsonl")));
+    int bodies = 0;
+    while (std::getline(embed_lines, line)) {
+      ++bodies;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      ASSERT_TRUE(j.is_object() && j[key].is_array()) << line;
+      EXPECT_EQ(j[key].size(), 32u);
+      EXPECT_FALSE(j.contains("query")) << line;
+    }
+    EXPECT_EQ(bodies, 2);
+    e.protocol = "grpc";  // tei.v1 Embed is not a tide bench RPC
+    e.url = "grpc://127.0.0.1:1";
+    e.dump_requests.clear();
+    std::ostringstream out2, err2;
+    EXPECT_EQ(RunBenchCommand(e, out2, err2), 2) << err2.str();
+  }
+
   BenchCommandOptions o;  // an unwritable file is exit code 1 with the path named
   o.dump_requests = (tmp / "missing-dir" / "x.jsonl").string();
   std::ostringstream out, err;

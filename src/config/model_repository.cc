@@ -125,6 +125,29 @@ absl::StatusOr<RepositoryModel> LoadRepositoryModel(const fs::path& model_dir,
   return m;
 }
 
+absl::StatusOr<ModelConfig> VersionConfig(const RepositoryModel& model, const ModelVersion& version,
+                                          std::string* source) {
+  ModelConfig out = model.config;
+  if (source != nullptr) *source = model.config_file.string();
+  const fs::path own = version.directory / kVersionConfigFilename;
+  std::error_code ec;
+  if (version.directory.empty() || !fs::is_regular_file(own, ec)) return out;
+  auto parsed = ReadModelConfigFile(own);
+  if (!parsed.ok()) return parsed.status();
+  for (const auto& [key, value] : parsed->parameters()) (*out.mutable_parameters())[key] = value;
+  if (parsed->model_warmup_size() > 0) *out.mutable_model_warmup() = parsed->model_warmup();
+  if (source != nullptr) *source = own.string();
+  return out;
+}
+
+fs::path VersionTokenizerPath(const RepositoryModel& model, const ModelVersion& version, const std::string& tokenizer) {
+  std::error_code ec;
+  if (!version.directory.empty() && fs::is_regular_file(version.directory / tokenizer, ec)) {
+    return version.directory / tokenizer;
+  }
+  return model.directory / tokenizer;
+}
+
 std::string ConfigSource(const RepositoryModel& model, const RepositoryOptions& options) {
   if (options.config_override.has_value()) {
     return absl::StrCat(model.directory.string(), " (parameters.config of the load request)");

@@ -21,6 +21,14 @@
 //    corrupt new version fails alone).
 //  - Options::config_override replaces config.pbtxt (the repository API's load with
 //    parameters.config); the file is then not read, and errors name the override.
+//  - VersionConfig: a version folder may carry its own config.pbtxt (<model dir>/<version>/
+//    config.pbtxt, optional), so that the versions of one model may differ in family during a
+//    gray release (an encoder reranker as version 1, a decoder reranker with another tokenizer and
+//    a prompt template as version 2). Its `parameters` override the model's key by key and its
+//    `model_warmup`, when it has one, replaces the model's; every other field (name, inputs,
+//    batching, instances, version_policy, ...) is the model's and is ignored there, so an exported
+//    entry's config.pbtxt can be copied in as it is. VersionTokenizerPath: the tokenizer file
+//    (parameter `tokenizer`) in the version folder when it holds one, else in the model folder.
 //  - Errors name the file (and the field where one is at fault): INVALID_ARGUMENT for bad configs,
 //    NOT_FOUND for missing directories, versions or model files. Blocking file I/O; thread-safe
 //    when read_signature is.
@@ -78,6 +86,18 @@ absl::StatusOr<RepositoryModel> LoadRepositoryModel(const std::filesystem::path&
 // read_signature, once per version (on a copy of the model for each).
 absl::Status NormalizeModelForVersion(const ModelVersion& version, const RepositoryOptions& options,
                                       RepositoryModel* model);
+
+// The configuration `version` is served with (see the contract): the model's, with the version
+// folder's config.pbtxt parameters and model_warmup over it. `source` (optional) is set to the file
+// errors about it should name: the version's config.pbtxt when there is one, else the model's.
+absl::StatusOr<ModelConfig> VersionConfig(const RepositoryModel& model, const ModelVersion& version,
+                                          std::string* source = nullptr);
+inline constexpr std::string_view kVersionConfigFilename = "config.pbtxt";
+
+// The version's tokenizer file named `tokenizer` (a relative path): <version dir>/tokenizer when
+// it exists, else <model dir>/tokenizer.
+std::filesystem::path VersionTokenizerPath(const RepositoryModel& model, const ModelVersion& version,
+                                           const std::string& tokenizer);
 
 // Where errors about `model`'s configuration point: its config.pbtxt, or the override.
 std::string ConfigSource(const RepositoryModel& model, const RepositoryOptions& options);

@@ -253,5 +253,52 @@ TEST_F(ModelRepositoryTest, NormalizeModelForVersionReadsThatVersionsFile) {
   EXPECT_FALSE(NormalizeModelForVersion(m->versions[1], RepositoryOptions{}, &v2).ok());  // no reader
 }
 
+// A version folder's own config.pbtxt overrides the model's parameters key by key and its warmup;
+// the rest stays the model's. Its tokenizer file wins over the model folder's.
+TEST_F(ModelRepositoryTest, AVersionFolderCarriesItsOwnParametersAndTokenizer) {
+  Write("m/config.pbtxt",
+        "max_batch_size: 8\nversion_policy { all { } }\n"
+        "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n"
+        "parameters { key: \"score_activation\" value { string_value: \"sigmoid\" } }\n");
+  Write("m/tokenizer.json", "{}");
+  Write("m/1/model.onnx", "x");
+  Write("m/2/model.onnx", "x");
+  Write("m/2/tokenizer.json", "{}");
+  Write("m/2/config.pbtxt",
+        "name: \"exported-elsewhere\"\nmax_batch_size: 64\n"
+        "model_warmup [ { name: \"w\" batch_size: 1 } ]\n"
+        "parameters { key: \"max_sequence_length\" value { string_value: \"384\" } }\n"
+        "parameters { key: \"prompt_template\" value { string_value: \"{query} {document}\" } }\n");
+  auto m = LoadRepositoryModel(root_ / "m", RepositoryOptions{});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->versions.size(), 2u);
+
+  std::string source;
+  auto v1 = VersionConfig(*m, m->versions[0], &source);
+  ASSERT_TRUE(v1.ok()) << v1.status();
+  EXPECT_EQ(source, (root_ / "m" / "config.pbtxt").string());
+  EXPECT_EQ(v1->parameters().at("max_sequence_length").string_value(), "64");
+  EXPECT_FALSE(v1->parameters().contains("prompt_template"));
+  EXPECT_EQ(v1->model_warmup_size(), 0);
+  EXPECT_EQ(VersionTokenizerPath(*m, m->versions[0], "tokenizer.json"), root_ / "m" / "tokenizer.json");
+
+  auto v2 = VersionConfig(*m, m->versions[1], &source);
+  ASSERT_TRUE(v2.ok()) << v2.status();
+  EXPECT_EQ(source, (root_ / "m" / "2" / "config.pbtxt").string());
+  EXPECT_EQ(v2->parameters().at("max_sequence_length").string_value(), "384");
+  EXPECT_EQ(v2->parameters().at("prompt_template").string_value(), "{query} {document}");
+  EXPECT_EQ(v2->parameters().at("score_activation").string_value(), "sigmoid");  // the model's
+  EXPECT_EQ(v2->model_warmup_size(), 1);
+  EXPECT_EQ(v2->max_batch_size(), 8);  // the model's: only parameters and warmup are per version
+  EXPECT_EQ(v2->name(), m->config.name());
+  EXPECT_EQ(VersionTokenizerPath(*m, m->versions[1], "tokenizer.json"), root_ / "m" / "2" / "tokenizer.json");
+
+  // A version config that does not parse is an error naming it.
+  Write("m/2/config.pbtxt", "parameters { key: ");
+  auto bad = VersionConfig(*m, m->versions[1]);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("2/config.pbtxt"));
+}
+
 }  // namespace
 }  // namespace tide::config

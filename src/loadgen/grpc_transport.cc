@@ -69,6 +69,8 @@ std::string_view GrpcMethodFor(Endpoint endpoint) {
     case Endpoint::kRerank: return "tei.v1.Rerank/Rerank";
     case Endpoint::kKServe: return "inference.GRPCInferenceService/ModelInfer";
     case Endpoint::kCohereRerank:
+    case Endpoint::kEmbed:
+    case Endpoint::kOpenAIEmbeddings:
     case Endpoint::kTemplate: return "";
   }
   return "";

@@ -160,6 +160,7 @@ std::string HistogramSvg(const RunReport& run) {
 
 ordered_json WorkloadJson(const BenchReport& r) {
   return {{"documents_per_request", r.documents_per_request},
+          {"unit", r.unit},
           {"query_tokens", r.query_tokens},
           {"document_tokens", r.document_tokens},
           {"max_document_tokens", r.max_document_tokens},
@@ -187,7 +188,7 @@ void FinalizeRun(size_t documents_per_request, RunReport* run) {
 
 std::string RenderTable(const BenchReport& report) {
   std::string out = absl::StrFormat(
-      "%-22s %9s %10s %9s %9s %9s %9s %9s %9s %6s %7s  %s\n", "run", "QPS", "pairs/s", "p50 ms",
+      "%-22s %9s %10s %9s %9s %9s %9s %9s %9s %6s %7s  %s\n", "run", "QPS", absl::StrCat(report.unit, "/s"), "p50 ms",
       "p90 ms", "p95 ms", "p99 ms", "p99.9 ms", "max ms", "stable", "cpu %", "errors");
   for (const RunReport& r : report.runs) {
     absl::StrAppend(&out, absl::StrFormat("%-22s %9.2f %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %6s %7.1f  %s\n",
@@ -302,8 +303,9 @@ std::string RenderHtml(const BenchReport& report) {
                   Fixed(report.mean_query_tokens, 1), "), document tokens ", HtmlEscape(report.document_tokens),
                   " capped at ", report.max_document_tokens, " (mean ", Fixed(report.mean_document_tokens, 1),
                   "); words from ", HtmlEscape(report.vocabulary), "; seed ", report.seed, ".</p>\n");
-  h += "<h2>Results</h2>\n<table><tr><th>run</th><th>QPS</th><th>pairs/s</th><th>p50 ms</th><th>p90 ms</th>"
-       "<th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>stable</th><th>client CPU %</th>"
+  absl::StrAppend(&h, "<h2>Results</h2>\n<table><tr><th>run</th><th>QPS</th><th>", HtmlEscape(report.unit),
+                  "/s</th><th>p50 ms</th><th>p90 ms</th>");
+  h += "<th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>stable</th><th>client CPU %</th>"
        "<th>errors</th><th>server tokenize / queue / inference ms</th></tr>\n";
   for (const RunReport& r : report.runs) {
     std::string server = "—";

@@ -56,6 +56,10 @@ struct BenchReport {
   std::string endpoint;
   std::string path;
   size_t documents_per_request = 0;
+  // What one request's items are: "pairs" (query, document) for reranks, "texts" for the
+  // embedding endpoints; the table's throughput column and the JSON's "unit" say it, and
+  // pairs_per_s then counts texts.
+  std::string unit = "pairs";
   std::string query_tokens;     // distribution spec
   std::string document_tokens;  // distribution spec
   int max_document_tokens = 0;

@@ -105,6 +105,18 @@ TEST(Report, TableShowsEveryRunAndTheServerSplit) {
   EXPECT_NE(table.find("tokenize 1.25 ms"), std::string::npos);
   EXPECT_NE(table.find("shed answers (429/503): 3, p50 0.500 ms, p90 4.000 ms, p99 4.000 ms"), std::string::npos) << table;
   EXPECT_EQ(table.find("shed answers (429/503): 0"), std::string::npos);  // only runs that had some
+  EXPECT_NE(table.find("pairs/s"), std::string::npos);
+}
+
+// An embedding run counts texts: the table's column and the JSON say so.
+TEST(Report, EmbeddingRunsCountTexts) {
+  BenchReport report = SampleReport();
+  report.unit = "texts";
+  const std::string table = RenderTable(report);
+  EXPECT_NE(table.find("texts/s"), std::string::npos) << table;
+  EXPECT_EQ(table.find("pairs/s"), std::string::npos) << table;
+  EXPECT_EQ(nlohmann::json::parse(RenderJson(report))["workload"]["unit"], "texts");
+  EXPECT_NE(RenderHtml(report).find("<th>texts/s</th>"), std::string::npos);
 }
 
 }  // namespace

@@ -23,9 +23,11 @@ absl::StatusOr<Endpoint> ParseEndpoint(std::string_view name) {
   if (name == "rerank") return Endpoint::kRerank;
   if (name == "v1-rerank") return Endpoint::kCohereRerank;
   if (name == "kserve") return Endpoint::kKServe;
+  if (name == "embed") return Endpoint::kEmbed;
+  if (name == "v1-embeddings") return Endpoint::kOpenAIEmbeddings;
   if (name == "template") return Endpoint::kTemplate;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown endpoint '", std::string(name), "' (rerank, v1-rerank, kserve, template)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown endpoint '", std::string(name),
+                                                 "' (rerank, v1-rerank, kserve, embed, v1-embeddings, template)"));
 }
 
 std::string_view EndpointName(Endpoint endpoint) {
@@ -33,10 +35,14 @@ std::string_view EndpointName(Endpoint endpoint) {
     case Endpoint::kRerank: return "rerank";
     case Endpoint::kCohereRerank: return "v1-rerank";
     case Endpoint::kKServe: return "kserve";
+    case Endpoint::kEmbed: return "embed";
+    case Endpoint::kOpenAIEmbeddings: return "v1-embeddings";
     case Endpoint::kTemplate: return "template";
   }
   return "?";
 }
+
+bool IsEmbedding(Endpoint endpoint) { return endpoint == Endpoint::kEmbed || endpoint == Endpoint::kOpenAIEmbeddings; }
 
 absl::StatusOr<std::unique_ptr<RequestBuilder>> RequestBuilder::Create(
     const RequestBuilderOptions& options) {
@@ -49,6 +55,8 @@ absl::StatusOr<std::unique_ptr<RequestBuilder>> RequestBuilder::Create(
         return absl::InvalidArgumentError("the kserve endpoint needs a model name (--model)");
       b->path_ = absl::StrCat("/v2/models/", options.model, "/infer");
       break;
+    case Endpoint::kEmbed: b->path_ = "/embed"; break;
+    case Endpoint::kOpenAIEmbeddings: b->path_ = "/v1/embeddings"; break;
     case Endpoint::kTemplate:
       if (!options.body_template)
         return absl::InvalidArgumentError("the template endpoint needs a body template");
@@ -89,6 +97,13 @@ std::string RequestBuilder::Body(const RerankWorkload& w) const {
            {{"name", "text_pair"}, {"shape", {n}}, {"datatype", "BYTES"}, {"data", w.documents}}});
       break;
     }
+    case Endpoint::kEmbed:
+      body["inputs"] = w.documents;
+      break;
+    case Endpoint::kOpenAIEmbeddings:
+      if (!options_.model.empty()) body["model"] = options_.model;
+      body["input"] = w.documents;
+      break;
     case Endpoint::kTemplate:
       break;  // Create() guarantees a template
   }

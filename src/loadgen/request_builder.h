@@ -5,7 +5,11 @@
 //   v1-rerank  POST /v1/rerank                  Cohere: {"model"?, "query", "documents": [...]}
 //   kserve     POST /v2/models/{model}/infer    KServe v2: BYTES inputs "text" (the query, once
 //                                               per document) and "text_pair" (the documents)
+//   embed      POST /embed                      TEI embeddings: {"inputs": [...]} (the documents)
+//   v1-embeddings POST /v1/embeddings           OpenAI: {"model"?, "input": [...]} (the documents)
 //   template   POST <path of --url>             the body template with placeholders replaced
+// The embedding endpoints send a request's documents as the texts to embed (its query is not
+// sent): --documents N is the batch of texts per request, --doc-tokens their lengths.
 // A body template may be given for any endpoint (it replaces the built-in body). Placeholders:
 //   {{query}}          the query, JSON-escaped, without quotes
 //   {{query_json}}     the query as a JSON string literal
@@ -26,14 +30,16 @@
 
 namespace tide::loadgen {
 
-enum class Endpoint { kRerank, kCohereRerank, kKServe, kTemplate };
+enum class Endpoint { kRerank, kCohereRerank, kKServe, kEmbed, kOpenAIEmbeddings, kTemplate };
 
 absl::StatusOr<Endpoint> ParseEndpoint(std::string_view name);
 std::string_view EndpointName(Endpoint endpoint);
+// True for the embedding endpoints: a request's items are texts to embed, not (query, document) pairs.
+bool IsEmbedding(Endpoint endpoint);
 
 struct RequestBuilderOptions {
   Endpoint endpoint = Endpoint::kRerank;
-  std::string model;                   // KServe model name; echoed to Cohere's "model" if set
+  std::string model;                   // KServe model name; echoed to Cohere's and OpenAI's "model" if set
   std::optional<std::string> body_template;  // template text (not the file name)
   std::string path;                    // overrides the endpoint's default path when non-empty
 };

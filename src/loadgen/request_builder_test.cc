@@ -76,12 +76,32 @@ TEST(RequestBuilder, TemplateReplacesEveryPlaceholderWithEscapedText) {
   EXPECT_EQ(body["n"], 2);
 }
 
+// The embedding endpoints send the documents as the batch of texts; the query is not sent.
+TEST(RequestBuilder, EmbeddingBodiesSendTheTexts) {
+  RequestBuilderOptions o;
+  o.endpoint = Endpoint::kEmbed;
+  auto tei = Make(o);
+  EXPECT_EQ(tei->path(), "/embed");
+  EXPECT_EQ(json::parse(tei->Body(Sample())), json({{"inputs", {"the giant panda", "a bear\nspecies"}}}));
+
+  o.endpoint = Endpoint::kOpenAIEmbeddings;
+  auto openai = Make(o);
+  EXPECT_EQ(openai->path(), "/v1/embeddings");
+  EXPECT_EQ(json::parse(openai->Body(Sample())), json({{"input", {"the giant panda", "a bear\nspecies"}}}));
+  o.model = "minilm";
+  EXPECT_EQ(json::parse(Make(o)->Body(Sample()))["model"], "minilm");
+}
+
 TEST(RequestBuilder, PathOverrideAndEndpointNames) {
   RequestBuilderOptions o;
   o.path = "/proxy/rerank";
   EXPECT_EQ(Make(o)->path(), "/proxy/rerank");
-  for (Endpoint e : {Endpoint::kRerank, Endpoint::kCohereRerank, Endpoint::kKServe, Endpoint::kTemplate})
+  for (Endpoint e : {Endpoint::kRerank, Endpoint::kCohereRerank, Endpoint::kKServe, Endpoint::kEmbed,
+                     Endpoint::kOpenAIEmbeddings, Endpoint::kTemplate})
     EXPECT_EQ(*ParseEndpoint(EndpointName(e)), e);
+  EXPECT_TRUE(IsEmbedding(Endpoint::kEmbed));
+  EXPECT_TRUE(IsEmbedding(Endpoint::kOpenAIEmbeddings));
+  EXPECT_FALSE(IsEmbedding(Endpoint::kRerank));
   EXPECT_FALSE(ParseEndpoint("grpc").ok());
 }
 

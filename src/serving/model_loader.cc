@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,20 +29,27 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
   m->name = model.name;
   m->labels = model.labels;
   m->version = version.version;
-  m->config = model.config;
-  m->config_file = model.config_file.string();
+  // The version folder's own config.pbtxt and tokenizer, when it has them (config/model_repository.h:
+  // versions of one model may differ in family, tokenizer and prompt template).
+  auto version_config = config::VersionConfig(model, version, &m->config_file);
+  if (!version_config.ok()) return version_config.status();
+  m->config = *std::move(version_config);
   const std::string& config_file = m->config_file;
-  auto params = config::TideParameters::FromConfig(model.config, config_file);
+  auto params = config::TideParameters::FromConfig(m->config, config_file);
   if (!params.ok()) return params.status();
   m->parameters = *params;
 
-  const std::string tokenizer_path = (model.directory / m->parameters.tokenizer).string();
+  const std::string tokenizer_path = config::VersionTokenizerPath(model, version, m->parameters.tokenizer).string();
   auto tok = tokenizer::Tokenizer::FromFile(tokenizer_path);
   if (!tok.ok()) {
     return absl::Status(tok.status().code(), absl::StrCat(model.name, ": tokenizer: ", tok.status().message()));
   }
   // Its request-time statuses get their error kinds here, where they enter serving.
   m->tokenizer = std::make_unique<KindedTokenizer>(*std::move(tok));
+  {
+    std::ifstream in(tokenizer_path, std::ios::binary);
+    m->tokenizer_digest = std::hash<std::string>{}(std::string(std::istreambuf_iterator<char>(in), {}));
+  }
   m->max_sequence_length =
       static_cast<size_t>(m->parameters.EffectiveMaxSequenceLength(m->tokenizer->default_max_length()));
   if (m->parameters.prompt_template.has_value()) {

@@ -37,6 +37,9 @@ struct LoadedModel {
   config::ModelConfig config;
   config::TideParameters parameters;
   std::unique_ptr<const tokenizer::Tokenizer> tokenizer;  // never null
+  // A hash of the tokenizer file's bytes: two versions with equal digests (and templates) encode
+  // a text into the same token rows (the rollout compares KServe rows across versions only then).
+  uint64_t tokenizer_digest = 0;
   ModelSignature signature;
   size_t max_sequence_length = 512;
   TokenInputLimits token_input_limits;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -171,17 +173,27 @@ std::optional<RolloutCoordinator::Other> RolloutCoordinator::OtherVersion(const 
   return std::nullopt;
 }
 
+namespace {
+std::optional<std::string> TemplateSource(const ServedModel& model) {
+  const auto& t = model.parameters().prompt_template;
+  return t.has_value() ? std::optional<std::string>(t->source()) : std::nullopt;
+}
+}  // namespace
+
 bool RolloutCoordinator::ReadsTheSameRows(const ServedModel& model, int64_t other_version,
                                           const std::vector<tokenizer::Encoding>& rows) const {
   auto other = models_->Find(model.name(), std::to_string(other_version));
   size_t longest = 0;
   for (const tokenizer::Encoding& e : rows) longest = std::max(longest, e.ids.size());
   // A reranker's rows are compared as one score each; an embedding model's as vectors of the
-  // same dimension.
+  // same dimension. Rows another tokenizer file or prompt template made mean other texts to it
+  // (versions of different families, config/model_repository.h): those are never compared on rows.
   const bool embed = IsEmbedder(model);
   return other.ok() && IsEmbedder(**other) == embed &&
          (embed ? (*other)->num_labels() == model.num_labels() : (*other)->num_labels() == 1) &&
          (*other)->tokenizer().vocab_size() == model.tokenizer().vocab_size() &&
+         (*other)->loaded()->tokenizer_digest == model.loaded()->tokenizer_digest &&
+         TemplateSource(**other) == TemplateSource(model) &&
          longest <= (*other)->max_sequence_length();
 }
 

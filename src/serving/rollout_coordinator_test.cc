@@ -2,9 +2,10 @@
 // version it picks for a call, and what its watch records and offers for a live answer: a tracked
 // version's outcome, one offer to the other version (dropped and counted when no lane is open),
 // none for a call that named its version, and token rows the other version cannot read counted
-// dropped_incompatible. No threads but the model's instances, no sleeps.
+// dropped_incompatible (another vocabulary size, tokenizer file or prompt template). No threads but the model's instances, no sleeps.
 #include "serving/rollout_coordinator.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,8 +23,10 @@ using testing::Rows;
 using testing::Served;
 
 struct Harness {
-  // Versions 1 and 2 of "m"; version 2 reads a larger vocabulary when `wider_candidate`.
-  explicit Harness(bool wider_candidate = false, ShadowTraceHook shadow_trace = {}) {
+  // Versions 1 and 2 of "m"; version 2 reads a larger vocabulary when `wider_candidate`, and
+  // `candidate` edits version 2's spec further.
+  explicit Harness(bool wider_candidate = false, ShadowTraceHook shadow_trace = {},
+                   const std::function<void(ModelSpec*)>& candidate = nullptr) {
     auto m = ServingMetrics::Create();
     EXPECT_TRUE(m.ok());
     metrics = *std::move(m);
@@ -33,6 +36,7 @@ struct Harness {
     EXPECT_TRUE(models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
     spec.version = 2;
     if (wider_candidate) spec.vocabulary.push_back("g");
+    if (candidate) candidate(&spec);
     EXPECT_TRUE(models->Add(Served(spec, std::make_shared<BackendControl>())).ok());
     RolloutCoordinatorOptions o;
     o.rollout_check_interval = std::chrono::milliseconds(0);
@@ -136,6 +140,20 @@ TEST(RolloutCoordinator, TokenRowsAreOfferedOnlyToAVersionThatReadsTheSameIds) {
   ASSERT_NE(same.coordinator->Watch(*same.NewCall(), *same.Version(1), mirror), nullptr);
   EXPECT_EQ(same.Shadow("dropped_incompatible"), 0);
   EXPECT_EQ(same.Shadow("dropped_not_ready"), 1);  // offered; no lane open yet
+  // A version of another family: the same vocabulary size, but another tokenizer file, or another
+  // prompt template, makes other rows of the same texts.
+  for (const auto& edit : std::vector<std::function<void(ModelSpec*)>>{
+           [](ModelSpec* s) { s->tokenizer_digest = 7; },
+           [](ModelSpec* s) {
+             std::string error;
+             s->parameters.prompt_template = PromptTemplate::Parse("{query} {document}", &error);
+           }}) {
+    Harness other(false, {}, edit);
+    other.Start(RolloutMode::kShadow, false);
+    ASSERT_NE(other.coordinator->Watch(*other.NewCall(), *other.Version(1), mirror), nullptr);
+    EXPECT_EQ(other.Shadow("dropped_incompatible"), 1);
+    EXPECT_EQ(other.Shadow("dropped_not_ready"), 0);
+  }
 }
 
 TEST(RolloutCoordinator, AWatchMarksTheArmThatAnswersACall) {

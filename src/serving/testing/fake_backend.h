@@ -47,6 +47,7 @@ struct ModelSpec {
   size_t max_sequence_length = 16;
   // The tokenizer's words (ids 4, 5, ... in this order; "##x" entries are word-piece continuations).
   std::vector<std::string> vocabulary = {"a", "b", "c", "d", "e", "f"};
+  uint64_t tokenizer_digest = 0;  // LoadedModel::tokenizer_digest (another file: another digest)
 };
 
 inline std::shared_ptr<const LoadedModel> Loaded(const ModelSpec& spec) {
@@ -60,6 +61,7 @@ inline std::shared_ptr<const LoadedModel> Loaded(const ModelSpec& spec) {
   }
   m->parameters = spec.parameters;
   m->tokenizer = TestTokenizer(spec.vocabulary);
+  m->tokenizer_digest = spec.tokenizer_digest;
   m->signature.num_labels = 1;
   m->max_sequence_length = spec.max_sequence_length;
   m->token_input_limits.vocab_size = 10;
