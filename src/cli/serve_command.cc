@@ -380,7 +380,9 @@ serving::ShadowTraceHook ShadowSpans(const tracing::Tracer* tracer) {
     span.SetAttribute("tide.shadow.live_arm", f.live_arm);
     span.SetAttribute("tide.shadow.outcome", f.outcome);
     span.SetAttribute("tide.shadow.reason", f.reason);
-    if (f.agreement.has_value()) {
+    if (f.agreement.has_value() && f.embedding) {
+      span.SetAttribute("tide.shadow.agreement.cosine", f.agreement->cosine);
+    } else if (f.agreement.has_value()) {
       span.SetAttribute("tide.shadow.agreement.spearman", f.agreement->spearman);
       span.SetAttribute("tide.shadow.agreement.top1", f.agreement->top1);
       span.SetAttribute("tide.shadow.agreement.ndcg10", f.agreement->ndcg10);

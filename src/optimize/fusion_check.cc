@@ -129,10 +129,12 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   }
   malloc_trim(0);
   // 2. The original's logits on the probe batch, from a temporary session: no shared weights kept
-  //    for it, no pre-packed copy of its weights.
+  //    for it, no pre-packed copy of its weights, and none of ONNX Runtime's graph rewrites (they
+  //    copy weights; the reference is the graph as written, which makes the check stricter too).
   runtime::OrtOptions original = options;
   original.shared_weights = nullptr;
   original.prepack_weights = false;
+  original.graph_optimization_level = runtime::GraphOptimization::kDisable;
   absl::StatusOr<runtime::Logits> expected = RunOnce(original, probe);
   if (!expected.ok()) {
     result.reason = absl::StrCat("original model on the probe batch: ", expected.status().message());
@@ -151,7 +153,8 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   onnx::ModelProto& model = *second.model;
   runtime::OrtOptions fused_options = original;
   fused_options.model_path.clear();
-  fused_options.prepack_weights = true;
+  fused_options.prepack_weights = options.prepack_weights;
+  fused_options.graph_optimization_level = options.graph_optimization_level;
   if (options.shared_weights != nullptr && runtime::SharedWeights::Available()) {
     absl::StatusOr<std::shared_ptr<runtime::SharedModelWeights>> taken = runtime::SharedWeights::TakeFromModel(&model);
     if (!taken.ok()) {

@@ -20,9 +20,11 @@
 //    options.shared_weights the fused model's weights move into one shared entry (`weights`) and
 //    only the graph's skeleton is serialized; the fused probe session takes its weights from that
 //    entry, as the instances will. The original's probe session opens first and alone, without a
-//    pre-packed copy of its weights. The load-time peak is one ONNX Runtime session of the
-//    original model, not the sum of every copy.
-//  - Blocks for parsing, fusing, two session creations and two runs; thread-compatible.
+//    pre-packed copy of its weights and without ONNX Runtime's graph rewrites (the reference is the
+//    graph as written). The load-time peak is one such session of the original model, or one
+//    parse, not the sum of every copy (bench/memory/load_timeline.py shows the phases).
+//  - Blocks for parsing and fusing twice (the first parse is dropped before the original's session
+//    opens), two session creations and two runs; thread-compatible.
 #pragma once
 
 #include <cstdint>

@@ -246,7 +246,8 @@ std::shared_ptr<AnswerWatch> RolloutCoordinator::Watch(const Call& call, const S
     compare->live_is_stable = other->live_is_stable;
     if (vectors) compare->dim = static_cast<size_t>(std::max<int64_t>(model.num_labels(), 1));
     std::shared_ptr<ShadowTrace> trace = ShadowTrace::Start(options_.shadow_trace, call, name, model.version(),
-                                                            other->live_is_stable, other->version, clock_);
+                                                            other->live_is_stable, other->version, clock_,
+                                                            compare->dim);
     // Runs on the lane's reporter thread (normal priority), never on its idle worker.
     job.done = [counted = metrics_->rollout_shadow, rollouts = rollouts_, name, other = *other, compare,
                 fold = watch->fold, trace](absl::StatusOr<ShadowOutcome> scored) mutable {

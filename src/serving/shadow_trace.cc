@@ -9,11 +9,13 @@ namespace tide::serving {
 
 std::shared_ptr<ShadowTrace> ShadowTrace::Start(const ShadowTraceHook& hook, const Call& call, std::string model,
                                                 int64_t live_version, bool live_is_stable, int64_t shadow_version,
-                                                const Clock* clock) {
+                                                const Clock* clock, size_t embedding_dim) {
   const std::optional<batching::TraceLink>& request = call.admission().trace;
   if (!hook || !request.has_value() || !request->sampled()) return nullptr;
-  return std::make_shared<ShadowTrace>(hook, *request, std::move(model), live_version, live_is_stable, shadow_version,
-                                       clock);
+  auto trace = std::make_shared<ShadowTrace>(hook, *request, std::move(model), live_version, live_is_stable,
+                                             shadow_version, clock);
+  trace->embedding_dim_ = embedding_dim;
+  return trace;
 }
 
 ShadowTrace::ShadowTrace(ShadowTraceHook hook, batching::TraceLink request, std::string model, int64_t live_version,
@@ -91,7 +93,10 @@ std::optional<ShadowTraceFacts> ShadowTrace::Arrived() {
     f.outcome = "compared";
     const std::vector<float>& stable = live_is_stable_ ? *live_ : *shadow_;
     const std::vector<float>& candidate = live_is_stable_ ? *shadow_ : *live_;
-    if (auto agreement = CompareRankings(stable, candidate); agreement.ok()) f.agreement = *agreement;
+    f.embedding = embedding_dim_ > 0;
+    auto agreement =
+        f.embedding ? CompareEmbeddings(stable, candidate, embedding_dim_) : CompareRankings(stable, candidate);
+    if (agreement.ok()) f.agreement = *agreement;
   }
   // The hook runs after the lock is released; the views in `f` stay valid: nothing writes this
   // object's state after the second report.

@@ -47,6 +47,7 @@ struct ShadowTraceFacts {
   std::string_view outcome;     // "compared", "dropped", "error"
   std::string_view reason;      // "scored", "failed", "preempted", "dropped_<why>", "live_failed"
   std::optional<RankingAgreement> agreement;     // compared
+  bool embedding = false;  // an embedding model's vectors: agreement.cosine is the measure
   Clock::duration elapsed{};                     // from the offer to the second report (now)
   std::optional<Clock::duration> shadow_run{};   // the shadow's own run time, when it answered
 };
@@ -57,7 +58,7 @@ class ShadowTrace {
  public:
   static std::shared_ptr<ShadowTrace> Start(const ShadowTraceHook& hook, const Call& call, std::string model,
                                             int64_t live_version, bool live_is_stable, int64_t shadow_version,
-                                            const Clock* clock);
+                                            const Clock* clock, size_t embedding_dim = 0);
 
   // The live side: the scores it compares (null: it failed or was degraded).
   void Live(const std::vector<float>* scores);
@@ -79,6 +80,7 @@ class ShadowTrace {
   const int64_t live_version_;
   const bool live_is_stable_;
   const int64_t shadow_version_;
+  size_t embedding_dim_ = 0;  // > 0: the sides are vectors [rows, dim], compared by cosine
   const Clock* const clock_;
   const Clock::time_point start_;
   absl::Mutex mu_;

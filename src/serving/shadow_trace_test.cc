@@ -20,6 +20,7 @@ struct Seen {
   std::optional<RankingAgreement> agreement;
   Clock::duration elapsed{};
   std::optional<Clock::duration> shadow_run;
+  bool embedding = false;
 };
 
 class ShadowTraceTest : public ::testing::Test {
@@ -29,12 +30,13 @@ class ShadowTraceTest : public ::testing::Test {
     link_.span_id[7] = 9;
     link_.flags = 1;
   }
-  std::shared_ptr<ShadowTrace> Start(bool live_is_stable, std::optional<batching::TraceLink> link) {
+  std::shared_ptr<ShadowTrace> Start(bool live_is_stable, std::optional<batching::TraceLink> link,
+                                     size_t embedding_dim = 0) {
     RowTask::Admission admission;
     admission.trace = link;
     Call call(&clock_, admission, clock_.Now(), std::chrono::milliseconds(0), false, false);
     return ShadowTrace::Start(hook_, call, "m", live_is_stable ? 1 : 2, live_is_stable, live_is_stable ? 2 : 1,
-                              &clock_);
+                              &clock_, embedding_dim);
   }
 
   FakeClock clock_;
@@ -44,9 +46,23 @@ class ShadowTraceTest : public ::testing::Test {
     EXPECT_EQ(f.model, "m");
     EXPECT_EQ(f.request, link_);
     seen_.push_back(Seen{std::string(f.outcome), std::string(f.reason), std::string(f.live_arm), f.live_version,
-                         f.shadow_version, f.agreement, f.elapsed, f.shadow_run});
+                         f.shadow_version, f.agreement, f.elapsed, f.shadow_run, f.embedding});
   };
 };
+
+TEST_F(ShadowTraceTest, AnEmbeddingModelsVectorsAreComparedByCosine) {
+  // Two inputs of dimension 2: the first the same direction (cosine 1), the second orthogonal (0).
+  auto trace = Start(/*live_is_stable=*/true, link_, /*embedding_dim=*/2);
+  ASSERT_NE(trace, nullptr);
+  const std::vector<float> stable = {1.0f, 0.0f, 0.0f, 1.0f}, candidate = {2.0f, 0.0f, 1.0f, 0.0f};
+  trace->Live(&stable);
+  trace->Shadow(candidate, std::chrono::milliseconds(3));
+  ASSERT_EQ(seen_.size(), 1u);
+  EXPECT_EQ(seen_[0].outcome, "compared");
+  EXPECT_TRUE(seen_[0].embedding);
+  ASSERT_TRUE(seen_[0].agreement.has_value());
+  EXPECT_NEAR(seen_[0].agreement->cosine, 0.5, 1e-9);
+}
 
 TEST_F(ShadowTraceTest, BothAnswersAreComparedStableFirstInEitherOrder) {
   // The live stable answer first, then the shadow (the candidate) ranking the other way round.
