@@ -397,8 +397,12 @@ class DecoderBiEncoder(nn.Module):
     def forward(self, input_ids, attention_mask):
         hidden = self.model(input_ids, attention_mask)  # before the final norm, which is per token
         if self.config.pooling == MEAN:
-            return pool(self.model.norm(hidden), attention_mask, MEAN)
-        return self.model.norm(pool(hidden, attention_mask, self.config.pooling))
+            pooled = pool(self.model.norm(hidden), attention_mask, MEAN)
+        else:
+            pooled = self.model.norm(pool(hidden, attention_mask, self.config.pooling))
+        # A constant width, so that the ONNX output's dimension is fixed (the decoder's reshapes
+        # leave it symbolic, and tide reads the model's dimension from it).
+        return pooled.reshape(-1, self.config.hidden_size)
 
 
 def build_decoder_model(cfg: DecoderEmbedderConfig, seed: Optional[int] = None) -> DecoderBiEncoder:

@@ -221,6 +221,10 @@ class DecoderEmbedExportTest(unittest.TestCase):
         self.assertRegex(config, r'key: "pooling"\s+value \{ string_value: "last_token" \}')
         self.assertRegex(config, r'key: "max_sequence_length"\s+value \{ string_value: "8192" \}')
         self.assertIn("model_warmup", config)
+        import onnx  # Debian python3-onnx, as export_model.py
+        output = onnx.load(os.path.join(entry, "1", "model.onnx")).graph.output[0]
+        self.assertEqual(output.name, "sentence_embedding")
+        self.assertEqual(output.type.tensor_type.shape.dim[1].dim_value, 64, "tide needs a fixed output width")
         self.assertIn("Instruct: ", config)
         with open(os.path.join(entry, "tokenizer.json"), encoding="utf-8") as f:
             self.assertTrue(biencoder.appends_token(json.load(f), "<|endoftext|>"))
