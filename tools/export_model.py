@@ -539,20 +539,18 @@ def export_onnx(model: torch.nn.Module, cfg, path: str) -> Optional[Dict[str, in
     return counts
 
 
-def write_decoder_embedder_tokenizer(args, tokenizer_path: Optional[str], out: str) -> None:
-    """The entry's tokenizer.json of a decoder embedder: one that appends <|endoftext|> to every
-    input, as Qwen3-Embedding's own does (biencoder.eos_tokenizer; kept as it is when it already does)."""
+def decoder_embedder_tokenizer(args, tokenizer_path: Optional[str]):
+    """(tokenizer.json dict, changed): the entry's tokenizer of a decoder embedder, one that appends
+    <|endoftext|> to every input as Qwen3-Embedding's own does (biencoder.eos_tokenizer: unchanged
+    when it already does). Checked before the export, which takes minutes at full size."""
     if not tokenizer_path:
         raise crossencoder.CheckpointError(f"{args.checkpoint or args.preset}: no tokenizer.json (a decoder embedder "
                                            "is served with its own tokenizer; pass --tokenizer)")
     tok, changed = biencoder.eos_tokenizer(read_tokenizer(tokenizer_path))
-    if not changed:
-        shutil.copyfile(tokenizer_path, out)
-        return
-    log(args, f"{tokenizer_path} does not append {biencoder.QWEN3_EOS} to its inputs: the entry's tokenizer.json "
-              "does (TemplateProcessing), as Qwen3-Embedding's tokenizer does")
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(tok, f, ensure_ascii=False)
+    if changed:
+        log(args, f"{tokenizer_path} does not append {biencoder.QWEN3_EOS} to its inputs: the entry's tokenizer.json "
+                  "does (TemplateProcessing), as Qwen3-Embedding's tokenizer does")
+    return tok, changed
 
 
 def place_entry(staging: str, final: str) -> None:
@@ -604,6 +602,9 @@ def export(args: argparse.Namespace) -> str:
     elif args.rerank_tokens:
         raise crossencoder.CheckpointError("--rerank-tokens is for a decoder CausalLM folder (Qwen3ForCausalLM, "
                                            "Qwen2ForCausalLM)")
+    embed_tokenizer = None
+    if isinstance(cfg, biencoder.DecoderEmbedderConfig):
+        embed_tokenizer = decoder_embedder_tokenizer(args, tokenizer_path)
     if not name or "/" in name or name.startswith("."):
         raise ExportError(f"bad model name {name!r}")
     torch.set_num_threads(max(1, args.threads))
@@ -631,8 +632,9 @@ def export(args: argparse.Namespace) -> str:
             export_onnx(model, cfg, model_path)
 
         tokenizer_out = os.path.join(staging, "tokenizer.json")
-        if isinstance(cfg, biencoder.DecoderEmbedderConfig):
-            write_decoder_embedder_tokenizer(args, tokenizer_path, tokenizer_out)
+        if embed_tokenizer is not None and embed_tokenizer[1]:
+            with open(tokenizer_out, "w", encoding="utf-8") as f:
+                json.dump(embed_tokenizer[0], f, ensure_ascii=False)
         elif tokenizer_path:
             shutil.copyfile(tokenizer_path, tokenizer_out)
         elif is_decoder:

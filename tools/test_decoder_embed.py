@@ -179,6 +179,16 @@ class DecoderFolderTest(unittest.TestCase):
         cfg, _ = export_model.load_checkpoint(folder, task="embed", pooling="last_token")
         self.assertEqual((cfg.pooling, cfg.normalize), ("last_token", True))
 
+    def test_a_folder_without_tokenizer_is_refused_before_the_export(self):
+        folder = os.path.join(self.tmp.name, "no-tokenizer")
+        write_qwen3_st_folder(folder, seed=3)
+        repo = os.path.join(self.tmp.name, "repo")
+        proc = run_export("--checkpoint", folder, "--repository", repo)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("no tokenizer.json", proc.stderr)
+        self.assertNotIn("exporting", proc.stderr)
+        self.assertEqual(os.listdir(repo) if os.path.isdir(repo) else [], [])
+
     def test_eos_tokenizer(self):
         base = {"added_tokens": [{"id": 151643, "content": "<|endoftext|>", "special": True}],
                 "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False}}
