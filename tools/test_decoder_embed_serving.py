@@ -12,7 +12,8 @@ CTest as decoder_embed_serving, label blackbox). With the real Qwen3 tokenizer f
 and checks for each: /tokenize appends <|endoftext|> to every input (as Qwen3-Embedding's tokenizer
 does), and /embed (raw, normalized, prompt_name query) and /v1/embeddings (float, dimensions) answer,
 for texts of different lengths in one batch, the vectors PyTorch computes for each text alone from
-the same token ids, within 1e-4.
+the same token ids, within 1e-4; an input truncated to max_sequence_length still ends with
+<|endoftext|>.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import test_export  # noqa: E402
 QWEN3_TOKENIZER = test_decoder_embed.QWEN3_TOKENIZER
 PRESET = test_decoder_embed.TINY
 ATOL = 1e-4
+SHORT_LIMIT = 16  # max_sequence_length of the served preset: TEXTS[1] is longer
 TEXTS = ["what is the giant panda's diet?",
          "The giant panda is a bear native to South Central China; its diet is 99% bamboo.",
          "bamboo"]
@@ -151,10 +153,24 @@ class DecoderEmbedServingTest(unittest.TestCase):
         proc = test_export.run_export("--quiet", "--preset", PRESET, "--repository", repo, "--tokenizer",
                                       QWEN3_TOKENIZER, "--verify-cases", "2", "--verify-max-length", "40")
         self.assertEqual(proc.returncode, 0, proc.stderr)
+        # A short limit, so that the longest text is truncated: the <|endoftext|> still ends it (room
+        # is kept for it, as HF's truncation keeps room for the post-processor's tokens).
+        path = os.path.join(repo, PRESET, "config.pbtxt")
+        with open(path, encoding="utf-8") as f:
+            config = f.read()
+        config, n = re.subn(r'(key: "max_sequence_length"\s+value \{ string_value: ")\d+', r"\g<1>%d" % SHORT_LIMIT,
+                            config)
+        self.assertEqual(n, 1)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(config)
         model = biencoder.build_embedder(biencoder.PRESETS[PRESET], seed=export_model.DEFAULT_SEED)
         server = Server(["--model-repository", repo], os.path.join(self.tmp.name, "preset-serve.log"))
         try:
             self.check_served(server, model, PRESET)
+            status, tokens = server.post("/tokenize", {"inputs": [TEXTS[1]]})
+            self.assertEqual(status, 200, tokens)
+            self.assertEqual(len(tokens[0]), SHORT_LIMIT)
+            self.assertEqual(tokens[0][-1]["id"], biencoder.QWEN3_EOS_ID)
         finally:
             server.close()
 
