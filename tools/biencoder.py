@@ -15,6 +15,15 @@ sentence-transformers does with truncate_dim). `read_sentence_transformers_folde
 modules.json, 1_Pooling/config.json, 2_Normalize, sentence_bert_config.json and
 config_sentence_transformers.json, and raises crossencoder.CheckpointError for a module tide
 cannot serve (Dense, max / weighted-mean pooling), naming it.
+
+Decoder bi-encoders (Qwen3-Embedding style, the section at the end): `DecoderEmbedderConfig` is an
+EmbedderConfig whose backbone is a decoder.DecoderConfig; `DecoderBiEncoder` is tools/decoder.py's
+DecoderModel (HF's Qwen3Model / Qwen2Model: causal attention, position ids from the mask) with its
+final RMSNorm, pooled (last_token for Qwen3-Embedding: the hidden state at the last position whose
+attention_mask is 1, so right and left padding agree); forward takes int64 (input_ids,
+attention_mask) and returns the pooled float32 [batch, hidden], not normalized. `build_embedder`
+builds either kind; `load_embedder_state_dict` loads either; `eos_tokenizer` gives the
+tokenizer.json that appends <|endoftext|> to every input, as Qwen3-Embedding's does.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import torch
 from torch import nn
 
 import crossencoder
+import decoder
 
 CLS = "cls"
 MEAN = "mean"
@@ -309,3 +319,184 @@ def embed_parameters(cfg: EmbedderConfig) -> List:
     if cfg.default_prompt_name:
         params.append(("default_prompt_name", cfg.default_prompt_name))
     return params
+
+
+# ---- decoder bi-encoders (Qwen3-Embedding) ---------------------------------------------------------
+
+# The longest input a decoder embedder is served with: min(max_position_embeddings, this), as for
+# decoder rerankers (tools/export_model.py's DECODER_MAX_SEQUENCE_LENGTH; see its comment).
+DECODER_MAX_SEQUENCE_LENGTH = 8192
+
+# Qwen3-Embedding's config_sentence_transformers.json: the query prompt (an instruction, then the
+# query); documents get no prompt.
+QWEN3_EMBEDDING_QUERY_PROMPT = ("Instruct: Given a web search query, retrieve relevant passages that answer the "
+                                "query\nQuery:")
+
+# The token Qwen3-Embedding's tokenizer appends to every input, and its id in the Qwen3 vocabulary.
+QWEN3_EOS = "<|endoftext|>"
+QWEN3_EOS_ID = 151643
+
+# Decoder bare-model architectures (a sentence-transformers Transformer module saves these) -> the
+# CausalLM whose `model` they are.
+_DECODER_BASE_ARCHITECTURES = {"Qwen3Model": "Qwen3ForCausalLM", "Qwen2Model": "Qwen2ForCausalLM"}
+
+
+@dataclasses.dataclass
+class DecoderEmbedderConfig(EmbedderConfig):
+    """An EmbedderConfig over a decoder backbone (decoder.DecoderConfig)."""
+
+    backbone: decoder.DecoderConfig
+    pooling: str = LAST_TOKEN
+
+    @property
+    def model_type(self) -> str:
+        return self.backbone.family
+
+    @property
+    def uses_token_type_ids(self) -> bool:
+        return False
+
+    @property
+    def max_sequence_length(self) -> int:
+        limit = min(self.backbone.max_position_embeddings, DECODER_MAX_SEQUENCE_LENGTH)
+        return min(limit, self.max_seq_length) if self.max_seq_length else limit
+
+    @property
+    def pad_token_id(self) -> int:
+        if self.backbone.pad_token_id is not None:
+            return self.backbone.pad_token_id
+        return QWEN3_EOS_ID if self.backbone.vocab_size > QWEN3_EOS_ID else 0
+
+
+def _qwen3_embedding(backbone: decoder.DecoderConfig, **kw) -> DecoderEmbedderConfig:
+    return DecoderEmbedderConfig(backbone, pooling=LAST_TOKEN, normalize=True,
+                                 prompts={"query": QWEN3_EMBEDDING_QUERY_PROMPT}, **kw)
+
+
+DECODER_PRESETS: Dict[str, DecoderEmbedderConfig] = {
+    # Qwen/Qwen3-Embedding-0.6B: Qwen3-0.6B's shape (1024 x 28, vocabulary 151669), last token, normalized.
+    "qwen3-embedding-0.6b": _qwen3_embedding(
+        dataclasses.replace(decoder.PRESETS["qwen3-reranker-0.6b"], vocab_size=151669, max_position_embeddings=32768,
+                            pad_token_id=QWEN3_EOS_ID), matryoshka_dimensions=[32, 64, 128, 256, 512, 768]),
+    # Test size: 2 layers over the real Qwen3 vocabulary (the real tokenizer's ids are valid inputs).
+    "qwen3-embed-tiny": _qwen3_embedding(dataclasses.replace(decoder.PRESETS["qwen3-tiny"], pad_token_id=QWEN3_EOS_ID),
+                                         matryoshka_dimensions=[16, 32]),
+}
+PRESETS.update(DECODER_PRESETS)
+
+
+class DecoderBiEncoder(nn.Module):
+    """decoder.DecoderModel (parameters `model.*`, HF's Qwen3Model under a `model.` prefix) + final
+    norm + pooling."""
+
+    def __init__(self, cfg: DecoderEmbedderConfig, backbone: Optional[decoder.DecoderModel] = None):
+        super().__init__()
+        self.config = cfg
+        self.model = backbone if backbone is not None else decoder.DecoderModel(cfg.backbone)
+
+    def forward(self, input_ids, attention_mask):
+        hidden = self.model(input_ids, attention_mask)  # before the final norm, which is per token
+        if self.config.pooling == MEAN:
+            pooled = pool(self.model.norm(hidden), attention_mask, MEAN)
+        else:
+            pooled = self.model.norm(pool(hidden, attention_mask, self.config.pooling))
+        # A constant width, so that the ONNX output's dimension is fixed (the decoder's reshapes
+        # leave it symbolic, and tide reads the model's dimension from it).
+        return pooled.reshape(-1, self.config.hidden_size)
+
+
+def build_decoder_model(cfg: DecoderEmbedderConfig, seed: Optional[int] = None) -> DecoderBiEncoder:
+    """Seeded random weights (decoder.build_causal_lm's initialiser), eval mode."""
+    cfg.validate()
+    lm = decoder.build_causal_lm(dataclasses.replace(cfg.backbone, tie_word_embeddings=True), seed=seed)
+    return DecoderBiEncoder(cfg, lm.model).eval()
+
+
+def build_embedder(cfg: EmbedderConfig, seed: Optional[int] = None) -> nn.Module:
+    """build_model or build_decoder_model, as the backbone is."""
+    return build_decoder_model(cfg, seed) if isinstance(cfg, DecoderEmbedderConfig) else build_model(cfg, seed)
+
+
+def load_decoder_state_dict(model: DecoderBiEncoder, state_dict: Dict[str, torch.Tensor]) -> None:
+    """Loads a Qwen3Model / Qwen2Model state dict (`embed_tokens.*`, `layers.*`, `norm.*`, as
+    sentence-transformers saves it) or a CausalLM one (the same under `model.`) strictly; a language
+    model head (`lm_head.weight`) and rotary buffers are dropped."""
+    cleaned = {}
+    for k, v in state_dict.items():
+        if k == "lm_head.weight" or k.endswith(decoder._IGNORABLE_SUFFIXES):
+            continue
+        cleaned["model." + (k[len("model."):] if k.startswith("model.") else k)] = v
+    crossencoder.load_strictly(model, cleaned)
+
+
+def load_embedder_state_dict(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> None:
+    if isinstance(model, DecoderBiEncoder):
+        load_decoder_state_dict(model, state_dict)
+    else:
+        load_hf_state_dict(model, state_dict)
+
+
+def decoder_backbone_from_hf(hf: Dict) -> decoder.DecoderConfig:
+    """The decoder backbone of an HF config.json dict naming Qwen3Model / Qwen2Model (or a CausalLM,
+    as Qwen3-Embedding's config.json does); CheckpointError for any other architecture."""
+    archs = [a for a in (hf.get("architectures") or []) if isinstance(a, str)]
+    mapped = [_DECODER_BASE_ARCHITECTURES.get(a, a) for a in archs]
+    if not any(a in decoder.ARCHITECTURES for a in mapped) and hf.get("model_type") in (decoder.QWEN3, decoder.QWEN2):
+        mapped = ["Qwen3ForCausalLM" if hf["model_type"] == decoder.QWEN3 else "Qwen2ForCausalLM"]
+    known = [a for a in mapped if a in decoder.ARCHITECTURES and a.endswith("ForCausalLM")]
+    if not known:
+        raise crossencoder.CheckpointError(
+            f"config.json architectures {archs!r} is not a decoder tide embeds with: supported are "
+            f"{', '.join(sorted(_DECODER_BASE_ARCHITECTURES))}, Qwen3ForCausalLM, Qwen2ForCausalLM")
+    return decoder.DecoderConfig.from_hf_dict(dict(hf, architectures=known[:1]))
+
+
+def decoder_embedder_config(directory: Optional[str], backbone: decoder.DecoderConfig,
+                            pooling: Optional[str] = None) -> DecoderEmbedderConfig:
+    """The decoder embedder of a sentence-transformers folder (`directory` with modules.json), or of
+    a plain folder with `pooling` (directory None), normalized."""
+    if directory is not None:
+        read = read_sentence_transformers_folder(directory, backbone)  # reads the modules of any backbone
+        cfg = DecoderEmbedderConfig(**{f.name: getattr(read, f.name) for f in dataclasses.fields(EmbedderConfig)})
+    else:
+        cfg = DecoderEmbedderConfig(backbone, pooling=pooling or LAST_TOKEN, normalize=True)
+    cfg.validate()
+    return cfg
+
+
+def appends_token(tokenizer: Dict, token: str) -> bool:
+    """Whether a tokenizer.json dict's post_processor (or one inside a Sequence) is a
+    TemplateProcessing whose single-input template ends with the special token `token`."""
+    def walk(p) -> bool:
+        if not isinstance(p, dict):
+            return False
+        if p.get("type") == "Sequence":
+            return any(walk(c) for c in p.get("processors") or [])
+        if p.get("type") != "TemplateProcessing":
+            return False
+        single = p.get("single") or []
+        last = single[-1] if single and isinstance(single[-1], dict) else {}
+        return (last.get("SpecialToken") or {}).get("id") == token
+    return walk(tokenizer.get("post_processor"))
+
+
+def eos_tokenizer(tokenizer: Dict, token: str = QWEN3_EOS):
+    """(tokenizer.json dict, changed): `tokenizer` as it is when its post-processor already appends
+    `token` (Qwen3-Embedding's own tokenizer.json), else a copy whose post-processor does: Qwen3's
+    base tokenizer (Qwen3-Reranker's, Qwen3-0.6B's) has only a ByteLevel post-processor, which
+    changes no ids, and Qwen3-Embedding's vectors are the hidden state AT the appended token."""
+    if appends_token(tokenizer, token):
+        return tokenizer, False
+    ids = [int(a["id"]) for a in tokenizer.get("added_tokens") or [] if isinstance(a, dict) and a.get("content") == token]
+    if not ids:
+        raise crossencoder.CheckpointError(f"the tokenizer has no special token {token!r} to append to each input")
+    template = {
+        "type": "TemplateProcessing",
+        "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": token, "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": token, "type_id": 0}},
+                 {"Sequence": {"id": "B", "type_id": 1}}, {"SpecialToken": {"id": token, "type_id": 1}}],
+        "special_tokens": {token: {"id": token, "ids": ids[:1], "tokens": [token]}},
+    }
+    out = dict(tokenizer)
+    out["post_processor"] = template
+    return out, True

@@ -23,6 +23,11 @@ Transformer, Pooling, optionally Normalize) is exported as an embedder: the grap
 gets task embed, pooling, normalize and the prompts of config_sentence_transformers.json. A plain
 BERT / XLM-R folder becomes one with --task embed --pooling MODE. Presets all-minilm-l6-v2,
 bge-base-en-v1.5 and tiny-bert-embed, tiny-xlmr-embed, tiny-bert-embed-last (seeded random weights).
+Decoder bi-encoders (Qwen3-Embedding: config.json Qwen3Model or Qwen3ForCausalLM in a
+sentence-transformers folder, or --task embed --pooling MODE) are exported the same way over
+tools/decoder.py's model (plain graph, no fused operators); their entry's tokenizer.json appends
+<|endoftext|> to every input, as Qwen3-Embedding's tokenizer does (biencoder.eos_tokenizer). Presets
+qwen3-embedding-0.6b and qwen3-embed-tiny need --tokenizer with the real Qwen3 tokenizer.json.
 
 Decoder-only rerankers (tools/decoder.py): a folder whose config.json names Qwen3ForCausalLM or
 Qwen2ForCausalLM needs --task rerank (the score is logit(YES) - logit(NO) at the last real token;
@@ -93,8 +98,11 @@ def embed_config_pbtxt(name: str, cfg: biencoder.EmbedderConfig, opts: EntryOpti
     """config.pbtxt of an embedder: output sentence_embedding [hidden], task embed, pooling, normalize."""
     inputs = ",\n".join(
         f'  {{\n    name: "{n}"\n    data_type: TYPE_INT64\n    dims: [ -1 ]\n  }}' for n in input_names(cfg))
+    is_decoder = isinstance(cfg, biencoder.DecoderEmbedderConfig)
+    # A decoder's longest input is already capped (biencoder.DECODER_MAX_SEQUENCE_LENGTH); an encoder's at 512.
+    max_length = cfg.max_sequence_length if is_decoder else min(512, cfg.max_sequence_length)
     params = biencoder.embed_parameters(cfg) + [
-        ("tokenizer", "tokenizer.json"), ("max_sequence_length", str(min(512, cfg.max_sequence_length))),
+        ("tokenizer", "tokenizer.json"), ("max_sequence_length", str(max_length)),
         ("intra_op_threads", str(opts.intra_op_threads))]
     return (f'name: "{name}"\n'
             f'backend: "onnxruntime"\n'
@@ -104,7 +112,7 @@ def embed_config_pbtxt(name: str, cfg: biencoder.EmbedderConfig, opts: EntryOpti
             f'    dims: [ {cfg.hidden_size} ]\n  }}\n]\n'
             f'dynamic_batching {{\n  max_queue_delay_microseconds: {opts.max_queue_delay_microseconds}\n}}\n'
             f'instance_group [\n  {{\n    count: {opts.instance_count}\n    kind: KIND_CPU\n  }}\n]\n'
-            + parameters_text(params))
+            + (decoder_warmup_text(input_names(cfg)) if is_decoder else "") + parameters_text(params))
 
 
 def input_names(cfg) -> List[str]:
@@ -324,7 +332,10 @@ def load_checkpoint(directory: str, task: Optional[str] = None, pooling: Optiona
         raise crossencoder.CheckpointError(f"{cfg_path}: not JSON: {e}") from e
     if not isinstance(hf, dict):
         raise crossencoder.CheckpointError(f"{cfg_path}: not a JSON object")
-    embed = task == "embed" or biencoder.is_sentence_transformers_folder(directory)
+    st_folder = biencoder.is_sentence_transformers_folder(directory)
+    embed = task == "embed" or st_folder
+    if decoder.is_decoder_config(hf) and (task == "embed" or (st_folder and task != "rerank")):
+        return load_decoder_embedder(directory, hf, weights, st_folder, pooling)
     if embed and not decoder.is_decoder_config(hf):
         backbone = crossencoder.CrossEncoderConfig.from_hf_dict(hf)
         if biencoder.is_sentence_transformers_folder(directory):
@@ -362,6 +373,22 @@ def load_checkpoint(directory: str, task: Optional[str] = None, pooling: Optiona
     return cfg, model
 
 
+def load_decoder_embedder(directory: str, hf: Dict, weights: str, st_folder: bool, pooling: Optional[str]):
+    """(config, model) of a decoder bi-encoder folder (Qwen3-Embedding: config.json Qwen3Model or
+    Qwen3ForCausalLM, a sentence-transformers folder, or --task embed --pooling MODE)."""
+    backbone = biencoder.decoder_backbone_from_hf(hf)
+    if not st_folder and not pooling:
+        raise crossencoder.CheckpointError(f"{directory} is not a sentence-transformers folder (no modules.json): "
+                                           f"--task embed needs --pooling ({', '.join(biencoder.POOLINGS)})")
+    cfg = biencoder.decoder_embedder_config(directory if st_folder else None, backbone, pooling)
+    if pooling and pooling != cfg.pooling:
+        raise crossencoder.CheckpointError(f"--pooling {pooling} disagrees with the folder's Pooling module "
+                                           f"({cfg.pooling})")
+    model = biencoder.build_decoder_model(cfg, seed=0)
+    biencoder.load_decoder_state_dict(model, read_state(directory, weights))
+    return cfg, model
+
+
 def read_state(directory: str, weights: str):
     if weights.endswith((".safetensors", ".json")):
         try:
@@ -381,6 +408,9 @@ def random_cases(cfg, seed: int, num_cases: int, max_length: int) -> List[Dict]:
     """Random query/document pair batches with padding inside each batch (fixed seed)."""
     if isinstance(cfg, decoder.DecoderConfig):
         return random_decoder_cases(cfg, seed, num_cases, max_length)
+    if isinstance(cfg, biencoder.DecoderEmbedderConfig):
+        return random_decoder_cases(dataclasses.replace(cfg.backbone, pad_token_id=cfg.pad_token_id), seed, num_cases,
+                                    max_length)
     g = torch.Generator().manual_seed(seed)
     max_length = max(4, min(max_length, cfg.max_sequence_length))
     if cfg.model_type == crossencoder.BERT:
@@ -509,6 +539,20 @@ def export_onnx(model: torch.nn.Module, cfg, path: str) -> Optional[Dict[str, in
     return counts
 
 
+def decoder_embedder_tokenizer(args, tokenizer_path: Optional[str]):
+    """(tokenizer.json dict, changed): the entry's tokenizer of a decoder embedder, one that appends
+    <|endoftext|> to every input as Qwen3-Embedding's own does (biencoder.eos_tokenizer: unchanged
+    when it already does). Checked before the export, which takes minutes at full size."""
+    if not tokenizer_path:
+        raise crossencoder.CheckpointError(f"{args.checkpoint or args.preset}: no tokenizer.json (a decoder embedder "
+                                           "is served with its own tokenizer; pass --tokenizer)")
+    tok, changed = biencoder.eos_tokenizer(read_tokenizer(tokenizer_path))
+    if changed:
+        log(args, f"{tokenizer_path} does not append {biencoder.QWEN3_EOS} to its inputs: the entry's tokenizer.json "
+                  "does (TemplateProcessing), as Qwen3-Embedding's tokenizer does")
+    return tok, changed
+
+
 def place_entry(staging: str, final: str) -> None:
     """Replaces `final` with `staging` so that readers see the old entry or the new one, never half."""
     old = None
@@ -528,7 +572,11 @@ def export(args: argparse.Namespace) -> str:
         name = args.name or os.path.basename(os.path.normpath(args.checkpoint))
     elif args.preset in biencoder.PRESETS:
         cfg = biencoder.PRESETS[args.preset]
-        model = biencoder.build_model(cfg, seed=args.seed)
+        if isinstance(cfg, biencoder.DecoderEmbedderConfig) and not args.tokenizer:
+            raise crossencoder.CheckpointError(
+                f"--preset {args.preset} needs --tokenizer with the real Qwen3 tokenizer.json (e.g. "
+                f"--tokenizer ../shared/assets/tokenizers/qwen3/tokenizer.json)")
+        model = biencoder.build_embedder(cfg, seed=args.seed)
         name = args.name or args.preset
     elif args.preset in decoder.PRESETS:
         if not args.tokenizer:
@@ -554,6 +602,9 @@ def export(args: argparse.Namespace) -> str:
     elif args.rerank_tokens:
         raise crossencoder.CheckpointError("--rerank-tokens is for a decoder CausalLM folder (Qwen3ForCausalLM, "
                                            "Qwen2ForCausalLM)")
+    embed_tokenizer = None
+    if isinstance(cfg, biencoder.DecoderEmbedderConfig):
+        embed_tokenizer = decoder_embedder_tokenizer(args, tokenizer_path)
     if not name or "/" in name or name.startswith("."):
         raise ExportError(f"bad model name {name!r}")
     torch.set_num_threads(max(1, args.threads))
@@ -581,7 +632,10 @@ def export(args: argparse.Namespace) -> str:
             export_onnx(model, cfg, model_path)
 
         tokenizer_out = os.path.join(staging, "tokenizer.json")
-        if tokenizer_path:
+        if embed_tokenizer is not None and embed_tokenizer[1]:
+            with open(tokenizer_out, "w", encoding="utf-8") as f:
+                json.dump(embed_tokenizer[0], f, ensure_ascii=False)
+        elif tokenizer_path:
             shutil.copyfile(tokenizer_path, tokenizer_out)
         elif is_decoder:
             raise crossencoder.CheckpointError(f"{args.checkpoint}: no tokenizer.json (a decoder reranker is served "
@@ -702,7 +756,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         "else one generated from --words")
     p.add_argument("--task", choices=["rerank", "embed"],
                    help="rerank: serve a decoder CausalLM folder (Qwen3ForCausalLM, Qwen2ForCausalLM) as a reranker "
-                        "scored by its next-token logits of the rerank tokens; embed: a BERT / XLM-R folder as an "
+                        "scored by its next-token logits of the rerank tokens; embed: a BERT / XLM-R / Qwen3 folder as an "
                         "embedding model (needs --pooling unless the folder is a sentence-transformers one)")
     p.add_argument("--pooling", choices=list(biencoder.POOLINGS),
                    help="with --task embed: how token vectors become the embedding (sentence-transformers' modes)")

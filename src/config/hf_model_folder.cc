@@ -176,6 +176,9 @@ absl::Status CheckDecoderOptions(const HuggingFaceConfig& config, const std::str
   bool causal_lm = false;
   for (const std::string& a : config.architectures) {
     if (!IsCausalLmArchitecture(a)) continue;
+    // A sentence-transformers folder is an embedding model (Qwen3-Embedding's config.json names
+    // Qwen3ForCausalLM); --task rerank still asks for the reranker.
+    if (IsSupportedDecoderArchitecture(a) && o.task.empty() && IsSentenceTransformersFolder(o.folder)) continue;
     if (!IsSupportedDecoderArchitecture(a)) {
       return absl::InvalidArgumentError(absl::StrCat(
           file, ": architecture ", a, " is not supported: tide serves the decoder rerankers ",

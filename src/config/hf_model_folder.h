@@ -33,7 +33,9 @@
 //    Qwen2ForSequenceClassification are served by their `score` head with no flag;
 //    Qwen3ForCausalLM and Qwen2ForCausalLM only with task "rerank" (`--task rerank`: the export
 //    scores logit(YES) - logit(NO) of the rerank tokens, `rerank_tokens` "YES,NO" or the export
-//    tool's default), else INVALID_ARGUMENT saying to pass --task rerank; any other *ForCausalLM is
+//    tool's default), else INVALID_ARGUMENT saying to pass --task rerank, except in a
+//    sentence-transformers folder without a task: that is a decoder embedding model (Qwen3-Embedding's
+//    config.json names Qwen3ForCausalLM), exported as one; any other *ForCausalLM is
 //    INVALID_ARGUMENT naming the architecture and the supported ones. rerank_tokens without a
 //    CausalLM folder is INVALID_ARGUMENT. These checks run before the ONNX file or the export is
 //    looked for. A decoder is always served from its export (whose config.pbtxt carries the

@@ -342,6 +342,47 @@ TEST_F(HfModelFolderTest, CausalLmFolderNeedsTaskRerankAndPassesItToTheExport) {
   EXPECT_THAT(m.status().message(), HasSubstr("--task rerank --rerank-tokens yes,no"));
 }
 
+// Qwen3-Embedding: a sentence-transformers folder whose config.json names Qwen3ForCausalLM is an
+// embedding model, exported without --task; --task rerank still asks for the reranker.
+TEST_F(HfModelFolderTest, CausalLmSentenceTransformersFolderIsAnEmbedder) {
+  Write("config.json", kQwen3CausalLmConfig);
+  Write("tokenizer.json", "{}");
+  Write("model.safetensors", "weights");
+  Write("modules.json", R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}])");
+  HuggingFaceFolderOptions o = Options();
+  int calls = 0;
+  HuggingFaceFolderOptions exported_with;
+  o.export_weights = [&](const HuggingFaceFolderOptions& given) {
+    ++calls;
+    exported_with = given;
+    Write(".tide/ms-marco-tiny/1/model.onnx", "x");
+    return absl::OkStatus();
+  };
+  auto m = LoadHuggingFaceFolder(o, FakeReader());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(exported_with.task, "");
+  EXPECT_EQ(ExportCommand(o), absl::StrCat("/usr/bin/python3 tools/export_model.py --checkpoint ", folder_.string(),
+                                           " --name ms-marco-tiny --repository ", (folder_ / ".tide").string()));
+
+  // Rerank tokens belong to a reranker: refused without --task rerank, taken with it.
+  o.rerank_tokens = "yes,no";
+  m = LoadHuggingFaceFolder(o, FakeReader());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m.status().message(), HasSubstr("--rerank-tokens yes,no"));
+  o.task = "rerank";
+  EXPECT_TRUE(CheckDecoderOptions(HuggingFaceConfig{"qwen3", {"Qwen3ForCausalLM"}, {}, {}, {}},
+                                  (folder_ / "config.json").string(), o).ok());
+
+  // Without modules.json the folder is a causal LM again, which needs --task rerank.
+  fs::remove(folder_ / "modules.json");
+  o.task.clear();
+  o.rerank_tokens.clear();
+  EXPECT_THAT(CheckDecoderOptions(HuggingFaceConfig{"qwen3", {"Qwen3ForCausalLM"}, {}, {}, {}},
+                                  (folder_ / "config.json").string(), o).message(),
+              HasSubstr("pass --task rerank"));
+}
+
 TEST_F(HfModelFolderTest, DecoderSequenceClassifierNeedsNoFlag) {
   for (const char* arch : {"Qwen3ForSequenceClassification", "Qwen2ForSequenceClassification"}) {
     fs::remove_all(folder_);
