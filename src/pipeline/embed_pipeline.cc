@@ -128,7 +128,7 @@ absl::StatusOr<std::shared_ptr<serving::ServedModel>> CheckedModel(
                                              name, "\"; embeddings need task \"embed\")"));
   }
   return errors::InvalidInput(absl::StrCat("model ", (*model)->name(),
-                                           " is an embedding model (task \"embed\"); it answers /embed, "
+                                           " is an embedding model (task \"embed\"); it answers /embed, /embed_all, "
                                            "/v1/embeddings and /v2/embed, not scores"));
 }
 
