@@ -11,7 +11,10 @@ longest input (sentence_bert_config.json's max_seq_length) and the prompts per i
 `build_model(config)` returns an eval-mode module whose forward takes int64 (input_ids,
 attention_mask[, token_type_ids]) [batch, sequence] and returns the pooled float32 embedding
 [batch, hidden] (NOT normalized: the server normalizes after an optional Matryoshka cut, as
-sentence-transformers does with truncate_dim). `read_sentence_transformers_folder(dir)` reads
+sentence-transformers does with truncate_dim). `WithTokenEmbeddings(model)` is the exported graph:
+it also returns the backbone's last hidden state, `token_embeddings` [batch, sequence, hidden] (raw:
+neither pooled nor normalized, what TEI's /embed_all answers; padding positions are whatever the
+backbone computes there and are never served). `read_sentence_transformers_folder(dir)` reads
 modules.json, 1_Pooling/config.json, 2_Normalize, sentence_bert_config.json and
 config_sentence_transformers.json, and raises crossencoder.CheckpointError for a module tide
 cannot serve (Dense, max / weighted-mean pooling), naming it.
@@ -156,6 +159,21 @@ class BiEncoder(nn.Module):
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         hidden = self.backbone(input_ids, attention_mask, token_type_ids)
         return pool(hidden, attention_mask, self.config.pooling)
+
+
+TOKEN_EMBEDDINGS = "token_embeddings"
+
+
+class WithTokenEmbeddings(nn.Module):
+    """A BiEncoder whose forward returns (pooled [batch, hidden], token states [batch, seq, hidden])."""
+
+    def __init__(self, model: BiEncoder):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        hidden = self.model.backbone(input_ids, attention_mask, token_type_ids)
+        return pool(hidden, attention_mask, self.model.config.pooling), hidden
 
 
 def build_model(cfg: EmbedderConfig, seed: Optional[int] = None) -> BiEncoder:

@@ -19,7 +19,9 @@ export leaves the repository as it was. Exit status: 0 ok, 1 export or verificat
 Embedding models (bi-encoders, tools/biencoder.py): a sentence-transformers folder (modules.json:
 Transformer, Pooling, optionally Normalize) is exported as an embedder: the graph pools in itself
 (cls | mean | last_token as 1_Pooling/config.json says) and outputs sentence_embedding float32
-[batch, hidden], not normalized (tide normalizes after an optional Matryoshka cut); config.pbtxt
+[batch, hidden], not normalized (tide normalizes after an optional Matryoshka cut), and the
+backbone's last hidden state token_embeddings float32 [batch, sequence, hidden] (TEI's /embed_all;
+verify-model checks it too, at the real positions); config.pbtxt
 gets task embed, pooling, normalize and the prompts of config_sentence_transformers.json. A plain
 BERT / XLM-R folder becomes one with --task embed --pooling MODE. Presets all-minilm-l6-v2,
 bge-base-en-v1.5 and tiny-bert-embed, tiny-xlmr-embed, tiny-bert-embed-last (seeded random weights).
@@ -474,7 +476,13 @@ def write_reference(path: str, model, cfg, cases: List[Dict]) -> None:
     out = {"cases": []}
     for inputs in cases:
         logits = run_model(model, cfg, inputs)
-        out["cases"].append({"inputs": {k: v.tolist() for k, v in inputs.items()}, "logits": logits.tolist()})
+        case = {"inputs": {k: v.tolist() for k, v in inputs.items()}, "logits": logits.tolist()}
+        if isinstance(cfg, biencoder.EmbedderConfig):
+            # The second output: verify-model compares it at the real (mask 1) positions.
+            with torch.no_grad():
+                _, states = biencoder.WithTokenEmbeddings(model)(*[inputs[n] for n in input_names(cfg)])
+            case[biencoder.TOKEN_EMBEDDINGS] = states.tolist()
+        out["cases"].append(case)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(out, f)
 
@@ -504,13 +512,21 @@ def export_onnx(model: torch.nn.Module, cfg, path: str) -> Optional[Dict[str, in
     sample = random_cases(cfg, seed=1, num_cases=1, max_length=16)[0]
     dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
     dynamic[output_name(cfg)] = {0: "batch"}
+    outputs = [output_name(cfg)]
+    graph = model
+    if isinstance(cfg, biencoder.EmbedderConfig):
+        # An embedder's graph also outputs the token states (TEI's /embed_all); the server fetches
+        # them only for batches that ask.
+        graph = biencoder.WithTokenEmbeddings(model)
+        outputs.append(biencoder.TOKEN_EMBEDDINGS)
+        dynamic[biencoder.TOKEN_EMBEDDINGS] = {0: "batch", 1: "sequence"}
     n_bytes = sum(p.numel() * 4 for p in model.parameters())
     scratch = tempfile.mkdtemp(prefix="tide-onnx-", dir=os.path.dirname(path))
     try:
         raw = os.path.join(scratch, "model.onnx")
         with torch.no_grad():
-            torch.onnx.export(model, tuple(sample[n] for n in names), raw, input_names=names,
-                              output_names=[output_name(cfg)], dynamic_axes=dynamic, opset_version=OPSET,
+            torch.onnx.export(graph, tuple(sample[n] for n in names), raw, input_names=names,
+                              output_names=outputs, dynamic_axes=dynamic, opset_version=OPSET,
                               do_constant_folding=True)
         import onnx  # Debian python3-onnx; imported late so that --help works without it
         if n_bytes < _EXTERNAL_DATA_BYTES:

@@ -185,6 +185,24 @@ class ExportAndServeTest(unittest.TestCase):
                 with open(bad, "w", encoding="utf-8") as f:
                     json.dump(doc, f)
                 self.assertEqual(verify(os.path.join(entry, "1", "model.onnx"), bad).returncode, 1)
+                # So is a perturbed token state (the graph's second output, token_embeddings), at a
+                # real position; one at a padding position is not compared.
+                doc["cases"][0]["logits"][0][0] -= 1e-3
+                self.assertIn("token_embeddings", doc["cases"][0])
+                doc["cases"][0]["token_embeddings"][0][0][0] += 1e-3
+                with open(bad, "w", encoding="utf-8") as f:
+                    json.dump(doc, f)
+                self.assertEqual(verify(os.path.join(entry, "1", "model.onnx"), bad).returncode, 1)
+                doc["cases"][0]["token_embeddings"][0][0][0] -= 1e-3
+                padded = [(c, r, t) for c, case in enumerate(doc["cases"])
+                          for r, row in enumerate(case["inputs"]["attention_mask"])
+                          for t, m in enumerate(row) if m == 0]
+                self.assertTrue(padded, "a case mixes lengths")
+                c, r, t = padded[0]
+                doc["cases"][c]["token_embeddings"][r][t][0] += 1.0
+                with open(bad, "w", encoding="utf-8") as f:
+                    json.dump(doc, f)
+                self.assertEqual(verify(os.path.join(entry, "1", "model.onnx"), bad).returncode, 0)
 
     def test_plain_folder_needs_pooling(self):
         folder = os.path.join(self.tmp.name, "plain")
@@ -237,6 +255,18 @@ class ExportAndServeTest(unittest.TestCase):
                 out.append(model(ids, torch.ones_like(ids), torch.zeros_like(ids))[0])
         return torch.stack(out)
 
+    def reference_states(self, port: int, model, texts):
+        """PyTorch's token states [tokens, hidden] per text, for the server's own token ids."""
+        status, tokens = self.post(port, "/tokenize", {"inputs": texts})
+        self.assertEqual(status, 200, tokens)
+        out = []
+        for row in tokens:
+            ids = torch.tensor([[t["id"] for t in row]], dtype=torch.int64)
+            with torch.no_grad():
+                _, states = biencoder.WithTokenEmbeddings(model)(ids, torch.ones_like(ids), torch.zeros_like(ids))
+            out.append(states[0])
+        return out
+
     def check_served(self, port: int, model, cfg):
         texts = ["what is a panda?", "The giant panda is a bear native to China.", "short"]
         want = self.reference(port, model, texts)
@@ -270,6 +300,14 @@ class ExportAndServeTest(unittest.TestCase):
             raw_bytes = base64.b64decode(item["embedding"])
             values = struct.unpack(f"<{len(raw_bytes) // 4}f", raw_bytes)
             torch.testing.assert_close(torch.tensor(values), normalized[i], rtol=0, atol=ATOL)
+
+        # /embed_all: each token's raw state (the backbone's last hidden state), padding dropped
+        # (the texts differ in length, so they share a padded batch).
+        status, states = self.post(port, "/embed_all", {"inputs": texts})
+        self.assertEqual(status, 200, states)
+        self.assertEqual(len(states), len(texts))
+        for got, want_states in zip(states, self.reference_states(port, model, texts)):
+            torch.testing.assert_close(torch.tensor(got), want_states, rtol=0, atol=ATOL)
 
         # Cohere's search_query is the model's "query" prompt.
         status, co = self.post(port, "/v2/embed", {"texts": [texts[0]], "input_type": "search_query",

@@ -85,9 +85,9 @@ int ClientStatus(const absl::Status& status) {
   return http == 413 || http == 422 ? 400 : http;
 }
 
-}  // namespace
-
-absl::StatusOr<EmbedRequest> ParseTeiEmbedRequest(std::string_view body, const RequestLimits& limits) {
+// TEI's /embed body; `all`: /embed_all's, which has no normalize or dimensions (ignored as any
+// unknown field).
+absl::StatusOr<EmbedRequest> ParseTeiBody(std::string_view body, const RequestLimits& limits, bool all) {
   absl::StatusOr<json> parsed = ParseJsonObject(body, limits);
   if (!parsed.ok()) return parsed.status();
   const ObjectReader reader(*parsed, "");
@@ -96,7 +96,7 @@ absl::StatusOr<EmbedRequest> ParseTeiEmbedRequest(std::string_view body, const R
   const json* inputs = reader.Find("inputs");
   if (inputs == nullptr) return MissingField("inputs");
   TIDE_RETURN_IF_ERROR(ReadTexts(*inputs, "inputs", /*single=*/true, limits, &request.inputs));
-  if (reader.Find("normalize") != nullptr) {
+  if (!all && reader.Find("normalize") != nullptr) {
     bool normalize = true;
     TIDE_RETURN_IF_ERROR(reader.Bool("normalize", &normalize));
     request.normalize = normalize;
@@ -112,8 +112,18 @@ absl::StatusOr<EmbedRequest> ParseTeiEmbedRequest(std::string_view body, const R
     TIDE_RETURN_IF_ERROR(reader.String("prompt_name", false, 256, &name));
     request.prompt_name = std::move(name);
   }
-  TIDE_RETURN_IF_ERROR(ReadDimensions(reader, "dimensions", &request.dimensions));
+  if (!all) TIDE_RETURN_IF_ERROR(ReadDimensions(reader, "dimensions", &request.dimensions));
   return request;
+}
+
+}  // namespace
+
+absl::StatusOr<EmbedRequest> ParseTeiEmbedRequest(std::string_view body, const RequestLimits& limits) {
+  return ParseTeiBody(body, limits, /*all=*/false);
+}
+
+absl::StatusOr<EmbedRequest> ParseTeiEmbedAllRequest(std::string_view body, const RequestLimits& limits) {
+  return ParseTeiBody(body, limits, /*all=*/true);
 }
 
 absl::StatusOr<EmbedRequest> ParseOpenAiEmbeddingsRequest(std::string_view body, const RequestLimits& limits) {
@@ -236,6 +246,18 @@ absl::StatusOr<std::string> RenderTeiEmbedResponse(size_t inputs, std::span<cons
   TIDE_RETURN_IF_ERROR(CheckShape(inputs, vectors, dim));
   json out = json::array();
   for (size_t i = 0; i < inputs; ++i) out.push_back(FloatRow(vectors.subspan(i * dim, dim)));
+  return JsonText(out);
+}
+
+absl::StatusOr<std::string> RenderTeiEmbedAllResponse(std::span<const std::vector<float>> states, size_t hidden) {
+  json out = json::array();
+  for (size_t i = 0; i < states.size(); ++i) {
+    TIDE_RETURN_IF_ERROR(CheckShape(hidden == 0 ? 0 : states[i].size() / hidden, states[i], hidden));
+    json tokens = json::array();
+    const std::span<const float> row(states[i]);
+    for (size_t t = 0; t < row.size() / hidden; ++t) tokens.push_back(FloatRow(row.subspan(t * hidden, hidden)));
+    out.push_back(std::move(tokens));
+  }
   return JsonText(out);
 }
 

@@ -6,6 +6,10 @@
 //              "truncation_direction"?: "Left" | "Right", "prompt_name"?: str, "dimensions"?: int}
 //   Response: [[f, ...], ...] (one vector per input, also for a single string, as TEI answers)
 //   Errors:   tide's (TEI's) {"error": str, "error_type": str} with the kind's status.
+// TEI /embed_all
+//   Request:  {"inputs": str | [str, ...], "truncate"?: bool, "truncation_direction"?: "Left" |
+//              "Right", "prompt_name"?: str} (normalize and dimensions are not its fields: ignored)
+//   Response: [[[f, ...] (one per token, special tokens included), ...] (one per input), ...]
 // OpenAI /v1/embeddings
 //   Request:  {"input": str | [str, ...] | [int, ...] | [[int, ...], ...], "model"?: str,
 //              "encoding_format"?: "float" | "base64", "dimensions"?: int, "user"?: str}
@@ -75,6 +79,7 @@ struct EmbedRequest {
 };
 
 absl::StatusOr<EmbedRequest> ParseTeiEmbedRequest(std::string_view body, const RequestLimits& limits = {});
+absl::StatusOr<EmbedRequest> ParseTeiEmbedAllRequest(std::string_view body, const RequestLimits& limits = {});
 absl::StatusOr<EmbedRequest> ParseOpenAiEmbeddingsRequest(std::string_view body, const RequestLimits& limits = {});
 absl::StatusOr<EmbedRequest> ParseCohereEmbedRequest(std::string_view body, const RequestLimits& limits = {});
 
@@ -85,6 +90,8 @@ std::vector<std::string> PromptNamesFor(std::string_view input_type);
 
 // vectors: [request.inputs.size(), dim].
 absl::StatusOr<std::string> RenderTeiEmbedResponse(size_t inputs, std::span<const float> vectors, size_t dim);
+// states: one [tokens, hidden] row-major block per input (kInternal when one is not whole rows).
+absl::StatusOr<std::string> RenderTeiEmbedAllResponse(std::span<const std::vector<float>> states, size_t hidden);
 absl::StatusOr<std::string> RenderOpenAiEmbeddingsResponse(const EmbedRequest& request, std::string_view model,
                                                            std::span<const float> vectors, size_t dim,
                                                            size_t prompt_tokens);

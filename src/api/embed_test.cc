@@ -134,6 +134,33 @@ TEST(RenderTeiEmbedResponseTest, AlwaysListOfLists) {
   EXPECT_FALSE(RenderTeiEmbedResponse(2, std::vector<float>{1, 2, 3}, 2).ok());
 }
 
+// TEI /embed_all: /embed's body without normalize and dimensions (ignored as unknown fields).
+TEST(ParseTeiEmbedAllRequestTest, EmbedsFieldsWithoutNormalizeOrDimensions) {
+  auto all = ParseTeiEmbedAllRequest(
+      R"({"inputs":["a","b"],"truncate":false,"truncation_direction":"Left","prompt_name":"query","normalize":"x","dimensions":0})");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->inputs.size(), 2u);
+  EXPECT_EQ(all->truncate, false);
+  EXPECT_EQ(all->truncation_direction, tokenizer::TruncationDirection::kLeft);
+  EXPECT_EQ(all->prompt_name, "query");
+  EXPECT_FALSE(all->normalize.has_value());
+  EXPECT_FALSE(all->dimensions.has_value());
+  EXPECT_EQ(ErrorTypeFor(ParseTeiEmbedAllRequest(R"({"inputs":[]})").status()), "empty");
+  EXPECT_EQ(HttpStatusFor(ParseTeiEmbedAllRequest(R"({"inputs":[1]})").status()), 422);
+  EXPECT_EQ(HttpStatusFor(ParseTeiEmbedAllRequest(R"({"truncate":true})").status()), 422);
+}
+
+TEST(RenderTeiEmbedAllResponseTest, OneListOfTokenVectorsPerInput) {
+  const std::vector<std::vector<float>> states = {{1, 2, 3, 4, 5, 6}, {0.5f, -0.5f}};
+  auto body = RenderTeiEmbedAllResponse(states, 2);
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_EQ(json::parse(*body), json::parse("[[[1.0,2.0],[3.0,4.0],[5.0,6.0]],[[0.5,-0.5]]]"));
+  EXPECT_EQ(RenderTeiEmbedAllResponse(std::vector<std::vector<float>>{{1, 2, 3}}, 2).status().code(),
+            absl::StatusCode::kInternal);
+  EXPECT_FALSE(RenderTeiEmbedAllResponse(std::vector<std::vector<float>>{{NAN, 1}}, 2).ok());
+  EXPECT_FALSE(RenderTeiEmbedAllResponse(std::vector<std::vector<float>>{{1, 2}}, 0).ok());
+}
+
 // ---- OpenAI ------------------------------------------------------------------------------------------
 
 TEST(ParseOpenAiEmbeddingsRequestTest, StringsAndTokenArrays) {

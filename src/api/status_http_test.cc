@@ -33,6 +33,7 @@ TEST(StatusHttpTest, EveryKindThroughHttpAndGrpc) {
       {ErrorKind::kDeadlineExceeded, 504, "timeout", 4},      // DEADLINE_EXCEEDED
       {ErrorKind::kCancelled, 499, "cancelled", 1},           // CANCELLED
       {ErrorKind::kUnimplemented, 501, "unimplemented", 12},  // UNIMPLEMENTED
+      {ErrorKind::kModelUnsupported, 424, "backend", 9},      // FAILED_PRECONDITION (TEI's 424)
       {ErrorKind::kBackend, 500, "backend", 13},              // INTERNAL
       {ErrorKind::kInternal, 500, "backend", 13},             // INTERNAL
   };

@@ -85,6 +85,9 @@ absl::StatusOr<double> VerifyImpl(const VerifyModelOptions& options, std::ostrea
     }
     batch.batch = b;
     batch.seq_len = s;
+    // An embedder's reference may hold its token states too: compared at the real (mask 1) positions.
+    const bool states = tc.contains("token_embeddings") && !sig.token_embeddings_name.empty();
+    batch.token_states = states;
     if (auto st = (*backend)->Run(batch, &logits); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat(where, ": ", st.message()));
     }
@@ -103,6 +106,35 @@ absl::StatusOr<double> VerifyImpl(const VerifyModelOptions& options, std::ostrea
         if (!row[l].is_number()) return absl::InvalidArgumentError(absl::StrCat(where, ".logits[", i, "]: numbers expected"));
         const double d = std::fabs(static_cast<double>(logits.at(i, l)) - row[l].get<double>());
         worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+      }
+    }
+    if (states) {
+      const json& want_states = tc["token_embeddings"];
+      if (!want_states.is_array() || static_cast<int64_t>(want_states.size()) != b || logits.hidden < 1 ||
+          logits.token_states.size() != static_cast<size_t>(b * s * logits.hidden)) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ".token_embeddings: expected ", b, " rows"));
+      }
+      for (int64_t i = 0; i < b; ++i) {
+        const json& row = want_states[i];
+        if (!row.is_array() || static_cast<int64_t>(row.size()) != s) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ".token_embeddings[", i, "]: expected ", s, " tokens"));
+        }
+        const float* got = logits.states_of(i, s);
+        for (int64_t t = 0; t < s; ++t) {
+          if (batch.attention_mask[i * s + t] == 0) continue;
+          const json& token = row[t];
+          if (!token.is_array() || static_cast<int64_t>(token.size()) != logits.hidden) {
+            return absl::InvalidArgumentError(absl::StrCat(where, ".token_embeddings[", i, "][", t, "]: expected ",
+                                                           logits.hidden, " values"));
+          }
+          for (int64_t h = 0; h < logits.hidden; ++h) {
+            if (!token[h].is_number()) {
+              return absl::InvalidArgumentError(absl::StrCat(where, ".token_embeddings: numbers expected"));
+            }
+            const double d = std::fabs(static_cast<double>(got[t * logits.hidden + h]) - token[h].get<double>());
+            worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+          }
+        }
       }
     }
     out << "case " << c << ": batch " << b << " x " << s << ", max_abs_diff " << worst << "\n";

@@ -5,7 +5,10 @@
 //
 // ref.json: {"cases": [{"inputs": {"input_ids": [[...]], "attention_mask": [[...]],
 //                                  "token_type_ids": [[...]]},       <- optional
-//                       "logits": [[...]]}, ...]}
+//                       "logits": [[...]],
+//                       "token_embeddings": [[[...]]]}, ...]}   <- optional: an embedder's
+//                                                   token states [batch, seq, hidden], compared
+//                                                   at the mask-1 positions when the model has them
 // Each case is one batch (rows of equal length). Prints the max absolute difference per case and
 // overall. Exit codes: 0 within atol, 1 above atol, 2 when the model or the reference cannot be
 // used. Flags have environment twins TIDE_VERIFY_MODEL, TIDE_VERIFY_REFERENCE, TIDE_VERIFY_ATOL,

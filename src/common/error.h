@@ -53,6 +53,8 @@ enum class ErrorKind {
   kDeadlineExceeded,  // the request's deadline passed
   kCancelled,         // the client went away
   kUnimplemented,     // a feature tide does not offer (e.g. a transfer coding)
+  kModelUnsupported,  // the model cannot answer this call (TEI's 424: /embed_all on a model
+                      // without token states)
   kBackend,           // the inference engine failed (its text goes to the log, not the client)
   kInternal,          // a bug
 };
@@ -74,7 +76,7 @@ struct ErrorKindInfo {
 // DEADLINE_EXCEEDED 4, NOT_FOUND 5, PERMISSION_DENIED 7, RESOURCE_EXHAUSTED 8, UNIMPLEMENTED 12,
 // INTERNAL 13, UNAVAILABLE 14, UNAUTHENTICATED 16). Overload and unavailability are short-lived:
 // their default retry hint is 1 s.
-inline constexpr std::array<ErrorKindInfo, 18> kErrorKinds = {{
+inline constexpr std::array<ErrorKindInfo, 19> kErrorKinds = {{
     {ErrorKind::kMalformedRequest, "malformed_request", absl::StatusCode::kInvalidArgument, 400, "validation", 3, 0, ""},
     {ErrorKind::kInvalidInput, "invalid_input", absl::StatusCode::kFailedPrecondition, 422, "validation", 3, 0, ""},
     {ErrorKind::kEmpty, "empty", absl::StatusCode::kInvalidArgument, 400, "empty", 3, 0, ""},
@@ -91,6 +93,7 @@ inline constexpr std::array<ErrorKindInfo, 18> kErrorKinds = {{
     {ErrorKind::kDeadlineExceeded, "deadline_exceeded", absl::StatusCode::kDeadlineExceeded, 504, "timeout", 4, 0, ""},
     {ErrorKind::kCancelled, "cancelled", absl::StatusCode::kCancelled, 499, "cancelled", 1, 0, ""},
     {ErrorKind::kUnimplemented, "unimplemented", absl::StatusCode::kUnimplemented, 501, "unimplemented", 12, 0, ""},
+    {ErrorKind::kModelUnsupported, "model_unsupported", absl::StatusCode::kFailedPrecondition, 424, "backend", 9, 0, ""},
     {ErrorKind::kBackend, "backend", absl::StatusCode::kInternal, 500, "backend", 13, 0, ""},
     {ErrorKind::kInternal, "internal", absl::StatusCode::kInternal, 500, "backend", 13, 0, ""},
 }};
@@ -190,6 +193,7 @@ inline absl::Status DeadlineExceeded(absl::string_view m) { return MakeError(Err
 inline absl::Status Cancelled(absl::string_view m) { return MakeError(ErrorKind::kCancelled, m); }
 inline absl::Status Unimplemented(absl::string_view m) { return MakeError(ErrorKind::kUnimplemented, m); }
 inline absl::Status Backend(absl::string_view m) { return MakeError(ErrorKind::kBackend, m); }
+inline absl::Status ModelUnsupported(absl::string_view m) { return MakeError(ErrorKind::kModelUnsupported, m); }
 inline absl::Status Internal(absl::string_view m) { return MakeError(ErrorKind::kInternal, m); }
 }  // namespace errors
 

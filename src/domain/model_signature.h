@@ -16,6 +16,9 @@ struct ModelSignature {
   std::string attention_mask_name = "attention_mask";
   std::string token_type_ids_name;  // empty: the model takes no token_type_ids
   std::string logits_name = "logits";
+  // An embedder's per-token states [batch, sequence, hidden] (float, named "token_embeddings"):
+  // TEI's /embed_all. Empty: the model has no such output.
+  std::string token_embeddings_name;
   bool ids_are_int32 = false;       // model expects int32 token tensors (converted by the backend)
   int64_t num_labels = 1;           // last dim of the output; -1 when dynamic
 };

@@ -11,6 +11,7 @@
 //   Predict       TEI predict (/predict, tei.v1.Predict)              -> logits + label names
 //   Embed         TEI /embed, OpenAI /v1/embeddings, Cohere /v2/embed, tei.v1.Embed -> vectors
 //                 (embed_pipeline.cc: an embedding model's pooled vectors, cut and normalized)
+//   EmbedAll      TEI /embed_all, tei.v1.Embed/EmbedAll -> per-token states (embed_pipeline.cc)
 //   Infer         KServe v2 infer (HTTP and gRPC), with Triton's classification -> api::InferResponse
 //   Tokenize      TEI tokenize                                        -> tokens with byte offsets
 //   Decode        TEI decode                                          -> texts
@@ -91,6 +92,14 @@ struct EmbedAnswer {
 };
 using EmbedDone = absl::AnyInvocable<void(EmbedAnswer) &&>;
 
+struct EmbedAllAnswer {
+  Outcome outcome;
+  std::vector<std::vector<float>> states;  // per input: [tokens, hidden] row-major, padding dropped
+  size_t hidden = 0;
+  size_t tokens = 0;                       // tokens of every input
+};
+using EmbedAllDone = absl::AnyInvocable<void(EmbedAllAnswer) &&>;
+
 struct InferAnswer {
   Outcome outcome;
   // The decoded request (null when decoding failed), which the edge renders the response for.
@@ -155,6 +164,12 @@ class RequestPipeline {
   // default_prompt_name), is tokenized with special tokens (token-id inputs are fed as they are),
   // and runs through the batcher (quota, breaker without fallback: 503 while open).
   void Embed(const serving::CallPtr& call, std::shared_ptr<const api::EmbedRequest> request, EmbedDone done) const;
+  // TEI /embed_all (tei.v1.Embed/EmbedAll): Embed's model choice, prompt, tokenization and
+  // truncation, then every input's per-token states (the graph's token_embeddings: raw, neither
+  // pooled nor normalized), its real tokens only (special tokens included, padding never). A
+  // model without that output: kModelUnsupported (TEI's 424). Never cached.
+  void EmbedAll(const serving::CallPtr& call, std::shared_ptr<const api::EmbedRequest> request,
+                EmbedAllDone done) const;
   // The name of the model a request without one should get for `task`: "" (the default model) when
   // the default model serves it or no model does, else the first model by name that does, so one
   // server answers /rerank with its reranker and /embed with its embedder.

@@ -4,7 +4,10 @@
 //  - A backend instance owns one engine session. It is NOT thread-safe: one worker thread (one
 //    instance of instance_group) calls Run at a time. Create several for several instances.
 //  - Run takes a dense, padded token batch [batch, seq_len] and writes logits [batch, num_labels]
-//    (num_labels = 1 for a reranker) into `out`, reusing its capacity. It never throws; engine
+//    (num_labels = 1 for a reranker) into `out`, reusing its capacity. With
+//    TokenBatch::token_states set and a model that has the output (signature().token_embeddings_name),
+//    it also writes the per-token states [batch, seq_len, hidden] into out->token_states; otherwise
+//    out->token_states is left empty (a batch that does not ask never fetches them). It never throws; engine
 //    errors come back as absl::Status (INVALID_ARGUMENT for bad shapes, INTERNAL otherwise).
 //  - RunAlone is Run for a batch that started with the model's other instances idle and nothing
 //    queued (batching::Batch::alone): a backend may use their cores too (OrtBackend: a second
@@ -30,6 +33,7 @@ struct TokenBatch {
   std::vector<int64_t> input_ids;
   std::vector<int64_t> attention_mask;
   std::vector<int64_t> token_type_ids;
+  bool token_states = false;  // also fetch the per-token states (Logits::token_states)
 
   void Resize(int64_t b, int64_t s, bool with_type_ids) {
     batch = b;
@@ -37,6 +41,7 @@ struct TokenBatch {
     input_ids.assign(b * s, 0);
     attention_mask.assign(b * s, 0);
     if (with_type_ids) token_type_ids.assign(b * s, 0); else token_type_ids.clear();
+    token_states = false;
   }
 };
 
@@ -44,6 +49,11 @@ struct Logits {
   int64_t batch = 0;
   int64_t num_labels = 0;
   std::vector<float> values;  // [batch, num_labels] row-major
+  // [batch, seq_len, hidden] row-major when the batch asked and the model has them; else empty.
+  int64_t hidden = 0;
+  std::vector<float> token_states;
+  // Row `row`'s state at position 0 (its tokens follow, `hidden` floats each).
+  const float* states_of(int64_t row, int64_t seq_len) const { return &token_states[row * seq_len * hidden]; }
   float at(int64_t row, int64_t label) const { return values[row * num_labels + label]; }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,8 @@
 
 namespace tide::runtime {
 namespace {
+
+constexpr std::string_view kTokenEmbeddingsOutput = "token_embeddings";
 
 Ort::Env& SharedEnv() {
   // Leaked on purpose: sessions held by static objects must not outlive their Env.
@@ -140,17 +143,24 @@ absl::StatusOr<ModelSignature> DiscoverSignature(Ort::Session& session, const st
   }
   sig.ids_are_int32 = ids_type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
 
+  bool found = false;
   for (size_t i = 0; i < session.GetOutputCount(); ++i) {
     Ort::TypeInfo type = session.GetOutputTypeInfo(i);
     if (type.GetONNXType() != ONNX_TYPE_TENSOR) continue;
     auto info = type.GetTensorTypeAndShapeInfo();
     if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) continue;
     const auto shape = info.GetShape();
-    if (shape.size() != 2) continue;
-    sig.logits_name = session.GetOutputNameAllocated(i, allocator).get();
+    std::string name = session.GetOutputNameAllocated(i, allocator).get();
+    if (shape.size() == 3 && name == kTokenEmbeddingsOutput) {
+      sig.token_embeddings_name = std::move(name);
+      continue;
+    }
+    if (shape.size() != 2 || found) continue;
+    sig.logits_name = std::move(name);
     sig.num_labels = shape[1] > 0 ? shape[1] : -1;
-    return sig;
+    found = true;
   }
+  if (found) return sig;
   return absl::FailedPreconditionError(
       absl::StrCat(model, ": no float output of rank 2 ([batch, num_labels]) among its ",
                    session.GetOutputCount(), " outputs"));
@@ -349,6 +359,9 @@ absl::Status OrtBackend::RunImpl(Ort::Session& session, const TokenBatch& batch,
     }
   }
 
+  out->hidden = 0;
+  out->token_states.clear();
+  if (batch.token_states && !signature_.token_embeddings_name.empty()) return RunWithStates(session, b, s, out);
   if (signature_.num_labels > 0) {
     // Static label count: ONNX Runtime writes into the caller's buffer.
     out->batch = b;
@@ -372,6 +385,32 @@ absl::Status OrtBackend::RunImpl(Ort::Session& session, const TokenBatch& batch,
   out->num_labels = out_shape[1];
   const float* data = outputs[0].GetTensorData<float>();
   out->values.assign(data, data + info.GetElementCount());
+  return absl::OkStatus();
+}
+
+absl::Status OrtBackend::RunWithStates(Ort::Session& session, int64_t b, int64_t s, Logits* out) {
+  const std::array<const char*, 2> names{output_name_, signature_.token_embeddings_name.c_str()};
+  std::vector<Ort::Value> outputs =
+      session.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), names.data(), names.size());
+  auto info = outputs[0].GetTensorTypeAndShapeInfo();
+  const auto out_shape = info.GetShape();
+  if (out_shape.size() != 2 || out_shape[0] != b) {
+    return absl::InternalError(absl::StrCat("model output \"", signature_.logits_name, "\" has shape ",
+                                            ShapeString(out_shape), " for a batch of ", b));
+  }
+  auto states_info = outputs[1].GetTensorTypeAndShapeInfo();
+  const auto states_shape = states_info.GetShape();
+  if (states_shape.size() != 3 || states_shape[0] != b || states_shape[1] != s || states_shape[2] < 1) {
+    return absl::InternalError(absl::StrCat("model output \"", signature_.token_embeddings_name, "\" has shape ",
+                                            ShapeString(states_shape), " for a batch of [", b, ", ", s, "]"));
+  }
+  out->batch = b;
+  out->num_labels = out_shape[1];
+  const float* data = outputs[0].GetTensorData<float>();
+  out->values.assign(data, data + info.GetElementCount());
+  out->hidden = states_shape[2];
+  const float* states = outputs[1].GetTensorData<float>();
+  out->token_states.assign(states, states + states_info.GetElementCount());
   return absl::OkStatus();
 }
 

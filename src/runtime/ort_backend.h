@@ -19,7 +19,10 @@
 //    same weights and pre-packed weights, so it costs its graph and kernels, not a weights copy.
 //  - The model's signature is discovered at Create: inputs named input_ids and attention_mask
 //    (required) and token_type_ids (optional), all int64 or all int32, rank 2 [batch, sequence];
-//    output: the first float output of rank 2, [batch, num_labels] (1 for a reranker score).
+//    output: the first float output of rank 2, [batch, num_labels] (1 for a reranker score);
+//    a float output of rank 3 named token_embeddings ([batch, sequence, hidden], an embedder's
+//    token states) is noted as signature().token_embeddings_name and fetched only for a batch
+//    with TokenBatch::token_states (both outputs then come from one Run, allocated by ONNX Runtime).
 //    A model that does not fit is rejected with FAILED_PRECONDITION naming the tensor.
 //  - Run is NOT thread-safe (one worker thread per backend) and blocks for the inference. It
 //    feeds the caller's int64 buffers to ONNX Runtime without copying (int32 models: converted into
@@ -111,6 +114,8 @@ class OrtBackend : public ModelBackend {
   OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature);
   absl::Status RunOn(Ort::Session& session, const TokenBatch& batch, Logits* out);
   absl::Status RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out);
+  // RunImpl's run for a batch that asks for the token states (inputs_ already bound).
+  absl::Status RunWithStates(Ort::Session& session, int64_t b, int64_t s, Logits* out);
 
   std::shared_ptr<SharedModelWeights> weights_;  // declared before the sessions: outlives them
   Ort::Session session_;

@@ -315,6 +315,62 @@ TEST(OrtBackendTest, DynamicLabelDimIsAllocatedByOnnxRuntime) {
   EXPECT_THAT(out.values, ::testing::ElementsAre(101, 7, 102, 101, 102, 0));
 }
 
+// SumModel with a second output before "score": token_embeddings [batch, sequence, 1], each
+// position's masked id (an embedder's token states, hidden size 1).
+std::string TokenStatesModel() {
+  onnx::ModelProto model;
+  EXPECT_TRUE(model.ParseFromString(SumModel(onnx::TensorProto::INT64, false, false)));
+  onnx::GraphProto* g = model.mutable_graph();
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Unsqueeze");
+  n->add_input("as_float");
+  n->add_output("token_embeddings");
+  auto* axes = n->add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(2);
+  onnx::ValueInfoProto* out = g->add_output();
+  out->set_name("token_embeddings");
+  auto* t = out->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("batch");
+  t->mutable_shape()->add_dim()->set_dim_param("sequence");
+  t->mutable_shape()->add_dim()->set_dim_value(1);
+  g->mutable_output()->SwapElements(0, 1);  // the rank-3 output first: still not taken for the logits
+  return model.SerializeAsString();
+}
+
+// The token states are fetched only for a batch that asks (TokenBatch::token_states), from the same
+// Run as the logits; a model without them leaves them empty even when asked.
+TEST(OrtBackendTest, TokenStatesOnlyWhenAsked) {
+  auto backend = OrtBackend::Create({.model_data = TokenStatesModel()});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  EXPECT_EQ((*backend)->signature().logits_name, "score");
+  EXPECT_EQ((*backend)->signature().token_embeddings_name, "token_embeddings");
+  TokenBatch b = PackRows({{101, 7, 102}, {101, 102}});
+  Logits out;
+  ASSERT_TRUE((*backend)->Run(b, &out).ok());
+  EXPECT_THAT(out.values, ::testing::ElementsAreArray(ExpectedSums(b)));
+  EXPECT_TRUE(out.token_states.empty());
+  EXPECT_EQ(out.hidden, 0);
+  b.token_states = true;
+  ASSERT_TRUE((*backend)->Run(b, &out).ok());
+  EXPECT_THAT(out.values, ::testing::ElementsAreArray(ExpectedSums(b)));
+  EXPECT_EQ(out.hidden, 1);
+  EXPECT_THAT(out.token_states, ::testing::ElementsAre(101, 7, 102, 101, 102, 0));
+  EXPECT_EQ(*out.states_of(1, b.seq_len), 101);
+  b.token_states = false;  // the next batch that does not ask gets none again
+  ASSERT_TRUE((*backend)->Run(b, &out).ok());
+  EXPECT_TRUE(out.token_states.empty());
+
+  auto plain = OrtBackend::Create({.model_data = SumModel(onnx::TensorProto::INT64, false, false)});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE((*plain)->signature().token_embeddings_name.empty());
+  b.token_states = true;
+  ASSERT_TRUE((*plain)->Run(b, &out).ok());
+  EXPECT_TRUE(out.token_states.empty());
+}
+
 TEST(OrtBackendTest, BatchedRowsEqualSingleRunsSumModel) {
   auto backend = OrtBackend::Create({.model_data = SumModel(onnx::TensorProto::INT32, false, false)});
   ASSERT_TRUE(backend.ok()) << backend.status();

@@ -14,11 +14,16 @@ InferenceRequest::InferenceRequest(size_t rows, int64_t num_labels, InferenceCal
 
 void InferenceRequest::CompleteRow(size_t row, const float* logits, size_t tokens,
                                    Clock::duration queue, Clock::duration inference,
-                                   const batching::TraceLink* batch) {
+                                   const batching::TraceLink* batch, const float* states, int64_t hidden) {
   if (finished()) return;
   {
     absl::MutexLock lock(&mu_);
     std::copy(logits, logits + result_.num_labels, result_.logits.begin() + row * result_.num_labels);
+    if (states != nullptr) {
+      result_.hidden = hidden;
+      result_.token_states.resize(static_cast<size_t>(result_.rows));
+      result_.token_states[row].assign(states, states + tokens * static_cast<size_t>(hidden));
+    }
     result_.real_tokens += tokens;
     result_.timings.queue = std::max(result_.timings.queue, queue);
     result_.timings.inference = std::max(result_.timings.inference, inference);

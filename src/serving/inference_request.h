@@ -48,6 +48,10 @@ struct InferenceResult {
   int64_t num_labels = 0;
   std::vector<float> logits;  // [rows, num_labels], raw model outputs
   size_t real_tokens = 0;     // tokens fed to the model over all rows, padding excluded
+  // Rows submitted with Admission::token_states: each row's [tokens, hidden] states (its real
+  // tokens only, padding dropped). Empty otherwise.
+  int64_t hidden = 0;
+  std::vector<std::vector<float>> token_states;
   StageTimings timings;       // queue and inference filled in; the caller adds the rest
   float at(int64_t row, int64_t label) const { return logits[row * num_labels + label]; }
 };
@@ -60,8 +64,10 @@ class InferenceRequest {
 
   // Row `row` finished with `num_labels` logits.
   // `batch`: the span of the batch it ran in (null: not traced).
+  // `states` (null: none): the row's `tokens` x `hidden` token states.
   void CompleteRow(size_t row, const float* logits, size_t tokens, Clock::duration queue,
-                   Clock::duration inference, const batching::TraceLink* batch = nullptr);
+                   Clock::duration inference, const batching::TraceLink* batch = nullptr,
+                   const float* states = nullptr, int64_t hidden = 0);
   // Fails the whole request (first failure wins; later calls are ignored).
   void Fail(absl::Status status);
   bool finished() const { return finished_.load(std::memory_order_acquire); }
@@ -84,6 +90,8 @@ class RowTask {
     std::shared_ptr<CancellationFlag> client_gone;  // may be null
     // The request's server span, when it is traced and sampled (batching/batch_trace.h).
     std::optional<batching::TraceLink> trace;
+    // The row also wants the model's per-token states (TEI's /embed_all): its batch fetches them.
+    bool token_states = false;
   };
 
   RowTask(std::shared_ptr<InferenceRequest> request, size_t row, tokenizer::Encoding encoding,
@@ -104,9 +112,11 @@ class RowTask {
 
   const tokenizer::Encoding& encoding() const { return encoding_; }
   const std::optional<batching::TraceLink>& trace() const { return admission_.trace; }
+  bool wants_token_states() const { return admission_.token_states; }
+  // `states`: the row's token states (its encoding's length x `hidden`), for a row that wants them.
   void Complete(const float* logits, Clock::duration queue, Clock::duration inference,
-                const batching::TraceLink* batch = nullptr) {
-    request_->CompleteRow(row_, logits, encoding_.ids.size(), queue, inference, batch);
+                const batching::TraceLink* batch = nullptr, const float* states = nullptr, int64_t hidden = 0) {
+    request_->CompleteRow(row_, logits, encoding_.ids.size(), queue, inference, batch, states, hidden);
   }
   void Fail(absl::Status status) { request_->Fail(std::move(status)); }
 

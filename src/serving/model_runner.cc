@@ -74,6 +74,9 @@ void ModelRunner::Fill(const batching::Batch<RowTask>& batch) {
   int64_t seq = static_cast<int64_t>(batch.padded_sequence_length);
   for (const auto& task : batch.tasks) seq = std::max<int64_t>(seq, task->encoding().ids.size());
   input_.Resize(rows, seq, with_type_ids_);
+  // The token states only for a batch with a row that asks (TEI's /embed_all): /embed pays nothing.
+  input_.token_states = std::any_of(batch.tasks.begin(), batch.tasks.end(),
+                                    [](const auto& task) { return task->wants_token_states(); });
   std::fill(input_.input_ids.begin(), input_.input_ids.end(), pad_id_);
   for (int64_t r = 0; r < rows; ++r) {
     const size_t base = static_cast<size_t>(r * seq);
@@ -100,11 +103,21 @@ absl::Status ModelRunner::Run(batching::Batch<RowTask>& batch) {
                                                                   logits_.num_labels, " logits for a batch of ",
                                                                   batch.tasks.size())));
   }
+  if (input_.token_states && (logits_.hidden < 1 || logits_.token_states.size() !=
+                                  static_cast<size_t>(logits_.batch * input_.seq_len * logits_.hidden))) {
+    return BackendFailure(batch, absl::InternalError(absl::StrCat("model returned ", logits_.token_states.size(),
+                                                                  " token-state values for a batch asking for them")));
+  }
   if (observer_) observer_(batch, took, instance_);
   const std::optional<batching::TraceLink> span = TraceBatch(batch, took);
   const batching::TraceLink* batch_span = span.has_value() ? &*span : nullptr;
   for (size_t i = 0; i < batch.tasks.size(); ++i) {
-    batch.tasks[i]->Complete(&logits_.values[i * logits_.num_labels], batch.queue_durations[i], took, batch_span);
+    // Rows are right-padded (Fill): a row's real tokens are its first positions.
+    const float* states = batch.tasks[i]->wants_token_states()
+                              ? logits_.states_of(static_cast<int64_t>(i), input_.seq_len)
+                              : nullptr;
+    batch.tasks[i]->Complete(&logits_.values[i * logits_.num_labels], batch.queue_durations[i], took, batch_span,
+                             states, logits_.hidden);
     batch.tasks[i].reset();
   }
   return absl::OkStatus();

@@ -5,7 +5,9 @@
 //  - Owned by one InstancePool worker thread; not thread-safe.
 //  - Run pads the batch to its shape bucket (padded_batch_size x padded_sequence_length) in
 //    buffers reused across calls, runs the backend (RunAlone for a batch formed alone, see
-//    batching::Batch::alone; Run otherwise), and completes every task with its logits row.
+//    batching::Batch::alone; Run otherwise), and completes every task with its logits row. A batch
+//    with a task that wants the token states (RowTask::wants_token_states) fetches them
+//    (runtime::TokenBatch::token_states), and those tasks get their real tokens' states too.
 //    On a backend error (or logits of the wrong shape) it completes no task and returns
 //    errors::Backend (INTERNAL, ErrorKind::kBackend: 500, error_type "backend")
 //    "inference failed for model M version V": the engine's own text is logged here (error level,

@@ -231,13 +231,22 @@ void ScoringPipeline::Infer(const CallPtr& call, std::shared_ptr<ServedModel> mo
   SubmitRows(call, std::move(model), std::move(rows), std::move(done), std::move(windows));
 }
 
+void ScoringPipeline::EmbedAll(const CallPtr& call, std::shared_ptr<ServedModel> model,
+                               std::vector<tokenizer::Encoding> rows, InferDone done) {
+  if (absl::Status s = call->StillWanted("parsing"); !s.ok()) return std::move(done)(s);
+  if (absl::Status s = charge_pairs_(*call, rows.size()); !s.ok()) return std::move(done)(s);
+  SubmitRows(call, std::move(model), std::move(rows), std::move(done), {}, /*token_states=*/true);
+}
+
 void ScoringPipeline::SubmitRows(const CallPtr& call, std::shared_ptr<ServedModel> model,
-                                 std::vector<tokenizer::Encoding> rows, InferDone done, TensorWindows windows) {
+                                 std::vector<tokenizer::Encoding> rows, InferDone done, TensorWindows windows,
+                                 bool token_states) {
   if (!model->AdmitToModel()) {
     // Breaker open. A classifier with a breaker_default_result answers it for every row, marked
-    // degraded; every other model answers 503 (tensors have no lightweight fallback).
+    // degraded; every other model answers 503 (tensors have no lightweight fallback), and so do
+    // token states (a default row has none).
     const std::vector<float>& row = model->parameters().breaker_default_result;
-    if (row.empty()) return std::move(done)(DegradedUnavailableError(model->name()));
+    if (row.empty() || token_states) return std::move(done)(DegradedUnavailableError(model->name()));
     metrics_->degraded->WithLabels({model->name(), std::to_string(model->version()), kFallbackDefault})->Increment();
     return std::move(done)(InferOutcome{DefaultResult(row, static_cast<int64_t>(rows.size())), kFallbackDefault});
   }
@@ -246,7 +255,9 @@ void ScoringPipeline::SubmitRows(const CallPtr& call, std::shared_ptr<ServedMode
     watch = rollouts_->Watch(*call, *model, MirrorRequest{.rows = &rows, .windows = &windows});
   }
   ServedModel* m = model.get();
-  m->Submit(rows, call->admission(),
+  RowTask::Admission admission = call->admission();
+  admission.token_states = token_states;
+  m->Submit(rows, admission,
             [call, model = std::move(model), done = std::move(done),
              watch](absl::StatusOr<InferenceResult> result) mutable {
               if (watch != nullptr) {

@@ -33,6 +33,8 @@
 //    found: answered on the calling thread without touching the model (real_tokens 0). The quota
 //    is charged for every row. Counted in tide_embed_cache_{hits,misses}_total{model,version} and
 //    Call::cache_hits. Without the cache Embed is Infer.
+//  - EmbedAll is Infer for rows that also want the model's per-token states (TEI's /embed_all):
+//    never cached; the answer's InferenceResult::token_states holds each row's real tokens' states.
 //  - RerankFromCache answers a rerank whole from the cache on the calling thread (cheap enough for
 //    an I/O thread: one hash and lookup per pair): nullopt unless the cache is on, the call reads
 //    it, the options are plain (truncate: no windows), the rollout does not track the version and
@@ -126,6 +128,9 @@ class ScoringPipeline {
   // An embedding model's rows through the embedding cache (see the contract), then as Infer.
   void Embed(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
              InferDone done);
+  // An embedding model's rows with their token states (see the contract).
+  void EmbedAll(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
+                InferDone done);
   // Encodes each input with the model's tokenizer, cut to its max_sequence_length from the end
   // `direction` names (unset: the tokenizer's own; see Encoding::truncated to refuse a cut input).
   // A pair for a model with a prompt_template is its prompt (only the document cut; direction
@@ -146,8 +151,9 @@ class ScoringPipeline {
                        std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                        RerankDone done);
   // Infer after the quota: the breaker, the rollout's watch, the batcher.
+  // `token_states`: the rows also want the model's token states (EmbedAll).
   void SubmitRows(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
-                  InferDone done, TensorWindows windows);
+                  InferDone done, TensorWindows windows, bool token_states = false);
   void ScoreRows(const CallPtr& call, std::shared_ptr<ServedModel> model, std::string_view query,
                  std::span<const std::string_view> documents, const PairOptions& options, bool raw_scores,
                  RerankDone done);

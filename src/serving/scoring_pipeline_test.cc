@@ -6,6 +6,7 @@
 // no coordinator, no sleeps.
 #include "serving/scoring_pipeline.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -275,6 +276,43 @@ TEST(ScoringPipeline, TheEmbeddingCacheIsSkippedForAVersionTheRolloutTracks) {
   ASSERT_EQ(h.hook.watches.size(), 1u);
   EXPECT_EQ(h.hook.watches[0]->answered.load(), 1);
   EXPECT_EQ(h.EmbedCache(true), 0);
+}
+
+// EmbedAll (TEI's /embed_all): every row runs, asking for the token states (never the cache, which
+// holds pooled vectors only); each row gets its own tokens' states; every row is charged.
+TEST(ScoringPipeline, EmbedAllAsksForTokenStatesAndNeverReadsTheCache) {
+  ScoringPipelineOptions o;
+  o.embed_cache_bytes = 1 << 20;
+  Harness h(o);
+  std::atomic<int> asked{0};
+  h.control->logits = [&asked](const runtime::TokenBatch& b, runtime::Logits* out) {
+    if (!b.token_states) return;
+    asked.fetch_add(1);
+    out->hidden = 1;  // each token's state: its id
+    out->token_states.assign(b.input_ids.begin(), b.input_ids.end());
+  };
+  ASSERT_TRUE(h.Embed(RowsWith({4, 7})).ok());  // now in the cache
+  EXPECT_EQ(asked.load(), 0);
+  const int run = h.control->rows_run.load();
+  std::vector<tokenizer::Encoding> rows = RowsWith({4, 7});
+  const std::vector<int64_t> ids0 = rows[0].ids, ids1 = rows[1].ids;
+  absl::StatusOr<InferOutcome> all = absl::UnknownError("no answer");
+  absl::Notification done;
+  h.pipeline->EmbedAll(h.call, h.model, std::move(rows), [&](absl::StatusOr<InferOutcome> r) {
+    all = std::move(r);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(h.control->rows_run.load(), run + 2);
+  EXPECT_GE(asked.load(), 1);
+  EXPECT_EQ(all->result.hidden, 1);
+  ASSERT_EQ(all->result.token_states.size(), 2u);
+  EXPECT_EQ(all->result.token_states[0], std::vector<float>(ids0.begin(), ids0.end()));
+  EXPECT_EQ(all->result.token_states[1], std::vector<float>(ids1.begin(), ids1.end()));
+  EXPECT_EQ(h.EmbedCache(true), 0);
+  EXPECT_EQ(h.call->cache_hits(), 0);
+  EXPECT_EQ(h.quota.Charged(), (std::vector<size_t>{2, 2}));
 }
 
 TEST(ScoringPipeline, WithoutTheEmbeddingCacheEmbedIsInfer) {

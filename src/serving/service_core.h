@@ -145,6 +145,10 @@ class ServiceCore {
              InferDone done) {
     scoring_->Embed(call, std::move(model), std::move(rows), std::move(done));
   }
+  void EmbedAll(const CallPtr& call, std::shared_ptr<ServedModel> model, std::vector<tokenizer::Encoding> rows,
+                InferDone done) {
+    scoring_->EmbedAll(call, std::move(model), std::move(rows), std::move(done));
+  }
   const ScoreCache* score_cache() const { return scoring_->score_cache(); }
   const ScoreCache* embed_cache() const { return scoring_->embed_cache(); }
 

@@ -219,6 +219,88 @@ TEST(ModelRunner, AloneBatchesRunOnTheBackendsWiderPath) {
   EXPECT_EQ(fake->shapes(), (std::vector<std::pair<int64_t, int64_t>>{{1, 16}}));
 }
 
+// Token states (TEI's /embed_all) are fetched only for a batch with a row that asks; that row gets
+// its real tokens' states (padding dropped), the other rows of its batch none.
+TEST(ModelRunner, FetchesTokenStatesOnlyForABatchThatAsks) {
+  auto fake = std::make_shared<testing::BackendControl>();
+  fake->signature.num_labels = 1;
+  std::vector<bool> asked;
+  fake->logits = [&asked](const runtime::TokenBatch& b, runtime::Logits* out) {
+    asked.push_back(b.token_states);
+    if (!b.token_states) return;
+    out->hidden = 2;  // each token's state: its id and its position
+    out->token_states.assign(static_cast<size_t>(b.batch * b.seq_len * 2), 0.0f);
+    for (int64_t i = 0; i < b.batch * b.seq_len; ++i) {
+      out->token_states[i * 2] = static_cast<float>(b.input_ids[i]);
+      out->token_states[i * 2 + 1] = static_cast<float>(i % b.seq_len);
+    }
+  };
+  ModelRunner runner(Backend(fake), /*pad_id=*/9, 0, nullptr);
+  RowTask::Admission wants;
+  wants.token_states = true;
+  struct OneRow {
+    std::shared_ptr<InferenceRequest> request;
+    std::vector<int64_t> ids;
+    RowTask::Admission admission;
+  };
+  auto run = [&](std::vector<OneRow> rows) {
+    batching::Batch<RowTask> batch;
+    for (OneRow& r : rows) batch.tasks.push_back(std::make_unique<RowTask>(r.request, 0, Row(r.ids), r.admission));
+    batch.queue_durations.assign(rows.size(), Clock::duration{});
+    batch.padded_sequence_length = 8;
+    batch.padded_batch_size = 4;
+    return runner.Run(batch);
+  };
+  ResultOr plain = absl::UnknownError("unset"), all = absl::UnknownError("unset"), beside = absl::UnknownError("unset");
+  auto plain_request = std::make_shared<InferenceRequest>(1, 1, [&](ResultOr r) { plain = std::move(r); });
+  ASSERT_TRUE(run({{plain_request, {3, 4, 5}, RowTask::Admission{}}}).ok());
+  EXPECT_EQ(asked, std::vector<bool>{false});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->token_states.empty());
+
+  auto beside_request = std::make_shared<InferenceRequest>(1, 1, [&](ResultOr r) { beside = std::move(r); });
+  auto all_request = std::make_shared<InferenceRequest>(1, 1, [&](ResultOr r) { all = std::move(r); });
+  // all_request's row: one real token in a batch padded to 8.
+  ASSERT_TRUE(run({{beside_request, {3, 4, 5}, RowTask::Admission{}}, {all_request, {6}, wants}}).ok());
+  EXPECT_EQ(asked, (std::vector<bool>{false, true}));
+  ASSERT_TRUE(beside.ok()) << beside.status();
+  EXPECT_TRUE(beside->token_states.empty());
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->hidden, 2);
+  ASSERT_EQ(all->token_states.size(), 1u);
+  EXPECT_EQ(all->token_states[0], (std::vector<float>{6, 0}));
+
+  // A row that wants states first, then a longer one: each keeps its own real tokens.
+  ResultOr first = absl::UnknownError("unset");
+  auto two = std::make_shared<InferenceRequest>(2, 1, [&](ResultOr r) { first = std::move(r); });
+  batching::Batch<RowTask> batch;
+  batch.tasks.push_back(std::make_unique<RowTask>(two, 0, Row({7}), wants));
+  batch.tasks.push_back(std::make_unique<RowTask>(two, 1, Row({1, 2, 3}), wants));
+  batch.queue_durations.assign(2, Clock::duration{});
+  batch.padded_sequence_length = 4;
+  ASSERT_TRUE(runner.Run(batch).ok());
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->token_states.size(), 2u);
+  EXPECT_EQ(first->token_states[0], (std::vector<float>{7, 0}));
+  EXPECT_EQ(first->token_states[1], (std::vector<float>{1, 0, 2, 1, 3, 2}));
+  EXPECT_EQ(first->real_tokens, 4u);
+}
+
+// A backend that answers no states to a batch that asks (a bug) fails the batch, as a backend error.
+TEST(ModelRunner, MissingTokenStatesFailTheBatch) {
+  auto fake = CountingBackends();
+  ModelRunner runner(Backend(fake), 0, 0, nullptr);
+  auto request = std::make_shared<InferenceRequest>(1, 2, [](ResultOr) {});
+  RowTask::Admission wants;
+  wants.token_states = true;
+  batching::Batch<RowTask> batch;
+  batch.tasks.push_back(std::make_unique<RowTask>(request, 0, Row({1}), wants));
+  batch.queue_durations.assign(1, Clock::duration{});
+  batch.padded_sequence_length = 16;
+  EXPECT_EQ(runner.Run(batch).code(), absl::StatusCode::kInternal);
+  EXPECT_NE(batch.tasks[0], nullptr);
+}
+
 TEST(ModelRunner, BackendErrorLeavesTasksForThePoolToFail) {
   auto fake = CountingBackends();
   fake->fail = true;

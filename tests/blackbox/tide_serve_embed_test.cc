@@ -2,7 +2,8 @@
 // /embed, OpenAI /v1/embeddings and Cohere v2 /v2/embed shapes and errors in each API's own body,
 // Matryoshka cuts and normalization, prompts, Cohere's quantized types against their definition
 // (computed here from the float answer), token-id inputs, the task checks between rerank and embed
-// routes, max_client_batch_size, metrics, and gRPC tei.v1.Embed / EmbedStream. One server:
+// routes, max_client_batch_size, metrics, gRPC tei.v1.Embed / EmbedStream, and the token states of
+// /embed_all (gRPC EmbedAll / EmbedAllStream). One server:
 //   --max-documents 8 --grpc-port P
 //   reranker         tiny-bert (the default model: first by name)
 //   tiny-bert-embed  tools/export_model.py's embedding preset (mean pooling in the graph, normalize,
@@ -346,6 +347,144 @@ TEST_F(ServeEmbedTest, GrpcEmbedAnswersAsHttp) {
   EXPECT_EQ(embed->Embed(&ectx, empty, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 #endif
+
+// ---- /embed_all: per-token states -------------------------------------------------------------------
+
+// The token states of TEI's /embed_all: one vector per real token (special tokens included, as many
+// as /tokenize gives), raw (mean pooling over them is /embed's vector with normalize false, which
+// also proves that a shorter input's padding is dropped), prompts and truncation as /embed's.
+// Their values against PyTorch: tools/test_biencoder_export.py.
+TEST_F(ServeEmbedTest, TeiEmbedAllAnswersEveryTokensState) {
+  const std::vector<std::string> texts = {"what is a panda?", "a bear"};
+  const json all = Ok(Post("/embed_all", {{"inputs", texts}}));
+  ASSERT_TRUE(all.is_array()) << all.dump();
+  ASSERT_EQ(all.size(), 2u);
+  const json tokens = Ok(Post("/tokenize", {{"inputs", texts}}));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    SCOPED_TRACE(texts[i]);
+    ASSERT_EQ(all[i].size(), tokens[i].size());
+    std::vector<float> mean(kDim, 0.0f);
+    for (const json& token : all[i]) {
+      ASSERT_EQ(token.size(), kDim);
+      for (size_t d = 0; d < kDim; ++d) mean[d] += token[d].get<float>() / static_cast<float>(all[i].size());
+    }
+    ExpectNear(mean, Tei({{"inputs", texts[i]}, {"normalize", false}}), 1e-4);
+  }
+  EXPECT_GT(std::fabs(Norm(Row(all[0][0])) - 1.0), 1e-3);  // raw, not normalized
+  // A single string is a list of one; normalize and dimensions are not /embed_all's fields.
+  const json one = Ok(Post("/embed_all", {{"inputs", texts[1]}, {"normalize", true}, {"dimensions", 16}}));
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(one[0].size(), all[1].size());
+  for (size_t t = 0; t < one[0].size(); ++t) ExpectNear(Row(one[0][t]), Row(all[1][t]));
+  // prompt_name: the model's prompt before the text.
+  const json prompted = Ok(Post("/embed_all", {{"inputs", "a panda"}, {"prompt_name", "query"}}));
+  const json spelled = Ok(Post("/embed_all", {{"inputs", "query: a panda"}}));
+  ASSERT_EQ(prompted[0].size(), spelled[0].size());
+  for (size_t t = 0; t < spelled[0].size(); ++t) ExpectNear(Row(prompted[0][t]), Row(spelled[0][t]));
+  // Over max_sequence_length (128): cut to it by default, refused with truncate false.
+  std::string words;
+  for (int i = 0; i < 300; ++i) words += "panda ";
+  EXPECT_EQ(Ok(Post("/embed_all", {{"inputs", words}}))[0].size(), 128u);
+  const ClientResponse refused = Post("/embed_all", {{"inputs", words}, {"truncate", false}});
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("truncate"));
+  // TEI's errors.
+  const ClientResponse empty = Post("/embed_all", {{"inputs", json::array()}});
+  EXPECT_EQ(empty.status, 400);
+  EXPECT_EQ(ParseJson(empty.body)["error_type"], "empty");
+  const ClientResponse over = Post("/embed_all", {{"inputs", json::array({"a", "b", "c", "d", "e", "f", "g", "h", "i"})}});
+  EXPECT_EQ(over.status, 422) << over.body;
+  EXPECT_EQ(Post("/embed_all", {{"inputs", 3}}).status, 422);
+  EXPECT_EQ(Post("/embed_all", {{"inputs", "a"}, {"prompt_name", "title"}}).status, 422);
+  EXPECT_EQ(NewClient()->Post("/embed_all", "{\"inputs\":", {{"Content-Type", "application/json"}}).status, 400);
+  const std::string metrics = NewClient()->Get("/metrics").body;
+  EXPECT_GT(MetricSum(metrics, "tide_requests_total", {absl::StrCat("model=\"", kEmbedder, "\""),
+                                                       "endpoint=\"embed_all\""}),
+            0.0)
+      << metrics;
+}
+
+#ifdef TIDE_HAVE_GRPC
+TEST_F(ServeEmbedTest, GrpcEmbedAllAnswersAsHttp) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials());
+  auto embed = tei::v1::Embed::NewStub(channel);
+  auto expect_as_http = [&](const tei::v1::EmbedAllResponse& resp, const std::string& text) {
+    const json http = Ok(Post("/embed_all", {{"inputs", text}}));
+    ASSERT_EQ(static_cast<size_t>(resp.token_embeddings_size()), http[0].size());
+    for (int t = 0; t < resp.token_embeddings_size(); ++t) {
+      const auto& e = resp.token_embeddings(t).embeddings();
+      ExpectNear(std::vector<float>(e.begin(), e.end()), Row(http[0][t]));
+    }
+  };
+  tei::v1::EmbedAllRequest req;
+  req.set_inputs("what is a panda?");
+  req.set_truncate(true);
+  tei::v1::EmbedAllResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  const grpc::Status s = embed->EmbedAll(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  expect_as_http(resp, "what is a panda?");
+  EXPECT_EQ(resp.metadata().compute_tokens(), static_cast<uint32_t>(resp.token_embeddings_size()));
+  grpc::ClientContext sctx;
+  sctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = embed->EmbedAllStream(&sctx);
+  for (const char* text : {"a panda", "a bear that eats bamboo"}) {
+    tei::v1::EmbedAllRequest m;
+    m.set_inputs(text);
+    m.set_truncate(true);
+    ASSERT_TRUE(stream->Write(m));
+    tei::v1::EmbedAllResponse out;
+    ASSERT_TRUE(stream->Read(&out));
+    expect_as_http(out, text);
+  }
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  tei::v1::EmbedAllRequest empty;
+  grpc::ClientContext ectx;
+  EXPECT_EQ(embed->EmbedAll(&ectx, empty, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+#endif
+
+// An embedding model whose graph has no token_embeddings output (here the tiny reranker's graph
+// served as task embed, its one-value output the "vector"): /embed answers, /embed_all is TEI's 424
+// (gRPC FAILED_PRECONDITION).
+class ServeEmbedAllUnsupportedTest : public SharedServerSuite<ServeEmbedAllUnsupportedTest> {
+ protected:
+  static void SetUpTestSuite() {
+    grpc_port_ = FreePort();
+    StartSharedServer(
+        [](const fs::path& repository) {
+          return AddTinyBert(repository, "pooled-only",
+                             TinyBertConfig("parameters { key: \"task\" value { string_value: \"embed\" } }\n"));
+        },
+        {"--grpc-port", std::to_string(grpc_port_), "--log-level", "warn"});
+  }
+  static inline uint16_t grpc_port_ = 0;
+};
+
+TEST_F(ServeEmbedAllUnsupportedTest, EmbedAllIsTeisFailedDependency) {
+  const auto post = [](std::string_view path, const json& body) {
+    return NewClient()->Post(path, body.dump(), {{"Content-Type", "application/json"}});
+  };
+  const ClientResponse embed = post("/embed", {{"inputs", "a panda"}});
+  EXPECT_EQ(embed.status, 200) << embed.body;
+  const ClientResponse all = post("/embed_all", {{"inputs", "a panda"}});
+  EXPECT_EQ(all.status, 424) << all.body;
+  const json body = ParseJson(all.body);
+  EXPECT_EQ(body["error_type"], "backend") << all.body;
+  EXPECT_THAT(body["error"].get<std::string>(), HasSubstr("token_embeddings"));
+#ifdef TIDE_HAVE_GRPC
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials());
+  auto stub = tei::v1::Embed::NewStub(channel);
+  tei::v1::EmbedAllRequest req;
+  req.set_inputs("a panda");
+  tei::v1::EmbedAllResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  EXPECT_EQ(stub->EmbedAll(&ctx, req, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+#endif
+}
 
 // ---- The embedding cache and embedding rollouts ------------------------------------------------
 

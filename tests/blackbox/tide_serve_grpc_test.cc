@@ -638,7 +638,7 @@ TEST_F(ServeGrpcTest, TeiPredictDecodeStreamsAndEmbed) {
   }
   {
     // Embed on a server without an embedding model: 422's INVALID_ARGUMENT naming a model that is not
-    // an embedding model (embeddings: tide_serve_embed_test); EmbedAll is not served.
+    // an embedding model (embeddings: tide_serve_embed_test), EmbedAll alike; EmbedSparse is not served.
     tei::v1::EmbedRequest req;
     req.set_inputs("hello");
     tei::v1::EmbedResponse r;
@@ -646,12 +646,19 @@ TEST_F(ServeGrpcTest, TeiPredictDecodeStreamsAndEmbed) {
     const grpc::Status s = embed->Embed(ctx.get(), req, &r);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(s.error_message(), HasSubstr("not an embedding model"));
+    tei::v1::EmbedAllRequest all_req;
+    all_req.set_inputs("hello");
+    tei::v1::EmbedAllResponse all_resp;
+    auto actx = Ctx();
+    const grpc::Status all = embed->EmbedAll(actx.get(), all_req, &all_resp);
+    EXPECT_EQ(all.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(all.error_message(), HasSubstr("not an embedding model"));
     auto sctx = Ctx();
-    auto stream = embed->EmbedAllStream(sctx.get());
-    tei::v1::EmbedAllRequest m;
+    auto stream = embed->EmbedSparseStream(sctx.get());
+    tei::v1::EmbedSparseRequest m;
     m.set_inputs("hello");
     stream->Write(m);
-    tei::v1::EmbedAllResponse out;
+    tei::v1::EmbedSparseResponse out;
     EXPECT_FALSE(stream->Read(&out));
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
   }

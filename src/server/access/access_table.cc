@@ -48,6 +48,7 @@ std::span<const RouteEntry> RouteTable() {
       {"POST", "/embed", Endpoint::kEmbed, false, Access::kTenant},
       {"POST", "/v1/embeddings", Endpoint::kOpenAiEmbeddings, false, Access::kTenant},
       {"POST", "/v2/embed", Endpoint::kCohereEmbedV2, false, Access::kTenant},
+      {"POST", "/embed_all", Endpoint::kEmbedAll, false, Access::kTenant},
   };
   return kRoutes;
 }

@@ -54,6 +54,7 @@ enum class Endpoint {
   kEmbed,              // POST /embed (TEI)
   kOpenAiEmbeddings,   // POST /v1/embeddings (OpenAI)
   kCohereEmbedV2,      // POST /v2/embed (Cohere v2)
+  kEmbedAll,           // POST /embed_all (TEI: per-token embeddings)
 };
 
 struct RouteEntry {

@@ -156,6 +156,19 @@ absl::StatusOr<api::EmbedRequest> EmbedRequestFromProto(const tei::v1::EmbedRequ
   return request;
 }
 
+absl::StatusOr<api::EmbedRequest> EmbedAllRequestFromProto(const tei::v1::EmbedAllRequest& proto,
+                                                           const api::RequestLimits& limits) {
+  if (proto.inputs().empty()) return errors::Empty("field 'inputs' must not be empty");
+  if (proto.inputs().size() > limits.max_text_chars) return TooLong("inputs", proto.inputs().size(), limits);
+  api::EmbedRequest request;
+  request.api = api::EmbedApi::kTei;
+  request.inputs.push_back({proto.inputs(), std::nullopt});
+  request.truncate = proto.truncate();
+  request.truncation_direction = DirectionFromProto(proto.truncation_direction());
+  if (proto.has_prompt_name()) request.prompt_name = proto.prompt_name();
+  return request;
+}
+
 absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::PredictRequest& proto,
                                                             const api::RequestLimits& limits) {
   if (proto.inputs().size() > limits.max_text_chars) return TooLong("inputs", proto.inputs().size(), limits);

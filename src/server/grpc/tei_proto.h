@@ -71,6 +71,9 @@ absl::StatusOr<api::PredictRequest> PredictRequestFromProto(const tei::v1::Predi
 // TEI's gRPC API), normalize / prompt_name / dimensions when present.
 absl::StatusOr<api::EmbedRequest> EmbedRequestFromProto(const tei::v1::EmbedRequest& request,
                                                         const api::RequestLimits& limits);
+// EmbedAll: one input as Embed's (no normalize or dimensions: the states are raw).
+absl::StatusOr<api::EmbedRequest> EmbedAllRequestFromProto(const tei::v1::EmbedAllRequest& request,
+                                                           const api::RequestLimits& limits);
 absl::StatusOr<api::DecodeRequest> DecodeRequestFromProto(const tei::v1::DecodeRequest& request,
                                                           const api::RequestLimits& limits);
 

@@ -258,6 +258,31 @@ TEST(EmbedRequestFromProto, FieldsAsSentAndTheEmptyInput) {
   EXPECT_FALSE(EmbedRequestFromProto(proto, limits).ok());
 }
 
+TEST(EmbedAllRequestFromProto, FieldsAsSentAndTheEmptyInput) {
+  tei::v1::EmbedAllRequest proto;
+  proto.set_inputs("hello");
+  auto plain = EmbedAllRequestFromProto(proto, {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(plain->inputs.size(), 1u);
+  EXPECT_EQ(plain->inputs[0].text, "hello");
+  EXPECT_EQ(plain->truncate, false);  // proto3's default, as TEI's gRPC API reads it
+  EXPECT_FALSE(plain->prompt_name.has_value());
+  proto.set_truncate(true);
+  proto.set_prompt_name("query");
+  proto.set_truncation_direction(tei::v1::TRUNCATION_DIRECTION_LEFT);
+  auto all = EmbedAllRequestFromProto(proto, {});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->truncate, true);
+  EXPECT_EQ(all->prompt_name, "query");
+  EXPECT_EQ(all->truncation_direction, tokenizer::TruncationDirection::kLeft);
+  EXPECT_FALSE(all->normalize.has_value());  // token states are raw
+  EXPECT_FALSE(all->dimensions.has_value());
+  EXPECT_EQ(KindOf(EmbedAllRequestFromProto(tei::v1::EmbedAllRequest(), {}).status()), ErrorKind::kEmpty);
+  api::RequestLimits limits;
+  limits.max_text_chars = 3;
+  EXPECT_FALSE(EmbedAllRequestFromProto(proto, limits).ok());
+}
+
 TEST(TokensToProto, OffsetsOnlyWhereKnown) {
   std::vector<api::TokenInfo> tokens(2);
   tokens[0].id = 101;

@@ -231,6 +231,30 @@ void EmbedOne(serving::ServiceCore* core, const pipeline::RequestPipeline* pipel
             });
 }
 
+// POST /embed_all's work for one input (tei.v1.Embed/EmbedAll, EmbedAllStream): one TokenEmbedding
+// per token.
+void EmbedAllOne(serving::ServiceCore* core, const pipeline::RequestPipeline* pipeline,
+                 const grpc::CallbackServerContext& context, const tei::v1::EmbedAllRequest* request,
+                 tei::v1::EmbedAllResponse* response, UnaryAnswer answer, std::shared_ptr<CancellationFlag> client_gone) {
+  StartCall(core, context, request->ByteSizeLong(), std::move(answer), std::move(client_gone),
+            [pipeline, request, response](serving::CallPtr call, UnaryAnswer answer) {
+              auto parsed = EmbedAllRequestFromProto(*request, pipeline->options().limits);
+              if (!parsed.ok()) return answer.FinishError(parsed.status());
+              const size_t chars = parsed->inputs[0].text.size();
+              auto req = std::make_shared<const api::EmbedRequest>(*std::move(parsed));
+              pipeline->EmbedAll(call, req, [response, chars, answer = std::move(answer)](pipeline::EmbedAllAnswer a) mutable {
+                if (!a.outcome.status.ok()) return answer.Finish(std::move(a.outcome));
+                const std::vector<float>& states = a.states.at(0);
+                for (size_t t = 0; t + a.hidden <= states.size(); t += a.hidden) {
+                  response->add_token_embeddings()->mutable_embeddings()->Add(states.begin() + t,
+                                                                              states.begin() + t + a.hidden);
+                }
+                ComputeMetadata(chars, a.tokens, a.outcome.Complete(answer.received_at()), response->mutable_metadata());
+                answer.Finish(std::move(a.outcome));
+              });
+            });
+}
+
 // A bidirectional stream answered one message at a time, in order: each message is a call of its
 // own (admission, the stream's deadline and cancellation) handled by `handle`; an error answer
 // ends the stream with that error (as TEI's streams do); the client's half-close ends it OK.
@@ -291,11 +315,11 @@ class SequentialStream final : public grpc::ServerBidiReactor<Req, Resp> {
   int64_t messages_ = 0;          // messages read (one at a time: no lock)
 };
 
-// The Embed RPCs tide does not serve (sparse and per-token embeddings: the export pools in the
-// graph, docs/embeddings.md).
+// The Embed RPCs tide does not serve (sparse embeddings: the export pools in the graph,
+// docs/embeddings.md).
 absl::Status NotAnEmbeddingModel() {
-  return errors::Unimplemented("tide's embedding models pool in the graph: sparse and per-token embeddings "
-                               "(EmbedSparse, EmbedAll) are not served");
+  return errors::Unimplemented("tide's embedding models pool in the graph: sparse embeddings (EmbedSparse) "
+                               "are not served");
 }
 
 template <typename Req, typename Resp>
@@ -427,12 +451,21 @@ TeiEmbedService::EmbedSparseStream(grpc::CallbackServerContext* context) {
                                                                                    "/tei.v1.Embed/EmbedSparseStream");
 }
 grpc::ServerUnaryReactor* TeiEmbedService::EmbedAll(grpc::CallbackServerContext* context,
-                                                    const tei::v1::EmbedAllRequest*, tei::v1::EmbedAllResponse*) {
-  return RefusedUnary(context, core_, pipeline_, "embed_all", "/tei.v1.Embed/EmbedAll");
+                                                    const tei::v1::EmbedAllRequest* request,
+                                                    tei::v1::EmbedAllResponse* response) {
+  auto* reactor = new UnaryReactor();
+  EmbedAllOne(core_, pipeline_, *context, request, response,
+              UnaryAnswer(context, reactor, &pipeline_->recorder(), "embed_all", Steady::now()), reactor->client_gone());
+  return reactor;
 }
 grpc::ServerBidiReactor<tei::v1::EmbedAllRequest, tei::v1::EmbedAllResponse>* TeiEmbedService::EmbedAllStream(
     grpc::CallbackServerContext* context) {
-  return RefusedStream<tei::v1::EmbedAllRequest, tei::v1::EmbedAllResponse>(context, core_, pipeline_, "embed_all_stream", "/tei.v1.Embed/EmbedAllStream");
+  return new SequentialStream<tei::v1::EmbedAllRequest, tei::v1::EmbedAllResponse>(
+      context, &pipeline_->recorder(), "embed_all_stream",
+      [this](const grpc::CallbackServerContext& c, const tei::v1::EmbedAllRequest* req,
+             tei::v1::EmbedAllResponse* resp, UnaryAnswer answer, std::shared_ptr<CancellationFlag> gone) {
+        EmbedAllOne(core_, pipeline_, c, req, resp, std::move(answer), std::move(gone));
+      });
 }
 
 }  // namespace tide::grpc_edge

@@ -27,8 +27,11 @@
 //    an embedding model, normalize, prompt_name, dimensions; truncate as sent), the vector in
 //    `embeddings`, TEI's Metadata and the timing trailers; a model that is not an embedding model
 //    is the 422 kind's INVALID_ARGUMENT "... is not an embedding model" (TEI answers
-//    FAILED_PRECONDITION, a code tide's error table has no row for). EmbedSparse, EmbedAll and
-//    their streams: UNIMPLEMENTED (tide's embedding models pool in the graph).
+//    FAILED_PRECONDITION, a code tide's error table has no row for). EmbedAll / EmbedAllStream
+//    answer one input's token states as POST /embed_all does (RequestPipeline::EmbedAll), one
+//    TokenEmbedding per token, with TEI's Metadata; a model without them is FAILED_PRECONDITION
+//    (kModelUnsupported). EmbedSparse and its stream: UNIMPLEMENTED (tide's embedding models pool
+//    in the graph).
 //  - Info describes the default model with GET /info's answer (RequestPipeline::Info): model_id
 //    its name, model_type RERANKER (CLASSIFIER for a task "classify" model), max_input_length its
 //    max_sequence_length, max_batch_tokens and max_batch_requests its own, max_client_batch_size

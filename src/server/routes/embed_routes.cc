@@ -2,6 +2,7 @@
 // POST /v2/embed (Cohere v2). Each decodes its wire format into an api::EmbedRequest, runs the
 // pipeline's Embed (the batcher, quota, breaker, metrics and access log as every inference route)
 // and renders the vectors; OpenAI's and Cohere's errors in their own shapes (api/embed.h).
+// POST /embed_all (TEI) runs the pipeline's EmbedAll and renders each input's token states.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -45,6 +46,24 @@ void Service::CohereEmbed(http::Request request, http::Responder respond) {
   StartInference(std::move(request), std::move(respond), "v2_embed", {}, {},
                  [this](const http::Request& r, ResponseSender s, serving::CallPtr c) {
                    EmbedWork(r, std::move(s), std::move(c), api::EmbedApi::kCohere);
+                 });
+}
+
+void Service::EmbedAll(http::Request request, http::Responder respond) {
+  StartInference(std::move(request), std::move(respond), "embed_all", {}, {},
+                 [this](const http::Request& r, ResponseSender sender, serving::CallPtr call) {
+                   absl::StatusOr<api::EmbedRequest> parsed = api::ParseTeiEmbedAllRequest(r.body, limits_);
+                   if (!parsed.ok()) return sender.SendError(parsed.status());
+                   auto req = std::make_shared<const api::EmbedRequest>(*std::move(parsed));
+                   pipeline_.EmbedAll(call, req, [sender = std::move(sender)](pipeline::EmbedAllAnswer answer) mutable {
+                     if (!answer.outcome.status.ok()) return sender.SendFailure(std::move(answer.outcome));
+                     absl::StatusOr<std::string> body = api::RenderTeiEmbedAllResponse(answer.states, answer.hidden);
+                     if (!body.ok()) {
+                       answer.outcome.status = body.status();
+                       return sender.SendFailure(std::move(answer.outcome));
+                     }
+                     sender.SendAnswer(JsonResponse(*std::move(body)), std::move(answer.outcome));
+                   });
                  });
 }
 

@@ -183,7 +183,7 @@ TEST(RouteTable, RegistersAndAdminRoutesAreTheProbes) {
   }
   EXPECT_EQ(admin, (std::vector<std::string>{"/metrics", "/load", "/v2", "/v2/health/live", "/v2/health/ready", "/health",
                                               "/ping"}));
-  EXPECT_EQ(RouteTable().size(), 40u);
+  EXPECT_EQ(RouteTable().size(), 41u);
 }
 
 }  // namespace

@@ -90,6 +90,7 @@ const char* MetricName(Endpoint endpoint) {
     case Endpoint::kEmbed: return "embed";
     case Endpoint::kOpenAiEmbeddings: return "v1_embeddings";
     case Endpoint::kCohereEmbedV2: return "v2_embed";
+    case Endpoint::kEmbedAll: return "embed_all";
     // Answered without per-request metrics (as the routes themselves answer).
     case Endpoint::kMetrics:
     case Endpoint::kDashboard:
@@ -345,6 +346,7 @@ absl::Status Service::AddRoutes() {
       case Endpoint::kEmbed: return plain(&Service::Embed);
       case Endpoint::kOpenAiEmbeddings: return plain(&Service::OpenAiEmbeddings);
       case Endpoint::kCohereEmbedV2: return plain(&Service::CohereEmbed);
+      case Endpoint::kEmbedAll: return plain(&Service::EmbedAll);
     }
     return nullptr;
   };

@@ -158,6 +158,7 @@ class Service {
   void Embed(http::Request request, http::Responder respond);
   void OpenAiEmbeddings(http::Request request, http::Responder respond);
   void CohereEmbed(http::Request request, http::Responder respond);
+  void EmbedAll(http::Request request, http::Responder respond);
   void Invocations(http::Request request, http::Responder respond);
   void Decode(http::Request request, http::Responder respond);
   void Info(http::Request request, http::Responder respond);
