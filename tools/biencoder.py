@@ -172,6 +172,8 @@ class WithTokenEmbeddings(nn.Module):
         self.model = model
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
+        if isinstance(self.model, DecoderBiEncoder):
+            return self.model.pooled_and_states(input_ids, attention_mask)
         hidden = self.model.backbone(input_ids, attention_mask, token_type_ids)
         return pool(hidden, attention_mask, self.model.config.pooling), hidden
 
@@ -421,6 +423,13 @@ class DecoderBiEncoder(nn.Module):
         # A constant width, so that the ONNX output's dimension is fixed (the decoder's reshapes
         # leave it symbolic, and tide reads the model's dimension from it).
         return pooled.reshape(-1, self.config.hidden_size)
+
+    def pooled_and_states(self, input_ids, attention_mask):
+        """(pooled [batch, hidden], token states [batch, seq, hidden]): the states as Qwen3Model's
+        last_hidden_state, after the final norm (WithTokenEmbeddings, TEI's /embed_all)."""
+        states = self.model.norm(self.model(input_ids, attention_mask))
+        pooled = pool(states, attention_mask, self.config.pooling)  # the norm is per token
+        return pooled.reshape(-1, self.config.hidden_size), states.reshape(states.shape[0], -1, self.config.hidden_size)
 
 
 def build_decoder_model(cfg: DecoderEmbedderConfig, seed: Optional[int] = None) -> DecoderBiEncoder:

@@ -103,8 +103,13 @@ TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
     EXPECT_THAT(log, Not(HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion"))));
   }
   EXPECT_THAT(log, Not(HasSubstr("graph fusion rejected")));
-  // Each fused graph lives in an unnamed file the server keeps open, not in its memory.
+  // Each fused graph's weights moved into its version's shared weights (the one copy every
+  // session reads); the graph itself is a skeleton of a few KB: no fused model is written out.
   EXPECT_THAT(log, Not(HasSubstr("the fused graph stays in memory")));
+  for (const char* name : {"fp32-fused", "int8-fused"}) {
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: fused graph ")));
+  }
+  EXPECT_THAT(log, HasSubstr("shared by every session"));
   int unnamed = 0;
   for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(server().pid()) + "/fd")) {
     std::error_code ec;
@@ -115,7 +120,7 @@ TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
       ++unnamed;
     }
   }
-  EXPECT_GE(unnamed, 2) << "one unnamed file per fused model (fp32-fused, int8-fused)";
+  EXPECT_EQ(unnamed, 0) << "a fused model with shared weights needs no spill file";
 }
 
 TEST_F(ServeFusionTest, FusedAndUnfusedAnswerTheSamePaddedBatch) {
