@@ -25,7 +25,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 import urllib.error
 import urllib.request
@@ -59,15 +58,9 @@ class Server:
         self.log = open(log_path, "w", encoding="utf-8")
         self.proc = subprocess.Popen([test_export.tide_binary(), "serve", "--port", "0", "--grpc-port", "0", *args],
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
-        self.url = None
-        deadline = time.monotonic() + 300  # `--model FOLDER` exports the folder first
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            with open(log_path, encoding="utf-8") as f:
-                m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", f.read())
-            if m:
-                self.url = f"http://127.0.0.1:{m.group(1)}"
-                return
-            time.sleep(0.2)
+        self.url = test_export.wait_until_listening(self.proc, log_path)  # `--model FOLDER` exports first
+        if self.url is not None:
+            return
         self.close()
         with open(log_path, encoding="utf-8") as f:
             raise RuntimeError(f"tide serve did not start:\n{f.read()}")

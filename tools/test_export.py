@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+from typing import Optional
 
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TOOLS)
@@ -34,6 +37,19 @@ def tide_binary() -> str:
     if os.environ.get("TIDE_BINARY_DIR"):
         return os.path.join(os.environ["TIDE_BINARY_DIR"], "tide")
     return os.path.join(ROOT, "build", "tide")
+
+
+def wait_until_listening(proc: subprocess.Popen, log_path: str, timeout_s: float = 300) -> Optional[str]:
+    """The URL `tide serve` (started with --port 0, logging to log_path) prints once it listens, or
+    None when it exits or does not listen within timeout_s (the caller stops it and shows the log)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        with open(log_path, encoding="utf-8") as f:
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", f.read())
+        if m:
+            return f"http://127.0.0.1:{m.group(1)}"
+        time.sleep(0.2)
+    return None
 
 
 def run_export(*args: str) -> subprocess.CompletedProcess:
