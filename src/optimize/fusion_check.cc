@@ -135,6 +135,10 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   original.shared_weights = nullptr;
   original.prepack_weights = false;
   original.graph_optimization_level = runtime::GraphOptimization::kDisable;
+  // One session: not the version's second, wider session for requests alone (a second copy of
+  // the original's weights at the load's peak).
+  original.alone_intra_op_threads = 0;
+  original.alone_session = nullptr;
   absl::StatusOr<runtime::Logits> expected = RunOnce(original, probe);
   if (!expected.ok()) {
     result.reason = absl::StrCat("original model on the probe batch: ", expected.status().message());
