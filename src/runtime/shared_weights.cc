@@ -1,7 +1,10 @@
 #include "runtime/shared_weights.h"
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -10,7 +13,9 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 #ifdef TIDE_HAVE_ONNX_PROTO
 #include "onnx/onnx_pb.h"
@@ -37,9 +42,63 @@ size_t ElementSize(int32_t type) {
   }
 }
 
+// An anonymous, page-aligned mapping of `size` bytes (returned to the system when the last owner
+// drops it, instead of staying in the heap).
+absl::StatusOr<std::shared_ptr<void>> MapAnonymous(size_t size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("shared weights: cannot map ", size, " bytes"));
+  return std::shared_ptr<void>(p, [size](void* q) { munmap(q, size); });
+}
+
+// The bytes of an initializer stored as external data beside the model (`model_dir`), read into
+// a mapping of `size` bytes. Null (not shared: ONNX Runtime then loads the tensor itself and
+// reports any error in its own words) when the reference is not one this reader follows: a
+// location that is absolute or leaves the model's folder (the same rule as ONNX Runtime's), a
+// range outside the file or of another size than the tensor's.
+std::shared_ptr<void> ReadExternal(const onnx::TensorProto& t, const std::string& model_dir, size_t size) {
+  std::string location;
+  uint64_t offset = 0;
+  uint64_t length = size;
+  for (const auto& entry : t.external_data()) {
+    if (entry.key() == "location") {
+      location = entry.value();
+    } else if (entry.key() == "offset") {
+      if (!absl::SimpleAtoi(entry.value(), &offset)) return nullptr;
+    } else if (entry.key() == "length") {
+      if (!absl::SimpleAtoi(entry.value(), &length)) return nullptr;
+    }
+  }
+  if (location.empty() || location.front() == '/' || length != size) return nullptr;
+  for (absl::string_view part : absl::StrSplit(location, '/')) {
+    if (part == "..") return nullptr;
+  }
+  const int fd = open(absl::StrCat(model_dir, "/", location).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  std::shared_ptr<void> buffer;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && offset <= static_cast<uint64_t>(st.st_size) &&
+      size <= static_cast<uint64_t>(st.st_size) - offset) {
+    if (absl::StatusOr<std::shared_ptr<void>> mapped = MapAnonymous(size); mapped.ok()) {
+      size_t done = 0;
+      while (done < size) {
+        const ssize_t n = pread(fd, static_cast<char*>(mapped->get()) + done, size - done,
+                                static_cast<off_t>(offset + done));
+        if (n <= 0) break;
+        done += static_cast<size_t>(n);
+      }
+      if (done == size) buffer = *std::move(mapped);
+    }
+  }
+  close(fd);
+  return buffer;
+}
+
 // Moves every shareable initializer of `model` into `out`; with `placeholders`, the tensor in
 // `model` then points at SharedWeights::kPlaceholderLocation instead of holding no data.
-absl::Status Take(onnx::ModelProto& model, bool placeholders, SharedModelWeights* out) {
+// `model_dir`: the folder of the model's file, where its external data lies (empty: a model in
+// memory, whose external initializers are not shared).
+absl::Status Take(onnx::ModelProto& model, bool placeholders, const std::string& model_dir,
+                  SharedModelWeights* out) {
   const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
   auto* initializers = model.mutable_graph()->mutable_initializer();
   out->names.reserve(initializers->size());
@@ -47,22 +106,30 @@ absl::Status Take(onnx::ModelProto& model, bool placeholders, SharedModelWeights
   out->values.reserve(initializers->size());
   for (onnx::TensorProto& t : *initializers) {
     const size_t elem = ElementSize(t.data_type());
-    if (elem == 0 || !t.has_raw_data() || t.raw_data().size() < SharedWeights::kMinSharedBytes ||
-        t.data_location() == onnx::TensorProto::EXTERNAL || t.name().empty()) {
-      continue;
-    }
+    if (elem == 0 || t.name().empty()) continue;
     size_t count = 1;
     std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
     for (int64_t d : shape) count *= static_cast<size_t>(d < 0 ? 0 : d);
-    if (count * elem != t.raw_data().size()) continue;  // malformed: let ONNX Runtime report it
-    const size_t size = t.raw_data().size();
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("shared weights: cannot map ", size, " bytes"));
-    std::shared_ptr<void> buffer(p, [size](void* q) { munmap(q, size); });
-    std::memcpy(p, t.raw_data().data(), size);
-    // Frees the parsed copy now (clear_raw_data() would keep the string's capacity until the whole
-    // model is destroyed: the load would peak at two copies of the weights).
-    std::string().swap(*t.mutable_raw_data());
+    const size_t size = count * elem;
+    if (size < SharedWeights::kMinSharedBytes) continue;
+    std::shared_ptr<void> buffer;
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+      // Weights beside the model (exporters write them so past 2 GB): read once into the entry;
+      // ONNX Runtime then never loads them for a session given the entry.
+      if (placeholders || model_dir.empty()) continue;
+      buffer = ReadExternal(t, model_dir, size);
+      if (buffer == nullptr) continue;
+    } else {
+      if (!t.has_raw_data() || t.raw_data().size() != size) continue;  // malformed: ONNX Runtime reports it
+      absl::StatusOr<std::shared_ptr<void>> mapped = MapAnonymous(size);
+      if (!mapped.ok()) return mapped.status();
+      buffer = *std::move(mapped);
+      std::memcpy(buffer.get(), t.raw_data().data(), size);
+      // Frees the parsed copy now (clear_raw_data() would keep the string's capacity until the
+      // whole model is destroyed: the load would peak at two copies of the weights).
+      std::string().swap(*t.mutable_raw_data());
+    }
+    void* p = buffer.get();
     if (placeholders) {
       t.clear_raw_data();
       t.set_data_location(onnx::TensorProto::EXTERNAL);
@@ -93,7 +160,12 @@ absl::Status Load(const std::string& model_path, const std::string& model_data, 
     }
     return absl::FailedPreconditionError(absl::StrCat(label, ": not an ONNX model (shared weights)"));
   }
-  return Take(*read, /*placeholders=*/false, out);
+  const size_t slash = model_path.rfind('/');
+  const std::string model_dir =
+      model_path.empty()             ? std::string()
+      : slash == std::string::npos ? std::string(".")
+                                   : model_path.substr(0, slash == 0 ? 1 : slash);
+  return Take(*read, /*placeholders=*/false, model_dir, out);
 }
 #endif
 
@@ -140,7 +212,7 @@ absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::TakeFromModel
 #ifdef TIDE_HAVE_ONNX_PROTO
   try {
     auto entry = std::make_shared<SharedModelWeights>();
-    absl::Status s = Take(*model, /*placeholders=*/true, entry.get());
+    absl::Status s = Take(*model, /*placeholders=*/true, std::string(), entry.get());
     malloc_trim(0);
     if (!s.ok()) return s;
     return entry;

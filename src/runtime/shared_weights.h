@@ -18,9 +18,13 @@
 //    Available() is false and ForModel returns null (sessions then hold their own copies).
 //  - Loading parses the model once (transiently holding it in memory) and then calls malloc_trim
 //    so the parse does not leave the process's resident size larger.
-//  - Only dense initializers stored as raw_data of at least kMinSharedBytes are shared (what
-//    exporters write for weights); the rest stay in the model. ForModel errors: the model file
-//    cannot be read (NOT_FOUND) or parsed (FAILED_PRECONDITION).
+//  - Only dense initializers of at least kMinSharedBytes are shared, stored as raw_data or as
+//    external data beside a model file (what exporters write for weights; a model past 2 GB has
+//    all of them in a .data file: read once into the entry, so its instances do not each load
+//    them); the rest stay in the model. An external reference that is absolute or leaves the
+//    model's folder, or whose range does not fit the file, is not followed (ONNX Runtime loads
+//    that tensor and reports the error). ForModel errors: the model file cannot be read
+//    (NOT_FOUND) or parsed (FAILED_PRECONDITION).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,10 @@
 #include "runtime/shared_weights.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <vector>
 
@@ -138,6 +142,77 @@ TEST(SharedWeightsTest, InstancesShareOneCopyAndGiveBitIdenticalLogits) {
   EXPECT_FALSE(weak.expired());
   b->reset();
   EXPECT_TRUE(weak.expired());
+}
+
+// The model of EmbedMatMulModel() written as a file whose weights lie in `data_file` beside it (as
+// exporters write models past 2 GB); `location` overrides the reference written for W.
+std::string WriteExternalModel(const std::filesystem::path& dir, const std::string& w_location = "") {
+  onnx::ModelProto model;
+  EXPECT_TRUE(model.ParseFromString(EmbedMatMulModel()));
+  std::ofstream data(dir / "weights.data", std::ios::binary);
+  size_t offset = 0;
+  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.raw_data().size() < SharedWeights::kMinSharedBytes) continue;
+    data << std::string(4096 - offset % 4096, '\0');  // ONNX's writers align too; any offset works
+    offset += 4096 - offset % 4096;
+    data << t.raw_data();
+    const size_t size = t.raw_data().size();
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const std::string& key, const std::string& value) {
+      auto* e = t.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    };
+    add("location", t.name() == "W" && !w_location.empty() ? w_location : "weights.data");
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(size));
+    offset += size;
+  }
+  const std::string path = (dir / "model.onnx").string();
+  std::ofstream(path, std::ios::binary) << model.SerializeAsString();
+  return path;
+}
+
+TEST(SharedWeightsTest, ExternalDataIsSharedToo) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tide_shared_weights_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = WriteExternalModel(dir);
+  const TokenBatch batch = PackRows({{1, 7, 9, 200, 3}, {5, 255, 2}, {17}});
+  auto reference_backend = OrtBackend::Create({.model_data = EmbedMatMulModel(), .intra_op_threads = 1});
+  ASSERT_TRUE(reference_backend.ok()) << reference_backend.status();
+  const std::vector<float> reference = Scores(**reference_backend, batch);
+
+  auto shared = std::make_shared<SharedWeights>();
+  auto a = OrtBackend::Create({.model_path = path, .intra_op_threads = 1, .shared_weights = shared});
+  auto b = OrtBackend::Create({.model_path = path, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(Scores(**a, batch), reference);
+  EXPECT_EQ(Scores(**b, batch), reference);
+  auto entry = shared->ForModel(path, "");
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_EQ((*entry)->names, (std::vector<std::string>{"E", "W"}));
+  EXPECT_EQ((*entry)->bytes, (256 * 32 + 32 * 32) * sizeof(float));
+  entry->reset();
+  a->reset();
+  b->reset();
+
+  // A reference that leaves the model's folder, or a range past the file's end, is not followed.
+  for (const std::string& bad : {std::string("../weights.data"), std::string("/etc/passwd")}) {
+    const std::string escaping = WriteExternalModel(dir, bad);
+    auto other = std::make_shared<SharedWeights>();
+    auto e = other->ForModel(escaping, "");
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_EQ((*e)->names, (std::vector<std::string>{"E"})) << bad;
+  }
+  WriteExternalModel(dir);
+  std::filesystem::resize_file(dir / "weights.data", 4096);  // every tensor's range ends past it now
+  auto cut = std::make_shared<SharedWeights>()->ForModel(path, "");
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_TRUE((*cut)->names.empty());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SharedWeightsTest, DifferentModelsGetDifferentEntries) {
