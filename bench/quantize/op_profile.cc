@@ -114,22 +114,6 @@ struct Session {
 Session Open(const Args& args, const Variant& v) {
   Session s;
   s.variant = v;
-  auto model = tide::onnx_graph::LoadModel(v.path);
-  if (!model.ok()) Usage(v.path + ": " + std::string(model.status().message()));
-  if (args.fuse) {
-    auto report = tide::optimize::FuseTransformer({}, &*model);
-    s.fusion = report.ok() ? report->Summary() : std::string(report.status().message());
-    if (args.drop_attention_mask) {
-      for (auto& n : *model->mutable_graph()->mutable_node()) {
-        if (n.op_type() == "MultiHeadAttention" && n.input_size() > 4) n.mutable_input()->DeleteSubrange(4, n.input_size() - 4);
-      }
-      s.fusion += " (attention masks dropped: timing only)";
-    }
-  } else {
-    s.fusion = "not fused (--no-fuse)";
-  }
-  std::string bytes;
-  if (!model->SerializeToString(&bytes)) Usage(v.path + ": too large to serialise");
   Ort::SessionOptions so;
   so.SetIntraOpNumThreads(args.threads);
   so.SetInterOpNumThreads(1);
@@ -141,7 +125,25 @@ Session Open(const Args& args, const Variant& v) {
   if (!args.optimized_dir.empty()) {
     so.SetOptimizedModelFilePath((args.optimized_dir + "/" + v.name + ".onnx").c_str());
   }
-  s.session = std::make_unique<Ort::Session>(Env(), bytes.data(), bytes.size(), so);
+  if (!args.fuse) {
+    // Opened from its file as it is: a model with external data (a decoder past 2 GB) works too.
+    s.fusion = "not fused (--no-fuse)";
+    s.session = std::make_unique<Ort::Session>(Env(), v.path.c_str(), so);
+  } else {
+    auto model = tide::onnx_graph::LoadModel(v.path);
+    if (!model.ok()) Usage(v.path + ": " + std::string(model.status().message()));
+    auto report = tide::optimize::FuseTransformer({}, &*model);
+    s.fusion = report.ok() ? report->Summary() : std::string(report.status().message());
+    if (args.drop_attention_mask) {
+      for (auto& n : *model->mutable_graph()->mutable_node()) {
+        if (n.op_type() == "MultiHeadAttention" && n.input_size() > 4) n.mutable_input()->DeleteSubrange(4, n.input_size() - 4);
+      }
+      s.fusion += " (attention masks dropped: timing only)";
+    }
+    std::string bytes;
+    if (!model->SerializeToString(&bytes)) Usage(v.path + ": too large to serialise (--no-fuse opens it from its file)");
+    s.session = std::make_unique<Ort::Session>(Env(), bytes.data(), bytes.size(), so);
+  }
   Ort::AllocatorWithDefaultOptions alloc;
   for (size_t i = 0; i < s.session->GetInputCount(); ++i) {
     s.input_names.push_back(s.session->GetInputNameAllocated(i, alloc).get());

@@ -25,6 +25,24 @@ batching::QueuePolicy ToQueuePolicy(const ModelQueuePolicy& p) {
   return q;
 }
 
+}  // namespace
+
+std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length) {
+  std::vector<size_t> buckets;
+  for (size_t b : kDefaultSequenceBuckets) {
+    if (b < max_sequence_length) buckets.push_back(b);
+  }
+  size_t step = 64;
+  for (size_t b = 512 + step; b < max_sequence_length; b += step) {
+    buckets.push_back(b);
+    if (b == 16 * step) step *= 2;  // 1024: steps of 128; 2048: 256; ...
+  }
+  buckets.push_back(max_sequence_length);
+  return buckets;
+}
+
+namespace {
+
 // Triton's dynamic_batching block plus tide's token budget and shape buckets.
 batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, const config::TideParameters& params,
                                             size_t max_sequence_length, size_t max_batch_tokens) {
@@ -33,15 +51,13 @@ batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, c
   o.max_batch_tokens = std::max<size_t>(params.max_batch_tokens.value_or(max_batch_tokens), max_sequence_length);
   o.sequence_buckets.clear();
   if (params.sequence_buckets.empty()) {
-    for (size_t b : kDefaultSequenceBuckets) {
-      if (b < max_sequence_length) o.sequence_buckets.push_back(b);
-    }
+    o.sequence_buckets = DefaultSequenceBuckets(max_sequence_length);
   } else {
     for (int64_t b : params.sequence_buckets) {
       if (static_cast<size_t>(b) < max_sequence_length) o.sequence_buckets.push_back(static_cast<size_t>(b));
     }
+    o.sequence_buckets.push_back(max_sequence_length);
   }
-  o.sequence_buckets.push_back(max_sequence_length);
   for (int64_t size : params.allowed_batch_sizes) o.allowed_batch_sizes.push_back(static_cast<size_t>(size));
   if (params.max_padding_ratio) o.max_padding_ratio = *params.max_padding_ratio;
   o.group_by_length = params.batch_grouping == config::BatchGrouping::kLength;

@@ -17,6 +17,9 @@ std::vector<BatchShape> WarmupShapes(const config::ModelConfig& config, const ba
   }
   if (!shapes.empty()) return shapes;
   for (size_t bucket : o.sequence_buckets) {
+    // Past 512 only the longest bucket: a long-context model has dozens of buckets there, each
+    // warm-up run at thousands of tokens, and its largest shape is what sizes the arena.
+    if (bucket > kWarmEveryBucketUpTo && bucket != o.sequence_buckets.back()) continue;
     const size_t most_rows = std::clamp<size_t>(o.max_batch_tokens / bucket, 1, o.max_batch_size);
     std::vector<size_t> sizes;
     if (o.allowed_batch_sizes.empty()) {

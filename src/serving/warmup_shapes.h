@@ -8,7 +8,9 @@
 //    max_batch_tokens, plus always the smallest allowed size; when every batch size is allowed
 //    (allowed_batch_sizes empty), batch 1 and the most rows the budget allows for that bucket
 //    (capped by max_batch_size): the largest shape per bucket sizes the arena, and warming all
-//    1..max_batch_size sizes per bucket would take minutes on a small CPU.
+//    1..max_batch_size sizes per bucket would take minutes on a small CPU. Buckets longer than
+//    kWarmEveryBucketUpTo are skipped except the last (the model's max length): a long-context
+//    model has eight buckets per doubling there (DefaultSequenceBuckets).
 #pragma once
 
 #include <vector>
@@ -18,6 +20,8 @@
 #include "serving/model_runner.h"
 
 namespace tide::serving {
+
+inline constexpr size_t kWarmEveryBucketUpTo = 512;
 
 std::vector<BatchShape> WarmupShapes(const config::ModelConfig& config, const batching::BatcherOptions& options);
 

@@ -1,10 +1,12 @@
 #include "serving/warmup_shapes.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "serving/served_model.h"
 
 namespace tide::serving {
 namespace {
@@ -52,6 +54,12 @@ TEST(WarmupShapesTest, TheSmallestAllowedSizeRunsEvenWhenOverBudget) {
   EXPECT_THAT(Pairs(WarmupShapes(config::ModelConfig(), o)), ElementsAre(std::pair{2, 512}));
 }
 
+TEST(WarmupShapesTest, PastFiveHundredTwelveOnlyTheLongestBucketWarms) {
+  const auto shapes = WarmupShapes(config::ModelConfig(), Options({256, 512, 576, 1024, 8192}, 8, 8192));
+  EXPECT_THAT(Pairs(shapes), ElementsAre(std::pair{1, 256}, std::pair{8, 256}, std::pair{1, 512}, std::pair{8, 512},
+                                         std::pair{1, 8192}));
+}
+
 TEST(WarmupShapesTest, ConfigModelWarmupReplacesTheDefaultShapes) {
   config::ModelConfig c;
   ModelWarmup* w = c.add_model_warmup();
@@ -60,6 +68,35 @@ TEST(WarmupShapesTest, ConfigModelWarmupReplacesTheDefaultShapes) {
   ModelWarmup::Input& in = (*w->mutable_inputs())["input_ids"];
   in.add_dims(96);
   EXPECT_THAT(Pairs(WarmupShapes(c, Options({32, 512}, 8, 4096))), ElementsAre(std::pair{3, 96}, std::pair{3, 96}));
+}
+
+}  // namespace
+}  // namespace tide::serving
+
+namespace tide::serving {
+namespace {
+
+TEST(DefaultSequenceBucketsTest, EncoderLengthsKeepTheFixedList) {
+  EXPECT_EQ(DefaultSequenceBuckets(512),
+            (std::vector<size_t>{16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512}));
+  EXPECT_EQ(DefaultSequenceBuckets(128), (std::vector<size_t>{16, 32, 64, 96, 128}));
+  EXPECT_EQ(DefaultSequenceBuckets(100), (std::vector<size_t>{16, 32, 64, 96, 100}));
+}
+
+TEST(DefaultSequenceBucketsTest, LongContextModelsGetEightBucketsPerDoubling) {
+  const std::vector<size_t> b = DefaultSequenceBuckets(8192);
+  EXPECT_EQ(b.back(), 8192u);
+  // Every row is padded by at most 1/8 of its length past 512 (a 530-token pair to 576, not 8192).
+  for (size_t i = 1; i < b.size(); ++i) {
+    ASSERT_LT(b[i - 1], b[i]);
+    if (b[i - 1] >= 512) EXPECT_LE(b[i] - b[i - 1], b[i - 1] / 8) << b[i];
+  }
+  EXPECT_NE(std::find(b.begin(), b.end(), 576u), b.end());
+  EXPECT_NE(std::find(b.begin(), b.end(), 1152u), b.end());
+  EXPECT_NE(std::find(b.begin(), b.end(), 4608u), b.end());
+  EXPECT_EQ(b.size(), 13u + 7u + 8u * 3u + 1u);  // to 512; 576..960; 1024..7680 (x3 doublings); 8192
+  const std::vector<size_t> odd = DefaultSequenceBuckets(600);
+  EXPECT_EQ(std::vector<size_t>(odd.end() - 3, odd.end()), (std::vector<size_t>{512, 576, 600}));
 }
 
 }  // namespace
