@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -160,11 +161,11 @@ absl::Status Load(const std::string& model_path, const std::string& model_data, 
     }
     return absl::FailedPreconditionError(absl::StrCat(label, ": not an ONNX model (shared weights)"));
   }
-  const size_t slash = model_path.rfind('/');
-  const std::string model_dir =
-      model_path.empty()             ? std::string()
-      : slash == std::string::npos ? std::string(".")
-                                   : model_path.substr(0, slash == 0 ? 1 : slash);
+  std::string model_dir;  // empty for a model in memory: its external initializers are not shared
+  if (!model_path.empty()) {
+    model_dir = std::filesystem::path(model_path).parent_path().string();
+    if (model_dir.empty()) model_dir = ".";
+  }
   return Take(*read, /*placeholders=*/false, model_dir, out);
 }
 #endif

@@ -144,8 +144,8 @@ TEST(SharedWeightsTest, InstancesShareOneCopyAndGiveBitIdenticalLogits) {
   EXPECT_TRUE(weak.expired());
 }
 
-// The model of EmbedMatMulModel() written as a file whose weights lie in `data_file` beside it (as
-// exporters write models past 2 GB); `location` overrides the reference written for W.
+// The model of EmbedMatMulModel() written as dir/model.onnx with its weights in dir/weights.data (as
+// exporters write models past 2 GB); `w_location`, when given, replaces the reference written for W.
 std::string WriteExternalModel(const std::filesystem::path& dir, const std::string& w_location = "") {
   onnx::ModelProto model;
   EXPECT_TRUE(model.ParseFromString(EmbedMatMulModel()));
