@@ -312,6 +312,7 @@ const ParameterKey kKeys[] = {
     {"graph_optimization_level", TIDE_CHOICE(graph_optimization_level, kLevels)},
     {"enable_cpu_mem_arena", TIDE_BOOL(enable_cpu_mem_arena)},
     {"share_weights", TIDE_BOOL(share_weights)},
+    {"weights_file", TIDE_BOOL(weights_file)},
     {"max_batch_tokens", TIDE_INT(max_batch_tokens, int64_t, 16, int64_t{1} << 24)},
     {"sequence_buckets", SetSequenceBuckets},
     {"allowed_batch_sizes", SetAllowedBatchSizes},

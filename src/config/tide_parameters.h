@@ -27,6 +27,9 @@
 //                             every batch runs on its instance's intra_op_threads
 //   share_weights             "true" | "false": the instances of the model share one copy of its
 //                             weights and pre-packed weights (runtime::SharedWeights)
+//   weights_file              "true" | "false": with share_weights, that copy lives in an unnamed
+//                             file in the temp directory whose pages leave the process once read
+//                             (runtime::WeightFile); false: in anonymous memory
 //   max_batch_tokens          integer >= 16: most padded tokens in one batch (TEI's max_batch_tokens)
 //   sequence_buckets          "16,32,64,...": padded sequence lengths, strictly increasing
 //   allowed_batch_sizes       "1,2,4,8,...": batch sizes the runtime sees (a batch is padded up to
@@ -126,6 +129,7 @@ struct TideParameters {
   GraphOptimizationLevel graph_optimization_level = GraphOptimizationLevel::kAll;
   bool enable_cpu_mem_arena = true;
   bool share_weights = true;                        // false: each instance holds its own copy
+  bool weights_file = true;                         // false: the shared copy in anonymous memory
   std::optional<int64_t> max_batch_tokens;          // unset: the server's --max-batch-tokens
   std::vector<int64_t> sequence_buckets;            // empty: the server's default buckets
   std::vector<int64_t> allowed_batch_sizes;         // empty: every size 1..max_batch_size

@@ -36,6 +36,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kAll);
   EXPECT_TRUE(p->enable_cpu_mem_arena);
   EXPECT_TRUE(p->share_weights);
+  EXPECT_TRUE(p->weights_file);
   EXPECT_EQ(p->thread_layout, ThreadLayout::kAdaptive);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kLength);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kAuto);
@@ -56,6 +57,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"graph_optimization_level", "basic"},
                                                   {"enable_cpu_mem_arena", "false"},
                                                   {"share_weights", "false"},
+                                                  {"weights_file", "false"},
                                                   {"thread_layout", "fixed"},
                                                   {"batch_grouping", "fifo"},
                                                   {"graph_fusion", "off"},
@@ -77,6 +79,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->graph_optimization_level, GraphOptimizationLevel::kBasic);
   EXPECT_FALSE(p->enable_cpu_mem_arena);
   EXPECT_FALSE(p->share_weights);
+  EXPECT_FALSE(p->weights_file);
   EXPECT_EQ(p->thread_layout, ThreadLayout::kFixed);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kFifo);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kOff);

@@ -160,7 +160,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   fused_options.prepack_weights = options.prepack_weights;
   fused_options.graph_optimization_level = options.graph_optimization_level;
   if (options.shared_weights != nullptr && runtime::SharedWeights::Available()) {
-    absl::StatusOr<std::shared_ptr<runtime::SharedModelWeights>> taken = runtime::SharedWeights::TakeFromModel(&model);
+    absl::StatusOr<std::shared_ptr<runtime::SharedModelWeights>> taken = options.shared_weights->TakeFromModel(&model);
     if (!taken.ok()) {
       result.reason = std::string(taken.status().message());
       return result;

@@ -191,8 +191,12 @@ absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string*
       *weights = shared;
     }
     if (prepacked != nullptr) {
-      if (!options.model_path.empty()) return Ort::Session(SharedEnv(), options.model_path.c_str(), so, prepacked);
-      return Ort::Session(SharedEnv(), options.model_data.data(), options.model_data.size(), so, prepacked);
+      Ort::Session session =
+          !options.model_path.empty()
+              ? Ort::Session(SharedEnv(), options.model_path.c_str(), so, prepacked)
+              : Ort::Session(SharedEnv(), options.model_data.data(), options.model_data.size(), so, prepacked);
+      shared->ReleaseResident();  // the originals it pre-packed are not read again
+      return session;
     }
     if (!options.model_path.empty()) return Ort::Session(SharedEnv(), options.model_path.c_str(), so);
     return Ort::Session(SharedEnv(), options.model_data.data(), options.model_data.size(), so);

@@ -105,6 +105,8 @@ class OrtBackend : public ModelBackend {
   absl::Status Run(const TokenBatch& batch, Logits* out) override;
   absl::Status RunAlone(const TokenBatch& batch, Logits* out) override;
   bool has_alone_session() const { return alone_session_ != nullptr; }
+  // The shared weights this backend's sessions read (null: the session holds its own).
+  const SharedModelWeights* shared_weights() const { return weights_.get(); }
   const ModelSignature& signature() const override { return signature_; }
   RunTerminator* terminator() override { return &terminator_; }
 

@@ -56,7 +56,8 @@ absl::StatusOr<std::shared_ptr<void>> MapAnonymous(size_t size) {
 // reports any error in its own words) when the reference is not one this reader follows: a
 // location that is absolute or leaves the model's folder (the same rule as ONNX Runtime's), a
 // range outside the file or of another size than the tensor's.
-std::shared_ptr<void> ReadExternal(const onnx::TensorProto& t, const std::string& model_dir, size_t size) {
+std::shared_ptr<void> ReadExternal(const onnx::TensorProto& t, const std::string& model_dir, size_t size,
+                                   const std::function<absl::StatusOr<std::shared_ptr<void>>(size_t)>& allocate) {
   std::string location;
   uint64_t offset = 0;
   uint64_t length = size;
@@ -79,7 +80,7 @@ std::shared_ptr<void> ReadExternal(const onnx::TensorProto& t, const std::string
   struct stat st {};
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && offset <= static_cast<uint64_t>(st.st_size) &&
       size <= static_cast<uint64_t>(st.st_size) - offset) {
-    if (absl::StatusOr<std::shared_ptr<void>> mapped = MapAnonymous(size); mapped.ok()) {
+    if (absl::StatusOr<std::shared_ptr<void>> mapped = allocate(size); mapped.ok()) {
       size_t done = 0;
       while (done < size) {
         const ssize_t n = pread(fd, static_cast<char*>(mapped->get()) + done, size - done,
@@ -100,6 +101,11 @@ std::shared_ptr<void> ReadExternal(const onnx::TensorProto& t, const std::string
 // memory, whose external initializers are not shared).
 absl::Status Take(onnx::ModelProto& model, bool placeholders, const std::string& model_dir,
                   SharedModelWeights* out) {
+  // Where the bytes go: the entry's weights file, else anonymous memory.
+  auto allocate = [out](size_t size) -> absl::StatusOr<std::shared_ptr<void>> {
+    if (out->file != nullptr) return out->file->Allocate(size);
+    return MapAnonymous(size);
+  };
   const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
   auto* initializers = model.mutable_graph()->mutable_initializer();
   out->names.reserve(initializers->size());
@@ -118,11 +124,11 @@ absl::Status Take(onnx::ModelProto& model, bool placeholders, const std::string&
       // Weights beside the model (exporters write them so past 2 GB): read once into the entry;
       // ONNX Runtime then never loads them for a session given the entry.
       if (placeholders || model_dir.empty()) continue;
-      buffer = ReadExternal(t, model_dir, size);
+      buffer = ReadExternal(t, model_dir, size, allocate);
       if (buffer == nullptr) continue;
     } else {
       if (!t.has_raw_data() || t.raw_data().size() != size) continue;  // malformed: ONNX Runtime reports it
-      absl::StatusOr<std::shared_ptr<void>> mapped = MapAnonymous(size);
+      absl::StatusOr<std::shared_ptr<void>> mapped = allocate(size);
       if (!mapped.ok()) return mapped.status();
       buffer = *std::move(mapped);
       std::memcpy(buffer.get(), t.raw_data().data(), size);
@@ -148,6 +154,8 @@ absl::Status Take(onnx::ModelProto& model, bool placeholders, const std::string&
     out->buffers.push_back(std::move(buffer));
     out->bytes += size;
   }
+  if (out->file != nullptr) out->file->Seal();
+  out->ReleaseResident();  // written: the sessions read them back as they pre-pack
   return absl::OkStatus();
 }
 
@@ -193,7 +201,7 @@ absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::ForModel(cons
   }
   std::shared_ptr<SharedModelWeights> entry;
   try {
-    entry = std::make_shared<SharedModelWeights>();
+    entry = NewEntry();
     absl::Status s = Load(model_path, model_data, entry.get());
     malloc_trim(0);  // the parsed model is gone: give its pages back
     if (!s.ok()) return s;
@@ -209,10 +217,10 @@ absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::ForModel(cons
 #endif
 }
 
-absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::TakeFromModel(onnx::ModelProto* model) {
+absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::TakeFromModel(onnx::ModelProto* model) const {
 #ifdef TIDE_HAVE_ONNX_PROTO
   try {
-    auto entry = std::make_shared<SharedModelWeights>();
+    auto entry = NewEntry();
     absl::Status s = Take(*model, /*placeholders=*/true, std::string(), entry.get());
     malloc_trim(0);
     if (!s.ok()) return s;
@@ -225,6 +233,20 @@ absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::TakeFromModel
   return std::shared_ptr<SharedModelWeights>();
 #endif
 }
+
+std::shared_ptr<SharedModelWeights> SharedWeights::NewEntry() const {
+  auto entry = std::make_shared<SharedModelWeights>();
+  if (weights_dir_.empty()) return entry;
+  absl::StatusOr<std::unique_ptr<WeightFile>> file = WeightFile::Open(weights_dir_);
+  if (file.ok()) {
+    entry->file = *std::move(file);
+  } else {
+    entry->file_error = std::string(file.status().message());
+  }
+  return entry;
+}
+
+size_t SharedModelWeights::ReleaseResident() const { return file != nullptr ? file->Release() : 0; }
 
 void SharedWeights::Adopt(const std::string& model_path, const std::string& model_data,
                           std::shared_ptr<SharedModelWeights> entry) {

@@ -18,6 +18,13 @@
 //    Available() is false and ForModel returns null (sessions then hold their own copies).
 //  - Loading parses the model once (transiently holding it in memory) and then calls malloc_trim
 //    so the parse does not leave the process's resident size larger.
+//  - Given a weights folder (serving gives the temp directory), an entry keeps its tensors in an
+//    unnamed file there (runtime::WeightFile) and drops their pages from the process after the
+//    weights are written and after each session opens: what ONNX Runtime pre-packed (every MatMul
+//    weight) is then held once, in its pre-packed form, and the rest (embedding tables, biases)
+//    comes back as it is read. Where no such file can be made (a memory file system, no
+//    O_TMPFILE, a full disk when it is created) the entry uses anonymous memory and says why in
+//    file_error.
 //  - Only dense initializers of at least kMinSharedBytes are shared, stored as raw_data or as
 //    external data beside a model file (what exporters write for weights; a model past 2 GB has
 //    all of them in a .data file: read once into the entry, so its instances do not each load
@@ -37,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "onnxruntime_cxx_api.h"
+#include "runtime/weight_file.h"
 
 namespace onnx {
 class ModelProto;
@@ -49,18 +57,30 @@ namespace tide::runtime {
 struct SharedModelWeights {
   Ort::PrepackedWeightsContainer prepacked;
   std::vector<std::string> names;    // initializer names, parallel to values
-  // The tensors' bytes, each in its own anonymous mapping (page-aligned, and returned to the
-  // system when the entry dies instead of staying in the heap).
+  // The tensors' bytes, each in its own page-aligned mapping: of the entry's weights file, else
+  // anonymous (returned to the system when the entry dies instead of staying in the heap).
   std::vector<std::shared_ptr<void>> buffers;
   std::vector<Ort::Value> values;    // tensors over `buffers`, handed to AddInitializer
   size_t bytes = 0;                  // sum of the shared tensors' sizes
+  // The file `buffers` live in (SharedWeights given a weights folder); null: anonymous memory,
+  // and file_error says why when a folder was given.
+  std::unique_ptr<WeightFile> file;
+  std::string file_error;
+
+  // Drops the weights' pages from the process's memory (they stay in the file; whatever is read
+  // again faults back). No-op without a file. Called when the weights are written and after each
+  // session opens (ONNX Runtime then holds the pre-packed forms it reads; the originals of those
+  // are not read again). Returns the bytes released. Thread-safe.
+  size_t ReleaseResident() const;
 };
 
 class SharedWeights {
  public:
   static constexpr size_t kMinSharedBytes = 1024;
 
-  SharedWeights() = default;
+  // `weights_dir`: the folder of each entry's WeightFile (see weight_file.h; the temp directory
+  // in serving); empty, or a folder where no such file can be made: anonymous memory.
+  explicit SharedWeights(std::string weights_dir = "") : weights_dir_(std::move(weights_dir)) {}
   SharedWeights(const SharedWeights&) = delete;
   SharedWeights& operator=(const SharedWeights&) = delete;
 
@@ -83,7 +103,7 @@ class SharedWeights {
   // never parses or copies the weights, so opening a session costs no second copy of the model;
   // a session without the entry fails to read them. Errors: a mapping that cannot be made. Null
   // when !Available().
-  static absl::StatusOr<std::shared_ptr<SharedModelWeights>> TakeFromModel(onnx::ModelProto* model);
+  absl::StatusOr<std::shared_ptr<SharedModelWeights>> TakeFromModel(onnx::ModelProto* model) const;
   static constexpr const char* kPlaceholderFolder = "/dev";
   static constexpr const char* kPlaceholderLocation = "null";
 
@@ -93,6 +113,9 @@ class SharedWeights {
   void Adopt(const std::string& model_path, const std::string& model_data, std::shared_ptr<SharedModelWeights> entry);
 
  private:
+  std::shared_ptr<SharedModelWeights> NewEntry() const;
+
+  const std::string weights_dir_;
   absl::Mutex mu_;
   // Weak: an entry dies with the last session that uses it. Loading happens under mu_ (rare:
   // once per model version, and the instances of one model would wait for it anyway).

@@ -50,6 +50,35 @@ TEST(SharedWeightsTest, DistilBertSharedLogitsAreBitIdentical) {
   EXPECT_GT((*entry)->bytes, 100'000u);  // the word embeddings at least
 }
 
+// The same with the weights in an unnamed file (the serving default): identical logits before and
+// after their pages are dropped from the process, and the file is where the loader said.
+TEST(SharedWeightsTest, FileBackedWeightsGiveIdenticalLogitsAfterLeavingMemory) {
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  if (!SharedWeights::Available()) GTEST_SKIP() << "built without libonnx-dev";
+  const std::string model = tide::testing::SharedAssetPath(tide::testing::kTinyDistilBertModel).string();
+  const std::string dir = std::filesystem::current_path().string();  // the build tree: on disk
+  const TokenBatch batch = PackRows({{101, 2054, 2003, 25462, 1029, 102, 1996, 5016, 102}, {101, 7592, 2088, 102}});
+  auto alone = OrtBackend::Create({.model_path = model, .intra_op_threads = 1});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  const std::vector<float> reference = Scores(**alone, batch);
+
+  auto shared = std::make_shared<SharedWeights>(dir);
+  auto a = OrtBackend::Create({.model_path = model, .intra_op_threads = 1, .shared_weights = shared});
+  auto b = OrtBackend::Create({.model_path = model, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const SharedModelWeights* entry = (*a)->shared_weights();
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry, (*b)->shared_weights());
+  if (entry->file == nullptr) GTEST_SKIP() << "no weights file here: " << entry->file_error;
+  EXPECT_EQ(entry->file->dir(), dir);
+  EXPECT_GE(entry->file->size(), entry->bytes);
+  EXPECT_EQ(Scores(**a, batch), reference);
+  EXPECT_GE(entry->ReleaseResident(), entry->bytes);  // every tensor's pages
+  EXPECT_EQ(Scores(**a, batch), reference);           // read back from the file
+  EXPECT_EQ(Scores(**b, batch), reference);
+}
+
 #ifdef TIDE_HAVE_ONNX_PROTO
 // score = ReduceSum(MatMul(MatMul(Gather(E, input_ids * attention_mask), W), v), axis 1): an
 // embedding table (shared as is) and two MatMul weights (pre-packed by ONNX Runtime).
@@ -142,6 +171,20 @@ TEST(SharedWeightsTest, InstancesShareOneCopyAndGiveBitIdenticalLogits) {
   EXPECT_FALSE(weak.expired());
   b->reset();
   EXPECT_TRUE(weak.expired());
+}
+
+TEST(SharedWeightsTest, NoFileInAMemoryFolderSaysWhy) {
+  if (!SharedWeights::Available()) GTEST_SKIP() << "built without libonnx-dev";
+  if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  const std::string model = EmbedMatMulModel();
+  auto shared = std::make_shared<SharedWeights>("/dev/shm");
+  auto a = OrtBackend::Create({.model_data = model, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  const SharedModelWeights* entry = (*a)->shared_weights();
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->file, nullptr);
+  EXPECT_NE(entry->file_error.find("/dev/shm"), std::string::npos) << entry->file_error;
+  EXPECT_EQ(entry->ReleaseResident(), 0u);
 }
 
 // The model of EmbedMatMulModel() written as dir/model.onnx with its weights in dir/weights.data (as

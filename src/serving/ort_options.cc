@@ -1,6 +1,10 @@
 #include "serving/ort_options.h"
 
+#include <filesystem>
 #include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
 
 #include "runtime/shared_weights.h"
 
@@ -24,8 +28,17 @@ OrtOptions MakeOrtOptions(const config::TideParameters& params, const std::files
     o.alone_session = std::make_shared<AloneSessionSlot>();  // one wider session for the version's instances
   }
   o.enable_cpu_mem_arena = params.enable_cpu_mem_arena;
-  // One SharedWeights per call: per loaded model version, held by that version's instances.
-  if (params.share_weights) o.shared_weights = std::make_shared<SharedWeights>();
+  // One SharedWeights per call: per loaded model version, held by that version's instances; its
+  // weights in an unnamed file in the temp directory (TMPDIR, else /tmp), as the fused model's.
+  if (params.share_weights) {
+    std::string dir;
+    if (params.weights_file) {
+      std::error_code ec;
+      const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+      dir = ec ? std::string("/tmp") : tmp.string();
+    }
+    o.shared_weights = std::make_shared<SharedWeights>(std::move(dir));
+  }
   switch (params.graph_optimization_level) {
     case config::GraphOptimizationLevel::kDisable: o.graph_optimization_level = GraphOptimization::kDisable; break;
     case config::GraphOptimizationLevel::kBasic: o.graph_optimization_level = GraphOptimization::kBasic; break;

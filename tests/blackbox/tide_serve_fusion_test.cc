@@ -6,9 +6,13 @@
 //   - fused and unfused entries answer the same padded KServe batch (rows of mixed lengths) with the
 //     same logits: within 1e-4 for FP32, within 2e-2 x the logit scale for INT8 (the load-time
 //     check's bound: per-batch activation quantization turns float rounding into whole steps).
+#include <linux/magic.h>
+#include <sys/vfs.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -121,6 +125,25 @@ TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
     }
   }
   EXPECT_EQ(unnamed, 0) << "a fused model with shared weights needs no spill file";
+  // The shared weights themselves live in unnamed files there (parameter weights_file), mapped but
+  // with no descriptor left open.
+  struct statfs fs {};
+  if (::statfs(std::filesystem::temp_directory_path().c_str(), &fs) == 0 &&
+      (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC)) {
+    EXPECT_THAT(log, HasSubstr("memory file system"));  // refused, said, served from memory
+    return;
+  }
+  EXPECT_THAT(log, HasSubstr("in an unnamed file in " + std::filesystem::temp_directory_path().string()));
+  std::ifstream maps("/proc/" + std::to_string(server().pid()) + "/maps");
+  std::string line;
+  bool mapped = false;
+  while (std::getline(maps, line)) {
+    if (line.find(std::filesystem::temp_directory_path().string() + "/#") != std::string::npos &&
+        line.find("(deleted)") != std::string::npos) {
+      mapped = true;
+    }
+  }
+  EXPECT_TRUE(mapped) << "no weights file mapped";
 }
 
 TEST_F(ServeFusionTest, FusedAndUnfusedAnswerTheSamePaddedBatch) {
