@@ -101,9 +101,13 @@ std::shared_ptr<void> ReadExternal(const onnx::TensorProto& t, const std::string
 // memory, whose external initializers are not shared).
 absl::Status Take(onnx::ModelProto& model, bool placeholders, const std::string& model_dir,
                   SharedModelWeights* out) {
-  // Where the bytes go: the entry's weights file, else anonymous memory.
+  // Where the bytes go: the entry's weights file, else (none, or the disk is full) anonymous memory.
   auto allocate = [out](size_t size) -> absl::StatusOr<std::shared_ptr<void>> {
-    if (out->file != nullptr) return out->file->Allocate(size);
+    if (out->file != nullptr) {
+      absl::StatusOr<std::shared_ptr<void>> in_file = out->file->Allocate(size);
+      if (in_file.ok()) return in_file;
+      if (out->file_error.empty()) out->file_error = absl::StrCat(in_file.status().message(), " (the rest in memory)");
+    }
     return MapAnonymous(size);
   };
   const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);

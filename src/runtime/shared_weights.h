@@ -63,7 +63,8 @@ struct SharedModelWeights {
   std::vector<Ort::Value> values;    // tensors over `buffers`, handed to AddInitializer
   size_t bytes = 0;                  // sum of the shared tensors' sizes
   // The file `buffers` live in (SharedWeights given a weights folder); null: anonymous memory,
-  // and file_error says why when a folder was given.
+  // and file_error says why when a folder was given. Both set: the file filled up (fallocate
+  // failed) and the tensors after that one are in anonymous memory.
   std::unique_ptr<WeightFile> file;
   std::string file_error;
 

@@ -1,8 +1,10 @@
 #include "runtime/shared_weights.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -185,6 +187,34 @@ TEST(SharedWeightsTest, NoFileInAMemoryFolderSaysWhy) {
   EXPECT_EQ(entry->file, nullptr);
   EXPECT_NE(entry->file_error.find("/dev/shm"), std::string::npos) << entry->file_error;
   EXPECT_EQ(entry->ReleaseResident(), 0u);
+}
+
+TEST(SharedWeightsTest, AFileThatFillsUpLeavesTheRestInMemory) {
+  if (!SharedWeights::Available()) GTEST_SKIP() << "built without libonnx-dev";
+  const std::string model = EmbedMatMulModel();
+  const TokenBatch batch = PackRows({{1, 7, 9, 200, 3}, {5, 255, 2}, {17}});
+  auto alone = OrtBackend::Create({.model_data = model, .intra_op_threads = 1});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  const std::vector<float> reference = Scores(**alone, batch);
+  // E (32 KB) does not fit under a 16 KB file-size limit (a full disk fails fallocate the same
+  // way); W (4 KB) then does.
+  auto shared = std::make_shared<SharedWeights>(std::filesystem::current_path().string());
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 16 << 10;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  auto entry = shared->ForModel("", model);
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  if ((*entry)->file == nullptr) GTEST_SKIP() << "no weights file here: " << (*entry)->file_error;
+  EXPECT_NE((*entry)->file_error.find("the rest in memory"), std::string::npos) << (*entry)->file_error;
+  EXPECT_EQ((*entry)->names, (std::vector<std::string>{"E", "W"}));  // both shared all the same
+  auto a = OrtBackend::Create({.model_data = model, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Scores(**a, batch), reference);
 }
 
 // The model of EmbedMatMulModel() written as dir/model.onnx with its weights in dir/weights.data (as

@@ -1,9 +1,11 @@
 #include "runtime/weight_file.h"
 
 #include <linux/magic.h>
+#include <sys/resource.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -80,6 +82,27 @@ TEST_F(WeightFileTest, ReleaseSkipsMappingsThatAreGone) {
   std::memset(kept->get(), 1, 4096);  // the mapping outlives the descriptor
   EXPECT_EQ((*file)->Release(), 4096u);
   EXPECT_EQ(static_cast<unsigned char*>(kept->get())[4095], 1);
+}
+
+TEST_F(WeightFileTest, AFullDiskIsAnErrorWhenAllocatingNeverASignalLater) {
+  auto file = WeightFile::Open(dir_.string());
+  ASSERT_TRUE(file.ok()) << file.status();
+  // A file-size limit stands in for a full disk: fallocate fails the same way (EFBIG / ENOSPC).
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 1 << 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  auto fits = (*file)->Allocate(512 << 10);
+  auto too_big = (*file)->Allocate(1 << 20);
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  std::memset(fits->get(), 7, 512 << 10);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(too_big.status().message().find("cannot reserve"), std::string::npos) << too_big.status();
 }
 
 TEST(WeightFileErrorsTest, RefusesMemoryFileSystemsAndMissingFolders) {

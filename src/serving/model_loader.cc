@@ -164,13 +164,13 @@ BackendFactory OrtBackendFactory() {
     if (!backend.ok()) return backend.status();
     if (instance == 0) {
       if (const runtime::SharedModelWeights* w = (*backend)->shared_weights(); w != nullptr) {
-        if (w->file != nullptr) {
+        if (!w->file_error.empty()) {
+          spdlog::warn("model {} version {}: shared weights ({} MB) stay in memory: {}", EscapeForLog(model.name),
+                       model.version, w->bytes >> 20, EscapeForLog(w->file_error));
+        } else if (w->file != nullptr) {
           spdlog::info("model {} version {}: shared weights ({} MB) in an unnamed file in {}: pages leave memory "
                        "once read (parameter weights_file)",
                        EscapeForLog(model.name), model.version, w->bytes >> 20, EscapeForLog(w->file->dir()));
-        } else if (!w->file_error.empty()) {
-          spdlog::warn("model {} version {}: shared weights ({} MB) stay in memory: {}", EscapeForLog(model.name),
-                       model.version, w->bytes >> 20, EscapeForLog(w->file_error));
         }
       }
     }
