@@ -1,16 +1,15 @@
 #include "runtime/shared_weights.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/testing/file_size_limit.h"
 #include "runtime/testing/token_rows.h"
 #include "runtime/ort_backend.h"
 #include "shared_assets.h"
@@ -199,15 +198,12 @@ TEST(SharedWeightsTest, AFileThatFillsUpLeavesTheRestInMemory) {
   // E (32 KB) does not fit under a 16 KB file-size limit (a full disk fails fallocate the same
   // way); W (4 KB) then does.
   auto shared = std::make_shared<SharedWeights>(std::filesystem::current_path().string());
-  struct rlimit saved {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = saved;
-  small.rlim_cur = 16 << 10;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  auto entry = shared->ForModel("", model);
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, old_handler);
+  absl::StatusOr<std::shared_ptr<SharedModelWeights>> entry;
+  {
+    testing::FileSizeLimit limit(16 << 10);
+    ASSERT_TRUE(limit.ok());
+    entry = shared->ForModel("", model);
+  }
   ASSERT_TRUE(entry.ok()) << entry.status();
   if ((*entry)->file == nullptr) GTEST_SKIP() << "no weights file here: " << (*entry)->file_error;
   EXPECT_NE((*entry)->file_error.find("the rest in memory"), std::string::npos) << (*entry)->file_error;

@@ -1,11 +1,9 @@
 #include "runtime/weight_file.h"
 
 #include <linux/magic.h>
-#include <sys/resource.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +11,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "runtime/testing/file_size_limit.h"
 
 namespace tide::runtime {
 namespace {
@@ -87,17 +86,14 @@ TEST_F(WeightFileTest, ReleaseSkipsMappingsThatAreGone) {
 TEST_F(WeightFileTest, AFullDiskIsAnErrorWhenAllocatingNeverASignalLater) {
   auto file = WeightFile::Open(dir_.string());
   ASSERT_TRUE(file.ok()) << file.status();
-  // A file-size limit stands in for a full disk: fallocate fails the same way (EFBIG / ENOSPC).
-  struct rlimit saved {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = saved;
-  small.rlim_cur = 1 << 20;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  auto fits = (*file)->Allocate(512 << 10);
-  auto too_big = (*file)->Allocate(1 << 20);
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, old_handler);
+  absl::StatusOr<std::shared_ptr<void>> fits, too_big;
+  {
+    // A file-size limit stands in for a full disk: fallocate fails the same way (EFBIG / ENOSPC).
+    testing::FileSizeLimit limit(1 << 20);
+    ASSERT_TRUE(limit.ok());
+    fits = (*file)->Allocate(512 << 10);
+    too_big = (*file)->Allocate(1 << 20);
+  }
   ASSERT_TRUE(fits.ok()) << fits.status();
   std::memset(fits->get(), 7, 512 << 10);
   ASSERT_FALSE(too_big.ok());
