@@ -4,7 +4,8 @@
 # closed loop of CLIENTS clients x DOCS SciFact-length documents (tide bench) for DURATION s after
 # WARMUP s; prints pairs/s of each and B / A per round. Run it on a quiet machine.
 # usage: PARAM=sequence_buckets A= B=16,32,48 bash bench/batching/param_ab.sh [ROUNDS]
-#        (MODEL=models/minilm-l6 CLIENTS=16 DOCS=1 WARMUP=5 DURATION=30 BUILD_DIR=build)
+#        (MODEL=models/minilm-l6 CLIENTS=16 DOCS=1 WARMUP=5 DURATION=30 BUILD_DIR=build;
+#         COUNT=N: instance_group count N in both arms, else the entry's)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${1:-3}
@@ -12,7 +13,7 @@ BUILD=${BUILD_DIR:-build}
 MODEL=${MODEL:-models/minilm-l6}
 PARAM=${PARAM:?PARAM=name of a model parameter}
 A=${A-} B=${B-}
-CLIENTS=${CLIENTS:-16} DOCS=${DOCS:-1} WARMUP=${WARMUP:-5} DURATION=${DURATION:-30}
+CLIENTS=${CLIENTS:-16} DOCS=${DOCS:-1} WARMUP=${WARMUP:-5} DURATION=${DURATION:-30} COUNT=${COUNT:-}
 TIDE="$BUILD/tide"
 source scripts/lib/tide_server.sh
 work=$(mktemp -d /tmp/tide-param-ab-XXXXXX)
@@ -20,7 +21,7 @@ server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 name=$(basename "$MODEL")
 src=$(cd "$MODEL" && pwd)
-echo "# bench/batching/param_ab.sh $ROUNDS: $PARAM A='${A}' B='${B}' ($name, $CLIENTS clients x $DOCS docs, ${WARMUP}+${DURATION} s); load $(cut -d' ' -f1-3 /proc/loadavg); git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "# bench/batching/param_ab.sh $ROUNDS: $PARAM A='${A}' B='${B}' ($name${COUNT:+, count $COUNT}, $CLIENTS clients x $DOCS docs, ${WARMUP}+${DURATION} s); load $(cut -d' ' -f1-3 /proc/loadavg); git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 for round in $(seq "$ROUNDS"); do
   declare -A pps=()
   for arm in A B; do
@@ -29,7 +30,11 @@ for round in $(seq "$ROUNDS"); do
     rm -rf "$dir"; mkdir -p "$dir/$name"
     ln -s "$src/1" "$dir/$name/1"
     for f in "$src"/*; do [ -f "$f" ] && [ "$(basename "$f")" != config.pbtxt ] && ln -s "$f" "$dir/$name/"; done
-    cp "$src/config.pbtxt" "$dir/$name/config.pbtxt"
+    if [ -n "$COUNT" ]; then
+      sed -E "s/count: *[0-9]+/count: $COUNT/" "$src/config.pbtxt" > "$dir/$name/config.pbtxt"
+    else
+      cp "$src/config.pbtxt" "$dir/$name/config.pbtxt"
+    fi
     [ -n "$value" ] && printf '\nparameters {\n  key: "%s"\n  value { string_value: "%s" }\n}\n' "$PARAM" "$value" >> "$dir/$name/config.pbtxt"
     start_tide "$work/serve.log" --model-repository "$dir"
     "$TIDE" bench --url "$url" --endpoint rerank --tokenizer "$MODEL/tokenizer.json" --documents "$DOCS" \

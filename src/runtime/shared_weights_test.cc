@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -172,6 +173,43 @@ TEST(SharedWeightsTest, InstancesShareOneCopyAndGiveBitIdenticalLogits) {
   EXPECT_FALSE(weak.expired());
   b->reset();
   EXPECT_TRUE(weak.expired());
+}
+
+// Resident kB of the mapping that holds `p` (/proc/self/smaps); -1 when no mapping holds it.
+long ResidentKb(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t start = 0, end = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> start >> dash >> end && dash == '-') {
+      inside = start <= address && address < end;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      return std::stol(line.substr(4));
+    }
+  }
+  return -1;
+}
+
+// Opening a session reads what it pre-packs (the MatMul weights): the pages it faulted in leave
+// the process again once it is open.
+TEST(SharedWeightsTest, OpeningASessionLeavesNoWeightPageResident) {
+  if (!SharedWeights::Available()) GTEST_SKIP() << "built without libonnx-dev";
+  const std::string model = EmbedMatMulModel();
+  auto shared = std::make_shared<SharedWeights>(std::filesystem::current_path().string());
+  auto a = OrtBackend::Create({.model_data = model, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  const SharedModelWeights* entry = (*a)->shared_weights();
+  ASSERT_NE(entry, nullptr);
+  if (entry->file == nullptr) GTEST_SKIP() << "no weights file here: " << entry->file_error;
+  ASSERT_EQ(entry->names, (std::vector<std::string>{"E", "W"}));
+  EXPECT_EQ(ResidentKb(entry->buffers[1].get()), 0) << "W, pre-packed by the session, is still resident";
+  EXPECT_EQ(ResidentKb(entry->buffers[0].get()), 0) << "E";
+  (void)Scores(**a, PackRows({{1, 7, 9}}));  // a run reads E's rows again: they fault back
+  EXPECT_GT(ResidentKb(entry->buffers[0].get()), 0);
 }
 
 TEST(SharedWeightsTest, NoFileInAMemoryFolderSaysWhy) {

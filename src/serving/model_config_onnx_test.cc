@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ort_backend.h"
+#include "runtime/shared_weights.h"
 #include "serving/ort_options.h"
 #include "shared_assets.h"
 
@@ -102,6 +103,37 @@ TEST(NormalizeOnnxTest, ParametersBecomeSessionOptions) {
   runtime::Logits out;
   ASSERT_TRUE((*backend)->Run(b, &out).ok());
   EXPECT_EQ(out.num_labels, 2);
+}
+
+// weights_file (default true): the shared weights go to a file in the temp directory; "false": memory.
+TEST(NormalizeOnnxTest, WeightsFileParameterChoosesWhereTheSharedWeightsLive) {
+  const fs::path model = DistilBertModel();
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  if (!runtime::SharedWeights::Available()) GTEST_SKIP() << "built without libonnx-dev";
+  for (const char* value : {"", "false"}) {
+    std::string text = R"pb(name: "distilbert" backend: "onnxruntime")pb";
+    if (*value != '\0') {
+      text += std::string(R"pb( parameters { key: "weights_file" value { string_value: ")pb") + value + "\" } }";
+    }
+    auto c = ParseModelConfig(text, "config.pbtxt");
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto params = TideParameters::FromConfig(*c, "config.pbtxt");
+    ASSERT_TRUE(params.ok()) << params.status();
+    runtime::OrtOptions o = serving::MakeOrtOptions(*params, model);
+    ASSERT_NE(o.shared_weights, nullptr);
+    auto backend = runtime::OrtBackend::Create(o);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    const runtime::SharedModelWeights* w = (*backend)->shared_weights();
+    ASSERT_NE(w, nullptr);
+    if (*value != '\0') {
+      EXPECT_EQ(w->file, nullptr);
+      EXPECT_EQ(w->file_error, "");  // not refused: not asked for
+    } else if (w->file == nullptr) {
+      EXPECT_NE(w->file_error, "") << "no file must say why";  // e.g. a tmpfs TMPDIR
+    } else {
+      EXPECT_EQ(w->file->dir(), fs::temp_directory_path().string());
+    }
+  }
 }
 
 }  // namespace
