@@ -30,38 +30,13 @@ void CollectTensors(onnx::GraphProto* g, std::vector<onnx::TensorProto*>* out) {
 }
 
 absl::Status InlineExternal(onnx::TensorProto* t, const fs::path& dir) {
-  std::string location;
-  int64_t offset = 0, length = -1;
-  for (const auto& e : t->external_data()) {
-    try {
-      if (e.key() == "location") location = e.value();
-      else if (e.key() == "offset") offset = std::stoll(e.value());
-      else if (e.key() == "length") length = std::stoll(e.value());
-    } catch (const std::exception&) {
-      return absl::InvalidArgumentError(absl::StrCat("initializer ", t->name(), ": bad external_data ", e.key()));
-    }
-  }
-  fs::path rel(location);
-  if (location.empty() || rel.is_absolute() || rel.has_root_path()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("initializer ", t->name(), ": external data location '", location, "' must be a relative file name"));
-  }
-  for (const auto& part : rel) {
-    if (part == "..") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("initializer ", t->name(), ": external data location '", location, "' leaves the model folder"));
-    }
-  }
-  if (offset < 0) return absl::InvalidArgumentError(absl::StrCat("initializer ", t->name(), ": negative offset"));
-  std::ifstream in(dir / rel, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("initializer ", t->name(), ": cannot open external data ", (dir / rel).string()));
-  in.seekg(0, std::ios::end);
-  const int64_t size = in.tellg();
-  if (offset <= size && length < 0) length = size - offset;
-  if (offset > size || length < 0 || length > size - offset) {
-    return absl::InvalidArgumentError(absl::StrCat("initializer ", t->name(), ": external data ", location, " is truncated (wants ",
-                                                   offset + length, " bytes, file has ", size, ")"));
-  }
+  absl::StatusOr<ExternalRange> range = ResolveExternalData(*t, dir.string());
+  if (!range.ok()) return range.status();
+  const std::string& location = range->file;
+  const int64_t offset = static_cast<int64_t>(range->offset);
+  const int64_t length = static_cast<int64_t>(range->length);
+  std::ifstream in(location, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("initializer ", t->name(), ": cannot open external data ", location));
   std::string data(static_cast<size_t>(length), '\0');
   in.seekg(offset);
   in.read(data.data(), length);
@@ -73,6 +48,46 @@ absl::Status InlineExternal(onnx::TensorProto* t, const fs::path& dir) {
 }
 
 }  // namespace
+
+absl::StatusOr<ExternalRange> ResolveExternalData(const onnx::TensorProto& t, const std::string& model_dir) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& e : t.external_data()) {
+    try {
+      if (e.key() == "location") location = e.value();
+      else if (e.key() == "offset") offset = std::stoll(e.value());
+      else if (e.key() == "length") length = std::stoll(e.value());
+    } catch (const std::exception&) {
+      return absl::InvalidArgumentError(absl::StrCat("initializer ", t.name(), ": bad external_data ", e.key()));
+    }
+  }
+  fs::path rel(location);
+  if (location.empty() || rel.is_absolute() || rel.has_root_path()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("initializer ", t.name(), ": external data location '", location, "' must be a relative file name"));
+  }
+  for (const auto& part : rel) {
+    if (part == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("initializer ", t.name(), ": external data location '", location, "' leaves the model folder"));
+    }
+  }
+  if (offset < 0) return absl::InvalidArgumentError(absl::StrCat("initializer ", t.name(), ": negative offset"));
+  const fs::path file = fs::path(model_dir) / rel;
+  std::error_code ec;
+  const bool regular = fs::is_regular_file(file, ec);
+  const auto file_size = regular ? fs::file_size(file, ec) : 0;
+  if (!regular || ec) {
+    return absl::NotFoundError(absl::StrCat("initializer ", t.name(), ": cannot open external data ", file.string()));
+  }
+  const int64_t size = static_cast<int64_t>(file_size);
+  if (offset <= size && length < 0) length = size - offset;
+  if (offset > size || length < 0 || length > size - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("initializer ", t.name(), ": external data ", location, " is truncated (wants ",
+                                                   offset + length, " bytes, file has ", size, ")"));
+  }
+  return ExternalRange{file.string(), static_cast<uint64_t>(offset), static_cast<uint64_t>(length)};
+}
 
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
   // One string of the file's size: no stream buffer growing by doubling, no second copy (a

@@ -18,6 +18,7 @@
 //    initializer of at least `external_threshold_bytes` to "<file name>.data" beside it (the
 //    layout ONNX Runtime loads). Errors: INTERNAL for I/O failures.
 //    SaveModel moves the bytes of externalised initializers out of `model` (hence non-const).
+//  - ResolveExternalData: the checked file range of one external tensor (the rules above).
 //  - Free functions, no shared state; thread-compatible.
 #pragma once
 
@@ -47,5 +48,16 @@ absl::StatusOr<onnx::ModelProto> ParseModel(const std::string& bytes);  // no ex
 // The whole file in one string of its size (NOT_FOUND: cannot open; INTERNAL: read error).
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
 absl::Status SaveModel(onnx::ModelProto& model, const std::string& path, const SaveOptions& options = {});
+
+// Where the external data of `t` lies, checked as LoadModel checks it: `location` a relative path
+// inside `model_dir` (no absolute path, no ".."), offset/length inside the file (no length: to the
+// end). Errors: INVALID_ARGUMENT (unsafe location, bad number, range past the end) or NOT_FOUND
+// (no such file), naming the initializer.
+struct ExternalRange {
+  std::string file;  // model_dir/location
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+absl::StatusOr<ExternalRange> ResolveExternalData(const onnx::TensorProto& t, const std::string& model_dir);
 
 }  // namespace tide::onnx_graph
