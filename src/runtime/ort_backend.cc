@@ -4,10 +4,13 @@
 #include <array>
 #include <mutex>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/error.h"
 #include "runtime/shared_weights.h"
 
@@ -166,9 +169,39 @@ absl::StatusOr<ModelSignature> DiscoverSignature(Ort::Session& session, const st
                    session.GetOutputCount(), " outputs"));
 }
 
+// Calls weights->ReleaseResident() every kEvery on its own thread until Stop() (or destruction);
+// nothing with null weights. Dropping pages another thread is reading is safe: they fault back
+// from the file.
+class ResidentReleaser {
+ public:
+  static constexpr absl::Duration kEvery = absl::Milliseconds(25);
+
+  explicit ResidentReleaser(const SharedModelWeights* weights) {
+    if (weights == nullptr) return;
+    thread_ = std::thread([this, weights] {
+      while (!stop_.WaitForNotificationWithTimeout(kEvery)) weights->ReleaseResident();
+    });
+  }
+  ~ResidentReleaser() { Stop(); }
+  ResidentReleaser(const ResidentReleaser&) = delete;
+  ResidentReleaser& operator=(const ResidentReleaser&) = delete;
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    stop_.Notify();
+    thread_.join();
+  }
+
+ private:
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
 absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string* label,
                                          std::shared_ptr<SharedModelWeights>* weights = nullptr) {
-  *label = options.model_path.empty() ? std::string("<in-memory model>") : options.model_path;
+  *label = !options.model_path.empty()   ? options.model_path
+           : !options.model_label.empty() ? options.model_label
+                                          : std::string("<in-memory model>");
   if (options.model_path.empty() && options.model_data.empty()) {
     return absl::InvalidArgumentError("OrtOptions: neither model_path nor model_data is set");
   }
@@ -191,10 +224,14 @@ absl::StatusOr<Ort::Session> OpenSession(const OrtOptions& options, std::string*
       *weights = shared;
     }
     if (prepacked != nullptr) {
+      // While ONNX Runtime pre-packs, the weights it has read leave the process as it goes (they
+      // stay in the entry's file): the session's open holds the packed copies and little more.
+      ResidentReleaser releaser(shared->file != nullptr || shared->base_file != nullptr ? shared.get() : nullptr);
       Ort::Session session =
           !options.model_path.empty()
               ? Ort::Session(SharedEnv(), options.model_path.c_str(), so, prepacked)
               : Ort::Session(SharedEnv(), options.model_data.data(), options.model_data.size(), so, prepacked);
+      releaser.Stop();
       shared->ReleaseResident();  // the originals it pre-packed are not read again
       return session;
     }
@@ -251,13 +288,24 @@ absl::StatusOr<std::unique_ptr<OrtBackend>> OrtBackend::Create(const OrtOptions&
 
 absl::StatusOr<ModelSignature> OrtBackend::ReadSignature(const std::string& model_path) {
   OrtOptions options;
-  options.model_path = model_path;
   options.graph_optimization_level = GraphOptimization::kDisable;
   options.intra_op_threads = 1;
   options.enable_cpu_mem_arena = false;
   options.prepack_weights = false;
+  absl::StatusOr<SharedWeights::TakenModel> shapes = SharedWeights::ShapesOnly(model_path);
+  if (!shapes.ok()) return shapes.status();
+  std::shared_ptr<SharedModelWeights> weights;
+  if (shapes->weights != nullptr) {
+    // The graph alone, its weights over untouched pages: never run, so never read.
+    options.model_data = std::move(shapes->skeleton);
+    options.model_label = model_path;
+    options.shared_weights = std::make_shared<SharedWeights>();
+    options.shared_weights->Adopt("", options.model_data, shapes->weights);
+  } else {
+    options.model_path = model_path;  // built without libonnx-dev: ONNX Runtime reads the file
+  }
   std::string label;
-  auto session = OpenSession(options, &label);
+  auto session = OpenSession(options, &label, &weights);
   if (!session.ok()) return session.status();
   try {
     return DiscoverSignature(*session, label);

@@ -62,6 +62,7 @@ enum class GraphOptimization { kDisable, kBasic, kExtended, kAll };
 struct OrtOptions {
   std::string model_path = {};     // the .onnx file
   std::string model_data = {};     // or the serialized model itself (used when model_path is empty)
+  std::string model_label = {};    // what errors call a model_data model (e.g. the file it came from)
   int intra_op_threads = 0;        // 0: ONNX Runtime's default (one per physical core)
   int inter_op_threads = 0;        // 0: ONNX Runtime's default
   bool allow_spinning = false;     // spinning idle threads steal CPU from the other instances
@@ -99,7 +100,10 @@ class OrtBackend : public ModelBackend {
  public:
   static absl::StatusOr<std::unique_ptr<OrtBackend>> Create(const OrtOptions& options);
 
-  // The signature of a model file without keeping a session (graph optimisation off, so fast).
+  // The signature of a model file without keeping a session: graph optimisation and pre-packing
+  // off, and (with libonnx-dev) the session opened from the graph alone
+  // (SharedWeights::ShapesOnly): the weights are never read, so this is fast and holds about the
+  // graph's size, whatever the model's. Errors name the file.
   static absl::StatusOr<ModelSignature> ReadSignature(const std::string& model_path);
 
   absl::Status Run(const TokenBatch& batch, Logits* out) override;

@@ -6,12 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -21,6 +23,7 @@
 #ifdef TIDE_HAVE_ONNX_PROTO
 #include "onnx/onnx_pb.h"
 #include "onnx_graph/model_io.h"
+#include "onnx_graph/model_stream.h"
 #endif
 
 namespace tide::runtime {
@@ -95,44 +98,129 @@ std::shared_ptr<void> ReadExternal(const onnx::TensorProto& t, const std::string
   return buffer;
 }
 
+// Where one entry's tensors go while it is built: its weights file, else (none, or the disk is
+// full) anonymous memory. Bytes written through the mappings leave the process every
+// kReleaseEvery bytes, so building an entry holds about that much of it at a time (TakeFromFile
+// writes with write(2) and holds none).
+class EntryWriter {
+ public:
+  static constexpr size_t kReleaseEvery = size_t{32} << 20;
+
+  explicit EntryWriter(SharedModelWeights* out)
+      : out_(out), cpu_(Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault)) {}
+
+  // `fd`, `offset` (optional): where the bytes lie in the file, to write them there with write(2)
+  // (never resident in the process); fd -1 for anonymous memory.
+  absl::StatusOr<std::shared_ptr<void>> Allocate(size_t size, int* fd = nullptr, uint64_t* offset = nullptr) {
+    if (since_release_ >= kReleaseEvery) {
+      out_->ReleaseResident();
+      since_release_ = 0;
+    }
+    since_release_ += size;
+    if (fd != nullptr) *fd = -1;
+    if (out_->file != nullptr) {
+      absl::StatusOr<std::shared_ptr<void>> in_file = out_->file->Allocate(size, offset);
+      if (in_file.ok() && fd != nullptr) *fd = out_->file->fd();
+      if (in_file.ok()) return in_file;
+      if (out_->file_error.empty()) out_->file_error = absl::StrCat(in_file.status().message(), " (the rest in memory)");
+    }
+    return MapAnonymous(size);
+  }
+
+  // Adds the tensor `t` (its name, dims and type) over `size` bytes at `buffer` to the entry.
+  void Add(const onnx::TensorProto& t, std::shared_ptr<void> buffer, size_t size) {
+    std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
+    out_->names.push_back(t.name());
+    out_->values.push_back(Ort::Value::CreateTensor(cpu_, buffer.get(), size, shape.data(), shape.size(),
+                                                    static_cast<ONNXTensorElementDataType>(t.data_type())));
+    out_->buffers.push_back(std::move(buffer));
+    out_->bytes += size;
+  }
+
+  // Every tensor is written: the file is sealed and its pages leave the process (the sessions
+  // read them back as they pre-pack).
+  void Finish() {
+    if (out_->file != nullptr) out_->file->Seal();
+    out_->ReleaseResident();
+  }
+
+ private:
+  SharedModelWeights* out_;
+  const Ort::MemoryInfo cpu_;
+  size_t since_release_ = 0;
+};
+
+// The bytes a shareable tensor holds (dense numeric type, named, dims >= 0), else 0.
+size_t ShareableSize(const onnx::TensorProto& t) {
+  const size_t elem = ElementSize(t.data_type());
+  if (elem == 0 || t.name().empty()) return 0;
+  size_t count = 1;
+  for (int64_t d : t.dims()) count *= static_cast<size_t>(d < 0 ? 0 : d);
+  return count * elem;
+}
+
+// `t`'s bytes now live in a shared entry: the tensor points at the placeholder file instead.
+void MakePlaceholder(onnx::TensorProto* t, size_t size) {
+  t->clear_raw_data();
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  t->clear_external_data();
+  auto* location = t->add_external_data();
+  location->set_key("location");
+  location->set_value(SharedWeights::kPlaceholderLocation);
+  auto* length = t->add_external_data();
+  length->set_key("length");
+  length->set_value(std::to_string(size));
+}
+
+bool IsPlaceholder(const onnx::TensorProto& t) {
+  if (t.data_location() != onnx::TensorProto::EXTERNAL) return false;
+  for (const auto& e : t.external_data()) {
+    if (e.key() == "location") return e.value() == SharedWeights::kPlaceholderLocation;
+  }
+  return false;
+}
+
 // Moves every shareable initializer of `model` into `out`; with `placeholders`, the tensor in
 // `model` then points at SharedWeights::kPlaceholderLocation instead of holding no data.
 // `model_dir`: the folder of the model's file, where its external data lies (empty: a model in
-// memory, whose external initializers are not shared).
+// memory, whose external initializers are not shared). `base`: the entry whose tensors the
+// placeholders already in `model` name (see TakeFromModel).
 absl::Status Take(onnx::ModelProto& model, bool placeholders, const std::string& model_dir,
-                  SharedModelWeights* out) {
-  // Where the bytes go: the entry's weights file, else (none, or the disk is full) anonymous memory.
-  auto allocate = [out](size_t size) -> absl::StatusOr<std::shared_ptr<void>> {
-    if (out->file != nullptr) {
-      absl::StatusOr<std::shared_ptr<void>> in_file = out->file->Allocate(size);
-      if (in_file.ok()) return in_file;
-      if (out->file_error.empty()) out->file_error = absl::StrCat(in_file.status().message(), " (the rest in memory)");
-    }
-    return MapAnonymous(size);
-  };
-  const Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
+                  const SharedModelWeights* base, SharedModelWeights* out) {
+  EntryWriter writer(out);
+  std::unordered_map<std::string, size_t> in_base;
+  if (base != nullptr) {
+    for (size_t i = 0; i < base->names.size(); ++i) in_base.emplace(base->names[i], i);
+    out->base_file = base->file;
+  }
   auto* initializers = model.mutable_graph()->mutable_initializer();
   out->names.reserve(initializers->size());
   out->buffers.reserve(initializers->size());
   out->values.reserve(initializers->size());
   for (onnx::TensorProto& t : *initializers) {
-    const size_t elem = ElementSize(t.data_type());
-    if (elem == 0 || t.name().empty()) continue;
-    size_t count = 1;
-    std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
-    for (int64_t d : shape) count *= static_cast<size_t>(d < 0 ? 0 : d);
-    const size_t size = count * elem;
+    if (base != nullptr && IsPlaceholder(t)) {
+      auto it = in_base.find(t.name());
+      const size_t size = ShareableSize(t);
+      if (it == in_base.end() || size == 0 ||
+          base->values[it->second].GetTensorTypeAndShapeInfo().GetElementCount() * ElementSize(t.data_type()) != size) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("shared weights: the rewritten graph names a weight the original does not hold: ", t.name()));
+      }
+      writer.Add(t, base->buffers[it->second], size);
+      continue;
+    }
+    const size_t size = ShareableSize(t);
     if (size < SharedWeights::kMinSharedBytes) continue;
     std::shared_ptr<void> buffer;
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
       // Weights beside the model (exporters write them so past 2 GB): read once into the entry;
       // ONNX Runtime then never loads them for a session given the entry.
       if (placeholders || model_dir.empty()) continue;
-      buffer = ReadExternal(t, model_dir, size, allocate);
+      buffer = ReadExternal(t, model_dir, size, [&writer](size_t n) { return writer.Allocate(n); });
       if (buffer == nullptr) continue;
     } else {
       if (!t.has_raw_data() || t.raw_data().size() != size) continue;  // malformed: ONNX Runtime reports it
-      absl::StatusOr<std::shared_ptr<void>> mapped = allocate(size);
+      absl::StatusOr<std::shared_ptr<void>> mapped = writer.Allocate(size);
       if (!mapped.ok()) return mapped.status();
       buffer = *std::move(mapped);
       std::memcpy(buffer.get(), t.raw_data().data(), size);
@@ -140,26 +228,10 @@ absl::Status Take(onnx::ModelProto& model, bool placeholders, const std::string&
       // whole model is destroyed: the load would peak at two copies of the weights).
       std::string().swap(*t.mutable_raw_data());
     }
-    void* p = buffer.get();
-    if (placeholders) {
-      t.clear_raw_data();
-      t.set_data_location(onnx::TensorProto::EXTERNAL);
-      t.clear_external_data();
-      auto* location = t.add_external_data();
-      location->set_key("location");
-      location->set_value(SharedWeights::kPlaceholderLocation);
-      auto* length = t.add_external_data();
-      length->set_key("length");
-      length->set_value(std::to_string(size));
-    }
-    out->names.push_back(t.name());
-    out->values.push_back(Ort::Value::CreateTensor(cpu, p, size, shape.data(), shape.size(),
-                                                   static_cast<ONNXTensorElementDataType>(t.data_type())));
-    out->buffers.push_back(std::move(buffer));
-    out->bytes += size;
+    writer.Add(t, std::move(buffer), size);
+    if (placeholders) MakePlaceholder(&t, size);
   }
-  if (out->file != nullptr) out->file->Seal();
-  out->ReleaseResident();  // written: the sessions read them back as they pre-pack
+  writer.Finish();
   return absl::OkStatus();
 }
 
@@ -178,7 +250,7 @@ absl::Status Load(const std::string& model_path, const std::string& model_data, 
     model_dir = std::filesystem::path(model_path).parent_path().string();
     if (model_dir.empty()) model_dir = ".";
   }
-  return Take(*read, /*placeholders=*/false, model_dir, out);
+  return Take(*read, /*placeholders=*/false, model_dir, /*base=*/nullptr, out);
 }
 #endif
 
@@ -221,11 +293,12 @@ absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::ForModel(cons
 #endif
 }
 
-absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::TakeFromModel(onnx::ModelProto* model) const {
+absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::TakeFromModel(onnx::ModelProto* model,
+                                                                                 const SharedModelWeights* base) const {
 #ifdef TIDE_HAVE_ONNX_PROTO
   try {
     auto entry = NewEntry();
-    absl::Status s = Take(*model, /*placeholders=*/true, std::string(), entry.get());
+    absl::Status s = Take(*model, /*placeholders=*/true, std::string(), base, entry.get());
     malloc_trim(0);
     if (!s.ok()) return s;
     return entry;
@@ -234,8 +307,47 @@ absl::StatusOr<std::shared_ptr<SharedModelWeights>> SharedWeights::TakeFromModel
   }
 #else
   (void)model;
+  (void)base;
   return std::shared_ptr<SharedModelWeights>();
 #endif
+}
+
+absl::StatusOr<SharedWeights::TakenModel> SharedWeights::TakeFromFile(const std::string& model_path,
+                                                                      size_t inline_below) const {
+  TakenModel taken;
+#ifdef TIDE_HAVE_ONNX_PROTO
+  try {
+    taken.weights = NewEntry();
+    EntryWriter writer(taken.weights.get());
+    // Called for each large initializer in file order, before its bytes are read into the
+    // returned buffer: the entry holds the tensor over them, the graph a placeholder.
+    // Written into the file with write(2), not through the mapping: the load never holds them.
+    auto sink = [&writer](onnx::TensorProto* t, uint64_t bytes) -> absl::StatusOr<onnx_graph::TensorDestination> {
+      onnx_graph::TensorDestination dst;
+      const size_t size = ShareableSize(*t);
+      if (size == 0 || size != bytes) return dst;  // a string tensor, or malformed: ONNX Runtime says
+      absl::StatusOr<std::shared_ptr<void>> buffer = writer.Allocate(size, &dst.fd, &dst.offset);
+      if (!buffer.ok()) return buffer.status();
+      if (dst.fd < 0) dst.memory = buffer->get();
+      writer.Add(*t, *std::move(buffer), size);
+      MakePlaceholder(t, size);
+      return dst;
+    };
+    absl::StatusOr<onnx::ModelProto> model = onnx_graph::StreamModelFile(model_path, inline_below, sink);
+    if (!model.ok()) return model.status();
+    writer.Finish();
+    if (!model->SerializeToString(&taken.skeleton)) {
+      return absl::InvalidArgumentError(absl::StrCat(model_path, ": the graph without its weights is over 2 GB"));
+    }
+  } catch (const Ort::Exception& e) {
+    return absl::InternalError(absl::StrCat("shared weights: ", e.what()));
+  }
+  malloc_trim(0);
+#else
+  (void)model_path;
+  (void)inline_below;
+#endif
+  return taken;
 }
 
 std::shared_ptr<SharedModelWeights> SharedWeights::NewEntry() const {
@@ -250,7 +362,53 @@ std::shared_ptr<SharedModelWeights> SharedWeights::NewEntry() const {
   return entry;
 }
 
-size_t SharedModelWeights::ReleaseResident() const { return file != nullptr ? file->Release() : 0; }
+absl::StatusOr<SharedWeights::TakenModel> SharedWeights::ShapesOnly(const std::string& model_path,
+                                                                    size_t inline_below) {
+  TakenModel taken;
+#ifdef TIDE_HAVE_ONNX_PROTO
+  struct Shape {
+    onnx::TensorProto tensor;  // name, dims, type
+    size_t size;
+  };
+  std::vector<Shape> shapes;
+  size_t largest = 0;
+  auto sink = [&](onnx::TensorProto* t, uint64_t bytes) -> absl::StatusOr<onnx_graph::TensorDestination> {
+    const size_t size = ShareableSize(*t);
+    if (size == 0 || size != bytes) return onnx_graph::TensorDestination{};  // kept whole: ONNX Runtime judges it
+    shapes.push_back(Shape{*t, size});
+    largest = std::max(largest, size);
+    MakePlaceholder(t, size);
+    return onnx_graph::TensorDestination{.skip = true};
+  };
+  absl::StatusOr<onnx::ModelProto> model = onnx_graph::StreamModelFile(model_path, inline_below, sink);
+  if (!model.ok()) return model.status();
+  if (!model->SerializeToString(&taken.skeleton)) {
+    return absl::InvalidArgumentError(absl::StrCat(model_path, ": the graph without its weights is over 2 GB"));
+  }
+  try {
+    taken.weights = std::make_shared<SharedModelWeights>();
+    if (!shapes.empty()) {
+      void* p = mmap(nullptr, largest, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("shared weights: cannot map ", largest, " bytes"));
+      std::shared_ptr<void> zeros(p, [largest](void* q) { munmap(q, largest); });
+      EntryWriter writer(taken.weights.get());
+      for (const Shape& s : shapes) writer.Add(s.tensor, zeros, s.size);
+    }
+  } catch (const Ort::Exception& e) {
+    return absl::InternalError(absl::StrCat("shared weights: ", e.what()));
+  }
+#else
+  (void)model_path;
+  (void)inline_below;
+#endif
+  return taken;
+}
+
+size_t SharedModelWeights::ReleaseResident() const {
+  size_t released = file != nullptr ? file->Release() : 0;
+  if (base_file != nullptr && base_file != file) released += base_file->Release();
+  return released;
+}
 
 void SharedWeights::Adopt(const std::string& model_path, const std::string& model_data,
                           std::shared_ptr<SharedModelWeights> entry) {

@@ -16,8 +16,9 @@
 //    parallel); the first caller for a model parses it, the others wait for that result.
 //  - Needs libonnx-dev's protobuf classes to read the initializers; built without them,
 //    Available() is false and ForModel returns null (sessions then hold their own copies).
-//  - Loading parses the model once (transiently holding it in memory) and then calls malloc_trim
-//    so the parse does not leave the process's resident size larger.
+//  - ForModel parses the model once (transiently holding it in memory) and then calls
+//    malloc_trim so the parse does not leave the process's resident size larger. TakeFromFile
+//    (serving's way) never holds the model: it streams each tensor from the file into the entry.
 //  - Given a weights folder (serving gives the temp directory), an entry keeps its tensors in an
 //    unnamed file there (runtime::WeightFile) and drops their pages from the process after the
 //    weights are written and after each session opens: what ONNX Runtime pre-packed (every MatMul
@@ -65,8 +66,11 @@ struct SharedModelWeights {
   // The file `buffers` live in (SharedWeights given a weights folder); null: anonymous memory,
   // and file_error says why when a folder was given. Both set: the file filled up (fallocate
   // failed) and the tensors after that one are in anonymous memory.
-  std::unique_ptr<WeightFile> file;
+  std::shared_ptr<WeightFile> file;
   std::string file_error;
+  // The file of the entry whose tensors this one reuses (TakeFromModel with a base: a fused
+  // graph's unchanged weights), released with it; null otherwise.
+  std::shared_ptr<WeightFile> base_file;
 
   // Drops the weights' pages from the process's memory (they stay in the file; whatever is read
   // again faults back). No-op without a file. Called when the weights are written and after each
@@ -104,9 +108,40 @@ class SharedWeights {
   // never parses or copies the weights, so opening a session costs no second copy of the model;
   // a session without the entry fails to read them. Errors: a mapping that cannot be made. Null
   // when !Available().
-  absl::StatusOr<std::shared_ptr<SharedModelWeights>> TakeFromModel(onnx::ModelProto* model) const;
+  //
+  // With `base` (the entry of the skeleton `model` was rewritten from, e.g. by graph fusion):
+  // every placeholder of `model` that names one of base's tensors is served from base's bytes
+  // (shared, not copied; base's file is released with the new entry), the other tensors are taken
+  // as above. A placeholder base does not have makes the result an error (FAILED_PRECONDITION).
+  absl::StatusOr<std::shared_ptr<SharedModelWeights>> TakeFromModel(onnx::ModelProto* model,
+                                                                     const SharedModelWeights* base = nullptr) const;
   static constexpr const char* kPlaceholderFolder = "/dev";
   static constexpr const char* kPlaceholderLocation = "null";
+
+  // The model file at `model_path` as a skeleton and its weights, without ever parsing the whole
+  // model: onnx_graph::StreamModelFile copies each initializer of at least `inline_below` bytes
+  // (raw_data, or external data beside the model) straight from the file into the entry (its
+  // weights file, releasing the written pages every few tens of MB, so the load holds about one
+  // tensor's worth beyond what it keeps) and leaves a placeholder in the graph, as TakeFromModel
+  // does; smaller tensors stay in the skeleton (they are a graph pass's constants: biases,
+  // LayerNorm scales, shapes; each session copies them). The caller Adopts `weights` under
+  // `skeleton` and opens every session (signature, probe, instances) from the skeleton. Errors:
+  // StreamModelFile's (NOT_FOUND, INVALID_ARGUMENT naming the file), a mapping that cannot be
+  // made. Null weights when !Available().
+  struct TakenModel {
+    std::shared_ptr<SharedModelWeights> weights;
+    std::string skeleton;  // the serialized ModelProto with placeholders
+  };
+  static constexpr size_t kSkeletonInlineBytes = 64 << 10;
+
+  // The same skeleton, for sessions that are never run (ONNX Runtime reporting a model's inputs
+  // and outputs, with graph optimisation and pre-packing off): the large weights are not read
+  // from the file at all, and the entry's tensors all lie over one anonymous mapping never
+  // written (untouched pages: no memory). Errors as TakeFromFile's.
+  static absl::StatusOr<TakenModel> ShapesOnly(const std::string& model_path,
+                                               size_t inline_below = kSkeletonInlineBytes);
+  absl::StatusOr<TakenModel> TakeFromFile(const std::string& model_path,
+                                          size_t inline_below = kSkeletonInlineBytes) const;
 
   // Makes `entry` the weights of the model file `model_path` (or of the serialized `model_data`
   // when model_path is empty): ForModel returns it while it lives (the caller holds it for as long

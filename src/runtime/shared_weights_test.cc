@@ -322,6 +322,163 @@ TEST(SharedWeightsTest, ExternalDataIsSharedToo) {
   std::filesystem::remove_all(dir);
 }
 
+// A temporary folder of this test (removed with it).
+class ScratchDir {
+ public:
+  ScratchDir()
+      : path_(std::filesystem::temp_directory_path() /
+              ("tide_shared_weights_" + std::to_string(::getpid()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// The loader's way: the file streamed into an entry (its weights file) and a skeleton; every
+// session of the skeleton scores exactly as a session of the file, the weights are held once.
+TEST(SharedWeightsTest, TakeFromFileGivesASkeletonThatScoresLikeTheFile) {
+  ScratchDir dir;
+  const std::string path = (dir.path() / "model.onnx").string();
+  std::ofstream(path, std::ios::binary) << EmbedMatMulModel();
+  const TokenBatch batch = PackRows({{1, 7, 9, 200, 3}, {5, 255, 2}, {17}});
+  auto file_backend = OrtBackend::Create({.model_path = path, .intra_op_threads = 1});
+  ASSERT_TRUE(file_backend.ok()) << file_backend.status();
+  const std::vector<float> reference = Scores(**file_backend, batch);
+
+  auto shared = std::make_shared<SharedWeights>(std::filesystem::current_path().string());
+  auto taken = shared->TakeFromFile(path, /*inline_below=*/1024);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_NE(taken->weights, nullptr);
+  EXPECT_EQ(taken->weights->names, (std::vector<std::string>{"E", "W"}));  // v (128 bytes) stays inline
+  EXPECT_EQ(taken->weights->bytes, (256 * 32 + 32 * 32) * sizeof(float));
+  EXPECT_LT(taken->skeleton.size(), 2048u) << "the weights stayed in the graph";
+  shared->Adopt("", taken->skeleton, taken->weights);
+  auto a = OrtBackend::Create({.model_data = taken->skeleton, .intra_op_threads = 1, .shared_weights = shared});
+  auto b = OrtBackend::Create({.model_data = taken->skeleton, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*a)->shared_weights(), taken->weights.get());
+  EXPECT_EQ(Scores(**a, batch), reference);
+  EXPECT_EQ(Scores(**b, batch), reference);
+  if (taken->weights->file != nullptr) {
+    EXPECT_EQ(ResidentKb(taken->weights->buffers[1].get()), 0) << "W, written and pre-packed, is still resident";
+  }
+  // With the default threshold this small model stays whole in the skeleton: still the same scores.
+  auto whole = shared->TakeFromFile(path);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(whole->weights->names.empty());
+  auto c = OrtBackend::Create({.model_data = whole->skeleton, .intra_op_threads = 1});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(Scores(**c, batch), reference);
+  // Errors name the file.
+  EXPECT_EQ(shared->TakeFromFile((dir.path() / "absent.onnx").string()).status().code(), absl::StatusCode::kNotFound);
+  std::ofstream(dir.path() / "bad.onnx") << "not an ONNX model";
+  auto bad = shared->TakeFromFile((dir.path() / "bad.onnx").string());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("bad.onnx"), std::string::npos) << bad.status();
+}
+
+// Weights beside the model (a model past 2 GB) go into the entry the same way; a reference that
+// leaves the model's folder makes the model an error (a skeleton cannot point at it).
+TEST(SharedWeightsTest, TakeFromFileReadsExternalDataAndRefusesAnEscapingReference) {
+  ScratchDir dir;
+  const TokenBatch batch = PackRows({{1, 7, 9, 200, 3}, {5, 255, 2}, {17}});
+  auto reference_backend = OrtBackend::Create({.model_data = EmbedMatMulModel(), .intra_op_threads = 1});
+  ASSERT_TRUE(reference_backend.ok()) << reference_backend.status();
+  const std::vector<float> reference = Scores(**reference_backend, batch);
+  const std::string path = WriteExternalModel(dir.path());
+  auto shared = std::make_shared<SharedWeights>();
+  auto taken = shared->TakeFromFile(path, 1024);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(taken->weights->names, (std::vector<std::string>{"E", "W"}));
+  shared->Adopt("", taken->skeleton, taken->weights);
+  auto a = OrtBackend::Create({.model_data = taken->skeleton, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Scores(**a, batch), reference);
+  auto escaping = shared->TakeFromFile(WriteExternalModel(dir.path(), "../weights.data"), 1024);
+  EXPECT_EQ(escaping.status().code(), absl::StatusCode::kInvalidArgument) << escaping.status();
+  EXPECT_NE(escaping.status().message().find("leaves the model folder"), std::string::npos) << escaping.status();
+}
+
+// The signature without the weights: every tensor over one untouched mapping, and the same
+// signature as a session of the file reports.
+TEST(SharedWeightsTest, ShapesOnlyReadsNoWeightAndReadSignatureAgrees) {
+  ScratchDir dir;
+  const std::string path = (dir.path() / "model.onnx").string();
+  std::ofstream(path, std::ios::binary) << EmbedMatMulModel();
+  const std::string external = WriteExternalModel(dir.path());  // E and W beside the model
+  auto shapes = SharedWeights::ShapesOnly(external, /*inline_below=*/1024);
+  ASSERT_TRUE(shapes.ok()) << shapes.status();
+  ASSERT_EQ(shapes->weights->names, (std::vector<std::string>{"E", "W"}));
+  for (const auto& b : shapes->weights->buffers) EXPECT_EQ(b.get(), shapes->weights->buffers.front().get());
+  // A session of it as ReadSignature opens one: no weight page is ever touched.
+  auto shared = std::make_shared<SharedWeights>();
+  shared->Adopt("", shapes->skeleton, shapes->weights);
+  auto opened = OrtBackend::Create({.model_data = shapes->skeleton,
+                                    .intra_op_threads = 1,
+                                    .graph_optimization_level = GraphOptimization::kDisable,
+                                    .enable_cpu_mem_arena = false,
+                                    .prepack_weights = false,
+                                    .shared_weights = shared});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(ResidentKb(shapes->weights->buffers.front().get()), 0) << "a weight was read";
+  auto from_shapes = OrtBackend::ReadSignature(path);
+  ASSERT_TRUE(from_shapes.ok()) << from_shapes.status();
+  auto session = OrtBackend::Create({.model_path = path, .intra_op_threads = 1});
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(from_shapes->input_ids_name, (*session)->signature().input_ids_name);
+  EXPECT_EQ(from_shapes->attention_mask_name, (*session)->signature().attention_mask_name);
+  EXPECT_EQ(from_shapes->logits_name, (*session)->signature().logits_name);
+  EXPECT_EQ(from_shapes->num_labels, (*session)->signature().num_labels);
+  EXPECT_EQ((*opened)->signature().num_labels, (*session)->signature().num_labels);
+  // The file's name in its errors.
+  std::ofstream(dir.path() / "bad.onnx") << "not an ONNX model";
+  auto bad = OrtBackend::ReadSignature((dir.path() / "bad.onnx").string());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("bad.onnx"), std::string::npos) << bad.status();
+}
+
+// A rewritten skeleton (graph fusion's output) takes the weights it kept from the original's
+// entry, bytes shared, not copied; a placeholder the original does not hold is an error.
+TEST(SharedWeightsTest, TakeFromModelWithABaseSharesTheBytesItKept) {
+  ScratchDir dir;
+  const std::string path = (dir.path() / "model.onnx").string();
+  std::ofstream(path, std::ios::binary) << EmbedMatMulModel();
+  auto shared = std::make_shared<SharedWeights>(std::filesystem::current_path().string());
+  auto base = shared->TakeFromFile(path, 1024);
+  ASSERT_TRUE(base.ok()) << base.status();
+  onnx::ModelProto rewritten;
+  ASSERT_TRUE(rewritten.ParseFromString(base->skeleton));
+  rewritten.mutable_graph()->set_name("rewritten");
+  auto entry = shared->TakeFromModel(&rewritten, base->weights.get());
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  ASSERT_EQ((*entry)->names, base->weights->names);
+  for (size_t i = 0; i < (*entry)->buffers.size(); ++i) {
+    EXPECT_EQ((*entry)->buffers[i].get(), base->weights->buffers[i].get()) << (*entry)->names[i];
+  }
+  EXPECT_EQ((*entry)->base_file, base->weights->file);
+  // The original's entry may go: the rewritten graph still scores as the file does.
+  const TokenBatch batch = PackRows({{1, 7, 9, 200, 3}, {5, 255, 2}, {17}});
+  auto file_backend = OrtBackend::Create({.model_path = path, .intra_op_threads = 1});
+  ASSERT_TRUE(file_backend.ok()) << file_backend.status();
+  base->weights.reset();
+  const std::string data = rewritten.SerializeAsString();
+  shared->Adopt("", data, *entry);
+  auto a = OrtBackend::Create({.model_data = data, .intra_op_threads = 1, .shared_weights = shared});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Scores(**a, batch), Scores(**file_backend, batch));
+
+  onnx::ModelProto stranger = rewritten;
+  stranger.mutable_graph()->mutable_initializer(0)->set_name("not_in_the_original");
+  stranger.mutable_graph()->mutable_node(1)->set_input(0, "not_in_the_original");
+  auto refused = shared->TakeFromModel(&stranger, entry->get());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+}
+
 TEST(SharedWeightsTest, DifferentModelsGetDifferentEntries) {
   auto shared = std::make_shared<SharedWeights>();
   const std::string model = EmbedMatMulModel();

@@ -38,7 +38,7 @@ void WeightFile::Seal() {
   fd_ = -1;
 }
 
-absl::StatusOr<std::shared_ptr<void>> WeightFile::Allocate(size_t size) {
+absl::StatusOr<std::shared_ptr<void>> WeightFile::Allocate(size_t size, uint64_t* offset_out) {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("weights file in ", dir_, ": sealed"));
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t length = (std::max<size_t>(size, 1) + page - 1) / page * page;
@@ -53,6 +53,7 @@ absl::StatusOr<std::shared_ptr<void>> WeightFile::Allocate(size_t size) {
         absl::StrCat("weights file in ", dir_, ": cannot map ", length, " bytes: ", std::strerror(errno)));
   }
   end_ += length;
+  if (offset_out != nullptr) *offset_out = static_cast<uint64_t>(offset);
   std::shared_ptr<void> owner(p, [length](void* q) { ::munmap(q, length); });
   absl::MutexLock lock(&mu_);
   mappings_.push_back({owner, p, length});

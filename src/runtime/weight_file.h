@@ -17,6 +17,9 @@
 //    never a SIGBUS when the pages are written) and returns a writable shared mapping of them,
 //    page-aligned; the mapping lives as long as the returned pointer (the file as long as its
 //    last mapping and this object).
+//  - fd() and Allocate's `offset`: where the bytes of a mapping lie in the file, to write them
+//    with write(2) (or copy_file_range) instead of through the mapping: bytes written so never
+//    become resident in the process (only in the page cache). fd() is -1 once sealed.
 //  - Seal() closes the file's descriptor once every tensor is written (the mappings keep the file:
 //    it shows in /proc/PID/maps as "DIR/#inode (deleted)", not among the open descriptors);
 //    Allocate then fails.
@@ -26,6 +29,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +47,8 @@ class WeightFile {
   WeightFile(const WeightFile&) = delete;
   WeightFile& operator=(const WeightFile&) = delete;
 
-  absl::StatusOr<std::shared_ptr<void>> Allocate(size_t size);
+  absl::StatusOr<std::shared_ptr<void>> Allocate(size_t size, uint64_t* offset = nullptr);
+  int fd() const { return fd_; }
   void Seal();
   size_t Release();
 
