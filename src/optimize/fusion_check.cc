@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -72,16 +73,21 @@ struct Fused {
   std::string reason;
 };
 
-Fused ParseAndFuse(const std::string& path) {
+// `options`' model parsed and fused: its file, or a skeleton in model_data whose weights are
+// `base` (their placeholders stay placeholders: the passes read only small constants' values).
+Fused ParseAndFuse(const runtime::OrtOptions& options, const runtime::SharedModelWeights* base) {
   Fused f;
-  // Parsed from the file as a stream: never the file's bytes and the parsed model side by side.
-  f.model = onnx_graph::ReadModelFile(path);
+  // A file is parsed as a stream: never the file's bytes and the parsed model side by side.
+  f.model = options.model_path.empty() ? onnx_graph::ParseModel(options.model_data)
+                                       : onnx_graph::ReadModelFile(options.model_path);
   if (!f.model.ok()) {
     f.reason = std::string(f.model.status().message());
     return f;
   }
+  std::unordered_set<std::string> shared;
+  if (base != nullptr) shared.insert(base->names.begin(), base->names.end());
   for (const auto& t : f.model->graph().initializer()) {
-    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL && !shared.count(t.name())) {
       f.reason = "the model keeps its weights in external data";
       return f;
     }
@@ -111,15 +117,25 @@ absl::StatusOr<ProbeComparison> CompareOnProbe(const runtime::OrtOptions& origin
 FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe,
                              const std::string& spill_dir) {
   FusedModel result;
+  // The original as a skeleton (runtime::SharedWeights::TakeFromFile): its weights are `base`,
+  // which every session of it or of the fused graph reads, none of them copies.
+  std::shared_ptr<runtime::SharedModelWeights> base;
   if (options.model_path.empty()) {
-    result.reason = "the model is not a file";
-    return result;
+    if (options.shared_weights != nullptr && !options.model_data.empty()) {
+      absl::StatusOr<std::shared_ptr<runtime::SharedModelWeights>> adopted =
+          options.shared_weights->ForModel("", options.model_data);
+      if (adopted.ok()) base = *std::move(adopted);
+    }
+    if (base == nullptr) {
+      result.reason = "the model is not a file";
+      return result;
+    }
   }
   // 1. Does anything fuse? The parse is dropped again: the original's probe session must not open
   //    beside it (at the load's peak, one session of the original model is all the memory held).
   bool quantized = false;
   {
-    Fused first = ParseAndFuse(options.model_path);
+    Fused first = ParseAndFuse(options, base.get());
     if (!first.reason.empty()) {
       result.reason = first.reason;
       result.report = first.report;
@@ -132,7 +148,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   //    for it, no pre-packed copy of its weights, and none of ONNX Runtime's graph rewrites (they
   //    copy weights; the reference is the graph as written, which makes the check stricter too).
   runtime::OrtOptions original = options;
-  original.shared_weights = nullptr;
+  if (base == nullptr) original.shared_weights = nullptr;  // a skeleton's session needs its entry
   original.prepack_weights = false;
   original.graph_optimization_level = runtime::GraphOptimization::kDisable;
   // One session: not the version's second, wider session for requests alone (a second copy of
@@ -140,6 +156,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   original.alone_intra_op_threads = 0;
   original.alone_session = nullptr;
   absl::StatusOr<runtime::Logits> expected = RunOnce(original, probe);
+  if (base != nullptr) base->ReleaseResident();  // what the unpacked run read
   if (!expected.ok()) {
     result.reason = absl::StrCat("original model on the probe batch: ", expected.status().message());
     result.check_failed = true;
@@ -148,7 +165,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   malloc_trim(0);
   // 3. Parsed and fused again (the same deterministic rewrite), its weights taken into the shared
   //    entry the instances will use, the rest written out.
-  Fused second = ParseAndFuse(options.model_path);
+  Fused second = ParseAndFuse(options, base.get());
   if (!second.reason.empty()) {
     result.reason = second.reason;
     return result;
@@ -160,7 +177,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   fused_options.prepack_weights = options.prepack_weights;
   fused_options.graph_optimization_level = options.graph_optimization_level;
   if (options.shared_weights != nullptr && runtime::SharedWeights::Available()) {
-    absl::StatusOr<std::shared_ptr<runtime::SharedModelWeights>> taken = options.shared_weights->TakeFromModel(&model);
+    absl::StatusOr<std::shared_ptr<runtime::SharedModelWeights>> taken = options.shared_weights->TakeFromModel(&model, base.get());
     if (!taken.ok()) {
       result.reason = std::string(taken.status().message());
       return result;

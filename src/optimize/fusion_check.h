@@ -1,7 +1,9 @@
 // tide::optimize::PrepareFusedModel — load-time graph fusion with a safety check.
 //
 // Contract:
-//  - Reads the model at options.model_path, fuses it (transformer_fusion.h) and, when anything
+//  - Reads the model at options.model_path, or the skeleton in options.model_data whose weights
+//    options.shared_weights has adopted (runtime::SharedWeights::TakeFromFile: the loader's way,
+//    so that no step of the load holds the whole model), fuses it (transformer_fusion.h) and, when anything
 //    was fused, runs `probe` through an ONNX Runtime session of the fused model and one of the
 //    original, with `options`' session settings. The fused model is accepted only when every
 //    logit agrees within tolerance = 1e-3 * max(1, max |original logit|), or 2e-2 * that scale
@@ -16,9 +18,12 @@
 //    it is never held in memory whole. When that file cannot be written (no O_TMPFILE, disk full)
 //    it is serialized into `model_data` instead and `spill_error` says why; with `spill_dir`
 //    empty, always into `model_data`.
-//  - Memory: the original file is parsed as a stream (never its bytes beside the parse). With
-//    options.shared_weights the fused model's weights move into one shared entry (`weights`) and
-//    only the graph's skeleton is serialized; the fused probe session takes its weights from that
+//  - Memory: from a skeleton, every session (original and fused) reads the one copy of the
+//    weights in the skeleton's entry, and the fused entry reuses those bytes for every weight the
+//    rewrite kept (SharedWeights::TakeFromModel with a base): the load holds the weights once,
+//    in the entry's file. From a file, the original is parsed as a stream (never its bytes beside
+//    the parse). With options.shared_weights the fused model's weights move into one shared entry
+//    (`weights`) and only the graph's skeleton is serialized; the fused probe session takes its weights from that
 //    entry, as the instances will. The original's probe session opens first and alone, without a
 //    pre-packed copy of its weights and without ONNX Runtime's graph rewrites (the reference is the
 //    graph as written). The load-time peak is one such session of the original model, or one

@@ -65,6 +65,7 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
   for (const ModelInstanceGroup& g : m->config.instance_group()) instances += std::max(g.count(), 1);
   m->ort = MakeOrtOptions(m->parameters, version.model_file, std::max(instances, 1));
   runtime::OrtOptions& ort = m->ort;
+  // The signature from the graph alone (the weights are not read).
   auto signature = runtime::OrtBackend::ReadSignature(ort.model_path);
   if (!signature.ok()) return signature.status();
   m->signature = *signature;
@@ -72,10 +73,24 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
     return absl::FailedPreconditionError(absl::StrCat(ort.model_path, ": output ", m->signature.logits_name,
                                                       " has a dynamic label dimension; tide needs a fixed one"));
   }
+  if (ort.shared_weights != nullptr && runtime::SharedWeights::Available()) {
+    // The weights go from the file straight into the version's shared entry (its weights file),
+    // one tensor at a time; every session from here on (fusion probe, instances, shadow lanes)
+    // opens the skeleton with that entry, so no step of the load holds the whole model.
+    auto taken = ort.shared_weights->TakeFromFile(ort.model_path);
+    if (!taken.ok()) return taken.status();
+    m->weights = std::move(taken->weights);
+    ort.model_label = ort.model_path;
+    ort.model_path.clear();
+    ort.model_data = std::move(taken->skeleton);
+    ort.shared_weights->Adopt("", ort.model_data, m->weights);
+  }
   {
-    // From the original file (parsed once, external data left on disk): graph fusion below may
-    // replace the embedding Gathers; the precision is what the file computes in.
-    absl::StatusOr<onnx::ModelProto> graph = onnx_graph::ReadModelFile(ort.model_path);
+    // From the original graph (the skeleton, or the file parsed once with external data left on
+    // disk): graph fusion below may replace the embedding Gathers; the precision is what the file
+    // computes in.
+    absl::StatusOr<onnx::ModelProto> graph =
+        ort.model_path.empty() ? onnx_graph::ParseModel(ort.model_data) : onnx_graph::ReadModelFile(ort.model_path);
     absl::StatusOr<GraphEmbeddingRows> rows =
         graph.ok() ? absl::StatusOr<GraphEmbeddingRows>(ReadEmbeddingRows(*graph, m->signature))
                    : absl::StatusOr<GraphEmbeddingRows>(graph.status());
@@ -113,7 +128,7 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
         // The weights live in the version's shared entry; the graph is a skeleton of a few KB.
         spdlog::info("model {} version {}: fused graph {} KB, its weights ({} MB) shared by every session",
                      EscapeForLog(m->name), m->version, fused.model_data.size() >> 10, fused.weights->bytes >> 20);
-        m->fused_weights = std::move(fused.weights);
+        m->weights = std::move(fused.weights);  // the original's entry goes, but for the bytes it shares
         ort.model_path.clear();
         ort.model_data = std::move(fused.model_data);
       } else if (fused.file != nullptr) {

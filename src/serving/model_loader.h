@@ -48,16 +48,18 @@ struct LoadedModel {
   // What the model file computes in (onnx_graph::GraphPrecision): "int8" (a quantized graph, e.g.
   // `tide quantize --int8`), "fp16", "fp32"; "unknown" when the file could not be parsed.
   std::string precision = "unknown";
-  // The graph the instances run: the model file, or (graph fusion) the fused graph: with shared
-  // weights a skeleton in ort.model_data whose weights are fused_weights; else written to
-  // fused_file (an unnamed file in the temp directory, TMPDIR or /tmp: ort.model_path is its
-  // /proc/self/fd path) or, where no such file can be written, held whole in ort.model_data.
+  // The graph the instances run. With shared weights (the default): a skeleton in ort.model_data
+  // (the model file's graph, or the fused graph) whose weights are `weights`. Without: the model
+  // file, or the fused graph written to fused_file (an unnamed file in the temp directory, TMPDIR
+  // or /tmp: ort.model_path is its /proc/self/fd path) or, where no such file can be written,
+  // held whole in ort.model_data.
   runtime::OrtOptions ort;
   std::shared_ptr<const runtime::UnlinkedFile> fused_file;
-  // The fused model's weights (optimize::FusedModel::weights): ort.model_data is then a skeleton
-  // that only sessions given these (ort.shared_weights has adopted them) can open. Held for the
-  // version's lifetime so that instances and shadow lanes opened later find them.
-  std::shared_ptr<runtime::SharedModelWeights> fused_weights;
+  // The skeleton's weights (runtime::SharedWeights::TakeFromFile, or optimize::FusedModel::weights
+  // once fused): only sessions given these (ort.shared_weights has adopted them) can open
+  // ort.model_data. Held for the version's lifetime so that instances and shadow lanes opened
+  // later find them.
+  std::shared_ptr<runtime::SharedModelWeights> weights;
 };
 
 struct LoaderOptions {

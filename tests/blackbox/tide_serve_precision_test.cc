@@ -344,7 +344,7 @@ TEST_F(ServePrecisionTest, ServeRefusesARepositoryWithAMalformedInt8ModelNamingI
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 1) << run->output;
   EXPECT_THAT(run->output, HasSubstr((repo.path() / "tiny-int8" / "1" / "model.onnx").string()));
-  EXPECT_THAT(run->output, HasSubstr("Protobuf parsing failed"));
+  EXPECT_THAT(run->output, HasSubstr("not a valid ONNX model"));
   EXPECT_THAT(run->output, ::testing::Not(HasSubstr("listening on")));
 }
 
