@@ -84,6 +84,23 @@ std::string LengthDelimited(int number, const std::string& payload) {
   return out + payload;
 }
 
+// TwoWeightModel() whose "big" refers to external data at `location` (`length`, when not empty).
+onnx::ModelProto WithExternalBig(const std::string& location, const std::string& length) {
+  onnx::ModelProto m = TwoWeightModel();
+  onnx::TensorProto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_raw_data();
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* loc = t->add_external_data();
+  loc->set_key("location");
+  loc->set_value(location);
+  if (!length.empty()) {
+    auto* len = t->add_external_data();
+    len->set_key("length");
+    len->set_value(length);
+  }
+  return m;
+}
+
 // Collects what the sink is given: bytes per tensor name, into buffers it owns.
 struct Collector {
   std::map<std::string, std::string> taken;
@@ -228,31 +245,14 @@ TEST_F(ModelStreamTest, ExternalDataIsReadFromTheModelFolderOnly) {
   // A location leaving the folder, or a range past the file's end, is refused with the tensor's name.
   for (const auto& [location, length] : std::vector<std::pair<std::string, std::string>>{
            {"../ext.onnx.data", "4000"}, {"/etc/passwd", "10"}, {"ext.onnx.data", "99999999"}}) {
-    onnx::ModelProto evil = TwoWeightModel();
-    onnx::TensorProto* e = evil.mutable_graph()->mutable_initializer(0);
-    e->clear_raw_data();
-    e->set_data_location(onnx::TensorProto::EXTERNAL);
-    auto* loc = e->add_external_data();
-    loc->set_key("location");
-    loc->set_value(location);
-    auto* len = e->add_external_data();
-    len->set_key("length");
-    len->set_value(length);
-    const std::string path = Write("evil.onnx", evil.SerializeAsString());
+    const std::string path = Write("evil.onnx", WithExternalBig(location, length).SerializeAsString());
     absl::StatusOr<onnx::ModelProto> refused = StreamModelFile(path, 1024, c.sink());
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << location << ": " << refused.status();
     EXPECT_THAT(refused.status().message(), HasSubstr("big")) << location;
   }
   // A missing external file.
-  onnx::ModelProto missing = TwoWeightModel();
-  onnx::TensorProto* e = missing.mutable_graph()->mutable_initializer(0);
-  e->clear_raw_data();
-  e->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* loc = e->add_external_data();
-  loc->set_key("location");
-  loc->set_value("nowhere.data");
-  EXPECT_EQ(StreamModelFile(Write("missing.onnx", missing.SerializeAsString()), 1024, c.sink()).status().code(),
-            absl::StatusCode::kNotFound);
+  const std::string missing = Write("missing.onnx", WithExternalBig("nowhere.data", "").SerializeAsString());
+  EXPECT_EQ(StreamModelFile(missing, 1024, c.sink()).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ModelStreamTest, ATensorInANodeAttributeWithExternalDataComesInline) {
