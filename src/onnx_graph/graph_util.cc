@@ -13,6 +13,23 @@ int64_t NumElements(const onnx::TensorProto& t) {
   return n;
 }
 
+size_t ElementSize(int32_t data_type) {
+  switch (data_type) {
+    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32: return 4;
+    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: return 1;
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16: return 2;
+    case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: case onnx::TensorProto::DOUBLE: return 8;
+    default: return 0;
+  }
+}
+
+uint64_t DenseTensorBytes(const onnx::TensorProto& t) {
+  uint64_t bytes = ElementSize(t.data_type());
+  for (int64_t d : t.dims()) bytes *= static_cast<uint64_t>(d < 0 ? 0 : d);
+  return bytes;
+}
+
 absl::StatusOr<std::vector<float>> ReadFloatTensor(const onnx::TensorProto& t) {
   if (t.data_type() != onnx::TensorProto::FLOAT) {
     return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name(), " is not float32"));

@@ -21,6 +21,12 @@ namespace tide::onnx_graph {
 // A float initializer's values (from float_data or little-endian raw_data), checked against dims.
 absl::StatusOr<std::vector<float>> ReadFloatTensor(const onnx::TensorProto& t);
 int64_t NumElements(const onnx::TensorProto& t);
+// Bytes per element of a dense numeric type (FLOAT 4, FLOAT16 2, INT64 8, ...); 0 for strings,
+// 4-bit and complex types.
+size_t ElementSize(int32_t data_type);
+// The bytes a dense tensor's data holds by its dims and type; 0 when ElementSize is 0 or a dim is
+// negative.
+uint64_t DenseTensorBytes(const onnx::TensorProto& t);
 
 // IEEE binary16 from binary32, rounding to nearest even (overflow -> inf, NaN kept).
 uint16_t FloatToHalf(float f);

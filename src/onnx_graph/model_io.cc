@@ -9,6 +9,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "onnx_graph/graph_util.h"
 
 namespace tide::onnx_graph {
 namespace {
@@ -81,6 +82,8 @@ absl::StatusOr<ExternalRange> ResolveExternalData(const onnx::TensorProto& t, co
     return absl::NotFoundError(absl::StrCat("initializer ", t.name(), ": cannot open external data ", file.string()));
   }
   const int64_t size = static_cast<int64_t>(file_size);
+  // No length: the tensor's own size (what ONNX Runtime reads), else the rest of the file.
+  if (length < 0 && DenseTensorBytes(t) > 0) length = static_cast<int64_t>(DenseTensorBytes(t));
   if (offset <= size && length < 0) length = size - offset;
   if (offset > size || length < 0 || length > size - offset) {
     return absl::InvalidArgumentError(absl::StrCat("initializer ", t.name(), ": external data ", location, " is truncated (wants ",

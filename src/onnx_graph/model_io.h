@@ -50,8 +50,8 @@ absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
 absl::Status SaveModel(onnx::ModelProto& model, const std::string& path, const SaveOptions& options = {});
 
 // Where the external data of `t` lies, checked as LoadModel checks it: `location` a relative path
-// inside `model_dir` (no absolute path, no ".."), offset/length inside the file (no length: to the
-// end). Errors: INVALID_ARGUMENT (unsafe location, bad number, range past the end) or NOT_FOUND
+// inside `model_dir` (no absolute path, no ".."), offset/length inside the file (no length: the
+// tensor's size by its dims and type, as ONNX Runtime reads it; a tensor without one, to the end). Errors: INVALID_ARGUMENT (unsafe location, bad number, range past the end) or NOT_FOUND
 // (no such file), naming the initializer.
 struct ExternalRange {
   std::string file;  // model_dir/location

@@ -255,6 +255,35 @@ TEST_F(ModelStreamTest, ExternalDataIsReadFromTheModelFolderOnly) {
   EXPECT_EQ(StreamModelFile(missing, 1024, c.sink()).status().code(), absl::StatusCode::kNotFound);
 }
 
+// Without a length entry a tensor's data is its own size (what ONNX Runtime reads), so two tensors
+// in one data file, each with just an offset, both come out whole.
+TEST_F(ModelStreamTest, ExternalDataWithoutALengthIsTheTensorsOwnSize) {
+  onnx::ModelProto model = TwoWeightModel();
+  *model.mutable_graph()->add_initializer() = Floats("second", 500, -2.0f);
+  const std::string first = model.graph().initializer(0).raw_data();
+  const std::string second = model.graph().initializer(2).raw_data();
+  std::ofstream(dir_ / "both.data", std::ios::binary) << first << second;
+  uint64_t offset = 0;
+  for (int i : {0, 2}) {
+    onnx::TensorProto* t = model.mutable_graph()->mutable_initializer(i);
+    const uint64_t size = t->raw_data().size();
+    t->clear_raw_data();
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* loc = t->add_external_data();
+    loc->set_key("location");
+    loc->set_value("both.data");
+    auto* off = t->add_external_data();
+    off->set_key("offset");
+    off->set_value(std::to_string(offset));
+    offset += size;
+  }
+  Collector c;
+  absl::StatusOr<onnx::ModelProto> got = StreamModelFile(Write("m.onnx", model.SerializeAsString()), 1024, c.sink());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(c.taken["big"], first);
+  EXPECT_EQ(c.taken["second"], second);
+}
+
 TEST_F(ModelStreamTest, ATensorInANodeAttributeWithExternalDataComesInline) {
   onnx::ModelProto model = TwoWeightModel();
   const std::string data = Floats("c", 8, 3.0f).raw_data();

@@ -16,12 +16,11 @@
 #include <unordered_map>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 
 #ifdef TIDE_HAVE_ONNX_PROTO
 #include "onnx/onnx_pb.h"
+#include "onnx_graph/graph_util.h"
 #include "onnx_graph/model_io.h"
 #include "onnx_graph/model_stream.h"
 #endif
@@ -35,16 +34,7 @@ std::string ModelKey(const std::string& model_path, const std::string& model_dat
 }
 
 #ifdef TIDE_HAVE_ONNX_PROTO
-size_t ElementSize(int32_t type) {
-  switch (type) {
-    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32: return 4;
-    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: return 1;
-    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16:
-    case onnx::TensorProto::UINT16: return 2;
-    case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: case onnx::TensorProto::DOUBLE: return 8;
-    default: return 0;  // strings, 4-bit and complex types: not shared
-  }
-}
+using onnx_graph::ElementSize;
 
 // An anonymous, page-aligned mapping of `size` bytes (returned to the system when the last owner
 // drops it, instead of staying in the heap).
@@ -56,43 +46,25 @@ absl::StatusOr<std::shared_ptr<void>> MapAnonymous(size_t size) {
 
 // The bytes of an initializer stored as external data beside the model (`model_dir`), read into
 // a mapping of `size` bytes. Null (not shared: ONNX Runtime then loads the tensor itself and
-// reports any error in its own words) when the reference is not one this reader follows: a
-// location that is absolute or leaves the model's folder (the same rule as ONNX Runtime's), a
-// range outside the file or of another size than the tensor's.
+// reports any error in its own words) when the reference is not one onnx_graph::ResolveExternalData
+// accepts (a location that is absolute or leaves the model's folder, a range outside the file) or
+// its length is not the tensor's size.
 std::shared_ptr<void> ReadExternal(const onnx::TensorProto& t, const std::string& model_dir, size_t size,
                                    const std::function<absl::StatusOr<std::shared_ptr<void>>(size_t)>& allocate) {
-  std::string location;
-  uint64_t offset = 0;
-  uint64_t length = size;
-  for (const auto& entry : t.external_data()) {
-    if (entry.key() == "location") {
-      location = entry.value();
-    } else if (entry.key() == "offset") {
-      if (!absl::SimpleAtoi(entry.value(), &offset)) return nullptr;
-    } else if (entry.key() == "length") {
-      if (!absl::SimpleAtoi(entry.value(), &length)) return nullptr;
-    }
-  }
-  if (location.empty() || location.front() == '/' || length != size) return nullptr;
-  for (absl::string_view part : absl::StrSplit(location, '/')) {
-    if (part == "..") return nullptr;
-  }
-  const int fd = open(absl::StrCat(model_dir, "/", location).c_str(), O_RDONLY | O_CLOEXEC);
+  absl::StatusOr<onnx_graph::ExternalRange> range = onnx_graph::ResolveExternalData(t, model_dir);
+  if (!range.ok() || range->length != size) return nullptr;
+  const int fd = open(range->file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
   std::shared_ptr<void> buffer;
-  struct stat st {};
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && offset <= static_cast<uint64_t>(st.st_size) &&
-      size <= static_cast<uint64_t>(st.st_size) - offset) {
-    if (absl::StatusOr<std::shared_ptr<void>> mapped = allocate(size); mapped.ok()) {
-      size_t done = 0;
-      while (done < size) {
-        const ssize_t n = pread(fd, static_cast<char*>(mapped->get()) + done, size - done,
-                                static_cast<off_t>(offset + done));
-        if (n <= 0) break;
-        done += static_cast<size_t>(n);
-      }
-      if (done == size) buffer = *std::move(mapped);
+  if (absl::StatusOr<std::shared_ptr<void>> mapped = allocate(size); mapped.ok()) {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = pread(fd, static_cast<char*>(mapped->get()) + done, size - done,
+                              static_cast<off_t>(range->offset + done));
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
     }
+    if (done == size) buffer = *std::move(mapped);
   }
   close(fd);
   return buffer;
@@ -152,11 +124,19 @@ class EntryWriter {
 
 // The bytes a shareable tensor holds (dense numeric type, named, dims >= 0), else 0.
 size_t ShareableSize(const onnx::TensorProto& t) {
-  const size_t elem = ElementSize(t.data_type());
-  if (elem == 0 || t.name().empty()) return 0;
-  size_t count = 1;
-  for (int64_t d : t.dims()) count *= static_cast<size_t>(d < 0 ? 0 : d);
-  return count * elem;
+  return t.name().empty() ? 0 : static_cast<size_t>(onnx_graph::DenseTensorBytes(t));
+}
+
+// `path` streamed (onnx_graph::StreamModelFile) with `sink` choosing where each large tensor goes,
+// the rest serialized into `skeleton`.
+absl::Status StreamSkeleton(const std::string& path, size_t inline_below, const onnx_graph::TensorSink& sink,
+                            std::string* skeleton) {
+  absl::StatusOr<onnx::ModelProto> model = onnx_graph::StreamModelFile(path, inline_below, sink);
+  if (!model.ok()) return model.status();
+  if (!model->SerializeToString(skeleton)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the graph without its weights is over 2 GB"));
+  }
+  return absl::OkStatus();
 }
 
 // `t`'s bytes now live in a shared entry: the tensor points at the placeholder file instead.
@@ -333,12 +313,8 @@ absl::StatusOr<SharedWeights::TakenModel> SharedWeights::TakeFromFile(const std:
       MakePlaceholder(t, size);
       return dst;
     };
-    absl::StatusOr<onnx::ModelProto> model = onnx_graph::StreamModelFile(model_path, inline_below, sink);
-    if (!model.ok()) return model.status();
+    if (absl::Status s = StreamSkeleton(model_path, inline_below, sink, &taken.skeleton); !s.ok()) return s;
     writer.Finish();
-    if (!model->SerializeToString(&taken.skeleton)) {
-      return absl::InvalidArgumentError(absl::StrCat(model_path, ": the graph without its weights is over 2 GB"));
-    }
   } catch (const Ort::Exception& e) {
     return absl::InternalError(absl::StrCat("shared weights: ", e.what()));
   }
@@ -380,11 +356,7 @@ absl::StatusOr<SharedWeights::TakenModel> SharedWeights::ShapesOnly(const std::s
     MakePlaceholder(t, size);
     return onnx_graph::TensorDestination{.skip = true};
   };
-  absl::StatusOr<onnx::ModelProto> model = onnx_graph::StreamModelFile(model_path, inline_below, sink);
-  if (!model.ok()) return model.status();
-  if (!model->SerializeToString(&taken.skeleton)) {
-    return absl::InvalidArgumentError(absl::StrCat(model_path, ": the graph without its weights is over 2 GB"));
-  }
+  if (absl::Status s = StreamSkeleton(model_path, inline_below, sink, &taken.skeleton); !s.ok()) return s;
   try {
     taken.weights = std::make_shared<SharedModelWeights>();
     if (!shapes.empty()) {
