@@ -19,9 +19,10 @@
 // sequence buckets nearest the anchor's first (same bucket, then the next smaller, the next
 // larger, ...) and each bucket oldest first, then from lower levels the same way, while the batch
 // stays within max_batch_size (or the largest preferred_batch_size), the padded cost
-// (bucketed longest length x allowed batch size) stays within max_batch_tokens, and the padded
-// length stays within max_padding_ratio of the shortest bucket in the batch. An anchor whose
-// own cost exceeds max_batch_tokens runs alone. The batch is released when it is full (size cap
+// (bucketed longest length x allowed batch size) stays within max_batch_tokens (or
+// saturation_tokens, if smaller: BatcherOptions::batch_token_cap), and the padded length stays
+// within max_padding_ratio of the shortest bucket in the batch. An anchor whose own cost exceeds
+// that cap runs alone. The batch is released when it is full (size cap
 // reached, or one more task of its padded length would exceed the token budget), when the oldest
 // queued task has waited max_queue_delay, at once when max_queue_delay is zero, or when flushing
 // (shutdown). On a delay release with preferred sizes, the largest preferred size <= the
@@ -284,7 +285,7 @@ typename BatchFormer<Task>::Plan BatchFormer<Task>::Build(size_t limit) const {
       anchor_bucket = b;
     }
   }
-  const size_t max_tokens = options_.max_batch_tokens;
+  const size_t max_tokens = options_.batch_token_cap();
   auto fits = [&](size_t len, size_t n) { return buckets_.PaddedTokens(len, n) <= max_tokens; };
   plan.anchor = index(anchor_lane, anchor_bucket);
   plan.takes[plan.anchor] = 1;

@@ -223,6 +223,54 @@ TEST_F(BatchFormerTest, TaskLargerThanTheBudgetRunsAlone) {
   EXPECT_EQ(r.batch->padded_tokens, 256u);
 }
 
+TEST_F(BatchFormerTest, SaturationTokensCapABatchBelowTheBudgetAndReleaseItAtOnce) {
+  BatcherOptions o;
+  o.max_batch_size = 32;
+  o.max_batch_tokens = 16384;
+  o.saturation_tokens = 1000;
+  o.sequence_buckets = {128, 256, 320, 512};
+  o.max_queue_delay = microseconds(1'000'000);
+  EXPECT_EQ(o.batch_token_cap(), 1000u);
+  auto f = Make(o);
+  for (int id = 1; id <= 5; ++id) Add(*f, id, 300, kT0);  // bucket 320 each
+  // 3 x 320 = 960 fits, a fourth row would make 1280 > 1000: full, released with no delay.
+  Former::Result r = Form(*f, kT0);
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), ElementsAre(1, 2, 3));
+  EXPECT_EQ(r.batch->padded_tokens, 960u);
+  // The remaining two (640) could still grow: they wait for the delay as before.
+  EXPECT_FALSE(Form(*f, kT0).batch.has_value());
+  r = Form(*f, kT0 + microseconds(1'000'000));
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), ElementsAre(4, 5));
+}
+
+TEST_F(BatchFormerTest, ARowLongerThanTheSaturationRunsAloneAndZeroMeansNoCap) {
+  BatcherOptions o;
+  o.max_batch_tokens = 4096;
+  o.sequence_buckets = {128, 256, 512, 1024};
+  o.saturation_tokens = 400;
+  o.max_queue_delay = microseconds(1'000'000);
+  auto f = Make(o);
+  Add(*f, 1, 500, kT0);  // bucket 512 > 400
+  Add(*f, 2, 490, kT0);
+  Former::Result r = Form(*f, kT0);
+  ASSERT_TRUE(r.batch.has_value()) << "one row already past the cap: the batch is full";
+  EXPECT_THAT(Ids(*r.batch), ElementsAre(1));
+  r = Form(*f, kT0);
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), ElementsAre(2));
+
+  o.saturation_tokens = 0;  // none: max_batch_tokens alone
+  EXPECT_EQ(o.batch_token_cap(), 4096u);
+  auto g = Make(o);
+  Add(*g, 3, 500, kT0);
+  Add(*g, 4, 490, kT0);
+  r = Form(*g, kT0 + microseconds(1'000'000));
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_THAT(Ids(*r.batch), ElementsAre(3, 4));
+}
+
 TEST_F(BatchFormerTest, BucketRoundingAndAllowedBatchSizes) {
   BatcherOptions o;
   o.allowed_batch_sizes = {1, 2, 4, 8, 16, 32};

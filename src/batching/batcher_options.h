@@ -40,6 +40,14 @@ struct BatcherOptions {
   // Most padded tokens in one batch: padded sequence length x padded batch size. A single task
   // whose own padded cost exceeds it still runs, alone.
   size_t max_batch_tokens = 16384;
+  // Padded tokens past which a batch stops growing; zero: none (max_batch_tokens alone). The
+  // batch-size knob of compute-bound rows: once a batch holds this much work its matrix products
+  // already run at the engine's ceiling, so one more row only adds padding and ties that row's
+  // request to the others' completion (an instance that finishes early then idles while rows it
+  // could have run wait inside another batch). A row whose own padded cost exceeds it runs alone,
+  // and a batch that reaches it leaves at once, without waiting for max_queue_delay. The server
+  // derives it from the model's weights (serving::DefaultBatchSaturationTokens).
+  size_t saturation_tokens = 0;
   // Batch sizes released at once when reached (the largest one) or preferred when the queue delay
   // expires. Empty: only max_batch_size / max_batch_tokens release early. Each <= max_batch_size.
   std::vector<size_t> preferred_batch_sizes;
@@ -74,6 +82,11 @@ struct BatcherOptions {
   QueuePolicy default_queue_policy;
   // Per-level policies, keyed by level (1..priority_levels).
   std::map<int, QueuePolicy> priority_queue_policy;
+
+  // The most padded tokens one batch may hold: max_batch_tokens, or saturation_tokens if smaller.
+  size_t batch_token_cap() const {
+    return saturation_tokens > 0 && saturation_tokens < max_batch_tokens ? saturation_tokens : max_batch_tokens;
+  }
 };
 
 absl::Status ValidateBatcherOptions(const BatcherOptions& options);

@@ -314,6 +314,7 @@ const ParameterKey kKeys[] = {
     {"share_weights", TIDE_BOOL(share_weights)},
     {"weights_file", TIDE_BOOL(weights_file)},
     {"max_batch_tokens", TIDE_INT(max_batch_tokens, int64_t, 16, int64_t{1} << 24)},
+    {"batch_saturation_tokens", TIDE_INT(batch_saturation_tokens, int64_t, 0, int64_t{1} << 24)},
     {"sequence_buckets", SetSequenceBuckets},
     {"allowed_batch_sizes", SetAllowedBatchSizes},
     {"batch_grouping", TIDE_CHOICE(batch_grouping, kGroupings)},

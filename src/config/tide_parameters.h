@@ -31,6 +31,9 @@
 //                             file in the temp directory whose pages leave the process once read
 //                             (runtime::WeightFile); false: in anonymous memory
 //   max_batch_tokens          integer >= 16: most padded tokens in one batch (TEI's max_batch_tokens)
+//   batch_saturation_tokens   integer >= 0: padded tokens past which a batch stops growing (0: no
+//                             such cap, only max_batch_tokens); unset: derived from the model's
+//                             weights (serving::DefaultBatchSaturationTokens)
 //   sequence_buckets          "16,32,64,...": padded sequence lengths, strictly increasing
 //   allowed_batch_sizes       "1,2,4,8,...": batch sizes the runtime sees (a batch is padded up to
 //                             the next one), strictly increasing; unset: every size
@@ -131,6 +134,7 @@ struct TideParameters {
   bool share_weights = true;                        // false: each instance holds its own copy
   bool weights_file = true;                         // false: the shared copy in anonymous memory
   std::optional<int64_t> max_batch_tokens;          // unset: the server's --max-batch-tokens
+  std::optional<int64_t> batch_saturation_tokens;   // unset: from the model's weights
   std::vector<int64_t> sequence_buckets;            // empty: the server's default buckets
   std::vector<int64_t> allowed_batch_sizes;         // empty: every size 1..max_batch_size
   std::optional<double> max_padding_ratio;          // unset: the batcher's default (1.5)

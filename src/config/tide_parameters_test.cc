@@ -64,6 +64,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"sequence_buckets", "32, 64,128"},
                                                   {"allowed_batch_sizes", "1,2,4,8"},
                                                   {"max_padding_ratio", "2.5"},
+                                                  {"batch_saturation_tokens", "1024"},
                                                   {"breaker_min_samples", "12"},
                                                   {"token_type_vocab_size", "3"}}),
                                       "c.pbtxt");
@@ -86,6 +87,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(p->max_padding_ratio, 2.5);
+  EXPECT_EQ(p->batch_saturation_tokens, 1024);
   EXPECT_EQ(p->breaker_min_samples, 12);
   EXPECT_EQ(p->token_type_vocab_size, 3);
   EXPECT_EQ(TaskName(p->task), "classify");
@@ -113,6 +115,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"allowed_batch_sizes", "1,x", "integer"},
       {"max_padding_ratio", "0.5", "[1, 1024]"},
       {"max_padding_ratio", "lots", "lots"},
+      {"batch_saturation_tokens", "-1", "out of range"},
       {"breaker_min_samples", "0", "out of range"},
       {"token_type_vocab_size", "0", "out of range"},
       {"tokenizer", "/etc/tokenizer.json", "relative"},

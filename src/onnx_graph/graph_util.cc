@@ -162,6 +162,32 @@ std::string_view GraphPrecision(const onnx::ModelProto& model) {
   return FirstHalfWeight(model.graph()) != nullptr ? "fp16" : "fp32";
 }
 
+uint64_t WeightFlopsPerToken(const onnx::GraphProto& g) {
+  static const std::unordered_set<std::string> kWeightProducts = {
+      "MatMul",        "Gemm",          "FusedMatMul",          "MatMulInteger", "DynamicQuantizeMatMul",
+      "MatMulIntegerToFloat", "Attention", "QAttention"};
+  std::unordered_map<std::string, uint64_t> weights;  // value name -> elements of a 2-D weight
+  for (const auto& t : g.initializer()) {
+    if (t.dims_size() == 2 && t.dims(0) > 0 && t.dims(1) > 0) {
+      weights[t.name()] = static_cast<uint64_t>(t.dims(0)) * static_cast<uint64_t>(t.dims(1));
+    }
+  }
+  uint64_t elements = 0;
+  for (const auto& n : g.node()) {  // topological order: a Cast of a weight comes before its reader
+    if ((n.op_type() == "Cast" || n.op_type() == "DequantizeLinear") && n.input_size() > 0 && n.output_size() > 0) {
+      auto it = weights.find(n.input(0));
+      if (it != weights.end()) weights[n.output(0)] = it->second;
+      continue;
+    }
+    if (!kWeightProducts.count(n.op_type())) continue;
+    for (const auto& in : n.input()) {
+      auto it = weights.find(in);
+      if (it != weights.end()) elements += it->second;
+    }
+  }
+  return 2 * elements;
+}
+
 Namer::Namer(const onnx::GraphProto& g) {
   for (const auto& t : g.initializer()) used_.insert(t.name());
   for (const auto& v : g.input()) used_.insert(v.name());

@@ -41,6 +41,13 @@ absl::Status CheckNotQuantized(const onnx::ModelProto& model);
 // else "fp16" with float16 weights (`tide quantize --fp16`), else "fp32".
 std::string_view GraphPrecision(const onnx::ModelProto& model);
 
+// FLOPs one token costs in the graph's weight products: 2 x the elements of every 2-D weight
+// (an initializer, directly or through a Cast / DequantizeLinear of one) that a MatMul, Gemm,
+// FusedMatMul, MatMulInteger, DynamicQuantizeMatMul, MatMulIntegerToFloat, Attention or QAttention
+// of the main graph reads. Embedding lookups (Gather) and attention's length-squared work are left
+// out. 0 when the graph has none (e.g. a skeleton whose weights carry no dims).
+uint64_t WeightFlopsPerToken(const onnx::GraphProto& g);
+
 // Names in use anywhere in the main graph (values, initializers, nodes), for fresh names.
 class Namer {
  public:

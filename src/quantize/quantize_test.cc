@@ -19,6 +19,7 @@ using onnx_graph::FloatToHalf;
 using onnx_graph::HalfToFloat;
 using onnx_graph::OpsetVersion;
 using onnx_graph::GraphPrecision;
+using onnx_graph::WeightFlopsPerToken;
 using onnx_graph::ExternalData;
 using onnx_graph::LoadModel;
 using onnx_graph::ParseModel;
@@ -364,6 +365,27 @@ TEST(QuantizeInt8Test, GraphPrecisionNamesWhatEachRewriteProduces) {
   onnx::ModelProto fp16 = TinyReranker();
   ASSERT_TRUE(ConvertFp16({.mode = Fp16Mode::kWeightsOnly}, &fp16).ok());
   EXPECT_EQ(GraphPrecision(fp16), "fp16");
+}
+
+TEST(QuantizeInt8Test, WeightFlopsPerTokenCountTheWeightProductsInEveryPrecision) {
+  // What tide serve derives the batch saturation from (serving::DefaultBatchSaturationTokens): 2 x
+  // the weights a token meets (w1, w2, dense, classifier), not the embedding table it looks up.
+  const uint64_t expected = 2 * (kHidden * kFfn + kFfn * kHidden + kHidden * kHidden + kHidden);
+  onnx::ModelProto fp32 = TinyReranker();
+  EXPECT_EQ(WeightFlopsPerToken(fp32.graph()), expected);
+  for (Int8OpFormat format : {Int8OpFormat::kDynamicQuantizeMatMul, Int8OpFormat::kMatMulInteger}) {
+    onnx::ModelProto int8 = TinyReranker();
+    ASSERT_TRUE(QuantizeInt8({.op_format = format}, &int8).ok());
+    EXPECT_EQ(WeightFlopsPerToken(int8.graph()), expected) << static_cast<int>(format);
+  }
+  onnx::ModelProto fp16 = TinyReranker();  // float16 weights read through Casts
+  ASSERT_TRUE(ConvertFp16({.mode = Fp16Mode::kWeightsOnly}, &fp16).ok());
+  EXPECT_EQ(WeightFlopsPerToken(fp16.graph()), expected);
+  onnx::ModelProto none = TinyReranker();
+  for (auto& n : *none.mutable_graph()->mutable_node()) {
+    if (n.op_type() == "MatMul" || n.op_type() == "Gemm") n.set_op_type("Identity");
+  }
+  EXPECT_EQ(WeightFlopsPerToken(none.graph()), 0u);
 }
 
 TEST(QuantizeInt8Test, ClearErrorsForUnsupportedOrMalformedGraphs) {

@@ -94,7 +94,10 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
     absl::StatusOr<GraphEmbeddingRows> rows =
         graph.ok() ? absl::StatusOr<GraphEmbeddingRows>(ReadEmbeddingRows(*graph, m->signature))
                    : absl::StatusOr<GraphEmbeddingRows>(graph.status());
-    if (graph.ok()) m->precision = std::string(onnx_graph::GraphPrecision(*graph));
+    if (graph.ok()) {
+      m->precision = std::string(onnx_graph::GraphPrecision(*graph));
+      m->weight_flops_per_token = onnx_graph::WeightFlopsPerToken(graph->graph());
+    }
     auto limits = ResolveTokenInputLimits(m->signature, *m->tokenizer, rows, m->parameters.token_type_vocab_size);
     if (!limits.ok()) return absl::Status(limits.status().code(), absl::StrCat(config_file, ": ", limits.status().message()));
     m->token_input_limits = limits->limits;

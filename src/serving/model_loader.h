@@ -48,6 +48,9 @@ struct LoadedModel {
   // What the model file computes in (onnx_graph::GraphPrecision): "int8" (a quantized graph, e.g.
   // `tide quantize --int8`), "fp16", "fp32"; "unknown" when the file could not be parsed.
   std::string precision = "unknown";
+  // FLOPs one token costs in the graph's weight products (onnx_graph::WeightFlopsPerToken): what
+  // the batcher's default saturation is derived from (DefaultBatchSaturationTokens); 0 = unknown.
+  uint64_t weight_flops_per_token = 0;
   // The graph the instances run. With shared weights (the default): a skeleton in ort.model_data
   // (the model file's graph, or the fused graph) whose weights are `weights`. Without: the model
   // file, or the fused graph written to fused_file (an unnamed file in the temp directory, TMPDIR

@@ -41,14 +41,23 @@ std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length) {
   return buckets;
 }
 
+size_t DefaultBatchSaturationTokens(uint64_t weight_flops_per_token) {
+  if (weight_flops_per_token == 0) return 0;
+  return std::max<size_t>(16, static_cast<size_t>(kBatchSaturationFlops / static_cast<double>(weight_flops_per_token)));
+}
+
 namespace {
 
-// Triton's dynamic_batching block plus tide's token budget and shape buckets.
+// Triton's dynamic_batching block plus tide's token budget, batch saturation and shape buckets.
 batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, const config::TideParameters& params,
-                                            size_t max_sequence_length, size_t max_batch_tokens) {
+                                            size_t max_sequence_length, size_t max_batch_tokens,
+                                            uint64_t weight_flops_per_token) {
   batching::BatcherOptions o;
   o.max_batch_size = static_cast<size_t>(std::max(config.max_batch_size(), 1));
   o.max_batch_tokens = std::max<size_t>(params.max_batch_tokens.value_or(max_batch_tokens), max_sequence_length);
+  o.saturation_tokens = params.batch_saturation_tokens
+                            ? static_cast<size_t>(*params.batch_saturation_tokens)
+                            : DefaultBatchSaturationTokens(weight_flops_per_token);
   o.sequence_buckets.clear();
   if (params.sequence_buckets.empty()) {
     o.sequence_buckets = DefaultSequenceBuckets(max_sequence_length);
@@ -126,7 +135,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
   }
 
   const batching::BatcherOptions batcher_options_in =
-      MakeBatcherOptions(lm.config, lm.parameters, lm.max_sequence_length, options.max_batch_tokens);
+      MakeBatcherOptions(lm.config, lm.parameters, lm.max_sequence_length, options.max_batch_tokens,
+                         lm.weight_flops_per_token);
   // max_queue_size is enforced per request here (a rerank request's rows are admitted together or
   // not at all), not per row by the batcher, which would split a request.
   batching::BatcherOptions batcher_options = batcher_options_in;
@@ -205,9 +215,10 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
   const double warm_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count();
   spdlog::info("model {} version {}: {} instance(s) loaded and warmed up ({} shapes each) in {:.0f} ms; "
-               "max_sequence_length {}, max_batch_size {}, max_batch_tokens {}, max_queue_delay {} us",
+               "max_sequence_length {}, max_batch_size {}, max_batch_tokens {}, batch_saturation_tokens {}, "
+               "max_queue_delay {} us",
                EscapeForLog(lm.name), lm.version, instances, warmup.size(), warm_ms, lm.max_sequence_length,
-               batcher_options.max_batch_size, batcher_options.max_batch_tokens,
+               batcher_options.max_batch_size, batcher_options.max_batch_tokens, batcher_options.saturation_tokens,
                batcher_options.max_queue_delay.count());
   if (m->metrics_ != nullptr) m->metrics_->model_ready->WithLabels({lm.name, std::to_string(lm.version)})->Set(1);
   return m;

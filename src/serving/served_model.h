@@ -58,6 +58,22 @@ inline constexpr size_t kDefaultSequenceBuckets[] = {16,  32,  64,  96,  128, 16
 // qwen3-reranker-0.6b: padding ratio 5.5, 4-document requests ~6x slower under 2 clients).
 std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length);
 
+// The work (FLOPs of the weight products) past which a batch stops growing on CPU: 200 GFLOP is
+// about half a second of this machine's two cores at their measured MatMul ceiling (~400 GFLOP/s,
+// bench/roofline), so per-run costs (~1 ms) are ~0.2% of it and a bigger batch only adds padding and
+// ties more requests' completion together. Encoders never reach it under the 1024-token budget
+// (MiniLM-L6 21 MFLOP per token, bge-reranker-base 170: 22 and 174 GFLOP at 1024 tokens); a decoder
+// reranker does with one row (qwen3-reranker-0.6b, 881 MFLOP per token: 227 tokens). Measured on
+// qwen3-reranker-0.6b, 2 clients x 4 SciFact-length documents: 0.57 pairs/s with batches of up to
+// 8 rows (CPU 75%: one instance idled while its requests' other rows ran in the other's batch),
+// 0.83 with one row per batch (CPU 98%; docs/llm-rerankers.md).
+inline constexpr double kBatchSaturationFlops = 200e9;
+
+// The batcher's saturation_tokens for a model whose tokens each cost weight_flops_per_token
+// (onnx_graph::WeightFlopsPerToken): kBatchSaturationFlops / that, at least 16; 0 (no cap) when
+// unknown (0).
+size_t DefaultBatchSaturationTokens(uint64_t weight_flops_per_token);
+
 struct ServedModelOptions {
   // Most padded tokens in one batch (TEI's max_batch_tokens); bounds per-batch latency and memory.
   // 1024 (a model's max sequence length is always allowed): on CPU a batch of ~1000 tokens already

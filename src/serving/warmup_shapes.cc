@@ -20,13 +20,13 @@ std::vector<BatchShape> WarmupShapes(const config::ModelConfig& config, const ba
     // Past 512 only the longest bucket: a long-context model has dozens of buckets there, each
     // warm-up run at thousands of tokens, and its largest shape is what sizes the arena.
     if (bucket > kWarmEveryBucketUpTo && bucket != o.sequence_buckets.back()) continue;
-    const size_t most_rows = std::clamp<size_t>(o.max_batch_tokens / bucket, 1, o.max_batch_size);
+    const size_t most_rows = std::clamp<size_t>(o.batch_token_cap() / bucket, 1, o.max_batch_size);
     std::vector<size_t> sizes;
     if (o.allowed_batch_sizes.empty()) {
       sizes = {1, most_rows};
     } else {
       for (size_t size : o.allowed_batch_sizes) {
-        if (size == o.allowed_batch_sizes.front() || size * bucket <= o.max_batch_tokens) sizes.push_back(size);
+        if (size == o.allowed_batch_sizes.front() || size * bucket <= o.batch_token_cap()) sizes.push_back(size);
       }
     }
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());

@@ -60,6 +60,13 @@ TEST(WarmupShapesTest, PastFiveHundredTwelveOnlyTheLongestBucketWarms) {
                                          std::pair{1, 8192}));
 }
 
+TEST(WarmupShapesTest, TheBatchSaturationBoundsTheRowsLikeTheBudget) {
+  batching::BatcherOptions o = Options({128, 512}, 16, 8192);
+  o.saturation_tokens = 300;  // a decoder's: one row of 512 already past it
+  EXPECT_THAT(Pairs(WarmupShapes(config::ModelConfig(), o)),
+              ElementsAre(std::pair{1, 128}, std::pair{2, 128}, std::pair{1, 512}));
+}
+
 TEST(WarmupShapesTest, ConfigModelWarmupReplacesTheDefaultShapes) {
   config::ModelConfig c;
   ModelWarmup* w = c.add_model_warmup();
@@ -97,6 +104,16 @@ TEST(DefaultSequenceBucketsTest, LongContextModelsGetEightBucketsPerDoubling) {
   EXPECT_EQ(b.size(), 13u + 7u + 8u * 3u + 1u);  // to 512; 576..960; 1024..7680 (x3 doublings); 8192
   const std::vector<size_t> odd = DefaultSequenceBuckets(600);
   EXPECT_EQ(std::vector<size_t>(odd.end() - 3, odd.end()), (std::vector<size_t>{512, 576, 600}));
+}
+
+TEST(DefaultBatchSaturationTest, FromTheModelsWeightFlopsPerToken) {
+  EXPECT_EQ(DefaultBatchSaturationTokens(0), 0u) << "unknown: no cap";
+  // MiniLM-L6 (6 x 1.77 M weights) and bge-reranker-base (12 x 7.08 M): past the 1024-token budget.
+  EXPECT_GT(DefaultBatchSaturationTokens(2 * 6 * 1769472), 1024u);
+  EXPECT_GT(DefaultBatchSaturationTokens(2 * 12 * 7077888), 1024u);
+  // qwen3-reranker-0.6b (28 x 15.73 M): one SciFact-length row (~410 tokens) is already past it.
+  EXPECT_EQ(DefaultBatchSaturationTokens(2ull * 28 * 15728640), 227u);
+  EXPECT_EQ(DefaultBatchSaturationTokens(uint64_t{1} << 50), 16u) << "at least one bucket of 16";
 }
 
 }  // namespace
