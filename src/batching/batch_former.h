@@ -25,7 +25,9 @@
 // that cap runs alone. The batch is released when it is full (size cap
 // reached, or one more task of its padded length would exceed the token budget), when the oldest
 // queued task has waited max_queue_delay, at once when max_queue_delay is zero, or when flushing
-// (shutdown). On a delay release with preferred sizes, the largest preferred size <= the
+// (shutdown). A batch of one row that no other row could join (twice its bucket exceeds the cap) is
+// padded to a multiple of BatcherOptions::kLoneRowAlignment instead of its bucket. On a delay
+// release with preferred sizes, the largest preferred size <= the
 // candidate's size is taken. With group_by_length false (first-in-first-out, kept for
 // comparison) the rest is filled in arrival order across buckets instead, and the batch is full
 // at the first task that would break the token budget.
@@ -374,6 +376,14 @@ Batch<Task> BatchFormer<Task>::Take(const Plan& plan, Clock::time_point now) {
   }
   batch.padded_sequence_length = plan.padded_len;
   batch.padded_batch_size = buckets_.PaddedBatchSize(batch.tasks.size());
+  if (batch.padded_batch_size == 1 && 2 * plan.padded_len > options_.batch_token_cap()) {
+    // A row that can never share a batch (any second row would take the padded cost past the cap)
+    // gains nothing from its bucket, whose purpose is a shape rows share: it is padded to a
+    // multiple of kLoneRowAlignment only (a decoder reranker's rows: ~8% less work than buckets
+    // past 512 give).
+    const size_t a = BatcherOptions::kLoneRowAlignment;
+    batch.padded_sequence_length = std::min(plan.padded_len, std::max<size_t>(a, (batch.real_tokens + a - 1) / a * a));
+  }
   batch.padded_tokens = batch.padded_sequence_length * batch.padded_batch_size;
   ++stats_.batches_formed;
   stats_.batched_tasks += batch.tasks.size();

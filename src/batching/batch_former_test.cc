@@ -220,7 +220,7 @@ TEST_F(BatchFormerTest, TaskLargerThanTheBudgetRunsAlone) {
   Former::Result r = Form(*f, kT0);
   ASSERT_TRUE(r.batch.has_value());
   EXPECT_THAT(Ids(*r.batch), ElementsAre(1));
-  EXPECT_EQ(r.batch->padded_tokens, 256u);
+  EXPECT_EQ(r.batch->padded_tokens, 208u) << "no row can join it: padded to 16, not to its bucket (256)";
 }
 
 TEST_F(BatchFormerTest, SaturationTokensCapABatchBelowTheBudgetAndReleaseItAtOnce) {
@@ -269,6 +269,29 @@ TEST_F(BatchFormerTest, ARowLongerThanTheSaturationRunsAloneAndZeroMeansNoCap) {
   r = Form(*g, kT0 + microseconds(1'000'000));
   ASSERT_TRUE(r.batch.has_value());
   EXPECT_THAT(Ids(*r.batch), ElementsAre(3, 4));
+}
+
+TEST_F(BatchFormerTest, ARowNoOtherCanJoinIsPaddedToSixteenNotToItsBucket) {
+  BatcherOptions o;
+  o.max_batch_tokens = 4096;
+  o.sequence_buckets = {128, 256, 512, 1024};
+  o.saturation_tokens = 300;
+  o.max_queue_delay = microseconds(0);
+  auto f = Make(o);
+  Add(*f, 1, 300, kT0);  // bucket 512: 2 x 512 > 300, alone for good
+  Former::Result r = Form(*f, kT0);
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_EQ(r.batch->padded_sequence_length, 304u);
+  EXPECT_EQ(r.batch->padded_tokens, 304u);
+  EXPECT_EQ(r.batch->real_tokens, 300u);
+  Add(*f, 2, 5, kT0);  // bucket 128: 2 x 128 <= 300, a second row could join: its bucket stays
+  r = Form(*f, kT0);
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_EQ(r.batch->padded_sequence_length, 128u);
+  Add(*f, 3, 512, kT0);  // exactly its bucket
+  r = Form(*f, kT0);
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_EQ(r.batch->padded_sequence_length, 512u);
 }
 
 TEST_F(BatchFormerTest, BucketRoundingAndAllowedBatchSizes) {

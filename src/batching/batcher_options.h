@@ -48,6 +48,9 @@ struct BatcherOptions {
   // and a batch that reaches it leaves at once, without waiting for max_queue_delay. The server
   // derives it from the model's weights (serving::DefaultBatchSaturationTokens).
   size_t saturation_tokens = 0;
+  // A row no other row could share a batch with (2 x its bucket > batch_token_cap()) runs padded to
+  // a multiple of this, not to its bucket (BatchFormer::Take).
+  static constexpr size_t kLoneRowAlignment = 16;
   // Batch sizes released at once when reached (the largest one) or preferred when the queue delay
   // expires. Empty: only max_batch_size / max_batch_tokens release early. Each <= max_batch_size.
   std::vector<size_t> preferred_batch_sizes;
