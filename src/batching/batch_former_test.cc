@@ -245,12 +245,18 @@ TEST_F(BatchFormerTest, SaturationTokensCapABatchBelowTheBudgetAndReleaseItAtOnc
   EXPECT_THAT(Ids(*r.batch), ElementsAre(4, 5));
 }
 
-TEST_F(BatchFormerTest, ARowLongerThanTheSaturationRunsAloneAndZeroMeansNoCap) {
+// A 4096-token budget over buckets 128..1024, capped at `saturation` tokens.
+BatcherOptions SaturatedOptions(size_t saturation, microseconds delay) {
   BatcherOptions o;
   o.max_batch_tokens = 4096;
   o.sequence_buckets = {128, 256, 512, 1024};
-  o.saturation_tokens = 400;
-  o.max_queue_delay = microseconds(1'000'000);
+  o.saturation_tokens = saturation;
+  o.max_queue_delay = delay;
+  return o;
+}
+
+TEST_F(BatchFormerTest, ARowLongerThanTheSaturationRunsAloneAndZeroMeansNoCap) {
+  BatcherOptions o = SaturatedOptions(400, microseconds(1'000'000));
   auto f = Make(o);
   Add(*f, 1, 500, kT0);  // bucket 512 > 400
   Add(*f, 2, 490, kT0);
@@ -272,12 +278,7 @@ TEST_F(BatchFormerTest, ARowLongerThanTheSaturationRunsAloneAndZeroMeansNoCap) {
 }
 
 TEST_F(BatchFormerTest, ARowNoOtherCanJoinIsPaddedToSixteenNotToItsBucket) {
-  BatcherOptions o;
-  o.max_batch_tokens = 4096;
-  o.sequence_buckets = {128, 256, 512, 1024};
-  o.saturation_tokens = 300;
-  o.max_queue_delay = microseconds(0);
-  auto f = Make(o);
+  auto f = Make(SaturatedOptions(300, microseconds(0)));
   Add(*f, 1, 300, kT0);  // bucket 512: 2 x 512 > 300, alone for good
   Former::Result r = Form(*f, kT0);
   ASSERT_TRUE(r.batch.has_value());
