@@ -379,8 +379,7 @@ Batch<Task> BatchFormer<Task>::Take(const Plan& plan, Clock::time_point now) {
   if (batch.padded_batch_size == 1 && 2 * plan.padded_len > options_.batch_token_cap()) {
     // A row that can never share a batch (any second row would take the padded cost past the cap)
     // gains nothing from its bucket, whose purpose is a shape rows share: it is padded to a
-    // multiple of kLoneRowAlignment only (a decoder reranker's rows: ~8% less work than buckets
-    // past 512 give).
+    // multiple of kLoneRowAlignment only (past 512 a bucket may add up to 1/8 of the row's length).
     const size_t a = BatcherOptions::kLoneRowAlignment;
     batch.padded_sequence_length = std::min(plan.padded_len, std::max<size_t>(a, (batch.real_tokens + a - 1) / a * a));
   }
