@@ -141,6 +141,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
   // not at all), not per row by the batcher, which would split a request.
   batching::BatcherOptions batcher_options = batcher_options_in;
   m->max_batch_tokens_ = batcher_options.max_batch_tokens;
+  m->batch_token_cap_ = batcher_options.batch_token_cap();
   m->max_batch_size_ = batcher_options.max_batch_size;
   m->max_queue_size_ = batcher_options.default_queue_policy.max_queue_size;
   batcher_options.default_queue_policy.max_queue_size = 0;

@@ -113,6 +113,9 @@ class ServedModel {
   size_t max_sequence_length() const { return loaded_->max_sequence_length; }
   // Most padded tokens in one batch (the batcher's max_batch_tokens, TEI's /info field).
   size_t max_batch_tokens() const { return max_batch_tokens_; }
+  // Most padded tokens the batcher lets one batch grow to: max_batch_tokens, or the batch
+  // saturation (batch_saturation_tokens) when smaller; a single row past it runs alone.
+  size_t batch_token_cap() const { return batch_token_cap_; }
   // Most rows in one batch (config max_batch_size, at least 1).
   size_t max_batch_size() const { return max_batch_size_; }
   // Rows waiting in this version's queue, read without any lock (a snapshot): what a thread that
@@ -170,6 +173,7 @@ class ServedModel {
   uint64_t generation_ = 0;
   size_t max_queue_size_ = 0;
   size_t max_batch_tokens_ = 0;
+  size_t batch_token_cap_ = 0;
   size_t max_batch_size_ = 1;
   BackendFactory backends_;
   std::chrono::milliseconds shutdown_grace_{10000};

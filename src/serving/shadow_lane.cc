@@ -202,9 +202,10 @@ absl::Status ShadowLane::WarmUp() {
   const ServedModel& m = *model_;
   const bool with_type_ids = !backend_->signature().token_type_ids_name.empty();
   const int64_t seq = static_cast<int64_t>(m.max_sequence_length());
+  const size_t cap = m.batch_token_cap();
   const int64_t rows = static_cast<int64_t>(
-      std::max<size_t>(1, std::min(m.max_batch_size(), m.max_batch_tokens() / std::max<size_t>(m.max_sequence_length(), 1))));
-  const int64_t short_seq = std::max<int64_t>(1, std::min<int64_t>(seq, static_cast<int64_t>(m.max_batch_tokens() / m.max_batch_size())));
+      std::max<size_t>(1, std::min(m.max_batch_size(), cap / std::max<size_t>(m.max_sequence_length(), 1))));
+  const int64_t short_seq = std::max<int64_t>(1, std::min<int64_t>(seq, static_cast<int64_t>(cap / m.max_batch_size())));
   for (auto [b, s] : {std::pair{rows, seq}, std::pair{static_cast<int64_t>(m.max_batch_size()), short_seq}}) {
     input_.Resize(b, s, with_type_ids);
     std::fill(input_.input_ids.begin(), input_.input_ids.end(), m.tokenizer().pad_id());
@@ -275,11 +276,12 @@ absl::StatusOr<ShadowOutcome> ShadowLane::Score(const ShadowJob& job) {
       if (yielded >= options_.max_yield) return absl::UnavailableError("shadow: live rows kept arriving");
       pause();
     }
-    // As many rows as fit max_batch_size and max_batch_tokens (padded to the longest).
+    // As many rows as fit max_batch_size and the live batcher's token cap (max_batch_tokens, or
+    // the batch saturation when smaller), padded to the longest; a row past the cap runs alone.
     size_t end = begin, longest = 0;
     while (end < rows.size() && end - begin < m.max_batch_size()) {
       const size_t len = std::max(longest, rows[end].ids.size());
-      if (end > begin && len * (end - begin + 1) > m.max_batch_tokens()) break;
+      if (end > begin && len * (end - begin + 1) > m.batch_token_cap()) break;
       longest = len;
       ++end;
     }

@@ -28,9 +28,10 @@
 //    deadline passed. So shadow rows are the ones dropped when live rows wait. Otherwise it
 //    tokenizes the pairs (TokenizePairs with the job's options; long documents split into windows
 //    first, serving/long_documents.h) or takes the job's ready rows, runs them in batches of at
-//    most max_batch_size rows and max_batch_tokens padded tokens, and answers every document's
-//    score (RerankScore of the model's activation, raw as asked; a long document's folded from
-//    its windows' as the live answer's) or every ready row's.
+//    most max_batch_size rows and the live batcher's token cap (max_batch_tokens, or
+//    batch_saturation_tokens when smaller; a row past it runs alone), and answers every
+//    document's score (RerankScore of the model's activation, raw as asked; a long document's
+//    folded from its windows' as the live answer's) or every ready row's.
 //  - Pre-emption: while the lane is open, its backend's RunTerminator (runtime/model_backend.h)
 //    is attached to the LivePreemption of every version in options.preempted_by
 //    (serving/live_preemption.h): live rows submitted to one of them stop the running shadow batch

@@ -50,8 +50,8 @@ class RecordingBackend : public runtime::ModelBackend {
   OpenedOn* opened_;
 };
 
-std::shared_ptr<ServedModel> Model(std::shared_ptr<BackendControl> c, OpenedOn* opened) {
-  testing::ModelSpec spec;
+std::shared_ptr<ServedModel> Model(std::shared_ptr<BackendControl> c, OpenedOn* opened,
+                                   testing::ModelSpec spec = {}) {
   BackendFactory fake = testing::Fake(c);
   BackendFactory factory = [fake, opened](const LoadedModel& m, int instance) {
     if (instance != kShadowLaneInstance) return fake(m, instance);
@@ -120,6 +120,30 @@ TEST(ShadowLane, ScoresOnItsOwnIdleBackendAndAnswersOnANormalThread) {
   EXPECT_EQ(lane->GetStats().scored, 1u);
   EXPECT_EQ(control->rows_run.load() - warmup_rows, 3);
   EXPECT_EQ(opened.lane_runs_idle.load(), 3);  // max_batch_size 1: one batch per document, all idle
+}
+
+// The lane batches as the live batcher would: up to max_batch_size rows, but never past the batch
+// token cap, so a decoder whose batch saturation is one row scores one row per batch here too.
+TEST(ShadowLane, BatchesUpToTheLiveBatchersTokenCap) {
+  for (const int64_t saturation : {int64_t{0}, int64_t{1}}) {
+    SCOPED_TRACE(saturation);
+    auto control = std::make_shared<BackendControl>();
+    OpenedOn opened;
+    testing::ModelSpec spec;
+    spec.max_batch_size = 8;
+    spec.parameters.batch_saturation_tokens = saturation;  // 0: off (the 1024-token budget alone)
+    auto model = Model(control, &opened, spec);
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(model->batch_token_cap(), saturation == 0 ? model->max_batch_tokens() : 1u);
+    Answer a;
+    auto lane = ShadowLane::Create(model, {});
+    ASSERT_TRUE(WaitReady(*lane));
+    ASSERT_EQ(lane->Offer(Job(&a)), ShadowLane::Refusal::kNone);
+    ASSERT_TRUE(a.done.WaitForNotificationWithTimeout(kHang));
+    ASSERT_TRUE(a.result.ok()) << a.result.status();
+    EXPECT_EQ(a.result->scores.size(), 3u);
+    EXPECT_EQ(opened.lane_runs_idle.load(), saturation == 0 ? 1 : 3);
+  }
 }
 
 TEST(ShadowLane, RefusesAtOnceWhenNotReadyLiveRowsWaitOrTheQueueIsFull) {

@@ -4,11 +4,16 @@
 //   unbatched  max_batch_size 1, no dynamic_batching: every row runs alone
 //   limited    dynamic_batching with default_queue_policy { max_queue_size: 2 } and a long delay,
 //              so a burst overflows the queue
+//   saturated  as batched, with batch_saturation_tokens 1: every row is past the saturation, so
+//              every row runs alone however many wait (the batcher's cap, wired from config.pbtxt)
+// "batched" has no batch_saturation_tokens: its cap is derived at load from the graph's weight
+// FLOPs per token (the loader -> served model -> batcher wiring), which the load log line shows.
 // Requests go to /v1/rerank, which routes on its "model" field. Each request carries ONE document,
 // so a batch of more than one row can only come from several requests.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <latch>
 #include <memory>
 #include <set>
@@ -36,7 +41,8 @@ using tide::testing::HttpClient;
 class ServeBatchingTest : public SharedServerSuite<ServeBatchingTest> {
  protected:
   static void SetUpTestSuite() {
-    StartSharedServer(AddModels, {"--io-threads", "4", "--max-batch-tokens", "2048", "--log-level", "warn"});
+    // info: the load log line carries each model's batcher options.
+    StartSharedServer(AddModels, {"--io-threads", "4", "--max-batch-tokens", "2048", "--log-level", "info"});
   }
 
   static absl::Status AddModels(const fs::path& repository) {
@@ -54,6 +60,12 @@ class ServeBatchingTest : public SharedServerSuite<ServeBatchingTest> {
                                "  max_queue_delay_microseconds: 500000\n"
                                "  default_queue_policy { max_queue_size: 2 }\n"
                                "}\n");
+    }
+    if (s.ok()) {
+      s = AddTinyBert(repository, "saturated",
+                      common + "max_batch_size: 16\n"
+                               "dynamic_batching { max_queue_delay_microseconds: 200000 }\n"
+                               "parameters { key: \"batch_saturation_tokens\" value { string_value: \"1\" } }\n");
     }
     return s;
   }
@@ -168,6 +180,47 @@ TEST_F(ServeBatchingTest, ConcurrentRequestsAreBatchedAndKeepTheirOwnScores) {
   EXPECT_GT(distinct.size(), kRequests / 2);
   const json unbatched = Stats("unbatched");
   for (const json& b : unbatched["batch_stats"]) EXPECT_EQ(b["batch_size"], 1) << unbatched;
+}
+
+// The batch saturation reaches the batcher: on "saturated" (batch_saturation_tokens 1) the burst
+// that "batched" runs in shared batches runs one row per batch, each with its own score; the load
+// log shows that setting, and for "batched" a cap derived from its graph (never 0: 0 would mean the
+// loader passed no weight FLOPs and the cap is off).
+TEST_F(ServeBatchingTest, BatchSaturationTokensRunEveryRowAloneAndTheDefaultComesFromTheGraph) {
+  constexpr size_t kRequests = 12;
+  const auto pairs = Pairs(kRequests);
+  const json before = Stats("saturated");
+  std::vector<json> bodies;
+  for (const auto& [q, d] : pairs) bodies.push_back(RerankBody("saturated", q, {d}));
+  const std::vector<ClientResponse> saturated = Burst(bodies);
+  const json after = Stats("saturated");
+  ASSERT_TRUE(after.is_object());
+  EXPECT_EQ(after["inference_count"].get<uint64_t>() - before["inference_count"].get<uint64_t>(), kRequests) << after;
+  EXPECT_EQ(after["execution_count"].get<uint64_t>() - before["execution_count"].get<uint64_t>(), kRequests) << after;
+  for (const json& b : after["batch_stats"]) EXPECT_EQ(b["batch_size"], 1) << after;
+  auto client = NewClient();
+  for (size_t i = 0; i < kRequests; ++i) {
+    SCOPED_TRACE(absl::StrCat("request ", i));
+    const double alone = OnlyScore(client->Post("/v1/rerank", RerankBody("unbatched", pairs[i].first,
+                                                                         {pairs[i].second}).dump()));
+    EXPECT_NEAR(OnlyScore(saturated[i]), alone, 1e-5);
+  }
+
+  // "model NAME version 1: ... batch_saturation_tokens N, ..." once per model.
+  auto logged_cap = [](const std::string& log, const std::string& model) -> int64_t {
+    const std::string head = absl::StrCat("model ", model, " version 1: ");
+    for (const absl::string_view line : absl::StrSplit(log, '\n')) {
+      const size_t at = line.find(head);
+      const size_t key = line.find("batch_saturation_tokens ");
+      if (at == absl::string_view::npos || key == absl::string_view::npos) continue;
+      return std::strtoll(std::string(line.substr(key + 24)).c_str(), nullptr, 10);
+    }
+    return -1;
+  };
+  const std::string log = server().Stderr() + server().Stdout();
+  EXPECT_EQ(logged_cap(log, "saturated"), 1) << log;
+  // tiny-bert's weights are a few kFLOP per token: 200 GFLOP of them is a cap far above its budget.
+  EXPECT_GT(logged_cap(log, "batched"), 2048) << log;
 }
 
 // A burst over max_queue_size: some requests are refused with 503 + Retry-After + a JSON error,

@@ -43,6 +43,7 @@ struct ModelSpec {
   std::string name = "m";
   int64_t version = 1;
   int max_queue_size = 0;
+  int max_batch_size = 0;  // config.pbtxt's (0: unset, one row per batch)
   config::TideParameters parameters = {};
   size_t max_sequence_length = 16;
   // The tokenizer's words (ids 4, 5, ... in this order; "##x" entries are word-piece continuations).
@@ -59,6 +60,7 @@ inline std::shared_ptr<const LoadedModel> Loaded(const ModelSpec& spec) {
   if (spec.max_queue_size > 0) {
     m->config.mutable_dynamic_batching()->mutable_default_queue_policy()->set_max_queue_size(spec.max_queue_size);
   }
+  if (spec.max_batch_size > 0) m->config.set_max_batch_size(spec.max_batch_size);
   m->parameters = spec.parameters;
   m->tokenizer = TestTokenizer(spec.vocabulary);
   m->tokenizer_digest = spec.tokenizer_digest;
