@@ -7,10 +7,15 @@
 //   op_profile --variant fp32=models/minilm-l6/1/model.onnx --variant int8=/tmp/int8.onnx
 //              [--batch 16] [--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse]
 //              [--optimized-dir DIR]   (writes ONNX Runtime's optimized graph of each variant there)
+//              [--keep-profile]        (keeps ONNX Runtime's profile JSON of each variant, per node)
+//              [--session-config KEY=VALUE ...]  (an ONNX Runtime session config entry, every variant)
 //
 // Prints, per variant, ms per run by operator type (the kernels ONNX Runtime actually ran after its
 // own fusions), their share and count per run, then one table of every operator type side by side
-// with the ratio to the first variant. The first run of each session (warm-up) is not counted.
+// with the ratio to the first variant. The first two runs of each session (warm-up) are not
+// counted: ONNX Runtime plans a shape's memory pattern on the first run at that shape and allocates
+// it on the second, whose first touches of the new arena memory (page faults) land in whichever
+// kernels write there first (a decoder's SwiGLU Mul took 15x its steady time in that run).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,13 +46,15 @@ struct Args {
   int threads = 1, rounds = 3, iters = 2;
   bool fuse = true;
   bool drop_attention_mask = false;  // timing experiment only: results differ on padded rows
+  bool keep_profile = false;
+  std::vector<std::pair<std::string, std::string>> session_config;
   std::string optimized_dir;
 };
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
                "op_profile: %s\nusage: op_profile --variant NAME=MODEL [--variant NAME=MODEL ...] [--batch 16] "
-               "[--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse] [--optimized-dir DIR]\n",
+               "[--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse] [--optimized-dir DIR] [--keep-profile] [--session-config KEY=VALUE]\n",
                why.c_str());
   std::exit(2);
 }
@@ -70,6 +77,10 @@ Args Parse(int argc, char** argv) {
       a.drop_attention_mask = true;
       continue;
     }
+    if (flag == "--keep-profile") {
+      a.keep_profile = true;
+      continue;
+    }
     if (i + 1 >= argc) Usage(flag + " lacks its value");
     const std::string v = argv[++i];
     if (flag == "--variant") {
@@ -86,6 +97,10 @@ Args Parse(int argc, char** argv) {
       a.rounds = PositiveInt(v, "--rounds");
     } else if (flag == "--iters") {
       a.iters = PositiveInt(v, "--iters");
+    } else if (flag == "--session-config") {
+      std::vector<std::string> kv = absl::StrSplit(v, absl::MaxSplits('=', 1));
+      if (kv.size() != 2 || kv[0].empty()) Usage("--session-config wants KEY=VALUE");
+      a.session_config.emplace_back(kv[0], kv[1]);
     } else if (flag == "--optimized-dir") {
       a.optimized_dir = v;
     } else {
@@ -121,6 +136,7 @@ Session Open(const Args& args, const Variant& v) {
   so.AddConfigEntry("session.intra_op.allow_spinning", "0");
   so.AddConfigEntry("session.inter_op.allow_spinning", "0");
   so.SetGraphOptimizationLevel(ORT_ENABLE_ALL);
+  for (const auto& [key, value] : args.session_config) so.AddConfigEntry(key.c_str(), value.c_str());
   so.EnableProfiling(("op_profile_" + v.name).c_str());
   if (!args.optimized_dir.empty()) {
     so.SetOptimizedModelFilePath((args.optimized_dir + "/" + v.name + ".onnx").c_str());
@@ -186,12 +202,16 @@ void RunOnce(Session& s, const Args& args, std::vector<int64_t>& ids, std::vecto
   }
 }
 
+// Untimed runs per session before the timed ones (see the file comment: the second allocates the
+// memory pattern).
+constexpr int kWarmupRuns = 2;
+
 struct OpStats {
   double us = 0;
   int64_t count = 0;
 };
 
-// Kernel time per op type over every model_run after the first (the warm-up).
+// Kernel time per op type over every model_run after the first kWarmupRuns (the warm-up).
 std::map<std::string, OpStats> Aggregate(const std::string& profile_path, int* runs_counted) {
   std::ifstream in(profile_path);
   const nlohmann::json events = nlohmann::json::parse(in);
@@ -202,10 +222,10 @@ std::map<std::string, OpStats> Aggregate(const std::string& profile_path, int* r
     }
   }
   std::sort(runs.begin(), runs.end());
-  *runs_counted = runs.empty() ? 0 : static_cast<int>(runs.size()) - 1;
+  *runs_counted = std::max(0, static_cast<int>(runs.size()) - kWarmupRuns);
   std::map<std::string, OpStats> by_op;
-  if (runs.size() < 2) return by_op;
-  const int64_t counted_from = runs[1].first;
+  if (*runs_counted == 0) return by_op;
+  const int64_t counted_from = runs[kWarmupRuns].first;
   for (const auto& e : events) {
     if (e.value("cat", "") != "Node") continue;
     const std::string name = e.value("name", "");
@@ -240,7 +260,9 @@ int main(int argc, char** argv) {
                   }
                   return buf;
                 }());
-    for (Session& s : sessions) RunOnce(s, args, ids, mask, types, false);  // warm-up
+    for (int w = 0; w < kWarmupRuns; ++w) {
+      for (Session& s : sessions) RunOnce(s, args, ids, mask, types, false);  // warm-up
+    }
     for (int r = 0; r < args.rounds; ++r) {
       for (Session& s : sessions) {
         for (int i = 0; i < args.iters; ++i) RunOnce(s, args, ids, mask, types, true);
@@ -252,7 +274,11 @@ int main(int argc, char** argv) {
       const std::string path = s.session->EndProfilingAllocated(Ort::AllocatorWithDefaultOptions()).get();
       int runs = 0;
       stats.push_back(Aggregate(path, &runs));
-      std::remove(path.c_str());
+      if (args.keep_profile) {
+        std::printf("%s: ONNX Runtime's profile (every node's kernel time): %s\n", s.variant.name.c_str(), path.c_str());
+      } else {
+        std::remove(path.c_str());
+      }
       for (auto& [op, st] : stats.back()) {
         st.us /= std::max(1, runs);
         st.count /= std::max(1, runs);
