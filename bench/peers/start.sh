@@ -22,7 +22,8 @@
 #      instead of quantizing MODEL into WORKDIR at start-up), GGUF_DIR (WORKDIR: where the llama rows'
 #      GGUF files are written once and then reused; a folder outside the repository keeps them between
 #      runs, e.g. bge-reranker-base's 1.1 GB F32 file), LLAMA_THREADS (the llama rows' threads; default
-#      node-llama-cpp's cpuMathCores, see llama_server.js).
+#      node-llama-cpp's cpuMathCores, see llama_server.js), TIDE_INSTANCES (the tide rows' instance
+#      count, written into the entry's instance_group; default the entry's own).
 # An embedding entry (config.pbtxt task "embed", a tools/biencoder.py PRESET) is served with TEI's
 # POST /embed {"inputs": [...]} -> [[float, ...], ...] instead, by the prototype, node and tide rows.
 # Readiness: tide answers GET /v2/health/ready, the others GET /health.
@@ -102,7 +103,13 @@ case "$peer" in
         mv "$onnx.tmp" "$onnx"
       fi
     fi
-    repo=$(tide_repo "$peer" "" "$onnx")
+    instances=""
+    if [ -n "${TIDE_INSTANCES:-}" ]; then
+      grep -q "^ *count: *[0-9]" "$model_abs/config.pbtxt" ||
+        { echo "start: TIDE_INSTANCES: $MODEL/config.pbtxt has no instance_group count to set" >&2; exit 2; }
+      instances="/instance_group/,/]/ s/count: *[0-9]*/count: $TIDE_INSTANCES/"
+    fi
+    repo=$(tide_repo "$peer" "$instances" "$onnx")
     [ "$peer" = tide-nobatch ] && no_batching "$repo/$name/config.pbtxt"
     echo "start: $peer config:"
     sed 's/^/  /' "$repo/$name/config.pbtxt"
