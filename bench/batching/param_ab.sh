@@ -2,7 +2,8 @@
 # One model parameter, two values, same binary: alternating rounds of `tide serve` on MODEL with
 # parameters { key: PARAM value: A } then B (an empty value: the parameter left unset), each under a
 # closed loop of CLIENTS clients x DOCS SciFact-length documents (tide bench) for DURATION s after
-# WARMUP s; prints pairs/s of each and B / A per round. Run it on a quiet machine.
+# WARMUP s; prints pairs/s and the server's padding ratio (tide_padding_ratio) of each and B / A per
+# round. Run it on a quiet machine.
 # usage: PARAM=sequence_buckets A= B=16,32,48 bash bench/batching/param_ab.sh [ROUNDS]
 #        (MODEL=models/minilm-l6 CLIENTS=16 DOCS=1 WARMUP=5 DURATION=30 BUILD_DIR=build;
 #         COUNT=N: instance_group count N in both arms, else the entry's)
@@ -41,8 +42,10 @@ for round in $(seq "$ROUNDS"); do
       --doc-tokens scifact --request-pool 64 --seed 42 --concurrency "$CLIENTS" --warmup "${WARMUP}s" \
       --duration "${DURATION}s" --json "$work/run.json" > "$work/run.txt" 2>&1
     pps[$arm]=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["pairs_per_s"])' "$work/run.json")
+    # The server's padding over the whole arm (warm-up included): padded / real tokens run.
+    padding=$(curl -s "$url/metrics" | awk '/^tide_padding_ratio\{/ {print $2; exit}')
     kill "$server"; wait "$server" 2>/dev/null || true; server=""
-    echo "round $round: $arm ($PARAM='${value}'): ${pps[$arm]} pairs/s (load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "round $round: $arm ($PARAM='${value}'): ${pps[$arm]} pairs/s, padding ratio ${padding:-?} (load $(cut -d' ' -f1 /proc/loadavg))"
   done
   echo "round $round: B / A pairs/s: $(echo "${pps[B]} / ${pps[A]}" | bc -l | cut -c1-5)"
 done

@@ -23,7 +23,9 @@
 #      GGUF files are written once and then reused; a folder outside the repository keeps them between
 #      runs, e.g. bge-reranker-base's 1.1 GB F32 file), LLAMA_THREADS (the llama rows' threads; default
 #      node-llama-cpp's cpuMathCores, see llama_server.js), TIDE_INSTANCES (the tide rows' instance
-#      count, written into the entry's instance_group; default the entry's own).
+#      count, written into the entry's instance_group; default the entry's own), TIDE_PARAMETERS
+#      ("key=value;key=value": model parameters appended to the tide rows' config.pbtxt, e.g.
+#      TIDE_PARAMETERS="batch_saturation_tokens=400").
 # An embedding entry (config.pbtxt task "embed", a tools/biencoder.py PRESET) is served with TEI's
 # POST /embed {"inputs": [...]} -> [[float, ...], ...] instead, by the prototype, node and tide rows.
 # Readiness: tide answers GET /v2/health/ready, the others GET /health.
@@ -111,6 +113,14 @@ case "$peer" in
     fi
     repo=$(tide_repo "$peer" "$instances" "$onnx")
     [ "$peer" = tide-nobatch ] && no_batching "$repo/$name/config.pbtxt"
+    if [ -n "${TIDE_PARAMETERS:-}" ]; then
+      IFS=';' read -ra params <<< "$TIDE_PARAMETERS"
+      for kv in "${params[@]}"; do
+        [[ "$kv" == *=* ]] || { echo "start: TIDE_PARAMETERS: '$kv' is not key=value" >&2; exit 2; }
+        printf '\nparameters {\n  key: "%s"\n  value { string_value: "%s" }\n}\n' "${kv%%=*}" "${kv#*=}" \
+          >> "$repo/$name/config.pbtxt"
+      done
+    fi
     echo "start: $peer config:"
     sed 's/^/  /' "$repo/$name/config.pbtxt"
     # No server-side deadline (tide's default is 30 s): the other peers have none, and a saturated

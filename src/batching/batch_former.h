@@ -26,7 +26,8 @@
 // reached, or one more task of its padded length would exceed the token budget), when the oldest
 // queued task has waited max_queue_delay, at once when max_queue_delay is zero, or when flushing
 // (shutdown). A batch of one row that no other row could join (twice its bucket exceeds the cap) is
-// padded to a multiple of BatcherOptions::kLoneRowAlignment instead of its bucket. On a delay
+// padded to a multiple of BatcherOptions::kLoneRowAlignment instead of its bucket; with
+// pad_to_longest_row every batch is padded to its longest row so aligned. On a delay
 // release with preferred sizes, the largest preferred size <= the
 // candidate's size is taken. With group_by_length false (first-in-first-out, kept for
 // comparison) the rest is filled in arrival order across buckets instead, and the batch is full
@@ -359,12 +360,14 @@ Batch<Task> BatchFormer<Task>::Take(const Plan& plan, Clock::time_point now) {
   batch.tasks.reserve(plan.count);
   batch.queue_durations.reserve(plan.count);
   const size_t nb = buckets_.sequence_bucket_count();
+  size_t longest = 0;
   auto take_from = [&](size_t i) {
     std::deque<Entry>& q = queues_[i];
     for (size_t k = 0; k < plan.takes[i]; ++k) {
       Entry& e = q.front();
       Forget(e, i / nb);
       batch.real_tokens += e.seq_len;
+      longest = std::max(longest, e.seq_len);
       batch.queue_durations.push_back(now - e.arrival);
       batch.tasks.push_back(std::move(e.task));
       q.pop_front();
@@ -376,12 +379,14 @@ Batch<Task> BatchFormer<Task>::Take(const Plan& plan, Clock::time_point now) {
   }
   batch.padded_sequence_length = plan.padded_len;
   batch.padded_batch_size = buckets_.PaddedBatchSize(batch.tasks.size());
-  if (batch.padded_batch_size == 1 && 2 * plan.padded_len > options_.batch_token_cap()) {
+  if (options_.pad_to_longest_row ||
+      (batch.padded_batch_size == 1 && 2 * plan.padded_len > options_.batch_token_cap())) {
     // A row that can never share a batch (any second row would take the padded cost past the cap)
     // gains nothing from its bucket, whose purpose is a shape rows share: it is padded to a
     // multiple of kLoneRowAlignment only (past 512 a bucket may add up to 1/8 of the row's length).
+    // With pad_to_longest_row every batch is: the longest row, aligned.
     const size_t a = BatcherOptions::kLoneRowAlignment;
-    batch.padded_sequence_length = std::min(plan.padded_len, std::max<size_t>(a, (batch.real_tokens + a - 1) / a * a));
+    batch.padded_sequence_length = std::min(plan.padded_len, std::max<size_t>(a, (longest + a - 1) / a * a));
   }
   batch.padded_tokens = batch.padded_sequence_length * batch.padded_batch_size;
   ++stats_.batches_formed;

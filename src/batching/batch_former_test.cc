@@ -295,6 +295,36 @@ TEST_F(BatchFormerTest, ARowNoOtherCanJoinIsPaddedToSixteenNotToItsBucket) {
   EXPECT_EQ(r.batch->padded_sequence_length, 512u);
 }
 
+// batch_padding "longest": the rows still group by bucket (the same batches form), but each batch
+// is padded to its longest row rounded up to 16, never past that row's bucket.
+TEST_F(BatchFormerTest, PadToLongestRowPadsEveryBatchToItsLongestRowAlignedNotToTheBucket) {
+  for (const bool longest : {false, true}) {
+    SCOPED_TRACE(longest);
+    BatcherOptions o;
+    o.allowed_batch_sizes = {1, 2, 4, 8, 16, 32};
+    o.pad_to_longest_row = longest;
+    auto f = Make(o);
+    Add(*f, 1, 130, kT0);  // bucket 192
+    Add(*f, 2, 140, kT0);
+    Add(*f, 3, 150, kT0);
+    Former::Result r = Form(*f, kT0);
+    ASSERT_TRUE(r.batch.has_value());
+    EXPECT_THAT(Ids(*r.batch), ElementsAre(1, 2, 3));
+    EXPECT_EQ(r.batch->padded_batch_size, 4u);
+    EXPECT_EQ(r.batch->padded_sequence_length, longest ? 160u : 192u);
+    EXPECT_EQ(r.batch->padded_tokens, longest ? 640u : 768u);
+    EXPECT_EQ(r.batch->real_tokens, 420u);
+    Add(*f, 4, 190, kT0);  // 192 rounded up is 192: never past the bucket
+    r = Form(*f, kT0);
+    ASSERT_TRUE(r.batch.has_value());
+    EXPECT_EQ(r.batch->padded_sequence_length, 192u);
+    Add(*f, 5, 3, kT0);  // at least one alignment step
+    r = Form(*f, kT0);
+    ASSERT_TRUE(r.batch.has_value());
+    EXPECT_EQ(r.batch->padded_sequence_length, 16u);
+  }
+}
+
 TEST_F(BatchFormerTest, BucketRoundingAndAllowedBatchSizes) {
   BatcherOptions o;
   o.allowed_batch_sizes = {1, 2, 4, 8, 16, 32};

@@ -49,8 +49,13 @@ struct BatcherOptions {
   // derives it from the model's weights (serving::DefaultBatchSaturationTokens).
   size_t saturation_tokens = 0;
   // A row no other row could share a batch with (2 x its bucket > batch_token_cap()) runs padded to
-  // a multiple of this, not to its bucket (BatchFormer::Take).
+  // a multiple of this, not to its bucket (BatchFormer::Take); so does every batch with
+  // pad_to_longest_row.
   static constexpr size_t kLoneRowAlignment = 16;
+  // True: a batch is padded to its longest row rounded up to kLoneRowAlignment (never past that
+  // row's bucket) instead of to the bucket; buckets still group the rows and bound the token
+  // budget. More distinct shapes, less padding: worth it where a row costs its length (CPU).
+  bool pad_to_longest_row = false;
   // Batch sizes released at once when reached (the largest one) or preferred when the queue delay
   // expires. Empty: only max_batch_size / max_batch_tokens release early. Each <= max_batch_size.
   std::vector<size_t> preferred_batch_sizes;

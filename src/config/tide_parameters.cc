@@ -76,6 +76,8 @@ constexpr std::pair<std::string_view, LongDocuments> kLongDocuments[] = {
     {"chunk_mean", LongDocuments::kChunkMean}};
 constexpr std::pair<std::string_view, BatchGrouping> kGroupings[] = {
     {"length", BatchGrouping::kLength}, {"fifo", BatchGrouping::kFifo}};
+constexpr std::pair<std::string_view, BatchPadding> kPaddings[] = {
+    {"bucket", BatchPadding::kBucket}, {"longest", BatchPadding::kLongest}};
 constexpr std::pair<std::string_view, ThreadLayout> kThreadLayouts[] = {{"adaptive", ThreadLayout::kAdaptive},
                                                                        {"fixed", ThreadLayout::kFixed}};
 constexpr std::pair<std::string_view, GraphFusion> kFusions[] = {{"auto", GraphFusion::kAuto},
@@ -318,6 +320,7 @@ const ParameterKey kKeys[] = {
     {"sequence_buckets", SetSequenceBuckets},
     {"allowed_batch_sizes", SetAllowedBatchSizes},
     {"batch_grouping", TIDE_CHOICE(batch_grouping, kGroupings)},
+    {"batch_padding", TIDE_CHOICE(batch_padding, kPaddings)},
     {"graph_fusion", TIDE_CHOICE(graph_fusion, kFusions)},
     {"max_padding_ratio", SetMaxPaddingRatio},
     {"token_type_vocab_size", TIDE_INT(token_type_vocab_size, int64_t, 1, int64_t{1} << 20)},

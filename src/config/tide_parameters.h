@@ -53,6 +53,9 @@
 //                             padded length stays within this factor of the batch's shortest bucket
 //   batch_grouping            "length" | "fifo": how batches gather queued requests (length-sorted
 //                             buckets, or strictly in arrival order; "fifo" exists for comparison)
+//   batch_padding             "bucket" | "longest": a batch's rows are padded to the bucket of its
+//                             longest row, or to that row's length rounded up to 16 (at most the
+//                             bucket; BatcherOptions::pad_to_longest_row)
 //   graph_fusion              "auto" | "off": fuse attention and skip-layernorm into ONNX Runtime
 //                             contrib operators at load (src/optimize); auto keeps the original model
 //                             when nothing matches or a probe batch disagrees
@@ -113,6 +116,7 @@ using ::tide::Task;  // domain/task.h
 enum class ScoreActivation { kSigmoid, kNone, kSoftmax };
 enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
 enum class BatchGrouping { kLength, kFifo };
+enum class BatchPadding { kBucket, kLongest };
 enum class GraphFusion { kAuto, kOff };
 enum class ThreadLayout { kAdaptive, kFixed };
 // How an embedding model's graph pools its token vectors (sentence-transformers' modes).
@@ -154,6 +158,7 @@ struct TideParameters {
     return breaker_p99_ms > 0 || breaker_error_rate > 0 || breaker_queue_fullness > 0;
   }
   BatchGrouping batch_grouping = BatchGrouping::kLength;  // BatcherOptions::group_by_length
+  BatchPadding batch_padding = BatchPadding::kBucket;     // BatcherOptions::pad_to_longest_row
   GraphFusion graph_fusion = GraphFusion::kAuto;          // optimize::PrepareFusedModel at load
   std::optional<int64_t> token_type_vocab_size;           // unset: derived at load (see above)
   LongDocuments long_documents = LongDocuments::kTruncate;

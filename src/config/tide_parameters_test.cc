@@ -39,6 +39,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_TRUE(p->weights_file);
   EXPECT_EQ(p->thread_layout, ThreadLayout::kAdaptive);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kLength);
+  EXPECT_EQ(p->batch_padding, BatchPadding::kBucket);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kAuto);
   EXPECT_FALSE(p->token_type_vocab_size.has_value());
   EXPECT_EQ(p->EffectiveMaxSequenceLength(std::nullopt), 512);
@@ -60,6 +61,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"weights_file", "false"},
                                                   {"thread_layout", "fixed"},
                                                   {"batch_grouping", "fifo"},
+                                                  {"batch_padding", "longest"},
                                                   {"graph_fusion", "off"},
                                                   {"sequence_buckets", "32, 64,128"},
                                                   {"allowed_batch_sizes", "1,2,4,8"},
@@ -83,6 +85,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_FALSE(p->weights_file);
   EXPECT_EQ(p->thread_layout, ThreadLayout::kFixed);
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kFifo);
+  EXPECT_EQ(p->batch_padding, BatchPadding::kLongest);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kOff);
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
@@ -107,6 +110,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"allow_spinning", "maybe", "maybe"},
       {"graph_optimization_level", "max", "\"all\""},
       {"batch_grouping", "sorted", "sorted"},
+      {"batch_padding", "row", "\"bucket\""},
       {"thread_layout", "wide", "wide"},
       {"graph_fusion", "on", "\"auto\""},
       {"sequence_buckets", "64,32", "strictly increasing"},

@@ -70,6 +70,7 @@ batching::BatcherOptions MakeBatcherOptions(const config::ModelConfig& config, c
   for (int64_t size : params.allowed_batch_sizes) o.allowed_batch_sizes.push_back(static_cast<size_t>(size));
   if (params.max_padding_ratio) o.max_padding_ratio = *params.max_padding_ratio;
   o.group_by_length = params.batch_grouping == config::BatchGrouping::kLength;
+  o.pad_to_longest_row = params.batch_padding == config::BatchPadding::kLongest;
   if (config.has_dynamic_batching()) {
     const ModelDynamicBatching& db = config.dynamic_batching();
     o.max_queue_delay = std::chrono::microseconds(db.max_queue_delay_microseconds());
