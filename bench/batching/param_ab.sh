@@ -43,7 +43,7 @@ for round in $(seq "$ROUNDS"); do
       --duration "${DURATION}s" --json "$work/run.json" > "$work/run.txt" 2>&1
     pps[$arm]=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["pairs_per_s"])' "$work/run.json")
     # The server's padding over the whole arm (warm-up included): padded / real tokens run.
-    padding=$(curl -s "$url/metrics" | awk '/^tide_padding_ratio\{/ {print $2; exit}')
+    padding=$(curl -s "$url/metrics" | awk '/^tide_padding_ratio\{/ && !seen {print $2; seen = 1}' || true)
     kill "$server"; wait "$server" 2>/dev/null || true; server=""
     echo "round $round: $arm ($PARAM='${value}'): ${pps[$arm]} pairs/s, padding ratio ${padding:-?} (load $(cut -d' ' -f1 /proc/loadavg))"
   done

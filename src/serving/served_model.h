@@ -58,16 +58,21 @@ inline constexpr size_t kDefaultSequenceBuckets[] = {16,  32,  64,  96,  128, 16
 // qwen3-reranker-0.6b: padding ratio 5.5, 4-document requests ~6x slower under 2 clients).
 std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length);
 
-// The work (FLOPs of the weight products) past which a batch stops growing on CPU: 200 GFLOP is
-// about half a second of this machine's two cores at their measured MatMul ceiling (~400 GFLOP/s,
-// bench/roofline), so per-run costs (~1 ms) are ~0.2% of it and a bigger batch only adds padding and
-// ties more requests' completion together. Encoders never reach it under the 1024-token budget
-// (MiniLM-L6 21 MFLOP per token, bge-reranker-base 170: 22 and 174 GFLOP at 1024 tokens); a decoder
-// reranker does with one row (qwen3-reranker-0.6b, 881 MFLOP per token: 227 tokens). Measured on
-// qwen3-reranker-0.6b, 2 clients x 4 SciFact-length documents: 0.57 pairs/s with batches of up to
-// 8 rows (CPU 75%: one instance idled while its requests' other rows ran in the other's batch),
-// 0.83 with one row per batch (CPU 98%; docs/llm-rerankers.md).
-inline constexpr double kBatchSaturationFlops = 200e9;
+// The work (FLOPs of the weight products) past which a batch stops growing on CPU: 68 GFLOP is
+// about a third of a second of one core at its measured MatMul ceiling (~200 GFLOP/s,
+// bench/roofline), so per-run costs (~1 ms) are ~0.3% of it, and one row of that much work already
+// runs its products at 85-90% of that ceiling (a 320-token bge-reranker-base row: 325 ms for ~55
+// GFLOP, build/bench/op_profile); a bigger batch only adds padding and ties more requests'
+// completion together. MiniLM-L6 (21 MFLOP per token: 3202 tokens) stays under its 1024-token
+// budget; bge-reranker-base (170 MFLOP per token: 400 tokens) runs a SciFact-length pair alone,
+// padded to a multiple of 16 instead of to its bucket; a decoder reranker also runs one row per
+// batch (qwen3-reranker-0.6b, 881 MFLOP per token: 77 tokens). Measured (bench/batching/param_ab.sh,
+// quiet): qwen3-reranker-0.6b, 2 clients x 4 SciFact-length documents, 0.57 pairs/s with batches of
+// up to 8 rows (CPU 75%: one instance idled while its requests' other rows ran in the other's
+// batch), 0.83 with one row per batch (docs/llm-rerankers.md); bge-reranker-base at 400 tokens vs
+// the former 1169 (200 GFLOP): 4 clients x 1 document +8% / +18%, 2 clients x 16 documents +7%
+// (padding ratio 1.11 -> 1.02 and 1.09 -> 1.02; bench/results/padding-1doc-bge-20261203.txt).
+inline constexpr double kBatchSaturationFlops = 68e9;
 
 // The batcher's saturation_tokens for a model whose tokens each cost weight_flops_per_token
 // (onnx_graph::WeightFlopsPerToken): kBatchSaturationFlops / that, at least 16; 0 (no cap) when

@@ -108,11 +108,12 @@ TEST(DefaultSequenceBucketsTest, LongContextModelsGetEightBucketsPerDoubling) {
 
 TEST(DefaultBatchSaturationTest, FromTheModelsWeightFlopsPerToken) {
   EXPECT_EQ(DefaultBatchSaturationTokens(0), 0u) << "unknown: no cap";
-  // MiniLM-L6 (6 x 1.77 M weights) and bge-reranker-base (12 x 7.08 M): past the 1024-token budget.
-  EXPECT_GT(DefaultBatchSaturationTokens(2 * 6 * 1769472), 1024u);
-  EXPECT_GT(DefaultBatchSaturationTokens(2 * 12 * 7077888), 1024u);
+  // MiniLM-L6 (6 x 1.77 M weights): past the 1024-token budget, so batches fill the budget.
+  EXPECT_EQ(DefaultBatchSaturationTokens(2 * 6 * 1769472), 3202u);
+  // bge-reranker-base (12 x 7.08 M): a SciFact-length pair (~326 tokens, bucket 384) runs alone.
+  EXPECT_EQ(DefaultBatchSaturationTokens(2 * 12 * 7077888), 400u);
   // qwen3-reranker-0.6b (28 x 15.73 M): one SciFact-length row (~410 tokens) is already past it.
-  EXPECT_EQ(DefaultBatchSaturationTokens(2ull * 28 * 15728640), 227u);
+  EXPECT_EQ(DefaultBatchSaturationTokens(2ull * 28 * 15728640), 77u);
   EXPECT_EQ(DefaultBatchSaturationTokens(uint64_t{1} << 50), 16u) << "at least one bucket of 16";
 }
 

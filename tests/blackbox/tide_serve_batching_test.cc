@@ -112,6 +112,14 @@ class ServeBatchingTest : public SharedServerSuite<ServeBatchingTest> {
     return responses;
   }
 
+  // One single-document request per (query, document) pair to `model`, all released together.
+  std::vector<ClientResponse> BurstOfPairs(const std::string& model,
+                                           const std::vector<std::pair<std::string, std::string>>& pairs) {
+    std::vector<json> bodies;
+    for (const auto& [q, d] : pairs) bodies.push_back(RerankBody(model, q, {d}));
+    return Burst(bodies);
+  }
+
   json Stats(const std::string& model) const {
     const ClientResponse r = NewClient()->Get(absl::StrCat("/v2/models/", model, "/stats"));
     EXPECT_EQ(r.status, 200) << r.body;
@@ -140,9 +148,7 @@ TEST_F(ServeBatchingTest, ConcurrentRequestsAreBatchedAndKeepTheirOwnScores) {
   constexpr size_t kRequests = 12;
   const auto pairs = Pairs(kRequests);
   const json before = Stats("batched");
-  std::vector<json> bodies;
-  for (const auto& [q, d] : pairs) bodies.push_back(RerankBody("batched", q, {d}));
-  const std::vector<ClientResponse> batched = Burst(bodies);
+  const std::vector<ClientResponse> batched = BurstOfPairs("batched", pairs);
 
   for (size_t i = 0; i < kRequests; ++i) {
     SCOPED_TRACE(absl::StrCat("request ", i));
@@ -190,9 +196,7 @@ TEST_F(ServeBatchingTest, BatchSaturationTokensRunEveryRowAloneAndTheDefaultCome
   constexpr size_t kRequests = 12;
   const auto pairs = Pairs(kRequests);
   const json before = Stats("saturated");
-  std::vector<json> bodies;
-  for (const auto& [q, d] : pairs) bodies.push_back(RerankBody("saturated", q, {d}));
-  const std::vector<ClientResponse> saturated = Burst(bodies);
+  const std::vector<ClientResponse> saturated = BurstOfPairs("saturated", pairs);
   const json after = Stats("saturated");
   ASSERT_TRUE(after.is_object());
   EXPECT_EQ(after["inference_count"].get<uint64_t>() - before["inference_count"].get<uint64_t>(), kRequests) << after;
