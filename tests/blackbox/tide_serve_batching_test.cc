@@ -6,6 +6,8 @@
 //              so a burst overflows the queue
 //   saturated  as batched, with batch_saturation_tokens 1: every row is past the saturation, so
 //              every row runs alone however many wait (the batcher's cap, wired from config.pbtxt)
+//   longest    as batched, with batch_padding longest: a batch is padded to its longest row
+//              rounded up to 16, not to its bucket
 // "batched" has no batch_saturation_tokens: its cap is derived at load from the graph's weight
 // FLOPs per token (the loader -> served model -> batcher wiring), which the load log line shows.
 // Requests go to /v1/rerank, which routes on its "model" field. Each request carries ONE document,
@@ -15,6 +17,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <latch>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -60,6 +63,12 @@ class ServeBatchingTest : public SharedServerSuite<ServeBatchingTest> {
                                "  max_queue_delay_microseconds: 500000\n"
                                "  default_queue_policy { max_queue_size: 2 }\n"
                                "}\n");
+    }
+    if (s.ok()) {
+      s = AddTinyBert(repository, "longest",
+                      common + "max_batch_size: 16\n"
+                               "dynamic_batching { max_queue_delay_microseconds: 2000 }\n"
+                               "parameters { key: \"batch_padding\" value { string_value: \"longest\" } }\n");
     }
     if (s.ok()) {
       s = AddTinyBert(repository, "saturated",
@@ -225,6 +234,45 @@ TEST_F(ServeBatchingTest, BatchSaturationTokensRunEveryRowAloneAndTheDefaultCome
   EXPECT_EQ(logged_cap(log, "saturated"), 1) << log;
   // tiny-bert's weights are a few kFLOP per token: 200 GFLOP of them is a cap far above its budget.
   EXPECT_GT(logged_cap(log, "batched"), 2048) << log;
+}
+
+// batch_padding reaches the batcher: one request of 33..48 tokens runs padded to its bucket (64)
+// on "batched" and to its length rounded up to 16 (48) on "longest", with the same score.
+TEST_F(ServeBatchingTest, BatchPaddingLongestPadsARowToSixteenNotToItsBucket) {
+  auto client = NewClient();
+  // A document that makes the pair 40 tokens or a little more (the tokenizer says how long).
+  const std::string query = "a town by the river";
+  std::string document;
+  for (std::vector<std::string> words; words.size() < 64;) {
+    words.push_back(words.size() % 2 ? "river" : "town");
+    document = absl::StrJoin(words, " ");
+    const ClientResponse t = client->Post(
+        "/tokenize", json{{"model", "longest"}, {"inputs", json::array({json::array({query, document})})}}.dump());
+    ASSERT_EQ(t.status, 200) << t.body;
+    if (ParseJson(t.body)[0].size() >= 40) break;
+  }
+  auto tokens = [&](const std::string& model) {
+    const ClientResponse m = client->Get("/metrics");
+    EXPECT_EQ(m.status, 200);
+    const std::vector<std::string> labels = {absl::StrCat("model=\"", model, "\"")};
+    return std::pair{MetricSum(m.body, "tide_batch_real_tokens_total", labels),
+                     MetricSum(m.body, "tide_batch_padded_tokens_total", labels)};
+  };
+  std::map<std::string, std::pair<double, double>> run;  // model -> (real, padded) of the request
+  std::map<std::string, double> score;
+  for (const std::string model : {"batched", "longest"}) {
+    const auto before = tokens(model);
+    score[model] = OnlyScore(client->Post("/v1/rerank", RerankBody(model, query, {document}).dump()));
+    const auto after = tokens(model);
+    run[model] = {after.first - before.first, after.second - before.second};
+  }
+  const double real = run["batched"].first;
+  ASSERT_GE(real, 33) << "the request must fall between two alignment steps below its bucket";
+  ASSERT_LE(real, 48);
+  EXPECT_EQ(run["longest"].first, real);
+  EXPECT_EQ(run["batched"].second, 64) << "the bucket of a 33..64-token row";
+  EXPECT_EQ(run["longest"].second, 48);
+  EXPECT_NEAR(score["longest"], score["batched"], 1e-5);
 }
 
 // A burst over max_queue_size: some requests are refused with 503 + Retry-After + a JSON error,
