@@ -121,6 +121,8 @@ class DecoderBatchInvarianceTest(unittest.TestCase):
             # No padding limit and room for three rows, so one request's rows of any buckets share a batch.
             config = set_parameter(config, "max_padding_ratio", "0")
             config = set_parameter(config, "max_batch_tokens", str(4 * MAX_SEQUENCE_LENGTH))  # 3 rows of any bucket
+            # No batch saturation either (its derived default stops batches at 400 tokens).
+            config = set_parameter(config, "batch_saturation_tokens", "0")
             config = re.sub(r"count: \d+", "count: 1", config)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(config)

@@ -5,7 +5,7 @@
 # WARMUP s; prints pairs/s and the server's padding ratio (tide_padding_ratio) of each and B / A per
 # round. Run it on a quiet machine.
 # usage: PARAM=sequence_buckets A= B=16,32,48 bash bench/batching/param_ab.sh [ROUNDS]
-#        (MODEL=models/minilm-l6 CLIENTS=16 DOCS=1 WARMUP=5 DURATION=30 BUILD_DIR=build;
+#        (MODEL=models/minilm-l6 CLIENTS=16 DOCS=1 DOC_TOKENS=scifact WARMUP=5 DURATION=30 BUILD_DIR=build;
 #         COUNT=N: instance_group count N in both arms, else the entry's)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,7 +14,7 @@ BUILD=${BUILD_DIR:-build}
 MODEL=${MODEL:-models/minilm-l6}
 PARAM=${PARAM:?PARAM=name of a model parameter}
 A=${A-} B=${B-}
-CLIENTS=${CLIENTS:-16} DOCS=${DOCS:-1} WARMUP=${WARMUP:-5} DURATION=${DURATION:-30} COUNT=${COUNT:-}
+CLIENTS=${CLIENTS:-16} DOCS=${DOCS:-1} DOC_TOKENS=${DOC_TOKENS:-scifact} WARMUP=${WARMUP:-5} DURATION=${DURATION:-30} COUNT=${COUNT:-}
 TIDE="$BUILD/tide"
 source scripts/lib/tide_server.sh
 work=$(mktemp -d /tmp/tide-param-ab-XXXXXX)
@@ -22,7 +22,7 @@ server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 name=$(basename "$MODEL")
 src=$(cd "$MODEL" && pwd)
-echo "# bench/batching/param_ab.sh $ROUNDS: $PARAM A='${A}' B='${B}' ($name${COUNT:+, count $COUNT}, $CLIENTS clients x $DOCS docs, ${WARMUP}+${DURATION} s); load $(cut -d' ' -f1-3 /proc/loadavg); git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "# bench/batching/param_ab.sh $ROUNDS: $PARAM A='${A}' B='${B}' ($name${COUNT:+, count $COUNT}, $CLIENTS clients x $DOCS docs of $DOC_TOKENS tokens, ${WARMUP}+${DURATION} s); load $(cut -d' ' -f1-3 /proc/loadavg); git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 for round in $(seq "$ROUNDS"); do
   declare -A pps=()
   for arm in A B; do
@@ -39,7 +39,7 @@ for round in $(seq "$ROUNDS"); do
     [ -n "$value" ] && printf '\nparameters {\n  key: "%s"\n  value { string_value: "%s" }\n}\n' "$PARAM" "$value" >> "$dir/$name/config.pbtxt"
     start_tide "$work/serve.log" --model-repository "$dir"
     "$TIDE" bench --url "$url" --endpoint rerank --tokenizer "$MODEL/tokenizer.json" --documents "$DOCS" \
-      --doc-tokens scifact --request-pool 64 --seed 42 --concurrency "$CLIENTS" --warmup "${WARMUP}s" \
+      --doc-tokens "$DOC_TOKENS" --request-pool 64 --seed 42 --concurrency "$CLIENTS" --warmup "${WARMUP}s" \
       --duration "${DURATION}s" --json "$work/run.json" > "$work/run.txt" 2>&1
     pps[$arm]=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["pairs_per_s"])' "$work/run.json")
     # The server's padding over the whole arm (warm-up included): padded / real tokens run.

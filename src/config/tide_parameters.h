@@ -33,7 +33,7 @@
 //   max_batch_tokens          integer >= 16: most padded tokens in one batch (TEI's max_batch_tokens)
 //   batch_saturation_tokens   integer >= 0: padded tokens past which a batch stops growing (0: no
 //                             such cap, only max_batch_tokens); unset: derived from the model's
-//                             weights (serving::DefaultBatchSaturationTokens)
+//                             weights, at most 400 (serving::DefaultBatchSaturationTokens)
 //   sequence_buckets          "16,32,64,...": padded sequence lengths, strictly increasing
 //   allowed_batch_sizes       "1,2,4,8,...": batch sizes the runtime sees (a batch is padded up to
 //                             the next one), strictly increasing; unset: every size

@@ -43,7 +43,9 @@ std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length) {
 
 size_t DefaultBatchSaturationTokens(uint64_t weight_flops_per_token) {
   if (weight_flops_per_token == 0) return 0;
-  return std::max<size_t>(16, static_cast<size_t>(kBatchSaturationFlops / static_cast<double>(weight_flops_per_token)));
+  const double tokens = kBatchSaturationFlops / static_cast<double>(weight_flops_per_token);
+  return std::clamp<size_t>(static_cast<size_t>(std::min(tokens, double{kBatchSaturationMaxTokens})), 16,
+                            kBatchSaturationMaxTokens);
 }
 
 namespace {

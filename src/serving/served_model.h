@@ -63,8 +63,8 @@ std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length);
 // bench/roofline), so per-run costs (~1 ms) are ~0.3% of it, and one row of that much work already
 // runs its products at 85-90% of that ceiling (a 320-token bge-reranker-base row: 325 ms for ~55
 // GFLOP, build/bench/op_profile); a bigger batch only adds padding and ties more requests'
-// completion together. MiniLM-L6 (21 MFLOP per token: 3202 tokens) stays under its 1024-token
-// budget; bge-reranker-base (170 MFLOP per token: 400 tokens) runs a SciFact-length pair alone,
+// completion together. MiniLM-L6 (21 MFLOP per token: 3202 tokens) would stay under its 1024-token
+// budget (the token ceiling below binds there); bge-reranker-base (170 MFLOP per token: 400 tokens) runs a SciFact-length pair alone,
 // padded to a multiple of 16 instead of to its bucket; a decoder reranker also runs one row per
 // batch (qwen3-reranker-0.6b, 881 MFLOP per token: 77 tokens). Measured (bench/batching/param_ab.sh,
 // quiet): qwen3-reranker-0.6b, 2 clients x 4 SciFact-length documents, 0.57 pairs/s with batches of
@@ -74,9 +74,18 @@ std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length);
 // (padding ratio 1.11 -> 1.02 and 1.09 -> 1.02; bench/results/padding-1doc-bge-20261203.txt).
 inline constexpr double kBatchSaturationFlops = 68e9;
 
+// ... and the rows past which it stops growing whatever the width: a 400-token batch already fills
+// the products' row blocks on this CPU class, so a narrow model gains nothing from more rows but
+// padding. Measured on MiniLM-L6 (21 MFLOP per token, 3202 tokens by the rule above), 400 vs 3202
+// (bench/batching/param_ab.sh, alternating rounds, bench/results/saturation-minilm-20261203.txt):
+// 8 clients x 16 SciFact-length documents +4.6% / +3.6% (padding 1.07 -> 1.02), INT8 +5.8% / +12.9%,
+// 50 clients x 1 document +3.3% / +3.8% (1.08 -> 1.02), 8 clients x 16 documents of 32 tokens
+// +0.2% / +1.3% (short rows still batch, up to 400 tokens).
+inline constexpr size_t kBatchSaturationMaxTokens = 400;
+
 // The batcher's saturation_tokens for a model whose tokens each cost weight_flops_per_token
-// (onnx_graph::WeightFlopsPerToken): kBatchSaturationFlops / that, at least 16; 0 (no cap) when
-// unknown (0).
+// (onnx_graph::WeightFlopsPerToken): kBatchSaturationFlops / that, between 16 and
+// kBatchSaturationMaxTokens; 0 (no cap) when unknown (0).
 size_t DefaultBatchSaturationTokens(uint64_t weight_flops_per_token);
 
 struct ServedModelOptions {

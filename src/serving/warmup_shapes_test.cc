@@ -108,8 +108,11 @@ TEST(DefaultSequenceBucketsTest, LongContextModelsGetEightBucketsPerDoubling) {
 
 TEST(DefaultBatchSaturationTest, FromTheModelsWeightFlopsPerToken) {
   EXPECT_EQ(DefaultBatchSaturationTokens(0), 0u) << "unknown: no cap";
-  // MiniLM-L6 (6 x 1.77 M weights): past the 1024-token budget, so batches fill the budget.
-  EXPECT_EQ(DefaultBatchSaturationTokens(2 * 6 * 1769472), 3202u);
+  // MiniLM-L6 (6 x 1.77 M weights): 3202 tokens by its work, held at the 400-token ceiling.
+  EXPECT_EQ(DefaultBatchSaturationTokens(2 * 6 * 1769472), kBatchSaturationMaxTokens);
+  EXPECT_EQ(kBatchSaturationMaxTokens, 400u);
+  EXPECT_EQ(DefaultBatchSaturationTokens(static_cast<uint64_t>(kBatchSaturationFlops / 399)), 399u)
+      << "below the ceiling, the work rule";
   // bge-reranker-base (12 x 7.08 M): a SciFact-length pair (~326 tokens, bucket 384) runs alone.
   EXPECT_EQ(DefaultBatchSaturationTokens(2 * 12 * 7077888), 400u);
   // qwen3-reranker-0.6b (28 x 15.73 M): one SciFact-length row (~410 tokens) is already past it.

@@ -95,9 +95,10 @@ class ServeConnTest : public SharedServerSuite<ServeConnTest> {
     absl::Status s = AddTinyBert(repository, "fault", common + "max_batch_size: 16\ndynamic_batching { }\n");
     if (s.ok()) {
       // 16 requests x 2 rows wait together in one 1 s window (the batch never fills 64 rows nor
-      // --max-batch-tokens 4096).
+      // --max-batch-tokens 4096, and no batch saturation sends it off early).
       s = AddTinyBert(repository, "held", common + "max_batch_size: 64\n"
-                                                   "dynamic_batching { max_queue_delay_microseconds: 1000000 }\n");
+                                                   "dynamic_batching { max_queue_delay_microseconds: 1000000 }\n"
+                                                   "parameters { key: \"batch_saturation_tokens\" value { string_value: \"0\" } }\n");
     }
     return s;
   }

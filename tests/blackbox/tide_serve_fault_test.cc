@@ -446,9 +446,11 @@ TEST(ServeFaultShutdownTest, SigtermUnderLoadFinishesEveryAdmittedRequest) {
   const std::string common =
       "backend: \"onnxruntime\"\n"
       "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n";
-  // held: 12 requests x 2 rows wait in one 1.5 s batching window; busy: runs at once, all the time.
+  // held: 12 requests x 2 rows wait in one 1.5 s batching window (no batch saturation: its derived
+  // 400 tokens would send them off at once); busy: runs at once, all the time.
   ASSERT_TRUE(AddTinyBert(repo.path(), "held",
-                          common + "max_batch_size: 64\ndynamic_batching { max_queue_delay_microseconds: 1500000 }\n")
+                          common + "max_batch_size: 64\ndynamic_batching { max_queue_delay_microseconds: 1500000 }\n"
+                                   "parameters { key: \"batch_saturation_tokens\" value { string_value: \"0\" } }\n")
                   .ok());
   ASSERT_TRUE(AddTinyBert(repo.path(), "busy", common + "max_batch_size: 8\ndynamic_batching { }\n").ok());
   constexpr int kGraceMs = 10000;
