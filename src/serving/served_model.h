@@ -63,9 +63,9 @@ std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length);
 // bench/roofline), so per-run costs (~1 ms) are ~0.3% of it, and one row of that much work already
 // runs its products at 85-90% of that ceiling (a 320-token bge-reranker-base row: 325 ms for ~55
 // GFLOP, build/bench/op_profile); a bigger batch only adds padding and ties more requests'
-// completion together. MiniLM-L6 (21 MFLOP per token: 3202 tokens) would stay under its 1024-token
-// budget (the token ceiling below binds there); bge-reranker-base (170 MFLOP per token: 400 tokens) runs a SciFact-length pair alone,
-// padded to a multiple of 16 instead of to its bucket; a decoder reranker also runs one row per
+// completion together. MiniLM-L6 (21 MFLOP per token: 3202 tokens) would stay under its
+// 1024-token budget (the token ceiling below binds there); bge-reranker-base (170 MFLOP per token:
+// 400 tokens) runs a SciFact-length pair alone, padded to a multiple of 16 instead of to its bucket; a decoder reranker also runs one row per
 // batch (qwen3-reranker-0.6b, 881 MFLOP per token: 77 tokens). Measured (bench/batching/param_ab.sh,
 // quiet): qwen3-reranker-0.6b, 2 clients x 4 SciFact-length documents, 0.57 pairs/s with batches of
 // up to 8 rows (CPU 75%: one instance idled while its requests' other rows ran in the other's
