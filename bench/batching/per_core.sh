@@ -20,26 +20,20 @@ starter=$!
 trap 'kill -- -"$starter" 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1200); do curl -sf -o /dev/null "http://127.0.0.1:$port$health" && break; sleep 0.5; done
 curl -sf -o /dev/null "http://127.0.0.1:$port$health" || { tail -5 "$work/server.log" >&2; exit 1; }
-pid=$(/usr/bin/python3 -c 'import socket,sys,os
-port=int(sys.argv[1])
-import subprocess
-out=subprocess.run(["ss","-ltnpH","sport = :%d"%port],capture_output=True,text=True).stdout
-import re; m=re.search(r"pid=(\d+)",out); print(m.group(1) if m else "")' "$port")
-[ -n "$pid" ] || { echo "per_core: no process listens on $port" >&2; exit 1; }
 bench=(--url "http://127.0.0.1:$port" --endpoint rerank --tokenizer "$MODEL/tokenizer.json" --documents "$DOCS"
        --doc-tokens scifact --request-pool 256 --seed 42 --timeout-ms 600000 --concurrency "$CLIENTS" --no-scrape-metrics)
 "$TIDE" bench "${bench[@]}" --warmup 15s --duration 5s > "$work/warm.txt" 2>&1
 curl -s "http://127.0.0.1:$port/metrics" > "$work/m0.txt" || true
-cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+# The server's process tree's CPU seconds, as bench/run_all measures a row's.
+cpu() { /usr/bin/python3 bench/peers/proctree.py cpu "$starter"; }
 c0=$(cpu); t0=$(date +%s.%N)
 "$TIDE" bench "${bench[@]}" --warmup 0s --duration "${DURATION}s" --json "$work/run.json" > "$work/run.txt" 2>&1
 c1=$(cpu); t1=$(date +%s.%N)
 curl -s "http://127.0.0.1:$port/metrics" > "$work/m1.txt" || true
 pps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["pairs_per_s"])' "$work/run.json")
-hz=$(getconf CLK_TCK)
 echo "# bench/batching/per_core.sh: $ROW on $(basename "$MODEL")${TIDE_INSTANCES:+, $TIDE_INSTANCES instance(s)}${TIDE_PARAMETERS:+, $TIDE_PARAMETERS}; $CLIENTS clients x $DOCS docs, ${DURATION} s; load $(cut -d' ' -f1-3 /proc/loadavg); git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-awk -v pps="$pps" -v c="$((c1 - c0))" -v hz="$hz" -v t0="$t0" -v t1="$t1" 'BEGIN {
-  wall = t1 - t0; cpu = c / hz
+awk -v pps="$pps" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" 'BEGIN {
+  wall = t1 - t0; cpu = c1 - c0
   printf "pairs/s %.3f, server CPU %.1f s in %.1f s (%.2f cores), %.3f pairs per CPU-second, %.1f CPU-ms per pair\n",
          pps, cpu, wall, cpu / wall, pps * wall / cpu, 1000 * cpu / (pps * wall) }'
 # Counters over the window (tide rows only).

@@ -44,8 +44,8 @@ std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length) {
 size_t DefaultBatchSaturationTokens(uint64_t weight_flops_per_token) {
   if (weight_flops_per_token == 0) return 0;
   const double tokens = kBatchSaturationFlops / static_cast<double>(weight_flops_per_token);
-  return std::clamp<size_t>(static_cast<size_t>(std::min(tokens, double{kBatchSaturationMaxTokens})), 16,
-                            kBatchSaturationMaxTokens);
+  if (tokens >= kBatchSaturationMaxTokens) return kBatchSaturationMaxTokens;
+  return std::max<size_t>(16, static_cast<size_t>(tokens));
 }
 
 namespace {

@@ -65,8 +65,9 @@ std::vector<size_t> DefaultSequenceBuckets(size_t max_sequence_length);
 // GFLOP, build/bench/op_profile); a bigger batch only adds padding and ties more requests'
 // completion together. MiniLM-L6 (21 MFLOP per token: 3202 tokens) would stay under its
 // 1024-token budget (the token ceiling below binds there); bge-reranker-base (170 MFLOP per token:
-// 400 tokens) runs a SciFact-length pair alone, padded to a multiple of 16 instead of to its bucket; a decoder reranker also runs one row per
-// batch (qwen3-reranker-0.6b, 881 MFLOP per token: 77 tokens). Measured (bench/batching/param_ab.sh,
+// 400 tokens) runs a SciFact-length pair alone, padded to a multiple of 16 instead of to its
+// bucket; a decoder reranker also runs one row per batch (qwen3-reranker-0.6b, 881 MFLOP per
+// token: 77 tokens). Measured (bench/batching/param_ab.sh,
 // quiet): qwen3-reranker-0.6b, 2 clients x 4 SciFact-length documents, 0.57 pairs/s with batches of
 // up to 8 rows (CPU 75%: one instance idled while its requests' other rows ran in the other's
 // batch), 0.83 with one row per batch (docs/llm-rerankers.md); bge-reranker-base at 400 tokens vs
