@@ -5,6 +5,9 @@
 // so other load on a shared machine spreads over every variant alike.
 //
 //   op_profile --variant fp32=models/minilm-l6/1/model.onnx --variant int8=/tmp/int8.onnx
+//              [--tide-variant NAME=MODEL]  (fused with attention on tide's kernel, attention_kernel
+//                                            "tide", the server's default with AVX-512; --variant:
+//                                            ONNX Runtime's MultiHeadAttention, attention_kernel "onnxruntime")
 //              [--batch 16] [--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse]
 //              [--optimized-dir DIR]   (writes ONNX Runtime's optimized graph of each variant there)
 //              [--keep-profile]        (keeps ONNX Runtime's profile JSON of each variant, per node)
@@ -33,11 +36,13 @@
 #include "onnx_graph/model_io.h"
 #include "onnxruntime_cxx_api.h"
 #include "optimize/transformer_fusion.h"
+#include "runtime/tide_ops.h"
 
 namespace {
 
 struct Variant {
   std::string name, path;
+  bool tide_attention = false;  // --tide-variant: attention on ai.tide.PaddedAttention (attention_kernel tide)
 };
 
 struct Args {
@@ -53,7 +58,7 @@ struct Args {
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
-               "op_profile: %s\nusage: op_profile --variant NAME=MODEL [--variant NAME=MODEL ...] [--batch 16] "
+               "op_profile: %s\nusage: op_profile --variant NAME=MODEL [--variant NAME=MODEL ...] [--tide-variant NAME=MODEL ...] [--batch 16] "
                "[--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse] [--optimized-dir DIR] [--keep-profile] [--session-config KEY=VALUE]\n",
                why.c_str());
   std::exit(2);
@@ -83,10 +88,10 @@ Args Parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) Usage(flag + " lacks its value");
     const std::string v = argv[++i];
-    if (flag == "--variant") {
+    if (flag == "--variant" || flag == "--tide-variant") {
       std::vector<std::string> kv = absl::StrSplit(v, absl::MaxSplits('=', 1));
-      if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) Usage("--variant wants NAME=MODEL");
-      a.variants.push_back({kv[0], kv[1]});
+      if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) Usage(flag + " wants NAME=MODEL");
+      a.variants.push_back({kv[0], kv[1], flag == "--tide-variant"});
     } else if (flag == "--batch") {
       a.batch = PositiveInt(v, "--batch");
     } else if (flag == "--seq") {
@@ -138,6 +143,7 @@ Session Open(const Args& args, const Variant& v) {
   so.SetGraphOptimizationLevel(ORT_ENABLE_ALL);
   for (const auto& [key, value] : args.session_config) so.AddConfigEntry(key.c_str(), value.c_str());
   so.EnableProfiling(("op_profile_" + v.name).c_str());
+  tide::runtime::RegisterTideOps(so);
   if (!args.optimized_dir.empty()) {
     so.SetOptimizedModelFilePath((args.optimized_dir + "/" + v.name + ".onnx").c_str());
   }
@@ -148,7 +154,9 @@ Session Open(const Args& args, const Variant& v) {
   } else {
     auto model = tide::onnx_graph::LoadModel(v.path);
     if (!model.ok()) Usage(v.path + ": " + std::string(model.status().message()));
-    auto report = tide::optimize::FuseTransformer({}, &*model);
+    tide::optimize::FusionOptions fusion;
+    fusion.tide_attention = v.tide_attention;
+    auto report = tide::optimize::FuseTransformer(fusion, &*model);
     s.fusion = report.ok() ? report->Summary() : std::string(report.status().message());
     if (args.drop_attention_mask) {
       for (auto& n : *model->mutable_graph()->mutable_node()) {

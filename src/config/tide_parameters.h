@@ -59,6 +59,10 @@
 //   graph_fusion              "auto" | "off": fuse attention and skip-layernorm into ONNX Runtime
 //                             contrib operators at load (src/optimize); auto keeps the original model
 //                             when nothing matches or a probe batch disagrees
+//   attention_kernel          "tide" | "onnxruntime": with graph_fusion auto, fused attention runs on
+//                             tide's own kernel over each row's real keys (runtime/padded_attention.h;
+//                             needs AVX-512, else ONNX Runtime's) or on ONNX Runtime's
+//                             MultiHeadAttention with the padding mask as an extra key column
 //   long_documents            "truncate" | "chunk_max" | "chunk_mean": a document longer than what
 //                             fits beside the query is cut (truncate) or scored as overlapping
 //                             windows, the best (chunk_max) or the mean (chunk_mean) of their scores
@@ -118,6 +122,7 @@ enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
 enum class BatchGrouping { kLength, kFifo };
 enum class BatchPadding { kBucket, kLongest };
 enum class GraphFusion { kAuto, kOff };
+enum class AttentionKernel { kTide, kOnnxRuntime };
 enum class ThreadLayout { kAdaptive, kFixed };
 // How an embedding model's graph pools its token vectors (sentence-transformers' modes).
 enum class Pooling { kCls, kMean, kLastToken };
@@ -160,6 +165,7 @@ struct TideParameters {
   BatchGrouping batch_grouping = BatchGrouping::kLength;  // BatcherOptions::group_by_length
   BatchPadding batch_padding = BatchPadding::kBucket;     // BatcherOptions::pad_to_longest_row
   GraphFusion graph_fusion = GraphFusion::kAuto;          // optimize::PrepareFusedModel at load
+  AttentionKernel attention_kernel = AttentionKernel::kTide;  // optimize::FusionOptions::tide_attention
   std::optional<int64_t> token_type_vocab_size;           // unset: derived at load (see above)
   LongDocuments long_documents = LongDocuments::kTruncate;
   int64_t chunk_tokens = 0;                // 0: as many as fit beside the query

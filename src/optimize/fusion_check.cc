@@ -75,7 +75,8 @@ struct Fused {
 
 // `options`' model parsed and fused: its file, or a skeleton in model_data whose weights are
 // `base` (their placeholders stay placeholders: the passes read only small constants' values).
-Fused ParseAndFuse(const runtime::OrtOptions& options, const runtime::SharedModelWeights* base) {
+Fused ParseAndFuse(const runtime::OrtOptions& options, const runtime::SharedModelWeights* base,
+                   const FusionOptions& fusion) {
   Fused f;
   // A file is parsed as a stream: never the file's bytes and the parsed model side by side.
   f.model = options.model_path.empty() ? onnx_graph::ParseModel(options.model_data)
@@ -92,7 +93,7 @@ Fused ParseAndFuse(const runtime::OrtOptions& options, const runtime::SharedMode
       return f;
     }
   }
-  absl::StatusOr<FusionReport> report = FuseTransformer(FusionOptions{}, &*f.model);
+  absl::StatusOr<FusionReport> report = FuseTransformer(fusion, &*f.model);
   if (!report.ok()) {
     f.reason = std::string(report.status().message());
     return f;
@@ -115,7 +116,7 @@ absl::StatusOr<ProbeComparison> CompareOnProbe(const runtime::OrtOptions& origin
 }
 
 FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe,
-                             const std::string& spill_dir) {
+                             const std::string& spill_dir, const FusionOptions& fusion) {
   FusedModel result;
   // The original as a skeleton (runtime::SharedWeights::TakeFromFile): its weights are `base`,
   // which every session of it or of the fused graph reads, none of them copies.
@@ -135,7 +136,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   //    beside it (at the load's peak, one session of the original model is all the memory held).
   bool quantized = false;
   {
-    Fused first = ParseAndFuse(options, base.get());
+    Fused first = ParseAndFuse(options, base.get(), fusion);
     if (!first.reason.empty()) {
       result.reason = first.reason;
       result.report = first.report;
@@ -165,7 +166,7 @@ FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::
   malloc_trim(0);
   // 3. Parsed and fused again (the same deterministic rewrite), its weights taken into the shared
   //    entry the instances will use, the rest written out.
-  Fused second = ParseAndFuse(options, base.get());
+  Fused second = ParseAndFuse(options, base.get(), fusion);
   if (!second.reason.empty()) {
     result.reason = second.reason;
     return result;

@@ -3,7 +3,8 @@
 // Contract:
 //  - Reads the model at options.model_path, or the skeleton in options.model_data whose weights
 //    options.shared_weights has adopted (runtime::SharedWeights::TakeFromFile: the loader's way,
-//    so that no step of the load holds the whole model), fuses it (transformer_fusion.h) and, when anything
+//    so that no step of the load holds the whole model), fuses it (transformer_fusion.h, with
+//    `fusion`; FusionOptions::tide_attention for tide's attention kernel) and, when anything
 //    was fused, runs `probe` through an ONNX Runtime session of the fused model and one of the
 //    original, with `options`' session settings. The fused model is accepted only when every
 //    logit agrees within tolerance = 1e-3 * max(1, max |original logit|), or 2e-2 * that scale
@@ -62,7 +63,7 @@ struct FusedModel {
 };
 
 FusedModel PrepareFusedModel(const runtime::OrtOptions& options, const runtime::TokenBatch& probe,
-                             const std::string& spill_dir = "");
+                             const std::string& spill_dir = "", const FusionOptions& fusion = {});
 
 // A padded probe batch for `signature`: 3 rows of lengths seq, ~2/3 seq and 3 (seq = min(24,
 // max_sequence_length)), token ids drawn deterministically from [1, min(vocab_size, 30000)),

@@ -53,6 +53,7 @@ void ExpectSameLogits(onnx::ModelProto model, const FusionOptions& options, int 
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->attention_fused, options.attention ? layers : 0) << report->Summary();
   EXPECT_EQ(report->skip_layer_norm_fused, options.skip_layer_norm ? 2 * layers : 0) << report->Summary();
+  EXPECT_EQ(report->tide_attention, options.attention && options.tide_attention ? layers : 0) << report->Summary();
   runtime::OrtOptions fused = original;
   ASSERT_TRUE(model.SerializeToString(&fused.model_data));
   auto a = RunOnce(original, batch);
@@ -68,6 +69,13 @@ void ExpectSameLogits(onnx::ModelProto model, const FusionOptions& options, int 
 FusionOptions AttentionOnly() {
   FusionOptions o;
   o.skip_layer_norm = false;
+  return o;
+}
+
+// Attention on ai.tide.PaddedAttention (tide_attention.h), the load's default.
+FusionOptions TideKernel() {
+  FusionOptions o;
+  o.tide_attention = true;
   return o;
 }
 
@@ -89,6 +97,7 @@ TEST(FusionCheckTest, MiniLmFp32AndInt8) {
   ASSERT_TRUE(sig.ok());
   const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 30000);
   ExpectSameLogits(*model, {}, 6, batch, 1e-4);
+  ExpectSameLogits(*model, TideKernel(), 6, batch, 1e-4);
   const onnx::ModelProto int8 = Int8(*model);
   // MultiHeadAttention with its key_padding_mask reproduces the INT8 model's attention to the last
   // bit here.
@@ -104,6 +113,7 @@ TEST(FusionCheckTest, MiniLmFp32AndInt8) {
   // quantization: scaling its LayerNorm gammas by 1 +- 1e-7 alone moves the INT8 logits (|l| ~ 11)
   // by 0.07. The load-time check's INT8 tolerance (2e-2 x logit scale) is what must hold.
   ExpectSameLogits(int8, {}, 6, batch, 0.2);
+  ExpectSameLogits(int8, TideKernel(), 6, batch, 0.2);
 }
 
 // Gives every 1-D float parameter (biases, LayerNorm gamma/beta) its own random values. The
@@ -170,7 +180,9 @@ TEST(FusionCheckTest, TinyBertWithBiasesFp32AndInt8) {
   ASSERT_TRUE(sig.ok());
   const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 100);
   ExpectSameLogits(*model, {}, 2, batch, 1e-4);
+  ExpectSameLogits(*model, TideKernel(), 2, batch, 1e-4);
   ExpectSameLogits(Int8(*model), {}, 2, batch, 1e-4);
+  ExpectSameLogits(Int8(*model), TideKernel(), 2, batch, 1e-4);
   // --format onnx: DynamicQuantizeLinear + MatMulInteger + Cast + Mul projections.
   ExpectSameLogits(Int8(*model, quantize::Int8OpFormat::kMatMulInteger), {}, 2, batch, 1e-4);
 }
@@ -189,6 +201,7 @@ TEST(FusionCheckTest, TinyXlmrWithBiasesFp32AndInt8) {
   ASSERT_TRUE(sig->token_type_ids_name.empty()) << "an XLM-R export takes no token_type_ids";
   const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 100, /*pad_id=*/1);
   ExpectSameLogits(*model, {}, 2, batch, 1e-4);
+  ExpectSameLogits(*model, TideKernel(), 2, batch, 1e-4);
   ExpectSameLogits(Int8(*model), {}, 2, batch, 1e-4);
   ExpectSameLogits(Int8(*model, quantize::Int8OpFormat::kMatMulInteger), {}, 2, batch, 1e-4);
 }
@@ -207,6 +220,12 @@ TEST(FusionCheckTest, PrepareFusedModelAcceptsTinyXlmr) {
   EXPECT_EQ(f.report.attention_fused, 2) << f.report.Summary();
   EXPECT_EQ(f.report.skip_layer_norm_fused, 4) << f.report.Summary();
   EXPECT_LE(f.max_abs_diff, f.tolerance);
+  // With tide's attention kernel (the load's default where the CPU has AVX-512).
+  FusedModel t = PrepareFusedModel(o, ProbeBatch(*sig, 2048, 128), "", TideKernel());
+  EXPECT_TRUE(t.fused) << t.reason;
+  EXPECT_EQ(t.report.tide_attention, 2) << t.report.Summary();
+  EXPECT_EQ(t.report.Summary().find("2 attention (tide kernel), 4 skip-layernorm"), 0u) << t.report.Summary();
+  EXPECT_LE(t.max_abs_diff, t.tolerance);
 }
 
 TEST(FusionCheckTest, PrepareFusedModelAcceptsMiniLm) {

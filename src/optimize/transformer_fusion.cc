@@ -6,11 +6,15 @@
 #include "optimize/graph_rewrite.h"
 #include "optimize/padding_mask_in_keys.h"
 #include "optimize/skip_layer_norm_fusion.h"
+#include "optimize/tide_attention.h"
 
 namespace tide::optimize {
 
 std::string FusionReport::Summary() const {
-  return absl::StrCat(attention_fused, " attention, ", skip_layer_norm_fused, " skip-layernorm; ", nodes_before,
+  const std::string kernel = tide_attention == 0 ? ""
+                             : tide_attention == attention_fused ? " (tide kernel)"
+                                                                 : absl::StrCat(" (", tide_attention, " on the tide kernel)");
+  return absl::StrCat(attention_fused, " attention", kernel, ", ", skip_layer_norm_fused, " skip-layernorm; ", nodes_before,
                       " -> ", nodes_after, " nodes");
 }
 
@@ -30,7 +34,8 @@ absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx:
   const int opset = static_cast<int>(onnx_graph::OpsetVersion(*model, ""));
   if (options.attention) report.attention_fused = FuseAttention(g, opset, &report.skipped);
   if (options.skip_layer_norm) report.skip_layer_norm_fused = FuseSkipLayerNorm(g, &report.skipped);
-  if (options.padding_mask_in_keys && report.attention_fused > 0) MovePaddingMaskIntoKeys(g, opset, &report.skipped);
+  if (options.tide_attention && report.attention_fused > 0) report.tide_attention = UseTideAttention(model, &report.skipped);
+  if (options.padding_mask_in_keys && report.attention_fused > report.tide_attention) MovePaddingMaskIntoKeys(g, opset, &report.skipped);
   if (report.fused() > 0) {
     onnx_graph::EnsureOpset(model, "com.microsoft", 1);
     RemoveDeadNodes(g);

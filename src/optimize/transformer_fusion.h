@@ -42,16 +42,21 @@ struct FusionOptions {
   bool attention = true;        // MultiHeadAttention
   bool skip_layer_norm = true;  // SkipLayerNormalization
   bool padding_mask_in_keys = true;  // fused attention's mask as an extra key column (padding_mask_in_keys.h)
+  // Attention on tide's own kernel, ai.tide.PaddedAttention (tide_attention.h), instead of the
+  // mask column; only sessions with runtime::RegisterTideOps open the result (the load's, never
+  // `tide optimize`'s output).
+  bool tide_attention = false;
 };
 
 struct FusionReport {
   int attention_fused = 0;
   int skip_layer_norm_fused = 0;
+  int tide_attention = 0;  // of attention_fused, how many run on ai.tide.PaddedAttention
   std::vector<std::string> skipped;  // "<node name>: <why it was left alone>"
   int nodes_before = 0;
   int nodes_after = 0;
   int fused() const { return attention_fused + skip_layer_norm_fused; }
-  // "6 attention, 13 skip-layernorm; 623 -> 152 nodes"
+  // "6 attention, 13 skip-layernorm; 623 -> 152 nodes" ("6 attention (tide kernel), ..." with tide_attention)
   std::string Summary() const;
 };
 

@@ -402,6 +402,24 @@ TEST(TransformerFusionTest, PaddingMaskBecomesAKeyColumn) {
   }
 }
 
+// ai.tide.PaddedAttention takes head sizes 16, 32, ..., 128 (its vector kernel); this layer's heads
+// of 4 stay on ONNX Runtime's MultiHeadAttention with the mask column, and the report says why.
+// (Real exports through the kernel: fusion_check_test.cc; the kernel: padded_attention_test.cc.)
+TEST(TransformerFusionTest, TideAttentionNeedsAHeadSizeItsKernelRuns) {
+  onnx::ModelProto m = BertLayer();
+  FusionOptions o;
+  o.tide_attention = true;
+  auto report = FuseTransformer(o, &m);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->attention_fused, 1);
+  EXPECT_EQ(report->tide_attention, 0);
+  EXPECT_EQ(CountOps(m, "PaddedAttention"), 0);
+  EXPECT_EQ(CountOps(m, "Pad"), 1) << "the mask column instead";
+  bool said = false;
+  for (const auto& why : report->skipped) said |= why.find("kept on ONNX Runtime's attention: head size 4") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(TransformerFusionTest, PaddingMaskStaysAnInputBelowOpset11) {
   onnx::ModelProto m = BertLayer();
   ASSERT_TRUE(FuseTransformer(MaskAsInput(), &m).ok());

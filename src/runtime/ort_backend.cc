@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "common/error.h"
 #include "runtime/shared_weights.h"
+#include "runtime/tide_ops.h"
 
 namespace tide::runtime {
 namespace {
@@ -85,6 +86,7 @@ Ort::SessionOptions MakeSessionOptions(const OrtOptions& o) {
     case GraphOptimization::kAll: so.SetGraphOptimizationLevel(ORT_ENABLE_ALL); break;
   }
   if (o.enable_cpu_mem_arena) so.EnableCpuMemArena(); else so.DisableCpuMemArena();
+  RegisterTideOps(so);  // ai.tide.*: what load-time fusion may write (tide_ops.h)
   if (!o.prepack_weights) so.AddConfigEntry("session.disable_prepacking", "1");
   // A model in memory has no folder of its own: its only external data can be the placeholders
   // of a skeleton (SharedWeights::TakeFromModel), which its shared weights replace.

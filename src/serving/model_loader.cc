@@ -15,6 +15,7 @@
 #include "onnx_graph/graph_util.h"
 #include "onnx_graph/model_io.h"
 #include "optimize/fusion_check.h"
+#include "runtime/padded_attention.h"
 #include "serving/kinded_tokenizer.h"
 #include "serving/ort_options.h"
 #include "spdlog/spdlog.h"
@@ -115,12 +116,15 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
     // temp directory (never held in memory for the model's lifetime: it is as large as the
     // weights), which ONNX Runtime reads by path whenever an instance opens.
     const auto fuse_start = std::chrono::steady_clock::now();
+    optimize::FusionOptions fusion;
+    fusion.tide_attention = m->parameters.attention_kernel == config::AttentionKernel::kTide &&
+                            runtime::PaddedAttentionCpuSupported();
     std::error_code ec;
     const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
     optimize::FusedModel fused = optimize::PrepareFusedModel(
         ort, optimize::ProbeBatch(m->signature, static_cast<int64_t>(m->tokenizer->vocab_size()),
                                   static_cast<int64_t>(m->max_sequence_length)),
-        ec ? std::string("/tmp") : tmp.string());
+        ec ? std::string("/tmp") : tmp.string(), fusion);
     const double fuse_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fuse_start).count();
     if (fused.fused) {

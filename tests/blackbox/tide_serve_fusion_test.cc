@@ -1,6 +1,7 @@
 // Black-box tests of load-time graph fusion (config parameter graph_fusion, src/optimize) against
 // the real `tide serve`: tools/export_model.py's tiny-bert, FP32 and `tide quantize --int8`, each
-// served twice from one repository — with the default graph_fusion (auto) and with "off".
+// served three times from one repository — with the default graph_fusion (auto; attention on
+// tide's kernel where the CPU has AVX-512), with attention_kernel "onnxruntime", and with "off".
 //   - the server logs what it fused and the probe check's difference for the auto entries, and
 //     nothing of the kind for the "off" ones;
 //   - fused and unfused entries answer the same padded KServe batch (rows of mixed lengths) with the
@@ -31,11 +32,16 @@ using json = nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Config(bool fusion) {
+std::string Config(bool fusion, bool ort_attention = false) {
   return absl::StrCat("backend: \"onnxruntime\"\nmax_batch_size: 16\n",
                       "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n",
-                      fusion ? "" : "parameters { key: \"graph_fusion\" value { string_value: \"off\" } }\n");
+                      fusion ? "" : "parameters { key: \"graph_fusion\" value { string_value: \"off\" } }\n",
+                      ort_attention ? "parameters { key: \"attention_kernel\" value { string_value: \"onnxruntime\" } }\n"
+                                    : "");
 }
+
+// What the default load writes for tiny-bert (heads of 16): tide's kernel needs AVX-512.
+bool TideKernelHere() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"); }
 
 class ServeFusionTest : public SharedServerSuite<ServeFusionTest> {
  protected:
@@ -53,6 +59,9 @@ class ServeFusionTest : public SharedServerSuite<ServeFusionTest> {
     for (const auto& [name, model, fusion] : {std::tuple{"fp32-fused", fp32, true}, std::tuple{"fp32-plain", fp32, false},
                                               std::tuple{"int8-fused", int8, true}, std::tuple{"int8-plain", int8, false}}) {
       if (absl::Status s = AddModel(repo, name, model, tokenizer, Config(fusion)); !s.ok()) return s;
+    }
+    for (const auto& [name, model] : {std::pair{"fp32-ort", fp32}, std::pair{"int8-ort", int8}}) {
+      if (absl::Status s = AddModel(repo, name, model, tokenizer, Config(true, true)); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
@@ -100,6 +109,10 @@ class ServeFusionTest : public SharedServerSuite<ServeFusionTest> {
 TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
   const std::string log = server().Stdout() + server().Stderr();  // spdlog writes to stdout
   for (const char* name : {"fp32-fused", "int8-fused"}) {
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion: 2 attention",
+                                            TideKernelHere() ? " (tide kernel)" : "", ", 4 skip-layernorm")));
+  }
+  for (const char* name : {"fp32-ort", "int8-ort"}) {
     EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion: 2 attention, 4 skip-layernorm")));
   }
   EXPECT_THAT(log, HasSubstr("probe max |fused - original|"));
@@ -148,11 +161,13 @@ TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
 
 TEST_F(ServeFusionTest, FusedAndUnfusedAnswerTheSamePaddedBatch) {
   EXPECT_NO_FATAL_FAILURE(ExpectClose(Infer("fp32-fused"), Infer("fp32-plain"), 1e-4, "fp32"));
+  EXPECT_NO_FATAL_FAILURE(ExpectClose(Infer("fp32-ort"), Infer("fp32-plain"), 1e-4, "fp32, ONNX Runtime's attention"));
   const std::vector<float> plain = Infer("int8-plain");
   ASSERT_FALSE(plain.empty());
   double scale = 1;
   for (float v : plain) scale = std::max(scale, static_cast<double>(std::fabs(v)));
   EXPECT_NO_FATAL_FAILURE(ExpectClose(Infer("int8-fused"), plain, 2e-2 * scale, "int8"));
+  EXPECT_NO_FATAL_FAILURE(ExpectClose(Infer("int8-ort"), plain, 2e-2 * scale, "int8, ONNX Runtime's attention"));
 }
 
 }  // namespace

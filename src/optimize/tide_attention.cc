@@ -1,0 +1,86 @@
+#include "optimize/tide_attention.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "onnx_graph/graph_util.h"
+#include "optimize/graph_index.h"
+#include "optimize/graph_rewrite.h"
+
+namespace tide::optimize {
+namespace {
+
+// Why node `n` cannot run on ai.tide.PaddedAttention, or "" when it can; `heads` / `head_size` set.
+std::string Check(const GraphIndex& ix, const onnx::NodeProto& n, int64_t* heads, int64_t* head_size) {
+  if (n.input_size() != 5 || n.output_size() != 1) return "not (q, k, v, bias, key_padding_mask) -> output";
+  for (const auto& in : n.input()) {
+    if (in.empty()) return "an input is absent";
+  }
+  if (IntAttribute(n, "unidirectional").value_or(0) != 0) return "unidirectional";
+  *heads = IntAttribute(n, "num_heads").value_or(0);
+  const onnx::TensorProto* bias = ix.Constant(n.input(3));
+  if (*heads <= 0 || bias == nullptr || bias->data_type() != onnx::TensorProto::FLOAT || bias->dims_size() != 1 ||
+      bias->dims(0) % (3 * *heads) != 0) {
+    return "no num_heads or no constant float bias [3 x heads x head_size]";
+  }
+  *head_size = bias->dims(0) / (3 * *heads);
+  if (*head_size % 16 != 0 || *head_size > 128) return absl::StrCat("head size ", *head_size, " is not 16, 32, ..., 128");
+  // The mask must be int32 [B, S]: FuseAttention's Cast of the rank-2 graph input, or that input.
+  std::string mask = n.input(4);
+  if (const onnx::NodeProto* cast = ix.ProducerOp(mask, "Cast")) {
+    if (IntAttribute(*cast, "to").value_or(0) != onnx::TensorProto::INT32) return "key_padding_mask is not int32";
+    mask = cast->input(0);
+  }
+  const onnx::ValueInfoProto* in = ix.IsGraphInput(mask) ? ix.GraphInput(mask) : nullptr;
+  if (in == nullptr || !in->type().tensor_type().has_shape() || in->type().tensor_type().shape().dim_size() != 2) {
+    return "key_padding_mask is not a rank-2 graph input (or its Cast)";
+  }
+  if (mask == n.input(4) && in->type().tensor_type().elem_type() != onnx::TensorProto::INT32) {
+    return "key_padding_mask is not int32";
+  }
+  return "";
+}
+
+}  // namespace
+
+int UseTideAttention(onnx::ModelProto* model, std::vector<std::string>* skipped) {
+  onnx::GraphProto* g = model->mutable_graph();
+  GraphIndex ix(*g);
+  int rewritten = 0;
+  std::vector<onnx::NodeProto> replaced(static_cast<size_t>(g->node_size()));
+  std::vector<bool> take(static_cast<size_t>(g->node_size()), false);
+  for (int i = 0; i < g->node_size(); ++i) {
+    const onnx::NodeProto& n = g->node(i);
+    if (n.op_type() != "MultiHeadAttention" || n.domain() != "com.microsoft") continue;
+    int64_t heads = 0, head_size = 0;
+    const std::string why = Check(ix, n, &heads, &head_size);
+    if (!why.empty()) {
+      skipped->push_back(absl::StrCat(onnx_graph::NodeName(n), ": kept on ONNX Runtime's attention: ", why));
+      continue;
+    }
+    const onnx::AttributeProto* scale = FindAttribute(n, "scale");
+    const float s = scale != nullptr ? scale->f() : 1.0f / std::sqrt(static_cast<float>(head_size));
+    if (!(s > 0.0f) || !std::isfinite(s)) {
+      skipped->push_back(absl::StrCat(onnx_graph::NodeName(n), ": kept on ONNX Runtime's attention: scale is not positive"));
+      continue;
+    }
+    onnx::NodeProto t;
+    t.set_op_type("PaddedAttention");
+    t.set_domain(kTideDomain);
+    t.set_name(n.name());
+    for (const auto& in : n.input()) t.add_input(in);
+    t.add_output(n.output(0));
+    AddIntAttribute(&t, "num_heads", heads);
+    AddFloatAttribute(&t, "scale", s);
+    replaced[static_cast<size_t>(i)] = std::move(t);
+    take[static_cast<size_t>(i)] = true;
+    ++rewritten;
+  }
+  for (int i = 0; i < g->node_size(); ++i) {
+    if (take[static_cast<size_t>(i)]) *g->mutable_node(i) = std::move(replaced[static_cast<size_t>(i)]);
+  }
+  if (rewritten > 0) onnx_graph::EnsureOpset(model, kTideDomain, 1);
+  return rewritten;
+}
+
+}  // namespace tide::optimize

@@ -1,0 +1,31 @@
+// tide::optimize::UseTideAttention — hands each fused attention block to tide's own kernel.
+//
+// Rewrites com.microsoft.MultiHeadAttention(q, k, v, bias, key_padding_mask) into
+// ai.tide.PaddedAttention with the same inputs (runtime/tide_ops.h: the same result, computed over
+// each row's real keys, head size unchanged). Runs instead of MovePaddingMaskIntoKeys for the nodes
+// it takes (FusionOptions::tide_attention; the load sets it when the CPU runs the kernel
+// vectorized: runtime::PaddedAttentionCpuSupported).
+//
+// Contract:
+//  - Takes nodes with exactly (q, k, v, constant float bias [3 x num_heads x head_size],
+//    key_padding_mask) -> one output, num_heads > 0, head_size a multiple of 16 and at most 128,
+//    not unidirectional, whose mask is a rank-2 int32 graph input or an int32 Cast of one
+//    (FuseAttention's). Anything else stays as it is, named in `skipped` ("<node>: <why>").
+//  - `scale` is written explicitly (1/sqrt(head_size) when the node had none); mask_filter_value
+//    is dropped (padded keys are skipped, not filled). Adds the "ai.tide" opset import (version 1)
+//    when anything was rewritten. Returns the number of nodes rewritten.
+//  - Free function on a caller-owned model; thread-compatible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "onnx/onnx_pb.h"
+
+namespace tide::optimize {
+
+inline constexpr char kTideDomain[] = "ai.tide";  // = runtime::kTideOpDomain
+
+int UseTideAttention(onnx::ModelProto* model, std::vector<std::string>* skipped);
+
+}  // namespace tide::optimize

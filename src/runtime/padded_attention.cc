@@ -1,0 +1,274 @@
+#include "runtime/padded_attention.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace tide::runtime {
+namespace {
+
+constexpr int kBlockRows = 8;     // query rows per block
+constexpr int kKeyBlock = 32;     // keys per score block (two vectors)
+constexpr int64_t kMaxVectorHeadSize = 128;
+
+struct Scratch {
+  std::vector<int32_t> keys;  // real key positions of the row
+  std::vector<float> kt;      // [head_size][keys padded to 32]: K^T with its bias
+  std::vector<float> v;       // [keys][head_size]: V with its bias
+  std::vector<float> q;       // [8][head_size]: the block's queries with bias, times scale
+  std::vector<float> p;       // [8][keys padded]: scores, then unnormalized probabilities
+};
+
+Scratch& ThreadScratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// Positions of the real keys (mask != 0); every position when none is real.
+void RealKeys(const int32_t* mask_row, int64_t seq, std::vector<int32_t>* keys) {
+  keys->clear();
+  for (int64_t j = 0; j < seq; ++j) {
+    if (mask_row[j] != 0) keys->push_back(static_cast<int32_t>(j));
+  }
+  if (keys->empty()) {
+    for (int64_t j = 0; j < seq; ++j) keys->push_back(static_cast<int32_t>(j));
+  }
+}
+
+void ReferenceUnit(const AttentionShape& s, const float* q, const float* k, const float* v, const float* bias,
+                   const int32_t* mask, float* out, int64_t b, int64_t h, std::vector<int32_t>* keys) {
+  const int64_t d = s.head_size, hidden = s.heads * d;
+  RealKeys(mask + b * s.seq, s.seq, keys);
+  const float* bq = bias != nullptr ? bias + h * d : nullptr;
+  const float* bk = bias != nullptr ? bias + hidden + h * d : nullptr;
+  const float* bv = bias != nullptr ? bias + 2 * hidden + h * d : nullptr;
+  std::vector<double> scores(keys->size()), acc(static_cast<size_t>(d));
+  for (int64_t i = 0; i < s.seq; ++i) {
+    const float* qi = q + (b * s.seq + i) * hidden + h * d;
+    double best = -std::numeric_limits<double>::infinity();
+    for (size_t n = 0; n < keys->size(); ++n) {
+      const float* kj = k + (b * s.seq + (*keys)[n]) * hidden + h * d;
+      double dot = 0;
+      for (int64_t c = 0; c < d; ++c) {
+        dot += static_cast<double>(qi[c] + (bq ? bq[c] : 0.0f)) * static_cast<double>(kj[c] + (bk ? bk[c] : 0.0f));
+      }
+      scores[n] = dot * s.scale;
+      best = std::max(best, scores[n]);
+    }
+    double sum = 0;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (size_t n = 0; n < keys->size(); ++n) {
+      const double p = std::exp(scores[n] - best);
+      sum += p;
+      const float* vj = v + (b * s.seq + (*keys)[n]) * hidden + h * d;
+      for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p * (vj[c] + (bv ? bv[c] : 0.0f));
+    }
+    float* oi = out + (b * s.seq + i) * hidden + h * d;
+    for (int64_t c = 0; c < d; ++c) oi[c] = static_cast<float>(acc[static_cast<size_t>(c)] / sum);
+  }
+}
+
+#define TIDE_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
+
+// e^x for x <= 0 (scores minus their row's maximum): 2^n x Taylor(r) of degree 7, |r| <= ln2 / 2,
+// relative error < 1e-7; x below -87 gives ~e^-87 (its weight next to the row's maximum is nil).
+TIDE_AVX512 inline __m512 Exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+inline __mmask16 TailMask(int64_t j0, int64_t n) {
+  const int64_t left = n - j0;
+  if (left >= 16) return 0xFFFF;
+  if (left <= 0) return 0;
+  return static_cast<__mmask16>((1u << left) - 1u);
+}
+
+// One (row b, head h): T vectors of 16 floats per head.
+template <int T>
+TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float* k, const float* v, const float* bias,
+                            const int32_t* mask, float* out, int64_t b, int64_t h, Scratch& sc) {
+  constexpr int64_t D = 16 * T;
+  // Rows per pass of P.V: as many as keep 16 accumulators or fewer.
+  constexpr int RP = T <= 2 ? kBlockRows : (T <= 4 ? 4 : 2);
+  static_assert(kBlockRows % RP == 0);
+  const int64_t hidden = s.heads * D;
+  alignas(64) static const float kZeros[kMaxVectorHeadSize] = {};
+  const float* bq = bias != nullptr ? bias + h * D : kZeros;
+  const float* bk = bias != nullptr ? bias + hidden + h * D : kZeros;
+  const float* bv = bias != nullptr ? bias + 2 * hidden + h * D : kZeros;
+
+  RealKeys(mask + b * s.seq, s.seq, &sc.keys);
+  const int64_t L = static_cast<int64_t>(sc.keys.size());
+  const int64_t Lp = (L + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+  sc.kt.assign(static_cast<size_t>(D * Lp), 0.0f);
+  sc.v.resize(static_cast<size_t>(L * D));
+  sc.q.resize(static_cast<size_t>(kBlockRows * D));
+  sc.p.resize(static_cast<size_t>(kBlockRows * Lp));
+  float* kt = sc.kt.data();
+  float* vp = sc.v.data();
+  float* qp = sc.q.data();
+  float* p = sc.p.data();
+
+  // Pack the real keys: K^T (keys contiguous per dimension) and V, each with its bias.
+  for (int64_t n = 0; n < L; ++n) {
+    const int64_t row = b * s.seq + sc.keys[static_cast<size_t>(n)];
+    const float* kn = k + row * hidden + h * D;
+    const float* vn = v + row * hidden + h * D;
+    alignas(64) float tmp[D];
+    for (int t = 0; t < T; ++t) {
+      _mm512_store_ps(tmp + 16 * t, _mm512_add_ps(_mm512_loadu_ps(kn + 16 * t), _mm512_loadu_ps(bk + 16 * t)));
+      _mm512_storeu_ps(vp + n * D + 16 * t, _mm512_add_ps(_mm512_loadu_ps(vn + 16 * t), _mm512_loadu_ps(bv + 16 * t)));
+    }
+    for (int64_t c = 0; c < D; ++c) kt[c * Lp + n] = tmp[c];
+  }
+
+  const __m512 scale = _mm512_set1_ps(s.scale);
+  for (int64_t i0 = 0; i0 < s.seq; i0 += kBlockRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.seq - i0));
+    for (int r = 0; r < kBlockRows; ++r) {
+      for (int t = 0; t < T; ++t) {
+        __m512 x = _mm512_setzero_ps();
+        if (r < rows) {
+          const float* qi = q + (b * s.seq + i0 + r) * hidden + h * D;
+          x = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(qi + 16 * t), _mm512_loadu_ps(bq + 16 * t)), scale);
+        }
+        _mm512_storeu_ps(qp + r * D + 16 * t, x);
+      }
+    }
+    // Scores: 8 queries x 32 keys per register block.
+    for (int64_t j0 = 0; j0 < Lp; j0 += kKeyBlock) {
+      __m512 acc0[kBlockRows], acc1[kBlockRows];
+      for (int r = 0; r < kBlockRows; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+      for (int64_t c = 0; c < D; ++c) {
+        const __m512 k0 = _mm512_loadu_ps(kt + c * Lp + j0);
+        const __m512 k1 = _mm512_loadu_ps(kt + c * Lp + j0 + 16);
+        for (int r = 0; r < kBlockRows; ++r) {
+          const __m512 qb = _mm512_set1_ps(qp[r * D + c]);
+          acc0[r] = _mm512_fmadd_ps(qb, k0, acc0[r]);
+          acc1[r] = _mm512_fmadd_ps(qb, k1, acc1[r]);
+        }
+      }
+      for (int r = 0; r < kBlockRows; ++r) {
+        _mm512_storeu_ps(p + r * Lp + j0, acc0[r]);
+        _mm512_storeu_ps(p + r * Lp + j0 + 16, acc1[r]);
+      }
+    }
+    // Softmax numerators over the L real keys (the padding to Lp becomes 0), and 1 / sum.
+    float inv[kBlockRows];
+    for (int r = 0; r < kBlockRows; ++r) {
+      float* pr = p + r * Lp;
+      __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t j0 = 0; j0 < L; j0 += 16) {
+        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, TailMask(j0, L), pr + j0));
+      }
+      const __m512 best = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+      __m512 sum = _mm512_setzero_ps();
+      for (int64_t j0 = 0; j0 < Lp; j0 += 16) {
+        const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, L), Exp512(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));
+        _mm512_storeu_ps(pr + j0, e);
+        sum = _mm512_add_ps(sum, e);
+      }
+      inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
+    }
+    // Context: RP queries x one head per register block, over the real keys.
+    for (int r0 = 0; r0 < rows; r0 += RP) {
+      __m512 acc[RP][T];
+      for (int r = 0; r < RP; ++r) {
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+      }
+      const float* pr0 = p + r0 * Lp;
+      for (int64_t n = 0; n < L; ++n) {
+        __m512 vv[T];
+        for (int t = 0; t < T; ++t) vv[t] = _mm512_loadu_ps(vp + n * D + 16 * t);
+        for (int r = 0; r < RP; ++r) {
+          const __m512 pb = _mm512_set1_ps(pr0[r * Lp + n]);
+          for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(pb, vv[t], acc[r][t]);
+        }
+      }
+      for (int r = 0; r < RP && r0 + r < rows; ++r) {
+        float* oi = out + (b * s.seq + i0 + r0 + r) * hidden + h * D;
+        const __m512 f = _mm512_set1_ps(inv[r0 + r]);
+        for (int t = 0; t < T; ++t) _mm512_storeu_ps(oi + 16 * t, _mm512_mul_ps(acc[r][t], f));
+      }
+    }
+  }
+}
+
+using UnitFn = void (*)(const AttentionShape&, const float*, const float*, const float*, const float*, const int32_t*,
+                        float*, int64_t, int64_t, Scratch&);
+
+UnitFn VectorUnitFor(int64_t head_size) {
+  switch (head_size) {
+    case 16: return &VectorUnit<1>;
+    case 32: return &VectorUnit<2>;
+    case 48: return &VectorUnit<3>;
+    case 64: return &VectorUnit<4>;
+    case 80: return &VectorUnit<5>;
+    case 96: return &VectorUnit<6>;
+    case 112: return &VectorUnit<7>;
+    case 128: return &VectorUnit<8>;
+    default: return nullptr;
+  }
+}
+
+bool CpuHasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
+void ForEachUnit(size_t units, const ParallelFor& parallel_for, const std::function<void(size_t)>& fn) {
+  if (parallel_for == nullptr || units <= 1) {
+    for (size_t u = 0; u < units; ++u) fn(u);
+    return;
+  }
+  parallel_for(units, fn);
+}
+
+}  // namespace
+
+bool PaddedAttentionCpuSupported() { return CpuHasAvx512(); }
+
+bool PaddedAttentionIsVectorized(int64_t head_size) {
+  return head_size <= kMaxVectorHeadSize && VectorUnitFor(head_size) != nullptr && CpuHasAvx512();
+}
+
+void PaddedAttention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* bias,
+                     const int32_t* mask, float* out, const ParallelFor& parallel_for) {
+  const size_t units = static_cast<size_t>(shape.batch * shape.heads);
+  const UnitFn unit = PaddedAttentionIsVectorized(shape.head_size) ? VectorUnitFor(shape.head_size) : nullptr;
+  ForEachUnit(units, parallel_for, [&](size_t u) {
+    const int64_t b = static_cast<int64_t>(u) / shape.heads, h = static_cast<int64_t>(u) % shape.heads;
+    Scratch& sc = ThreadScratch();
+    if (unit != nullptr) {
+      unit(shape, q, k, v, bias, mask, out, b, h, sc);
+    } else {
+      ReferenceUnit(shape, q, k, v, bias, mask, out, b, h, &sc.keys);
+    }
+  });
+}
+
+void PaddedAttentionReference(const AttentionShape& shape, const float* q, const float* k, const float* v,
+                              const float* bias, const int32_t* mask, float* out) {
+  std::vector<int32_t> keys;
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    for (int64_t h = 0; h < shape.heads; ++h) ReferenceUnit(shape, q, k, v, bias, mask, out, b, h, &keys);
+  }
+}
+
+}  // namespace tide::runtime

@@ -1,0 +1,51 @@
+// tide::runtime::PaddedAttention — multi-head self-attention over the real keys only.
+//
+// What ONNX Runtime's com.microsoft.MultiHeadAttention(q, k, v, bias, key_padding_mask) computes
+// for an encoder, with two differences in how, not in what:
+//  - a padded key is skipped, not added to with a large negative number: each (row, head) packs
+//    its real keys (mask != 0) and runs over those alone, so a batch padded from 200 to 320 tokens
+//    spends its attention on 200 keys per row; the head keeps its own size (no extra mask column,
+//    tide::optimize::MovePaddingMaskIntoKeys' way to reach ONNX Runtime's flash path);
+//  - with AVX-512 (checked at run time; the build stays portable) the products run in register
+//    blocks of 8 queries x 32 keys and 8 queries x one head, softmax with a degree-7 exp: FP32
+//    throughout, within ~1e-6 relative of the reference.
+//
+// Contract:
+//  - q, k, v: [batch, seq, heads x head_size] row-major FP32 (self-attention: one seq for all);
+//    bias: [3 x heads x head_size] (q, k, v parts) or null; mask: [batch, seq] int32, nonzero =
+//    a real token; out: [batch, seq, heads x head_size]. scale multiplies q.k (1/sqrt(head_size)
+//    for BERT). Every query row is computed, padded ones too (over the real keys), so the output
+//    equals ONNX Runtime's everywhere up to exp(mask_filter_value) ~ 0. A row whose mask is all
+//    zero attends to all its keys (what the additive mask amounts to then).
+//  - `parallel_for(units, fn)` runs fn(u) for u in [0, units) (one unit = one (row, head)),
+//    serially or on a pool; nullptr: serially. Each unit writes a disjoint part of `out`.
+//  - Thread-safe for distinct `out`; scratch is per thread (thread_local, grown, reused).
+//  - PaddedAttentionReference: the plain loops, the tests' oracle and the path without AVX-512.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace tide::runtime {
+
+struct AttentionShape {
+  int64_t batch = 0, seq = 0, heads = 0, head_size = 0;
+  float scale = 1.0f;
+};
+
+using ParallelFor = std::function<void(size_t units, const std::function<void(size_t)>& fn)>;
+
+void PaddedAttention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* bias,
+                     const int32_t* mask, float* out, const ParallelFor& parallel_for = nullptr);
+
+void PaddedAttentionReference(const AttentionShape& shape, const float* q, const float* k, const float* v,
+                              const float* bias, const int32_t* mask, float* out);
+
+// Whether PaddedAttention runs its AVX-512 path on this CPU for this head size (a multiple of 16,
+// at most 128); otherwise it runs the reference loops.
+bool PaddedAttentionIsVectorized(int64_t head_size);
+// Whether this CPU has the AVX-512 the vectorized path needs (every head size 16, 32, ..., 128).
+bool PaddedAttentionCpuSupported();
+
+}  // namespace tide::runtime

@@ -1,0 +1,219 @@
+// PaddedAttention against its reference loops (every vectorized head size, ragged lengths, masks
+// with holes and none), and ai.tide.PaddedAttention through ONNX Runtime against ONNX Runtime's own
+// com.microsoft.MultiHeadAttention on the same padded inputs.
+#include "runtime/padded_attention.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
+#include "onnxruntime_cxx_api.h"
+#include "runtime/tide_ops.h"
+
+namespace tide::runtime {
+namespace {
+
+struct Inputs {
+  AttentionShape shape;
+  std::vector<float> q, k, v, bias;
+  std::vector<int32_t> mask;
+};
+
+// Real tokens first, then padding, per row (`lengths`); `holes`: also mask a few inner tokens.
+Inputs RandomInputs(int64_t heads, int64_t head_size, int64_t seq, const std::vector<int64_t>& lengths, bool holes,
+                    unsigned seed) {
+  Inputs in;
+  in.shape = {static_cast<int64_t>(lengths.size()), seq, heads, head_size, 1.0f / std::sqrt(static_cast<float>(head_size))};
+  const size_t n = static_cast<size_t>(in.shape.batch * seq * heads * head_size);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  for (auto* t : {&in.q, &in.k, &in.v}) {
+    t->resize(n);
+    for (float& x : *t) x = dist(rng);
+  }
+  in.bias.resize(static_cast<size_t>(3 * heads * head_size));
+  for (float& x : in.bias) x = dist(rng) * 0.3f;
+  for (int64_t r = 0; r < in.shape.batch; ++r) {
+    for (int64_t t = 0; t < seq; ++t) {
+      in.mask.push_back(t < lengths[static_cast<size_t>(r)] && !(holes && t % 5 == 3) ? 1 : 0);
+    }
+  }
+  return in;
+}
+
+double MaxRelativeDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::fabs(static_cast<double>(b[i]))));
+  }
+  return worst;
+}
+
+TEST(PaddedAttentionTest, MatchesTheReferenceForEveryVectorizedHeadSize) {
+  if (!PaddedAttentionCpuSupported()) GTEST_SKIP() << "no AVX-512 here: PaddedAttention runs the reference loops";
+  for (int64_t head_size : {16, 32, 48, 64, 80, 96, 112, 128}) {
+    ASSERT_TRUE(PaddedAttentionIsVectorized(head_size));
+    for (int64_t seq : {1, 7, 8, 9, 33, 70}) {
+      for (bool holes : {false, true}) {
+        const std::vector<int64_t> lengths = {seq, seq / 2 + 1, 1, 0};  // 0: an all-padding row
+        Inputs in = RandomInputs(3, head_size, seq, lengths, holes, static_cast<unsigned>(head_size * 100 + seq));
+        std::vector<float> got(in.q.size(), -1.0f), want(in.q.size(), -2.0f);
+        PaddedAttention(in.shape, in.q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(), got.data());
+        PaddedAttentionReference(in.shape, in.q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(),
+                                 want.data());
+        EXPECT_LT(MaxRelativeDiff(got, want), 2e-5) << "head_size " << head_size << " seq " << seq << " holes " << holes;
+      }
+    }
+  }
+  EXPECT_FALSE(PaddedAttentionIsVectorized(24));
+  EXPECT_FALSE(PaddedAttentionIsVectorized(256));
+}
+
+TEST(PaddedAttentionTest, ParallelUnitsWriteTheSameResultAndNullBiasIsZero) {
+  Inputs in = RandomInputs(4, 32, 40, {40, 12, 25}, false, 3);
+  std::vector<float> serial(in.q.size()), parallel(in.q.size()), want(in.q.size());
+  PaddedAttention(in.shape, in.q.data(), in.k.data(), in.v.data(), nullptr, in.mask.data(), serial.data());
+  size_t seen = 0;
+  ParallelFor reversed = [&seen](size_t units, const std::function<void(size_t)>& fn) {
+    for (size_t u = units; u-- > 0;) fn(u), ++seen;
+  };
+  PaddedAttention(in.shape, in.q.data(), in.k.data(), in.v.data(), nullptr, in.mask.data(), parallel.data(), reversed);
+  EXPECT_EQ(seen, 12u);  // batch x heads
+  EXPECT_EQ(serial, parallel);
+  PaddedAttentionReference(in.shape, in.q.data(), in.k.data(), in.v.data(), nullptr, in.mask.data(), want.data());
+  EXPECT_LT(MaxRelativeDiff(serial, want), 2e-5);
+}
+
+// A padded key changes nothing: the real rows' outputs are those of the row alone, unpadded.
+TEST(PaddedAttentionTest, PaddingDoesNotReachTheRealKeys) {
+  Inputs padded = RandomInputs(2, 64, 48, {30}, false, 11);
+  Inputs alone = padded;
+  alone.shape.seq = 30;
+  const size_t hidden = 2 * 64, keep = 30 * hidden;
+  for (auto* t : {&alone.q, &alone.k, &alone.v}) t->resize(keep);
+  alone.mask.assign(30, 1);
+  std::vector<float> a(padded.q.size()), b(keep);
+  PaddedAttention(padded.shape, padded.q.data(), padded.k.data(), padded.v.data(), padded.bias.data(), padded.mask.data(), a.data());
+  PaddedAttention(alone.shape, alone.q.data(), alone.k.data(), alone.v.data(), alone.bias.data(), alone.mask.data(), b.data());
+  a.resize(keep);
+  EXPECT_EQ(a, b);
+}
+
+// --- through ONNX Runtime --------------------------------------------------------------------
+
+void AddInput(onnx::GraphProto* g, const std::string& name, int type, int rank) {
+  auto* in = g->add_input();
+  in->set_name(name);
+  auto* t = in->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(type);
+  for (int i = 0; i < rank; ++i) t->mutable_shape()->add_dim()->set_dim_param("d" + std::to_string(i));
+}
+
+// q, k, v, bias, mask -> out through one attention node of `domain`.`op`.
+std::string AttentionModel(const std::string& domain, const std::string& op, int64_t heads, float scale) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(17);
+  auto* c = m.add_opset_import();
+  c->set_domain(domain);
+  c->set_version(1);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("attention");
+  for (const char* name : {"q", "k", "v"}) AddInput(g, name, onnx::TensorProto::FLOAT, 3);
+  AddInput(g, "bias", onnx::TensorProto::FLOAT, 1);
+  AddInput(g, "mask", onnx::TensorProto::INT32, 2);
+  auto* out = g->add_output();
+  out->set_name("out");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_domain(domain);
+  for (const char* name : {"q", "k", "v", "bias", "mask"}) n->add_input(name);
+  n->add_output("out");
+  auto* a = n->add_attribute();
+  a->set_name("num_heads");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(heads);
+  auto* s = n->add_attribute();
+  s->set_name("scale");
+  s->set_type(onnx::AttributeProto::FLOAT);
+  s->set_f(scale);
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  return bytes;
+}
+
+Ort::Env& Env() {
+  static Ort::Env* env = new Ort::Env(ORT_LOGGING_LEVEL_ERROR, "padded_attention_test");
+  return *env;
+}
+
+std::vector<float> RunAttention(const std::string& model, Inputs& in, int threads) {
+  Ort::SessionOptions so;
+  so.SetIntraOpNumThreads(threads);
+  RegisterTideOps(so);
+  Ort::Session session(Env(), model.data(), model.size(), so);
+  const Ort::MemoryInfo mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  const std::vector<int64_t> dims = {in.shape.batch, in.shape.seq, in.shape.heads * in.shape.head_size};
+  const std::vector<int64_t> bias_dims = {static_cast<int64_t>(in.bias.size())};
+  const std::vector<int64_t> mask_dims = {in.shape.batch, in.shape.seq};
+  std::vector<Ort::Value> values;
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.q.data(), in.q.size(), dims.data(), dims.size()));
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.k.data(), in.k.size(), dims.data(), dims.size()));
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.v.data(), in.v.size(), dims.data(), dims.size()));
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.bias.data(), in.bias.size(), bias_dims.data(), 1));
+  values.push_back(Ort::Value::CreateTensor<int32_t>(mem, in.mask.data(), in.mask.size(), mask_dims.data(), 2));
+  const char* names[] = {"q", "k", "v", "bias", "mask"};
+  const char* out_name[] = {"out"};
+  auto out = session.Run(Ort::RunOptions{nullptr}, names, values.data(), values.size(), out_name, 1);
+  const float* p = out[0].GetTensorData<float>();
+  return std::vector<float>(p, p + in.q.size());
+}
+
+TEST(PaddedAttentionOpTest, MatchesOnnxRuntimesMultiHeadAttentionOnAPaddedBatch) {
+  for (int64_t head_size : {16, 32, 64}) {
+    const int64_t heads = 768 / head_size / 4;
+    Inputs in = RandomInputs(heads, head_size, 37, {37, 20, 1}, false, static_cast<unsigned>(head_size));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_size));
+    const std::vector<float> ort = RunAttention(AttentionModel("com.microsoft", "MultiHeadAttention", heads, scale), in, 1);
+    for (int threads : {1, 2}) {
+      const std::vector<float> tide =
+          RunAttention(AttentionModel(kTideOpDomain, kPaddedAttentionOp, heads, scale), in, threads);
+      EXPECT_LT(MaxRelativeDiff(tide, ort), 1e-5) << "head_size " << head_size << ", " << threads << " threads";
+    }
+  }
+}
+
+TEST(PaddedAttentionOpTest, WrongShapesAreAnErrorNotACrash) {
+  Inputs in = RandomInputs(2, 16, 5, {5, 3}, false, 1);
+  in.mask.resize(6);  // [2, 3] instead of [2, 5]
+  in.shape.seq = 5;
+  const std::string model = AttentionModel(kTideOpDomain, kPaddedAttentionOp, 2, 0.25f);
+  Ort::SessionOptions so;
+  RegisterTideOps(so);
+  Ort::Session session(Env(), model.data(), model.size(), so);
+  const Ort::MemoryInfo mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  const std::vector<int64_t> dims = {2, 5, 32}, bias_dims = {96}, mask_dims = {2, 3};
+  std::vector<Ort::Value> values;
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.q.data(), in.q.size(), dims.data(), 3));
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.k.data(), in.k.size(), dims.data(), 3));
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.v.data(), in.v.size(), dims.data(), 3));
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.bias.data(), in.bias.size(), bias_dims.data(), 1));
+  values.push_back(Ort::Value::CreateTensor<int32_t>(mem, in.mask.data(), in.mask.size(), mask_dims.data(), 2));
+  const char* names[] = {"q", "k", "v", "bias", "mask"};
+  const char* out_name[] = {"out"};
+  try {
+    session.Run(Ort::RunOptions{nullptr}, names, values.data(), values.size(), out_name, 1);
+    FAIL() << "a [2, 3] mask for [2, 5] rows ran";
+  } catch (const Ort::Exception& e) {
+    EXPECT_NE(std::string(e.what()).find("key_padding_mask [2, 3] is not [2, 5]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tide::runtime

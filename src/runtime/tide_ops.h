@@ -1,0 +1,28 @@
+// tide::runtime tide's own ONNX Runtime operators (custom op domain "ai.tide", version 1).
+//
+//  - ai.tide.PaddedAttention(q, k, v, bias, key_padding_mask) -> output, attributes num_heads
+//    (int) and scale (float): com.microsoft.MultiHeadAttention's inputs and result for an encoder's
+//    self-attention (q, k, v [B, S, N x d] float, bias [3 x N x d] float, mask [B, S] int32),
+//    computed over each row's real keys (padded_attention.h). tide::optimize::UseTideAttention
+//    writes it at load time (attention_kernel "tide"); `tide optimize` never does, so an optimized
+//    file still opens in any ONNX Runtime.
+//
+// Contract:
+//  - RegisterTideOps adds the domain to a session's options; every session tide opens gets it
+//    (runtime::OrtBackend and the load's probe sessions), so a model that uses the op opens
+//    anywhere in tide. The domain and its operators are created once and live for the process.
+//  - Shape or type mismatches at run time -> an ONNX Runtime error naming the input
+//    (ORT_INVALID_ARGUMENT), never a crash. Intra-op threads: one (row, head) per task.
+#pragma once
+
+struct OrtSessionOptions;
+
+namespace tide::runtime {
+
+inline constexpr char kTideOpDomain[] = "ai.tide";
+inline constexpr char kPaddedAttentionOp[] = "PaddedAttention";
+
+// Throws Ort::Exception when ONNX Runtime refuses the domain.
+void RegisterTideOps(OrtSessionOptions* options);
+
+}  // namespace tide::runtime
