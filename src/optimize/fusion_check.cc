@@ -4,13 +4,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "onnx_graph/model_io.h"
+#include "optimize/tide_attention.h"
+#include "runtime/tide_ops.h"
 
 namespace tide::optimize {
+
+// The rewrite (tide_attention.h) names the operator the runtime registers (tide_ops.h).
+static_assert(std::string_view(kTideDomain) == runtime::kTideOpDomain);
+static_assert(std::string_view(kTidePaddedAttention) == runtime::kPaddedAttentionOp);
 
 // Activations re-quantized per batch (tide quantize --int8): float-rounding-level differences
 // before such a node can flip uint8 codes, so fused and unfused INT8 models legitimately differ

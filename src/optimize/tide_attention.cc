@@ -65,7 +65,7 @@ int UseTideAttention(onnx::ModelProto* model, std::vector<std::string>* skipped)
       continue;
     }
     onnx::NodeProto t;
-    t.set_op_type("PaddedAttention");
+    t.set_op_type(kTidePaddedAttention);
     t.set_domain(kTideDomain);
     t.set_name(n.name());
     for (const auto& in : n.input()) t.add_input(in);

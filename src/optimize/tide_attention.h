@@ -24,7 +24,10 @@
 
 namespace tide::optimize {
 
-inline constexpr char kTideDomain[] = "ai.tide";  // = runtime::kTideOpDomain
+// = runtime::kTideOpDomain / kPaddedAttentionOp (tide_ops.h; this library does not link the
+// runtime: fusion_check.cc, which sees both, asserts they agree).
+inline constexpr char kTideDomain[] = "ai.tide";
+inline constexpr char kTidePaddedAttention[] = "PaddedAttention";
 
 int UseTideAttention(onnx::ModelProto* model, std::vector<std::string>* skipped);
 
