@@ -5,9 +5,11 @@
 // so other load on a shared machine spreads over every variant alike.
 //
 //   op_profile --variant fp32=models/minilm-l6/1/model.onnx --variant int8=/tmp/int8.onnx
-//              [--tide-variant NAME=MODEL]  (fused with attention on tide's kernel, attention_kernel
-//                                            "tide", the server's default with AVX-512; --variant:
-//                                            ONNX Runtime's MultiHeadAttention, attention_kernel "onnxruntime")
+//              [--tide-variant NAME=MODEL]  (fused with tide's kernels, attention_kernel and
+//                                            elementwise_kernel "tide", the server's default with
+//                                            AVX-512; --variant: ONNX Runtime's operators, both
+//                                            "onnxruntime")
+//              [--tide-attention-variant NAME=MODEL]  (tide's attention kernel only)
 //              [--batch 16] [--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse]
 //              [--optimized-dir DIR]   (writes ONNX Runtime's optimized graph of each variant there)
 //              [--keep-profile]        (keeps ONNX Runtime's profile JSON of each variant, per node)
@@ -42,7 +44,8 @@ namespace {
 
 struct Variant {
   std::string name, path;
-  bool tide_attention = false;  // --tide-variant: attention on ai.tide.PaddedAttention (attention_kernel tide)
+  bool tide_attention = false;    // --tide-variant, --tide-attention-variant: ai.tide.PaddedAttention
+  bool tide_elementwise = false;  // --tide-variant: ai.tide.BiasGelu, LayerNorm, SkipLayerNorm
 };
 
 struct Args {
@@ -58,7 +61,7 @@ struct Args {
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
-               "op_profile: %s\nusage: op_profile --variant NAME=MODEL [--variant NAME=MODEL ...] [--tide-variant NAME=MODEL ...] [--batch 16] "
+               "op_profile: %s\nusage: op_profile --variant NAME=MODEL [--variant NAME=MODEL ...] [--tide-variant NAME=MODEL ...] [--tide-attention-variant NAME=MODEL ...] [--batch 16] "
                "[--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse] [--optimized-dir DIR] [--keep-profile] [--session-config KEY=VALUE]\n",
                why.c_str());
   std::exit(2);
@@ -88,10 +91,10 @@ Args Parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) Usage(flag + " lacks its value");
     const std::string v = argv[++i];
-    if (flag == "--variant" || flag == "--tide-variant") {
+    if (flag == "--variant" || flag == "--tide-variant" || flag == "--tide-attention-variant") {
       std::vector<std::string> kv = absl::StrSplit(v, absl::MaxSplits('=', 1));
       if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) Usage(flag + " wants NAME=MODEL");
-      a.variants.push_back({kv[0], kv[1], flag == "--tide-variant"});
+      a.variants.push_back({kv[0], kv[1], flag != "--variant", flag == "--tide-variant"});
     } else if (flag == "--batch") {
       a.batch = PositiveInt(v, "--batch");
     } else if (flag == "--seq") {
@@ -156,6 +159,7 @@ Session Open(const Args& args, const Variant& v) {
     if (!model.ok()) Usage(v.path + ": " + std::string(model.status().message()));
     tide::optimize::FusionOptions fusion;
     fusion.tide_attention = v.tide_attention;
+    fusion.tide_elementwise = v.tide_elementwise;
     auto report = tide::optimize::FuseTransformer(fusion, &*model);
     s.fusion = report.ok() ? report->Summary() : std::string(report.status().message());
     if (args.drop_attention_mask) {

@@ -82,8 +82,8 @@ constexpr std::pair<std::string_view, ThreadLayout> kThreadLayouts[] = {{"adapti
                                                                        {"fixed", ThreadLayout::kFixed}};
 constexpr std::pair<std::string_view, GraphFusion> kFusions[] = {{"auto", GraphFusion::kAuto},
                                                                  {"off", GraphFusion::kOff}};
-constexpr std::pair<std::string_view, AttentionKernel> kAttentionKernels[] = {
-    {"tide", AttentionKernel::kTide}, {"onnxruntime", AttentionKernel::kOnnxRuntime}};
+constexpr std::pair<std::string_view, KernelChoice> kKernelChoices[] = {
+    {"tide", KernelChoice::kTide}, {"onnxruntime", KernelChoice::kOnnxRuntime}};
 
 // "[2.5, -2.5]" or "2.5,-2.5": one finite number per label.
 absl::StatusOr<std::vector<float>> ParseDefaultResult(absl::string_view file, absl::string_view key,
@@ -324,7 +324,8 @@ const ParameterKey kKeys[] = {
     {"batch_grouping", TIDE_CHOICE(batch_grouping, kGroupings)},
     {"batch_padding", TIDE_CHOICE(batch_padding, kPaddings)},
     {"graph_fusion", TIDE_CHOICE(graph_fusion, kFusions)},
-    {"attention_kernel", TIDE_CHOICE(attention_kernel, kAttentionKernels)},
+    {"attention_kernel", TIDE_CHOICE(attention_kernel, kKernelChoices)},
+    {"elementwise_kernel", TIDE_CHOICE(elementwise_kernel, kKernelChoices)},
     {"max_padding_ratio", SetMaxPaddingRatio},
     {"token_type_vocab_size", TIDE_INT(token_type_vocab_size, int64_t, 1, int64_t{1} << 20)},
     {"long_documents", TIDE_CHOICE(long_documents, kLongDocuments)},

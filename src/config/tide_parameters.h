@@ -63,6 +63,10 @@
 //                             tide's own kernel over each row's real keys (runtime/padded_attention.h;
 //                             needs AVX-512, else ONNX Runtime's) or on ONNX Runtime's
 //                             MultiHeadAttention with the padding mask as an extra key column
+//   elementwise_kernel        "tide" | "onnxruntime": with graph_fusion auto, the feed-forward
+//                             bias + GELU and the layer norms run on tide's own AVX-512 kernels
+//                             (runtime/bias_gelu.h, runtime/layer_norm.h; needs AVX-512, else ONNX
+//                             Runtime's) or on ONNX Runtime's Add + Gelu and (Skip)LayerNormalization
 //   long_documents            "truncate" | "chunk_max" | "chunk_mean": a document longer than what
 //                             fits beside the query is cut (truncate) or scored as overlapping
 //                             windows, the best (chunk_max) or the mean (chunk_mean) of their scores
@@ -122,7 +126,7 @@ enum class GraphOptimizationLevel { kDisable, kBasic, kExtended, kAll };
 enum class BatchGrouping { kLength, kFifo };
 enum class BatchPadding { kBucket, kLongest };
 enum class GraphFusion { kAuto, kOff };
-enum class AttentionKernel { kTide, kOnnxRuntime };
+enum class KernelChoice { kTide, kOnnxRuntime };
 enum class ThreadLayout { kAdaptive, kFixed };
 // How an embedding model's graph pools its token vectors (sentence-transformers' modes).
 enum class Pooling { kCls, kMean, kLastToken };
@@ -165,7 +169,8 @@ struct TideParameters {
   BatchGrouping batch_grouping = BatchGrouping::kLength;  // BatcherOptions::group_by_length
   BatchPadding batch_padding = BatchPadding::kBucket;     // BatcherOptions::pad_to_longest_row
   GraphFusion graph_fusion = GraphFusion::kAuto;          // optimize::PrepareFusedModel at load
-  AttentionKernel attention_kernel = AttentionKernel::kTide;  // optimize::FusionOptions::tide_attention
+  KernelChoice attention_kernel = KernelChoice::kTide;    // optimize::FusionOptions::tide_attention
+  KernelChoice elementwise_kernel = KernelChoice::kTide;  // optimize::FusionOptions::tide_elementwise
   std::optional<int64_t> token_type_vocab_size;           // unset: derived at load (see above)
   LongDocuments long_documents = LongDocuments::kTruncate;
   int64_t chunk_tokens = 0;                // 0: as many as fit beside the query

@@ -11,13 +11,17 @@
 #include "absl/strings/str_format.h"
 #include "onnx_graph/model_io.h"
 #include "optimize/tide_attention.h"
+#include "optimize/tide_elementwise.h"
 #include "runtime/tide_ops.h"
 
 namespace tide::optimize {
 
-// The rewrite (tide_attention.h) names the operator the runtime registers (tide_ops.h).
+// The rewrites (tide_attention.h, tide_elementwise.h) name the operators the runtime registers (tide_ops.h).
 static_assert(std::string_view(kTideDomain) == runtime::kTideOpDomain);
 static_assert(std::string_view(kTidePaddedAttention) == runtime::kPaddedAttentionOp);
+static_assert(std::string_view(kTideBiasGelu) == runtime::kBiasGeluOp);
+static_assert(std::string_view(kTideLayerNorm) == runtime::kLayerNormOp);
+static_assert(std::string_view(kTideSkipLayerNorm) == runtime::kSkipLayerNormOp);
 
 // Activations re-quantized per batch (tide quantize --int8): float-rounding-level differences
 // before such a node can flip uint8 codes, so fused and unfused INT8 models legitimately differ

@@ -54,6 +54,10 @@ void ExpectSameLogits(onnx::ModelProto model, const FusionOptions& options, int 
   EXPECT_EQ(report->attention_fused, options.attention ? layers : 0) << report->Summary();
   EXPECT_EQ(report->skip_layer_norm_fused, options.skip_layer_norm ? 2 * layers : 0) << report->Summary();
   EXPECT_EQ(report->tide_attention, options.attention && options.tide_attention ? layers : 0) << report->Summary();
+  if (options.tide_elementwise) {
+    EXPECT_EQ(report->tide_bias_gelu, layers) << report->Summary();
+    EXPECT_EQ(report->tide_layer_norm, 2 * layers + 1) << report->Summary();  // + the embeddings'
+  }
   runtime::OrtOptions fused = original;
   ASSERT_TRUE(model.SerializeToString(&fused.model_data));
   auto a = RunOnce(original, batch);
@@ -79,6 +83,14 @@ FusionOptions TideKernel() {
   return o;
 }
 
+// Every tide kernel (attention, bias + GELU, layer norms): the load's default with AVX-512.
+FusionOptions TideKernels() {
+  FusionOptions o;
+  o.tide_attention = true;
+  o.tide_elementwise = true;
+  return o;
+}
+
 onnx::ModelProto Int8(onnx::ModelProto m,
                       quantize::Int8OpFormat format = quantize::Int8OpFormat::kDynamicQuantizeMatMul) {
   quantize::Int8Options o;
@@ -98,7 +110,11 @@ TEST(FusionCheckTest, MiniLmFp32AndInt8) {
   const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 30000);
   ExpectSameLogits(*model, {}, 6, batch, 1e-4);
   ExpectSameLogits(*model, TideKernel(), 6, batch, 1e-4);
+  ExpectSameLogits(*model, TideKernels(), 6, batch, 1e-4);
   const onnx::ModelProto int8 = Int8(*model);
+  // Other float rounding before each re-quantized activation: a few uint8 codes flip (as for the
+  // mask column below).
+  ExpectSameLogits(int8, TideKernels(), 6, batch, 0.2);
   // MultiHeadAttention with its key_padding_mask reproduces the INT8 model's attention to the last
   // bit here.
   FusionOptions mask_input = AttentionOnly();
@@ -226,6 +242,12 @@ TEST(FusionCheckTest, PrepareFusedModelAcceptsTinyXlmr) {
   EXPECT_EQ(t.report.tide_attention, 2) << t.report.Summary();
   EXPECT_EQ(t.report.Summary().find("2 attention (tide kernel), 4 skip-layernorm"), 0u) << t.report.Summary();
   EXPECT_LE(t.max_abs_diff, t.tolerance);
+  // And every tide kernel.
+  FusedModel k = PrepareFusedModel(o, ProbeBatch(*sig, 2048, 128), "", TideKernels());
+  EXPECT_TRUE(k.fused) << k.reason;
+  EXPECT_EQ(k.report.Summary().find("2 attention (tide kernel), 4 skip-layernorm, 2 bias-gelu + 5 layernorm on tide kernels"), 0u)
+      << k.report.Summary();
+  EXPECT_LE(k.max_abs_diff, k.tolerance);
 }
 
 TEST(FusionCheckTest, PrepareFusedModelAcceptsMiniLm) {

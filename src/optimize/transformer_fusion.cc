@@ -7,6 +7,7 @@
 #include "optimize/padding_mask_in_keys.h"
 #include "optimize/skip_layer_norm_fusion.h"
 #include "optimize/tide_attention.h"
+#include "optimize/tide_elementwise.h"
 
 namespace tide::optimize {
 
@@ -14,7 +15,11 @@ std::string FusionReport::Summary() const {
   const std::string kernel = tide_attention == 0 ? ""
                              : tide_attention == attention_fused ? " (tide kernel)"
                                                                  : absl::StrCat(" (", tide_attention, " on the tide kernel)");
-  return absl::StrCat(attention_fused, " attention", kernel, ", ", skip_layer_norm_fused, " skip-layernorm; ", nodes_before,
+  const std::string elementwise =
+      tide_bias_gelu + tide_layer_norm == 0
+          ? ""
+          : absl::StrCat(", ", tide_bias_gelu, " bias-gelu + ", tide_layer_norm, " layernorm on tide kernels");
+  return absl::StrCat(attention_fused, " attention", kernel, ", ", skip_layer_norm_fused, " skip-layernorm", elementwise, "; ", nodes_before,
                       " -> ", nodes_after, " nodes");
 }
 
@@ -36,6 +41,11 @@ absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx:
   if (options.skip_layer_norm) report.skip_layer_norm_fused = FuseSkipLayerNorm(g, &report.skipped);
   if (options.tide_attention && report.attention_fused > 0) report.tide_attention = UseTideAttention(model, &report.skipped);
   if (options.padding_mask_in_keys && report.attention_fused > report.tide_attention) MovePaddingMaskIntoKeys(g, opset, &report.skipped);
+  if (options.tide_elementwise) {
+    const TideElementwiseCount moved = UseTideElementwise(model, &report.skipped);
+    report.tide_bias_gelu = moved.bias_gelu;
+    report.tide_layer_norm = moved.layer_norm;
+  }
   if (report.fused() > 0) {
     onnx_graph::EnsureOpset(model, "com.microsoft", 1);
     RemoveDeadNodes(g);

@@ -12,6 +12,7 @@
 #include "onnxruntime_cxx_api.h"
 #include "optimize/graph_rewrite.h"
 #include "optimize/padding_mask_in_keys.h"
+#include "runtime/tide_ops.h"
 
 namespace tide::optimize {
 namespace {
@@ -190,6 +191,7 @@ std::vector<float> RunLayer(const onnx::ModelProto& m, const std::vector<float>&
   m.SerializeToString(&bytes);
   Ort::SessionOptions so;
   so.SetIntraOpNumThreads(1);
+  runtime::RegisterTideOps(so);  // graphs rewritten onto tide's kernels
   Ort::Session session(env, bytes.data(), bytes.size(), so);
   Ort::MemoryInfo mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
   const int64_t xs[3] = {batch, seq, kHidden};
@@ -418,6 +420,96 @@ TEST(TransformerFusionTest, TideAttentionNeedsAHeadSizeItsKernelRuns) {
   bool said = false;
   for (const auto& why : report->skipped) said |= why.find("kept on ONNX Runtime's attention: head size 4") != std::string::npos;
   EXPECT_TRUE(said);
+}
+
+enum class GeluForm { kTorchErf, kHalfFirst, kContribGelu, kNoConstantBias };
+
+// A feed-forward block as the PyTorch exporter writes it: x [B, S, 8] -> MatMul -> Add(bias)
+// -> GELU (`form`) -> MatMul -> LayerNormalization -> y; `mean_read`: LayerNormalization's Mean
+// is a graph output too.
+onnx::ModelProto FeedForward(GeluForm form, bool mean_read = false) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* ms = m.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("ffn");
+  AddInput(g, "x", onnx::TensorProto::FLOAT, 3);
+  AddInput(g, "attention_mask", onnx::TensorProto::INT64, 2);  // unread: RunLayer feeds it
+  std::mt19937 rng(11);
+  GraphBuilder b(g);
+  const std::string up = b.Node("MatMul", {"x", b.Floats("w1", {kHidden, 16}, &rng, 0.5f)});
+  const std::string a = form == GeluForm::kNoConstantBias ? b.Node("Add", {up, up})
+                                                           : b.Node("Add", {b.Floats("b1", {16}, &rng, 0.5f), up});
+  std::string gelu;
+  if (form == GeluForm::kContribGelu) {
+    gelu = b.Node("Gelu", {a});
+    b.last()->set_domain("com.microsoft");
+  } else if (form == GeluForm::kHalfFirst) {  // (0.5 x) * (1 + erf(x * 1/sqrt 2))
+    const std::string half = b.Node("Mul", {a, b.Scalar("half", 0.5f)});
+    const std::string e = b.Node("Erf", {b.Node("Mul", {a, b.Scalar("inv_sqrt2", 0.70710678f)})});
+    gelu = b.Node("Mul", {half, b.Node("Add", {b.Scalar("one", 1.0f), e})});
+  } else {  // (x * (1 + erf(x / sqrt 2))) * 0.5
+    const std::string e = b.Node("Erf", {b.Node("Div", {a, b.Scalar("sqrt2", 1.4142135f)})});
+    gelu = b.Node("Mul", {b.Node("Mul", {a, b.Node("Add", {e, b.Scalar("one", 1.0f)})}), b.Scalar("half", 0.5f)});
+  }
+  const std::string down = b.Node("MatMul", {gelu, b.Floats("w2", {16, kHidden}, &rng, 0.5f)});
+  b.Node("LayerNormalization", {down, b.Floats("gamma", {kHidden}, &rng, 1.0f), b.Floats("beta", {kHidden}, &rng, 0.1f)}, "y");
+  if (mean_read) b.last()->add_output("mean");
+  AddOutput(g, "y");
+  if (mean_read) AddOutput(g, "mean");
+  return m;
+}
+
+FusionOptions TideElementwiseOnly() {
+  FusionOptions o;
+  o.attention = false;
+  o.skip_layer_norm = false;
+  o.tide_elementwise = true;
+  return o;
+}
+
+// Add + GELU and LayerNormalization move to ai.tide.BiasGelu / LayerNorm in every form the
+// exporters write, and compute what ONNX Runtime computed.
+TEST(TransformerFusionTest, TideElementwiseKernelsTakeEveryGeluForm) {
+  for (GeluForm form : {GeluForm::kTorchErf, GeluForm::kHalfFirst, GeluForm::kContribGelu}) {
+    const onnx::ModelProto original = FeedForward(form);
+    onnx::ModelProto m = original;
+    auto report = FuseTransformer(TideElementwiseOnly(), &m);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->tide_bias_gelu, 1) << static_cast<int>(form);
+    EXPECT_EQ(report->tide_layer_norm, 1);
+    EXPECT_EQ(CountOps(m, "Erf") + CountOps(m, "Gelu") + CountOps(m, "Add") + CountOps(m, "LayerNormalization"), 0);
+    EXPECT_EQ(CountOps(m, "BiasGelu"), 1);
+    EXPECT_EQ(CountOps(m, "LayerNorm"), 1);
+    EXPECT_NE(report->Summary().find("1 bias-gelu + 1 layernorm on tide kernels"), std::string::npos) << report->Summary();
+    const int64_t batch = 2, seq = 5;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> dist(0.0f, 2.0f);
+    std::vector<float> x(static_cast<size_t>(batch * seq * kHidden));
+    for (float& v : x) v = dist(rng);
+    const std::vector<int64_t> mask(static_cast<size_t>(batch * seq), 1);
+    const std::vector<float> want = RunLayer(original, x, mask, batch, seq);
+    const std::vector<float> got = RunLayer(m, x, mask, batch, seq);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+  }
+}
+
+TEST(TransformerFusionTest, TideElementwiseKernelsLeaveNearMissesAndSayWhy) {
+  onnx::ModelProto m = FeedForward(GeluForm::kNoConstantBias, /*mean_read=*/true);
+  auto report = FuseTransformer(TideElementwiseOnly(), &m);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->tide_bias_gelu, 0);
+  EXPECT_EQ(report->tide_layer_norm, 0);
+  EXPECT_EQ(CountOps(m, "Erf"), 1);
+  EXPECT_EQ(CountOps(m, "LayerNormalization"), 1);
+  std::string said;
+  for (const auto& why : report->skipped) said += why + "\n";
+  EXPECT_NE(said.find("GELU kept on ONNX Runtime: no constant float bias [N] in its Add"), std::string::npos) << said;
+  EXPECT_NE(said.find("layer norm kept on ONNX Runtime: an output beside the first is read"), std::string::npos) << said;
 }
 
 TEST(TransformerFusionTest, PaddingMaskStaysAnInputBelowOpset11) {

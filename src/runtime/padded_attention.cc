@@ -1,11 +1,11 @@
 #include "runtime/padded_attention.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include "runtime/avx512_math.h"
 
 namespace tide::runtime {
 namespace {
@@ -69,34 +69,6 @@ void ReferenceUnit(const AttentionShape& s, const float* q, const float* k, cons
     float* oi = out + (b * s.seq + i) * hidden + h * d;
     for (int64_t c = 0; c < d; ++c) oi[c] = static_cast<float>(acc[static_cast<size_t>(c)] / sum);
   }
-}
-
-#define TIDE_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
-
-// e^x for x <= 0 (scores minus their row's maximum): 2^n x Taylor(r) of degree 7, |r| <= ln2 / 2,
-// relative error < 1e-7; x below -87 gives ~e^-87 (its weight next to the row's maximum is nil).
-TIDE_AVX512 inline __m512 Exp512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-inline __mmask16 TailMask(int64_t j0, int64_t n) {
-  const int64_t left = n - j0;
-  if (left >= 16) return 0xFFFF;
-  if (left <= 0) return 0;
-  return static_cast<__mmask16>((1u << left) - 1u);
 }
 
 // One (row b, head h): T vectors of 16 floats per head.
@@ -180,7 +152,7 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
       const __m512 best = _mm512_set1_ps(_mm512_reduce_max_ps(m));
       __m512 sum = _mm512_setzero_ps();
       for (int64_t j0 = 0; j0 < Lp; j0 += 16) {
-        const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, L), Exp512(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));
+        const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, L), Exp512NonPositive(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));
         _mm512_storeu_ps(pr + j0, e);
         sum = _mm512_add_ps(sum, e);
       }
@@ -227,19 +199,6 @@ UnitFn VectorUnitFor(int64_t head_size) {
   }
 }
 
-bool CpuHasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  return has;
-}
-
-void ForEachUnit(size_t units, const ParallelFor& parallel_for, const std::function<void(size_t)>& fn) {
-  if (parallel_for == nullptr || units <= 1) {
-    for (size_t u = 0; u < units; ++u) fn(u);
-    return;
-  }
-  parallel_for(units, fn);
-}
-
 }  // namespace
 
 bool PaddedAttentionCpuSupported() { return CpuHasAvx512(); }
@@ -252,7 +211,7 @@ void PaddedAttention(const AttentionShape& shape, const float* q, const float* k
                      const int32_t* mask, float* out, const ParallelFor& parallel_for) {
   const size_t units = static_cast<size_t>(shape.batch * shape.heads);
   const UnitFn unit = PaddedAttentionIsVectorized(shape.head_size) ? VectorUnitFor(shape.head_size) : nullptr;
-  ForEachUnit(units, parallel_for, [&](size_t u) {
+  RunUnits(units, parallel_for, [&](size_t u) {
     const int64_t b = static_cast<int64_t>(u) / shape.heads, h = static_cast<int64_t>(u) % shape.heads;
     Scratch& sc = ThreadScratch();
     if (unit != nullptr) {

@@ -27,14 +27,14 @@
 #include <cstdint>
 #include <functional>
 
+#include "runtime/parallel_for.h"
+
 namespace tide::runtime {
 
 struct AttentionShape {
   int64_t batch = 0, seq = 0, heads = 0, head_size = 0;
   float scale = 1.0f;
 };
-
-using ParallelFor = std::function<void(size_t units, const std::function<void(size_t)>& fn)>;
 
 void PaddedAttention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* bias,
                      const int32_t* mask, float* out, const ParallelFor& parallel_for = nullptr);

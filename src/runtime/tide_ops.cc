@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "onnxruntime_cxx_api.h"
 #include "onnxruntime_lite_custom_op.h"
+#include "runtime/bias_gelu.h"
+#include "runtime/layer_norm.h"
 #include "runtime/padded_attention.h"
 
 namespace tide::runtime {
@@ -14,7 +16,45 @@ namespace {
 
 std::string Dims(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
+// The kernel context's intra-op pool as a runtime::ParallelFor.
+ParallelFor OrtParallelFor(OrtKernelContext* context) {
+  return [context](size_t units, const std::function<void(size_t)>& fn) {
+    Ort::ThrowOnError(Ort::GetApi().KernelContext_ParallelFor(
+        context, [](void* data, size_t i) { (*static_cast<const std::function<void(size_t)>*>(data))(i); }, units, 0,
+        const_cast<std::function<void(size_t)>*>(&fn)));
+  };
+}
+
+Ort::Status Fail(const char* op, const std::string& what) {
+  return Ort::Status(absl::StrCat("ai.tide.", op, ": ", what).c_str(), ORT_INVALID_ARGUMENT);
+}
+
+// [rows, cols] of a tensor of rank >= 1 (cols = its last axis).
+bool RowsCols(const std::vector<int64_t>& shape, int64_t* rows, int64_t* cols) {
+  if (shape.empty()) return false;
+  *cols = shape.back();
+  *rows = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) *rows *= shape[i];
+  return true;
+}
+
+bool IsVector(const Ort::Custom::Tensor<float>& t, int64_t n) { return t.Shape() == std::vector<int64_t>{n}; }
+
+// Shape inference for every tide operator: the output has the first input's shape (float). Without
+// it ONNX Runtime plans the graph after a tide operator with unknown shapes.
+OrtStatusPtr OutputShapeOfInput0(Ort::ShapeInferContext& ctx) {
+  try {
+    // Rank 0 here means "not known" (every tide operator's input has rank >= 1): leave it so.
+    if (ctx.GetInputCount() == 0 || ctx.GetInputShape(0).empty()) return nullptr;
+    return ctx.SetOutputShape(0, ctx.GetInputShape(0)).release();
+  } catch (const Ort::Exception&) {
+    return nullptr;  // the input's shape is unknown: nothing to infer
+  }
+}
+
 struct PaddedAttentionKernel {
+  static OrtStatusPtr InferOutputShape(Ort::ShapeInferContext& ctx) { return OutputShapeOfInput0(ctx); }
+
   PaddedAttentionKernel(const OrtApi*, const OrtKernelInfo* info) {
     Ort::ConstKernelInfo ki(info);
     heads_ = ki.GetAttribute<int64_t>("num_heads");
@@ -49,17 +89,88 @@ struct PaddedAttentionKernel {
     s.scale = scale_;
     float* o = out.Allocate(shape);
     if (s.batch * s.seq == 0) return Ort::Status{nullptr};
-    ParallelFor parallel_for = [context](size_t units, const std::function<void(size_t)>& fn) {
-      Ort::ThrowOnError(Ort::GetApi().KernelContext_ParallelFor(
-          context, [](void* data, size_t i) { (*static_cast<const std::function<void(size_t)>*>(data))(i); }, units, 0,
-          const_cast<std::function<void(size_t)>*>(&fn)));
-    };
-    PaddedAttention(s, q.Data(), k.Data(), v.Data(), bias.Data(), mask.Data(), o, parallel_for);
+    PaddedAttention(s, q.Data(), k.Data(), v.Data(), bias.Data(), mask.Data(), o, OrtParallelFor(context));
     return Ort::Status{nullptr};
   }
 
   int64_t heads_ = 0;
   float scale_ = 1.0f;
+};
+
+// ai.tide.BiasGelu(x [..., N], bias [N]) -> GELU(x + bias) (bias_gelu.h).
+struct BiasGeluKernel {
+  static OrtStatusPtr InferOutputShape(Ort::ShapeInferContext& ctx) { return OutputShapeOfInput0(ctx); }
+
+  BiasGeluKernel(const OrtApi*, const OrtKernelInfo*) {}
+
+  Ort::Status Compute(OrtKernelContext* context, const Ort::Custom::Tensor<float>& x,
+                      const Ort::Custom::Tensor<float>& bias, Ort::Custom::Tensor<float>& y) {
+    int64_t rows = 0, cols = 0;
+    if (!RowsCols(x.Shape(), &rows, &cols)) return Fail(kBiasGeluOp, "input is a scalar");
+    if (!IsVector(bias, cols)) {
+      return Fail(kBiasGeluOp, absl::StrCat("bias ", Dims(bias.Shape()), " is not [", cols, "] (input ", Dims(x.Shape()), ")"));
+    }
+    float* out = y.Allocate(x.Shape());
+    BiasGelu(rows, cols, x.Data(), bias.Data(), out, OrtParallelFor(context));
+    return Ort::Status{nullptr};
+  }
+};
+
+// ai.tide.LayerNorm(x [..., N], gamma [N], beta [N]) and ai.tide.SkipLayerNorm(x, skip (x's
+// shape), gamma, beta, bias [N]), attribute epsilon (layer_norm.h).
+template <bool kSkip>
+struct LayerNormKernelBase {
+  static OrtStatusPtr InferOutputShape(Ort::ShapeInferContext& ctx) { return OutputShapeOfInput0(ctx); }
+
+  LayerNormKernelBase(const OrtApi*, const OrtKernelInfo* info) {
+    epsilon_ = Ort::ConstKernelInfo(info).GetAttribute<float>("epsilon");
+  }
+
+  Ort::Status Run(OrtKernelContext* context, const char* op, const Ort::Custom::Tensor<float>& x,
+                  const Ort::Custom::Tensor<float>* skip, const Ort::Custom::Tensor<float>& gamma,
+                  const Ort::Custom::Tensor<float>& beta, const Ort::Custom::Tensor<float>* bias,
+                  Ort::Custom::Tensor<float>& y) {
+    int64_t rows = 0, cols = 0;
+    if (!RowsCols(x.Shape(), &rows, &cols)) return Fail(op, "input is a scalar");
+    if (!(epsilon_ > 0.0f)) return Fail(op, "epsilon is not positive");
+    if (skip != nullptr && skip->Shape() != x.Shape()) {
+      return Fail(op, absl::StrCat("skip ", Dims(skip->Shape()), " is not the input's shape ", Dims(x.Shape())));
+    }
+    for (const auto& [name, t] : {std::pair<const char*, const Ort::Custom::Tensor<float>*>{"gamma", &gamma},
+                                  {"beta", &beta}, {"bias", bias}}) {
+      if (t != nullptr && !IsVector(*t, cols)) {
+        return Fail(op, absl::StrCat(name, " ", Dims(t->Shape()), " is not [", cols, "] (input ", Dims(x.Shape()), ")"));
+      }
+    }
+    float* out = y.Allocate(x.Shape());
+    LayerNormInputs in;
+    in.x = x.Data();
+    in.skip = skip != nullptr ? skip->Data() : nullptr;
+    in.bias = bias != nullptr ? bias->Data() : nullptr;
+    in.gamma = gamma.Data();
+    in.beta = beta.Data();
+    LayerNorm(rows, cols, epsilon_, in, out, OrtParallelFor(context));
+    return Ort::Status{nullptr};
+  }
+
+  float epsilon_ = 1e-5f;
+};
+
+struct LayerNormKernel : LayerNormKernelBase<false> {
+  using LayerNormKernelBase::LayerNormKernelBase;
+  Ort::Status Compute(OrtKernelContext* context, const Ort::Custom::Tensor<float>& x, const Ort::Custom::Tensor<float>& gamma,
+                      const Ort::Custom::Tensor<float>& beta, Ort::Custom::Tensor<float>& y) {
+    return Run(context, kLayerNormOp, x, nullptr, gamma, beta, nullptr, y);
+  }
+};
+
+struct SkipLayerNormKernel : LayerNormKernelBase<true> {
+  using LayerNormKernelBase::LayerNormKernelBase;
+  Ort::Status Compute(OrtKernelContext* context, const Ort::Custom::Tensor<float>& x, const Ort::Custom::Tensor<float>& skip,
+                      const Ort::Custom::Tensor<float>& gamma, const Ort::Custom::Tensor<float>& beta,
+                      const Ort::Custom::Tensor<float>& bias, Ort::Custom::Tensor<float>& y) {
+    return Run(context, kSkipLayerNormOp, x, &skip, gamma, beta, &bias, y);
+  }
 };
 
 }  // namespace
@@ -72,7 +183,15 @@ void RegisterTideOps(OrtSessionOptions* options) {
     Ort::ThrowOnError(Ort::GetApi().CreateCustomOpDomain(kTideOpDomain, &d));
     static Ort::Custom::OrtLiteCustomOp* const attention =
         Ort::Custom::CreateLiteCustomOp<PaddedAttentionKernel>(kPaddedAttentionOp, "CPUExecutionProvider");
-    Ort::ThrowOnError(Ort::GetApi().CustomOpDomain_Add(d, attention));
+    static Ort::Custom::OrtLiteCustomOp* const gelu =
+        Ort::Custom::CreateLiteCustomOp<BiasGeluKernel>(kBiasGeluOp, "CPUExecutionProvider");
+    static Ort::Custom::OrtLiteCustomOp* const layer_norm =
+        Ort::Custom::CreateLiteCustomOp<LayerNormKernel>(kLayerNormOp, "CPUExecutionProvider");
+    static Ort::Custom::OrtLiteCustomOp* const skip_layer_norm =
+        Ort::Custom::CreateLiteCustomOp<SkipLayerNormKernel>(kSkipLayerNormOp, "CPUExecutionProvider");
+    for (Ort::Custom::OrtLiteCustomOp* op : {attention, gelu, layer_norm, skip_layer_norm}) {
+      Ort::ThrowOnError(Ort::GetApi().CustomOpDomain_Add(d, op));
+    }
     return d;
   }();
   Ort::ThrowOnError(Ort::GetApi().AddCustomOpDomain(options, domain));

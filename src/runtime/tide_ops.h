@@ -6,13 +6,20 @@
 //    computed over each row's real keys (padded_attention.h). tide::optimize::UseTideAttention
 //    writes it at load time (attention_kernel "tide"); `tide optimize` never does, so an optimized
 //    file still opens in any ONNX Runtime.
+//  - ai.tide.BiasGelu(x [..., N], bias [N]) -> GELU(x + bias), the erf form (bias_gelu.h): what
+//    Add + Gelu (or com.microsoft.BiasGelu) computes, in one AVX-512 pass.
+//  - ai.tide.LayerNorm(x [..., N], gamma [N], beta [N]) and ai.tide.SkipLayerNorm(x, skip (x's
+//    shape), gamma, beta, bias [N]), attribute epsilon (float): ONNX LayerNormalization over the
+//    last axis and com.microsoft.SkipLayerNormalization's first output (layer_norm.h).
+//  tide::optimize::UseTideElementwise writes these three at load time (elementwise_kernel "tide").
 //
 // Contract:
 //  - RegisterTideOps adds the domain to a session's options; every session tide opens gets it
 //    (runtime::OrtBackend and the load's probe sessions), so a model that uses the op opens
 //    anywhere in tide. The domain and its operators are created once and live for the process.
 //  - Shape or type mismatches at run time -> an ONNX Runtime error naming the input
-//    (ORT_INVALID_ARGUMENT), never a crash. Intra-op threads: one (row, head) per task.
+//    (ORT_INVALID_ARGUMENT), never a crash. Intra-op threads: one (row, head) per task for attention,
+//    blocks of rows for the others.
 #pragma once
 
 struct OrtSessionOptions;
@@ -21,6 +28,9 @@ namespace tide::runtime {
 
 inline constexpr char kTideOpDomain[] = "ai.tide";
 inline constexpr char kPaddedAttentionOp[] = "PaddedAttention";
+inline constexpr char kBiasGeluOp[] = "BiasGelu";
+inline constexpr char kLayerNormOp[] = "LayerNorm";
+inline constexpr char kSkipLayerNormOp[] = "SkipLayerNorm";
 
 // Throws Ort::Exception when ONNX Runtime refuses the domain.
 void RegisterTideOps(OrtSessionOptions* options);

@@ -15,6 +15,8 @@
 #include "onnx_graph/graph_util.h"
 #include "onnx_graph/model_io.h"
 #include "optimize/fusion_check.h"
+#include "runtime/bias_gelu.h"
+#include "runtime/layer_norm.h"
 #include "runtime/padded_attention.h"
 #include "serving/kinded_tokenizer.h"
 #include "serving/ort_options.h"
@@ -117,8 +119,10 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
     // weights), which ONNX Runtime reads by path whenever an instance opens.
     const auto fuse_start = std::chrono::steady_clock::now();
     optimize::FusionOptions fusion;
-    fusion.tide_attention = m->parameters.attention_kernel == config::AttentionKernel::kTide &&
+    fusion.tide_attention = m->parameters.attention_kernel == config::KernelChoice::kTide &&
                             runtime::PaddedAttentionCpuSupported();
+    fusion.tide_elementwise = m->parameters.elementwise_kernel == config::KernelChoice::kTide &&
+                              runtime::BiasGeluIsVectorized() && runtime::LayerNormIsVectorized();
     std::error_code ec;
     const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
     optimize::FusedModel fused = optimize::PrepareFusedModel(

@@ -32,11 +32,12 @@ using json = nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Config(bool fusion, bool ort_attention = false) {
+std::string Config(bool fusion, bool ort_kernels = false) {
   return absl::StrCat("backend: \"onnxruntime\"\nmax_batch_size: 16\n",
                       "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n",
                       fusion ? "" : "parameters { key: \"graph_fusion\" value { string_value: \"off\" } }\n",
-                      ort_attention ? "parameters { key: \"attention_kernel\" value { string_value: \"onnxruntime\" } }\n"
+                      ort_kernels ? "parameters { key: \"attention_kernel\" value { string_value: \"onnxruntime\" } }\n"
+                                      "parameters { key: \"elementwise_kernel\" value { string_value: \"onnxruntime\" } }\n"
                                     : "");
 }
 
@@ -110,10 +111,11 @@ TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
   const std::string log = server().Stdout() + server().Stderr();  // spdlog writes to stdout
   for (const char* name : {"fp32-fused", "int8-fused"}) {
     EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion: 2 attention",
-                                            TideKernelHere() ? " (tide kernel)" : "", ", 4 skip-layernorm")));
+                                            TideKernelHere() ? " (tide kernel)" : "", ", 4 skip-layernorm",
+                                            TideKernelHere() ? ", 2 bias-gelu + 5 layernorm on tide kernels;" : ";")));
   }
   for (const char* name : {"fp32-ort", "int8-ort"}) {
-    EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion: 2 attention, 4 skip-layernorm")));
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion: 2 attention, 4 skip-layernorm;")));
   }
   EXPECT_THAT(log, HasSubstr("probe max |fused - original|"));
   for (const char* name : {"fp32-plain", "int8-plain"}) {
