@@ -70,12 +70,8 @@ void GeluRowsReference(int64_t r0, int64_t r1, int64_t cols, const float* x, con
 bool BiasGeluIsVectorized() { return CpuHasAvx512(); }
 
 void BiasGelu(int64_t rows, int64_t cols, const float* x, const float* bias, float* y, const ParallelFor& parallel_for) {
-  if (rows <= 0 || cols <= 0) return;
-  const int64_t rows_per_unit = std::max<int64_t>(1, kGeluElementsPerUnit / cols);
-  const size_t units = static_cast<size_t>((rows + rows_per_unit - 1) / rows_per_unit);
   const bool vector = BiasGeluIsVectorized();
-  RunUnits(units, parallel_for, [&](size_t u) {
-    const int64_t r0 = static_cast<int64_t>(u) * rows_per_unit, r1 = std::min(rows, r0 + rows_per_unit);
+  RunRowBlocks(rows, cols, kGeluElementsPerUnit, parallel_for, [&](int64_t r0, int64_t r1) {
     if (vector) {
       GeluRowsVector(r0, r1, cols, x, bias, y);
     } else {

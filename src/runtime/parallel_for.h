@@ -3,10 +3,13 @@
 //
 // Contract: parallel_for(units, fn) runs fn(u) once for every u in [0, units), in any order, on
 // any threads, and returns when all have run. RunUnits runs them serially when `parallel_for` is
-// empty or there is one unit.
+// empty or there is one unit. RunRowBlocks splits `rows` rows of `cols` values into blocks of
+// about `values_per_block` values (at least one row each) and runs fn(first_row, end_row) per block.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace tide::runtime {
@@ -19,6 +22,17 @@ inline void RunUnits(size_t units, const ParallelFor& parallel_for, const std::f
     return;
   }
   parallel_for(units, fn);
+}
+
+inline void RunRowBlocks(int64_t rows, int64_t cols, int64_t values_per_block, const ParallelFor& parallel_for,
+                         const std::function<void(int64_t, int64_t)>& fn) {
+  if (rows <= 0 || cols <= 0) return;
+  const int64_t rows_per_block = std::max<int64_t>(1, values_per_block / cols);
+  const size_t blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
+  RunUnits(blocks, parallel_for, [&](size_t b) {
+    const int64_t r0 = static_cast<int64_t>(b) * rows_per_block;
+    fn(r0, std::min(rows, r0 + rows_per_block));
+  });
 }
 
 }  // namespace tide::runtime
