@@ -426,8 +426,8 @@ enum class GeluForm { kTorchErf, kHalfFirst, kContribGelu, kNoConstantBias };
 
 // A feed-forward block as the PyTorch exporter writes it: x [B, S, 8] -> MatMul -> Add(bias)
 // -> GELU (`form`) -> MatMul -> LayerNormalization -> y; `mean_read`: LayerNormalization's Mean
-// is a graph output too.
-onnx::ModelProto FeedForward(GeluForm form, bool mean_read = false) {
+// is a graph output too; `beta` false: LayerNormalization without its B input.
+onnx::ModelProto FeedForward(GeluForm form, bool mean_read = false, bool beta = true) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -456,7 +456,9 @@ onnx::ModelProto FeedForward(GeluForm form, bool mean_read = false) {
     gelu = b.Node("Mul", {b.Node("Mul", {a, b.Node("Add", {e, b.Scalar("one", 1.0f)})}), b.Scalar("half", 0.5f)});
   }
   const std::string down = b.Node("MatMul", {gelu, b.Floats("w2", {16, kHidden}, &rng, 0.5f)});
-  b.Node("LayerNormalization", {down, b.Floats("gamma", {kHidden}, &rng, 1.0f), b.Floats("beta", {kHidden}, &rng, 0.1f)}, "y");
+  std::vector<std::string> ln_inputs = {down, b.Floats("gamma", {kHidden}, &rng, 1.0f)};
+  if (beta) ln_inputs.push_back(b.Floats("beta", {kHidden}, &rng, 0.1f));
+  b.Node("LayerNormalization", ln_inputs, "y");
   if (mean_read) b.last()->add_output("mean");
   AddOutput(g, "y");
   if (mean_read) AddOutput(g, "mean");
@@ -496,6 +498,32 @@ TEST(TransformerFusionTest, TideElementwiseKernelsTakeEveryGeluForm) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
   }
+}
+
+// An absent beta becomes a zero initializer (ai.tide.LayerNorm always takes three inputs).
+TEST(TransformerFusionTest, TideLayerNormWithoutBetaGetsAZeroBeta) {
+  const onnx::ModelProto original = FeedForward(GeluForm::kTorchErf, /*mean_read=*/false, /*beta=*/false);
+  onnx::ModelProto m = original;
+  auto report = FuseTransformer(TideElementwiseOnly(), &m);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->tide_layer_norm, 1);
+  const onnx::NodeProto* ln = FindOp(m, "LayerNorm");
+  ASSERT_NE(ln, nullptr);
+  ASSERT_EQ(ln->input_size(), 3);
+  bool zero = false;
+  for (const auto& t : m.graph().initializer()) {
+    if (t.name() != ln->input(2)) continue;
+    zero = t.dims_size() == 1 && t.dims(0) == kHidden && t.raw_data() == std::string(kHidden * sizeof(float), '\0');
+  }
+  EXPECT_TRUE(zero) << ln->input(2) << " is not a zero [" << kHidden << "] initializer";
+  const int64_t batch = 2, seq = 3;
+  std::vector<float> x(static_cast<size_t>(batch * seq * kHidden));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.37f * static_cast<float>(i % 11) - 1.5f;
+  const std::vector<int64_t> mask(static_cast<size_t>(batch * seq), 1);
+  const std::vector<float> want = RunLayer(original, x, mask, batch, seq);
+  const std::vector<float> got = RunLayer(m, x, mask, batch, seq);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
 }
 
 TEST(TransformerFusionTest, TideElementwiseKernelsLeaveNearMissesAndSayWhy) {

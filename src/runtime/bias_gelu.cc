@@ -1,6 +1,5 @@
 #include "runtime/bias_gelu.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "runtime/avx512_math.h"

@@ -1,6 +1,5 @@
 #include "runtime/layer_norm.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 

@@ -269,6 +269,8 @@ TEST(TideElementwiseOpTest, WrongShapesAreAnErrorNotACrash) {
                      {{kTideOpDomain, kLayerNormOp, {"x", "gamma", "bias"}, {"y"}, {{"epsilon", 1e-5f}}}}),
                {{"x", &x, {2, 3, 8}}, {"gamma", &gamma, {8}}, {"bias", &bias, {7}}},
                "ai.tide.LayerNorm: beta [7] is not [8]");
+  expect_error(Model({{"x", 3}, {"gamma", 1}}, {{kTideOpDomain, kLayerNormOp, {"x", "gamma", "gamma"}, {"y"}, {{"epsilon", 0.0f}}}}),
+               {{"x", &x, {2, 3, 8}}, {"gamma", &gamma, {8}}}, "ai.tide.LayerNorm: epsilon is not positive");
 }
 
 }  // namespace

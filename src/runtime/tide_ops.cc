@@ -118,7 +118,6 @@ struct BiasGeluKernel {
 
 // ai.tide.LayerNorm(x [..., N], gamma [N], beta [N]) and ai.tide.SkipLayerNorm(x, skip (x's
 // shape), gamma, beta, bias [N]), attribute epsilon (layer_norm.h).
-template <bool kSkip>
 struct LayerNormKernelBase {
   static OrtStatusPtr InferOutputShape(Ort::ShapeInferContext& ctx) { return OutputShapeOfInput0(ctx); }
 
@@ -156,7 +155,7 @@ struct LayerNormKernelBase {
   float epsilon_ = 1e-5f;
 };
 
-struct LayerNormKernel : LayerNormKernelBase<false> {
+struct LayerNormKernel : LayerNormKernelBase {
   using LayerNormKernelBase::LayerNormKernelBase;
   Ort::Status Compute(OrtKernelContext* context, const Ort::Custom::Tensor<float>& x, const Ort::Custom::Tensor<float>& gamma,
                       const Ort::Custom::Tensor<float>& beta, Ort::Custom::Tensor<float>& y) {
@@ -164,7 +163,7 @@ struct LayerNormKernel : LayerNormKernelBase<false> {
   }
 };
 
-struct SkipLayerNormKernel : LayerNormKernelBase<true> {
+struct SkipLayerNormKernel : LayerNormKernelBase {
   using LayerNormKernelBase::LayerNormKernelBase;
   Ort::Status Compute(OrtKernelContext* context, const Ort::Custom::Tensor<float>& x, const Ort::Custom::Tensor<float>& skip,
                       const Ort::Custom::Tensor<float>& gamma, const Ort::Custom::Tensor<float>& beta,
