@@ -863,7 +863,10 @@ int Serve(const ServeFlags& f) {
   while ((*core)->CurrentLoad().in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const size_t unfinished = (*server)->active_requests();
+  // Admitted calls (every edge) whose work did not finish in the grace period. Not the HTTP
+  // server's active requests: a keep-alive client's request being answered 503 ("shutting down")
+  // at this instant is no work left unfinished.
+  const int64_t unfinished = std::max<int64_t>(0, (*core)->CurrentLoad().in_flight);
   (*models)->Shutdown(deadline);
   const auto models_stopped = std::chrono::steady_clock::now();
   (*server)->WaitIdle(std::max(deadline, models_stopped) + kShutdownFlushMargin);
