@@ -10,6 +10,8 @@
 //                                            AVX-512; --variant: ONNX Runtime's operators, both
 //                                            "onnxruntime")
 //              [--tide-attention-variant NAME=MODEL]  (tide's attention kernel only)
+//              [--tide-bf16-variant NAME=MODEL]  (as --tide-variant, attention precision "bf16": what
+//                                                 the server runs for an INT8 model with AVX512_BF16)
 //              [--batch 16] [--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse]
 //              [--optimized-dir DIR]   (writes ONNX Runtime's optimized graph of each variant there)
 //              [--keep-profile]        (keeps ONNX Runtime's profile JSON of each variant, per node)
@@ -46,6 +48,7 @@ struct Variant {
   std::string name, path;
   bool tide_attention = false;    // --tide-variant, --tide-attention-variant: ai.tide.PaddedAttention
   bool tide_elementwise = false;  // --tide-variant: ai.tide.BiasGelu, LayerNorm, SkipLayerNorm
+  bool tide_attention_bf16 = false;  // --tide-bf16-variant: also attention products in BF16
 };
 
 struct Args {
@@ -61,7 +64,7 @@ struct Args {
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
-               "op_profile: %s\nusage: op_profile --variant NAME=MODEL [--variant NAME=MODEL ...] [--tide-variant NAME=MODEL ...] [--tide-attention-variant NAME=MODEL ...] [--batch 16] "
+               "op_profile: %s\nusage: op_profile --variant NAME=MODEL [--variant NAME=MODEL ...] [--tide-variant NAME=MODEL ...] [--tide-attention-variant NAME=MODEL ...] [--tide-bf16-variant NAME=MODEL ...] [--batch 16] "
                "[--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse] [--optimized-dir DIR] [--keep-profile] [--session-config KEY=VALUE]\n",
                why.c_str());
   std::exit(2);
@@ -91,10 +94,12 @@ Args Parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) Usage(flag + " lacks its value");
     const std::string v = argv[++i];
-    if (flag == "--variant" || flag == "--tide-variant" || flag == "--tide-attention-variant") {
+    if (flag == "--variant" || flag == "--tide-variant" || flag == "--tide-attention-variant" ||
+        flag == "--tide-bf16-variant") {
       std::vector<std::string> kv = absl::StrSplit(v, absl::MaxSplits('=', 1));
       if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) Usage(flag + " wants NAME=MODEL");
-      a.variants.push_back({kv[0], kv[1], flag != "--variant", flag == "--tide-variant"});
+      const bool all_tide = flag == "--tide-variant" || flag == "--tide-bf16-variant";
+      a.variants.push_back({kv[0], kv[1], flag != "--variant", all_tide, flag == "--tide-bf16-variant"});
     } else if (flag == "--batch") {
       a.batch = PositiveInt(v, "--batch");
     } else if (flag == "--seq") {
@@ -160,6 +165,7 @@ Session Open(const Args& args, const Variant& v) {
     tide::optimize::FusionOptions fusion;
     fusion.tide_attention = v.tide_attention;
     fusion.tide_elementwise = v.tide_elementwise;
+    fusion.tide_attention_bf16 = v.tide_attention_bf16;
     auto report = tide::optimize::FuseTransformer(fusion, &*model);
     s.fusion = report.ok() ? report->Summary() : std::string(report.status().message());
     if (args.drop_attention_mask) {

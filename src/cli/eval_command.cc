@@ -12,7 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/tide_parameters.h"
+#include "onnx_graph/graph_util.h"
+#include "onnx_graph/model_io.h"
+#include "optimize/transformer_fusion.h"
 #include "runtime/ort_backend.h"
+#include "serving/model_loader.h"
 
 namespace tide::cli {
 namespace {
@@ -69,7 +74,35 @@ struct RunResult {
 
 // Scores every request with every model. All sessions are created first; then each batch runs on
 // every model in turn, so background load on a shared machine hits the variants alike.
-absl::StatusOr<std::vector<RunResult>> ScoreAll(const std::vector<std::pair<std::string, std::string>>& models,
+struct EvalModel {
+  std::string label, path;
+  std::string fused_data;  // a served variant's fused graph (else empty: the file as it is)
+  std::string fusion;      // how it was fused
+};
+
+// Fuses a served variant's graph as the load does (serving::LoadFusionOptions).
+absl::Status FuseAsServed(const std::string& precision, EvalModel* m) {
+  config::TideParameters parameters;
+  if (precision == "fp32") {
+    parameters.attention_precision = config::AttentionPrecision::kFp32;
+  } else if (precision == "bf16") {
+    parameters.attention_precision = config::AttentionPrecision::kBf16;
+  } else if (precision != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat("--attention-precision ", m->label, "=", precision, ": not auto, fp32 or bf16"));
+  }
+  absl::StatusOr<onnx::ModelProto> model = onnx_graph::ReadModelFile(m->path);
+  if (!model.ok()) return absl::Status(model.status().code(), absl::StrCat(m->path, ": ", model.status().message()));
+  const optimize::FusionOptions fusion = serving::LoadFusionOptions(parameters, onnx_graph::GraphPrecision(*model));
+  absl::StatusOr<optimize::FusionReport> report = optimize::FuseTransformer(fusion, &*model);
+  if (!report.ok()) return absl::Status(report.status().code(), absl::StrCat(m->path, ": ", report.status().message()));
+  m->fusion = report->fused() > 0 ? report->Summary() : "nothing fused";
+  if (report->fused() > 0 && !model->SerializeToString(&m->fused_data)) {
+    return absl::InternalError(absl::StrCat(m->path, ": the fused graph does not serialize (over 2 GB?)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RunResult>> ScoreAll(const std::vector<EvalModel>& models,
                                                 const std::vector<Query>& requests, const EvalOptions& o) {
   std::vector<std::unique_ptr<runtime::OrtBackend>> backends;
   std::vector<RunResult> results(models.size());
@@ -90,9 +123,16 @@ absl::StatusOr<std::vector<RunResult>> ScoreAll(const std::vector<std::pair<std:
   };
   for (size_t m = 0; m < models.size(); ++m) {
     const int64_t before = ResidentBytes();
-    auto backend = runtime::OrtBackend::Create({.model_path = models[m].second, .intra_op_threads = o.intra_op_threads});
+    runtime::OrtOptions options{.intra_op_threads = o.intra_op_threads};
+    if (models[m].fused_data.empty()) {
+      options.model_path = models[m].path;
+    } else {
+      options.model_data = models[m].fused_data;
+      options.model_label = models[m].path;
+    }
+    auto backend = runtime::OrtBackend::Create(options);
     if (!backend.ok()) {
-      return absl::Status(backend.status().code(), absl::StrCat(models[m].second, ": ", backend.status().message()));
+      return absl::Status(backend.status().code(), absl::StrCat(models[m].path, ": ", backend.status().message()));
     }
     // The first Run plans memory; keep it out of the timing but inside the memory figure.
     fill(requests[0], 0, std::min(requests[0].size(), static_cast<size_t>(o.batch)),
@@ -204,8 +244,21 @@ absl::Status RunEval(const EvalOptions& o, std::ostream& out) {
   }
   out << absl::StrFormat("tide eval: %d queries, %d pairs, mean pair length %.0f tokens, batch %d, %d intra-op thread(s), seed %d\n\n",
                          requests.size(), pairs, static_cast<double>(tokens) / pairs, o.batch, o.intra_op_threads, o.seed);
-  std::vector<std::pair<std::string, std::string>> models = {{"fp32", o.model}};
-  models.insert(models.end(), o.variants.begin(), o.variants.end());
+  std::vector<EvalModel> models = {{"fp32", o.model, "", ""}};
+  for (const auto& [label, path] : o.variants) models.push_back({label, path, "", ""});
+  for (const auto& [label, path] : o.served_variants) {
+    std::string precision = "auto";
+    for (const auto& [l, p] : o.attention_precision) {
+      if (l == label) precision = p;
+    }
+    models.push_back({label, path, "", ""});
+    if (absl::Status s = FuseAsServed(precision, &models.back()); !s.ok()) return s;
+  }
+  for (const auto& [label, precision] : o.attention_precision) {
+    bool found = false;
+    for (const auto& [l, p] : o.served_variants) found = found || l == label;
+    if (!found) return absl::InvalidArgumentError(absl::StrCat("--attention-precision ", label, ": no --served-variant has that label"));
+  }
   absl::StatusOr<std::vector<RunResult>> scored = ScoreAll(models, requests, o);
   if (!scored.ok()) return scored.status();
   const std::vector<RunResult>& results = *scored;
@@ -242,22 +295,34 @@ absl::Status RunEval(const EvalOptions& o, std::ostream& out) {
     }
     const double nq = static_cast<double>(requests.size());
     std::error_code ec;
-    const double mb = static_cast<double>(std::filesystem::file_size(models[v].second, ec)) / 1e6;
+    const double mb = static_cast<double>(std::filesystem::file_size(models[v].path, ec)) / 1e6;
     const double rate = r.pairs / r.seconds;
     out << absl::StrFormat("| %s | %.1f | %.0f | %.1f | %.2fx | %.1f | %.2e | %.2e | %.4f / %.4f | %.4f / %.4f | %.1f%% | %.1f%% | %.4f / %.4f |\n",
-                           models[v].first, mb, r.resident_added / 1e6, rate, rate / base_rate, r.p50_batch_ms, max_abs,
+                           models[v].label, mb, r.resident_added / 1e6, rate, rate / base_rate, r.p50_batch_ms, max_abs,
                            sum_abs / pairs, sp_sum / nq, sp_min, kt_sum / nq, kt_min, 100.0 * top1 / nq,
                            100.0 * top10 / nq, nd_sum / nq, nd_min);
   }
+  for (const EvalModel& m : models) {
+    if (!m.fusion.empty()) out << "\n" << m.label << ": served as tide serve fuses it: " << m.fusion;
+  }
+  if (!o.served_variants.empty()) out << "\n";
   return absl::OkStatus();
 }
 
 void RegisterEvalCommand(CLI::App* app) {
   auto o = std::make_shared<EvalOptions>();
   auto variants = std::make_shared<std::vector<std::string>>();
+  auto served = std::make_shared<std::vector<std::string>>();
+  auto precisions = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app->add_subcommand("eval", "compare quantized model variants with their FP32 original (scores, rankings, speed)");
   cmd->add_option("--model", o->model, "the FP32 .onnx model")->required()->check(CLI::ExistingFile)->envname("TIDE_EVAL_MODEL");
-  cmd->add_option("--variant", *variants, "LABEL=PATH of a variant to compare (repeatable)")->required()->envname("TIDE_EVAL_VARIANT");
+  cmd->add_option("--variant", *variants, "LABEL=PATH of a variant to compare (repeatable)")->envname("TIDE_EVAL_VARIANT");
+  cmd->add_option("--served-variant", *served,
+                  "LABEL=PATH of a variant fused as tide serve fuses it at load (repeatable)")
+      ->envname("TIDE_EVAL_SERVED_VARIANT");
+  cmd->add_option("--attention-precision", *precisions,
+                  "LABEL=auto|fp32|bf16: a served variant's attention precision (default auto)")
+      ->envname("TIDE_EVAL_ATTENTION_PRECISION");
   cmd->add_option("--queries", o->queries, "rerank requests")->capture_default_str()->envname("TIDE_EVAL_QUERIES");
   cmd->add_option("--min-docs", o->min_docs, "fewest documents per query")->capture_default_str()->envname("TIDE_EVAL_MIN_DOCS");
   cmd->add_option("--max-docs", o->max_docs, "most documents per query")->capture_default_str()->envname("TIDE_EVAL_MAX_DOCS");
@@ -267,15 +332,25 @@ void RegisterEvalCommand(CLI::App* app) {
   cmd->add_option("--threads", o->intra_op_threads, "ONNX Runtime intra-op threads (0: its default)")
       ->capture_default_str()->envname("TIDE_EVAL_THREADS");
   cmd->add_option("--seed", o->seed, "seed of the request set")->capture_default_str()->envname("TIDE_EVAL_SEED");
-  cmd->callback([o, variants] {
-    o->variants.clear();
-    for (const std::string& v : *variants) {
-      const size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        std::cerr << "tide eval: --variant wants LABEL=PATH, got '" << v << "'\n";
-        throw CLI::RuntimeError(2);
+  cmd->callback([o, variants, served, precisions] {
+    auto split = [](const std::vector<std::string>& in, const char* flag, const char* want,
+                     std::vector<std::pair<std::string, std::string>>* to) {
+      to->clear();
+      for (const std::string& v : in) {
+        const size_t eq = v.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
+          std::cerr << "tide eval: " << flag << " wants " << want << ", got '" << v << "'\n";
+          throw CLI::RuntimeError(2);
+        }
+        to->emplace_back(v.substr(0, eq), v.substr(eq + 1));
       }
-      o->variants.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    };
+    split(*variants, "--variant", "LABEL=PATH", &o->variants);
+    split(*served, "--served-variant", "LABEL=PATH", &o->served_variants);
+    split(*precisions, "--attention-precision", "LABEL=auto|fp32|bf16", &o->attention_precision);
+    if (o->variants.empty() && o->served_variants.empty()) {
+      std::cerr << "tide eval: give at least one --variant or --served-variant\n";
+      throw CLI::RuntimeError(2);
     }
     if (absl::Status s = RunEval(*o, std::cout); !s.ok()) {
       std::cerr << "tide eval: " << s.message() << "\n";

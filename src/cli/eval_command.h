@@ -15,7 +15,11 @@
 // batch latency, file size, and resident memory added by creating the session and running one
 // batch. Each batch runs on every model in turn (interleaved), so load from other processes falls
 // on all variants alike. Writes a Markdown table.
-// Exit codes: 0 done, 2 a model cannot be loaded or run. Flags have TIDE_EVAL_* twins.
+// A --served-variant runs as `tide serve` runs it (graph_fusion auto): fused at load with tide's
+// kernels where this CPU runs them (serving::LoadFusionOptions), its attention precision auto
+// (BF16 products for an INT8 model with AVX512_BF16) unless --attention-precision LABEL=fp32|bf16
+// names it; its row says how it was fused. --variant runs the file as it is.
+// Exit codes: 0 done, 2 a model cannot be loaded, fused or run. Flags have TIDE_EVAL_* twins.
 #pragma once
 
 #include <ostream>
@@ -31,6 +35,8 @@ namespace tide::cli {
 struct EvalOptions {
   std::string model;                                      // the FP32 reference
   std::vector<std::pair<std::string, std::string>> variants;  // label, path
+  std::vector<std::pair<std::string, std::string>> served_variants;  // label, path: fused as tide serve fuses
+  std::vector<std::pair<std::string, std::string>> attention_precision;  // served label, auto|fp32|bf16
   int queries = 40;
   int min_docs = 16;
   int max_docs = 100;

@@ -84,6 +84,8 @@ constexpr std::pair<std::string_view, GraphFusion> kFusions[] = {{"auto", GraphF
                                                                  {"off", GraphFusion::kOff}};
 constexpr std::pair<std::string_view, KernelChoice> kKernelChoices[] = {
     {"tide", KernelChoice::kTide}, {"onnxruntime", KernelChoice::kOnnxRuntime}};
+constexpr std::pair<std::string_view, AttentionPrecision> kAttentionPrecisions[] = {
+    {"auto", AttentionPrecision::kAuto}, {"fp32", AttentionPrecision::kFp32}, {"bf16", AttentionPrecision::kBf16}};
 
 // "[2.5, -2.5]" or "2.5,-2.5": one finite number per label.
 absl::StatusOr<std::vector<float>> ParseDefaultResult(absl::string_view file, absl::string_view key,
@@ -326,6 +328,7 @@ const ParameterKey kKeys[] = {
     {"graph_fusion", TIDE_CHOICE(graph_fusion, kFusions)},
     {"attention_kernel", TIDE_CHOICE(attention_kernel, kKernelChoices)},
     {"elementwise_kernel", TIDE_CHOICE(elementwise_kernel, kKernelChoices)},
+    {"attention_precision", TIDE_CHOICE(attention_precision, kAttentionPrecisions)},
     {"max_padding_ratio", SetMaxPaddingRatio},
     {"token_type_vocab_size", TIDE_INT(token_type_vocab_size, int64_t, 1, int64_t{1} << 20)},
     {"long_documents", TIDE_CHOICE(long_documents, kLongDocuments)},

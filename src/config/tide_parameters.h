@@ -63,6 +63,9 @@
 //                             tide's own kernel over each row's real keys (runtime/padded_attention.h;
 //                             needs AVX-512, else ONNX Runtime's) or on ONNX Runtime's
 //                             MultiHeadAttention with the padding mask as an extra key column
+//   attention_precision       "auto" | "fp32" | "bf16": what tide's attention kernel multiplies in:
+//                             FP32 throughout, or q.k and p.v on BF16 roundings (AVX512_BF16,
+//                             FP32 sums; else FP32); auto: bf16 for an INT8 model, fp32 otherwise
 //   elementwise_kernel        "tide" | "onnxruntime": with graph_fusion auto, the feed-forward
 //                             bias + GELU and the layer norms run on tide's own AVX-512 kernels
 //                             (runtime/bias_gelu.h, runtime/layer_norm.h; needs AVX-512, else ONNX
@@ -127,6 +130,9 @@ enum class BatchGrouping { kLength, kFifo };
 enum class BatchPadding { kBucket, kLongest };
 enum class GraphFusion { kAuto, kOff };
 enum class KernelChoice { kTide, kOnnxRuntime };
+// What tide's attention kernel multiplies in (runtime::AttentionPrecision); auto: BF16 for a
+// dynamically quantized (INT8) model, FP32 for any other.
+enum class AttentionPrecision { kAuto, kFp32, kBf16 };
 enum class ThreadLayout { kAdaptive, kFixed };
 // How an embedding model's graph pools its token vectors (sentence-transformers' modes).
 enum class Pooling { kCls, kMean, kLastToken };
@@ -171,6 +177,7 @@ struct TideParameters {
   GraphFusion graph_fusion = GraphFusion::kAuto;          // optimize::PrepareFusedModel at load
   KernelChoice attention_kernel = KernelChoice::kTide;    // optimize::FusionOptions::tide_attention
   KernelChoice elementwise_kernel = KernelChoice::kTide;  // optimize::FusionOptions::tide_elementwise
+  AttentionPrecision attention_precision = AttentionPrecision::kAuto;  // FusionOptions::tide_attention_bf16
   std::optional<int64_t> token_type_vocab_size;           // unset: derived at load (see above)
   LongDocuments long_documents = LongDocuments::kTruncate;
   int64_t chunk_tokens = 0;                // 0: as many as fit beside the query

@@ -41,6 +41,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_EQ(p->batch_grouping, BatchGrouping::kLength);
   EXPECT_EQ(p->batch_padding, BatchPadding::kBucket);
   EXPECT_EQ(p->graph_fusion, GraphFusion::kAuto);
+  EXPECT_EQ(p->attention_precision, AttentionPrecision::kAuto);
   EXPECT_EQ(p->attention_kernel, KernelChoice::kTide);
   EXPECT_EQ(p->elementwise_kernel, KernelChoice::kTide);
   EXPECT_FALSE(p->token_type_vocab_size.has_value());
@@ -67,6 +68,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"graph_fusion", "off"},
                                                   {"attention_kernel", "onnxruntime"},
                                                   {"elementwise_kernel", "onnxruntime"},
+                                                  {"attention_precision", "bf16"},
                                                   {"sequence_buckets", "32, 64,128"},
                                                   {"allowed_batch_sizes", "1,2,4,8"},
                                                   {"max_padding_ratio", "2.5"},
@@ -93,6 +95,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->graph_fusion, GraphFusion::kOff);
   EXPECT_EQ(p->attention_kernel, KernelChoice::kOnnxRuntime);
   EXPECT_EQ(p->elementwise_kernel, KernelChoice::kOnnxRuntime);
+  EXPECT_EQ(p->attention_precision, AttentionPrecision::kBf16);
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(p->max_padding_ratio, 2.5);
@@ -121,6 +124,7 @@ TEST(TideParametersTest, ErrorsNameFileAndKey) {
       {"graph_fusion", "on", "\"auto\""},
       {"attention_kernel", "flash", "\"tide\""},
       {"elementwise_kernel", "mlas", "\"onnxruntime\""},
+      {"attention_precision", "fp16", "\"bf16\""},
       {"sequence_buckets", "64,32", "strictly increasing"},
       {"allowed_batch_sizes", "1,4,2", "strictly increasing"},
       {"allowed_batch_sizes", "0,4", "out of range"},

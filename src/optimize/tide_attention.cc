@@ -43,7 +43,7 @@ std::string Check(const GraphIndex& ix, const onnx::NodeProto& n, int64_t* heads
 
 }  // namespace
 
-int UseTideAttention(onnx::ModelProto* model, std::vector<std::string>* skipped) {
+int UseTideAttention(onnx::ModelProto* model, bool bf16, std::vector<std::string>* skipped) {
   onnx::GraphProto* g = model->mutable_graph();
   GraphIndex ix(*g);
   int rewritten = 0;
@@ -72,6 +72,12 @@ int UseTideAttention(onnx::ModelProto* model, std::vector<std::string>* skipped)
     t.add_output(n.output(0));
     AddIntAttribute(&t, "num_heads", heads);
     AddFloatAttribute(&t, "scale", s);
+    if (bf16) {
+      onnx::AttributeProto* a = t.add_attribute();
+      a->set_name("precision");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(kTidePrecisionBf16);
+    }
     replaced[static_cast<size_t>(i)] = std::move(t);
     take[static_cast<size_t>(i)] = true;
     ++rewritten;

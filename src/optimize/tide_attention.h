@@ -12,7 +12,7 @@
 //    not unidirectional, whose mask is a rank-2 int32 graph input or an int32 Cast of one
 //    (FuseAttention's). Anything else stays as it is, named in `skipped` ("<node>: <why>").
 //  - `scale` is written explicitly (1/sqrt(head_size) when the node had none); mask_filter_value
-//    is dropped (padded keys are skipped, not filled). Adds the "ai.tide" opset import (version 1)
+//    is dropped (padded keys are skipped, not filled); precision "bf16" is written when asked. Adds the "ai.tide" opset import (version 1)
 //    when anything was rewritten. Returns the number of nodes rewritten.
 //  - Free function on a caller-owned model; thread-compatible.
 #pragma once
@@ -28,7 +28,10 @@ namespace tide::optimize {
 // runtime: fusion_check.cc, which sees both, asserts they agree).
 inline constexpr char kTideDomain[] = "ai.tide";
 inline constexpr char kTidePaddedAttention[] = "PaddedAttention";
+inline constexpr char kTidePrecisionBf16[] = "bf16";  // PaddedAttention's attribute precision
 
-int UseTideAttention(onnx::ModelProto* model, std::vector<std::string>* skipped);
+// bf16: the rewritten nodes carry precision "bf16" (the kernel's BF16 products; else no attribute:
+// FP32).
+int UseTideAttention(onnx::ModelProto* model, bool bf16, std::vector<std::string>* skipped);
 
 }  // namespace tide::optimize

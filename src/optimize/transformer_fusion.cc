@@ -12,9 +12,11 @@
 namespace tide::optimize {
 
 std::string FusionReport::Summary() const {
+  const char* bf16 = tide_attention_bf16 ? ", BF16 products" : "";
   const std::string kernel = tide_attention == 0 ? ""
-                             : tide_attention == attention_fused ? " (tide kernel)"
-                                                                 : absl::StrCat(" (", tide_attention, " on the tide kernel)");
+                             : tide_attention == attention_fused
+                                 ? absl::StrCat(" (tide kernel", bf16, ")")
+                                 : absl::StrCat(" (", tide_attention, " on the tide kernel", bf16, ")");
   const std::string elementwise =
       tide_bias_gelu + tide_layer_norm == 0
           ? ""
@@ -39,7 +41,10 @@ absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx:
   const int opset = static_cast<int>(onnx_graph::OpsetVersion(*model, ""));
   if (options.attention) report.attention_fused = FuseAttention(g, opset, &report.skipped);
   if (options.skip_layer_norm) report.skip_layer_norm_fused = FuseSkipLayerNorm(g, &report.skipped);
-  if (options.tide_attention && report.attention_fused > 0) report.tide_attention = UseTideAttention(model, &report.skipped);
+  if (options.tide_attention && report.attention_fused > 0) {
+    report.tide_attention = UseTideAttention(model, options.tide_attention_bf16, &report.skipped);
+    report.tide_attention_bf16 = options.tide_attention_bf16 && report.tide_attention > 0;
+  }
   if (options.padding_mask_in_keys && report.attention_fused > report.tide_attention) MovePaddingMaskIntoKeys(g, opset, &report.skipped);
   if (options.tide_elementwise) {
     const TideElementwiseCount moved = UseTideElementwise(model, &report.skipped);

@@ -46,6 +46,9 @@ struct FusionOptions {
   // mask column; only sessions with runtime::RegisterTideOps open the result (the load's, never
   // `tide optimize`'s output).
   bool tide_attention = false;
+  // With tide_attention: the kernel multiplies q.k and p.v in BF16 (attribute precision "bf16",
+  // runtime::AttentionPrecision::kBf16; FP32 where the CPU lacks AVX512_BF16).
+  bool tide_attention_bf16 = false;
   // Feed-forward bias + GELU and the layer norms on tide's own kernels, ai.tide.BiasGelu /
   // LayerNorm / SkipLayerNorm (tide_elementwise.h); as for tide_attention, only tide's sessions
   // open the result.
@@ -56,6 +59,7 @@ struct FusionReport {
   int attention_fused = 0;
   int skip_layer_norm_fused = 0;
   int tide_attention = 0;  // of attention_fused, how many run on ai.tide.PaddedAttention
+  bool tide_attention_bf16 = false;  // those multiply in BF16
   int tide_bias_gelu = 0;   // Add + GELU rewritten into ai.tide.BiasGelu
   int tide_layer_norm = 0;  // (Skip)LayerNormalization rewritten into ai.tide.(Skip)LayerNorm
   std::vector<std::string> skipped;  // "<node name>: <why it was left alone>"
@@ -64,7 +68,7 @@ struct FusionReport {
   // > 0 when anything was rewritten (attention, skip-layernorm, or anything moved to a tide kernel).
   int fused() const { return attention_fused + skip_layer_norm_fused + tide_bias_gelu + tide_layer_norm; }
   // "6 attention, 13 skip-layernorm; 623 -> 152 nodes" ("6 attention (tide kernel), ..." with
-  // tide_attention; "..., 12 skip-layernorm, 6 bias-gelu + 13 layernorm on tide kernels; ..." with
+  // tide_attention, "6 attention (tide kernel, BF16 products), ..." with tide_attention_bf16; "..., 12 skip-layernorm, 6 bias-gelu + 13 layernorm on tide kernels; ..." with
   // tide_elementwise)
   std::string Summary() const;
 };

@@ -2,8 +2,9 @@
 // layer_norm): the target attribute, the run-time CPU check and e^x for x <= 0.
 //
 // Contract:
-//  - Functions marked TIDE_AVX512 may only run where CpuHasAvx512() is true; the build stays
-//    portable (no -mavx512f), each kernel checks at run time and falls back to its plain loops.
+//  - Functions marked TIDE_AVX512 may only run where CpuHasAvx512() is true, TIDE_AVX512_BF16 where
+//    CpuHasAvx512Bf16() is; the build stays portable (no -mavx512f), each kernel checks at run time
+//    and falls back to its plain loops.
 //  - Exp512NonPositive(x): e^x for x <= 0 as 2^n x Taylor(r) of degree 7, |r| <= ln2 / 2, relative
 //    error < 1e-7; x below -87 gives ~e^-87 (nil next to anything the callers add it to).
 #pragma once
@@ -13,11 +14,19 @@
 #include <cstdint>
 
 #define TIDE_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
+// For kernels that also multiply in BF16 (vdpbf16ps): only where CpuHasAvx512Bf16().
+#define TIDE_AVX512_BF16 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512bf16,fma")))
 
 namespace tide::runtime {
 
 inline bool CpuHasAvx512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
+inline bool CpuHasAvx512Bf16() {
+  static const bool has = CpuHasAvx512() && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
   return has;
 }
 

@@ -20,6 +20,11 @@ struct Scratch {
   std::vector<float> v;       // [keys][head_size]: V with its bias
   std::vector<float> q;       // [8][head_size]: the block's queries with bias, times scale
   std::vector<float> p;       // [8][keys padded]: scores, then unnormalized probabilities
+  // The BF16 path's packed operands, each 32-bit element a pair of BF16 values:
+  std::vector<uint32_t> kt2;  // [head_size / 2][keys padded to 32]: dimensions (2c, 2c + 1) of a key
+  std::vector<uint32_t> v2;   // [keys padded to 2 / 2][head_size]: keys (2n, 2n + 1) of a dimension
+  std::vector<uint32_t> q2;   // [8][head_size / 2]
+  std::vector<uint32_t> p2;   // [8][keys padded / 2]: numerators, keys (2n, 2n + 1)
 };
 
 Scratch& ThreadScratch() {
@@ -182,10 +187,177 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
   }
 }
 
+
+// BF16 helpers: 16 floats -> 16 BF16 (round to nearest even) and back.
+TIDE_AVX512_BF16 inline __m256i ToBf16(__m512 x) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x)); }
+TIDE_AVX512_BF16 inline __m512 FromBf16(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+TIDE_AVX512_BF16 inline __m512 DotBf16(__m512 acc, __m512i a, __m512i b) {
+  return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+}
+
+// VectorUnit's blocks with both products in BF16 (precision kBf16): K^T packed as dimension pairs
+// of each key, V as key pairs of each dimension, so one vdpbf16ps adds two products per lane.
+// e^x for x <= 0 to the precision BF16 keeps (relative error < 5e-5, 2^-9 is BF16's rounding):
+// Exp512NonPositive with a degree-4 polynomial.
+TIDE_AVX512_BF16 inline __m512 Exp512NonPositiveBf16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147180559945f), x);
+  __m512 p = _mm512_set1_ps(1.0f / 24);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+template <int T>
+TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const float* k, const float* v,
+                               const float* bias, const int32_t* mask, float* out, int64_t b, int64_t h, Scratch& sc) {
+  constexpr int64_t D = 16 * T;
+  constexpr int64_t D2 = D / 2;  // dimension pairs
+  constexpr int RP = T <= 2 ? kBlockRows : (T <= 4 ? 4 : 2);
+  const int64_t hidden = s.heads * D;
+  alignas(64) static const float kZeros[kMaxVectorHeadSize] = {};
+  const float* bq = bias != nullptr ? bias + h * D : kZeros;
+  const float* bk = bias != nullptr ? bias + hidden + h * D : kZeros;
+  const float* bv = bias != nullptr ? bias + 2 * hidden + h * D : kZeros;
+
+  RealKeys(mask + b * s.seq, s.seq, &sc.keys);
+  const int64_t L = static_cast<int64_t>(sc.keys.size());
+  const int64_t Lp = (L + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+  const int64_t L2 = (L + 1) / 2;  // key pairs
+  sc.kt2.assign(static_cast<size_t>(D2 * Lp), 0u);
+  sc.v2.resize(static_cast<size_t>(L2 * D));
+  sc.q2.resize(static_cast<size_t>(kBlockRows * D2));
+  sc.p.resize(static_cast<size_t>(kBlockRows * Lp));
+  sc.p2.resize(static_cast<size_t>(kBlockRows * Lp / 2));
+  uint32_t* kt = sc.kt2.data();
+  uint32_t* vp = sc.v2.data();
+  uint32_t* qp = sc.q2.data();
+  float* p = sc.p.data();
+  uint32_t* p2 = sc.p2.data();
+
+  // Pack K^T: a key's row in BF16 is already its dimension pairs; each pair goes to its column.
+  for (int64_t n = 0; n < L; ++n) {
+    const float* kn = k + (b * s.seq + sc.keys[static_cast<size_t>(n)]) * hidden + h * D;
+    alignas(64) uint32_t tmp[D2];
+    for (int t = 0; t < T; ++t) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8 * t),
+                         ToBf16(_mm512_add_ps(_mm512_loadu_ps(kn + 16 * t), _mm512_loadu_ps(bk + 16 * t))));
+    }
+    for (int64_t c = 0; c < D2; ++c) kt[c * Lp + n] = tmp[c];
+  }
+  // Pack V: keys 2n and 2n + 1 interleaved per dimension (a zero key after an odd last one).
+  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  for (int64_t n2 = 0; n2 < L2; ++n2) {
+    const float* v0 = v + (b * s.seq + sc.keys[static_cast<size_t>(2 * n2)]) * hidden + h * D;
+    const bool has1 = 2 * n2 + 1 < L;
+    const float* v1 = has1 ? v + (b * s.seq + sc.keys[static_cast<size_t>(2 * n2 + 1)]) * hidden + h * D : nullptr;
+    for (int t = 0; t < T; ++t) {
+      const __m512 a = _mm512_add_ps(_mm512_loadu_ps(v0 + 16 * t), _mm512_loadu_ps(bv + 16 * t));
+      const __m512 c = has1 ? _mm512_add_ps(_mm512_loadu_ps(v1 + 16 * t), _mm512_loadu_ps(bv + 16 * t))
+                            : _mm512_setzero_ps();
+      const __m512i ab = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(c, a));  // a's 16 low, c's 16 high
+      _mm512_storeu_si512(vp + n2 * D + 16 * t, _mm512_permutexvar_epi16(interleave, ab));
+    }
+  }
+
+  const __m512 scale = _mm512_set1_ps(s.scale);
+  for (int64_t i0 = 0; i0 < s.seq; i0 += kBlockRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.seq - i0));
+    for (int r = 0; r < kBlockRows; ++r) {
+      for (int t = 0; t < T; ++t) {
+        __m512 x = _mm512_setzero_ps();
+        if (r < rows) {
+          const float* qi = q + (b * s.seq + i0 + r) * hidden + h * D;
+          x = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(qi + 16 * t), _mm512_loadu_ps(bq + 16 * t)), scale);
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(qp + r * D2 + 8 * t), ToBf16(x));
+      }
+    }
+    // Scores: 8 queries x 32 keys per register block, a dimension pair per step.
+    for (int64_t j0 = 0; j0 < Lp; j0 += kKeyBlock) {
+      __m512 acc0[kBlockRows], acc1[kBlockRows];
+      for (int r = 0; r < kBlockRows; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+      for (int64_t c = 0; c < D2; ++c) {
+        const __m512i k0 = _mm512_loadu_si512(kt + c * Lp + j0);
+        const __m512i k1 = _mm512_loadu_si512(kt + c * Lp + j0 + 16);
+        for (int r = 0; r < kBlockRows; ++r) {
+          const __m512i qb = _mm512_set1_epi32(static_cast<int>(qp[r * D2 + c]));
+          acc0[r] = DotBf16(acc0[r], qb, k0);
+          acc1[r] = DotBf16(acc1[r], qb, k1);
+        }
+      }
+      for (int r = 0; r < kBlockRows; ++r) {
+        _mm512_storeu_ps(p + r * Lp + j0, acc0[r]);
+        _mm512_storeu_ps(p + r * Lp + j0 + 16, acc1[r]);
+      }
+    }
+    // Softmax numerators in BF16 over the L real keys (the padding becomes 0); 1 / their sum.
+    float inv[kBlockRows];
+    for (int r = 0; r < kBlockRows; ++r) {
+      const float* pr = p + r * Lp;
+      __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t j0 = 0; j0 < L; j0 += 16) {
+        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, TailMask(j0, L), pr + j0));
+      }
+      const __m512 best = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+      __m512 sum = _mm512_setzero_ps();
+      for (int64_t j0 = 0; j0 < Lp; j0 += 16) {
+        const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, L), Exp512NonPositiveBf16(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));
+        const __m256i e16 = ToBf16(e);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p2 + r * (Lp / 2) + j0 / 2), e16);
+        sum = _mm512_add_ps(sum, FromBf16(e16));
+      }
+      inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
+    }
+    // Context: RP queries x one head per register block, a key pair per step.
+    for (int r0 = 0; r0 < rows; r0 += RP) {
+      __m512 acc[RP][T];
+      for (int r = 0; r < RP; ++r) {
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+      }
+      const uint32_t* pr0 = p2 + r0 * (Lp / 2);
+      for (int64_t n2 = 0; n2 < L2; ++n2) {
+        __m512i vv[T];
+        for (int t = 0; t < T; ++t) vv[t] = _mm512_loadu_si512(vp + n2 * D + 16 * t);
+        for (int r = 0; r < RP; ++r) {
+          const __m512i pb = _mm512_set1_epi32(static_cast<int>(pr0[r * (Lp / 2) + n2]));
+          for (int t = 0; t < T; ++t) acc[r][t] = DotBf16(acc[r][t], pb, vv[t]);
+        }
+      }
+      for (int r = 0; r < RP && r0 + r < rows; ++r) {
+        float* oi = out + (b * s.seq + i0 + r0 + r) * hidden + h * D;
+        const __m512 f = _mm512_set1_ps(inv[r0 + r]);
+        for (int t = 0; t < T; ++t) _mm512_storeu_ps(oi + 16 * t, _mm512_mul_ps(acc[r][t], f));
+      }
+    }
+  }
+}
+
 using UnitFn = void (*)(const AttentionShape&, const float*, const float*, const float*, const float*, const int32_t*,
                         float*, int64_t, int64_t, Scratch&);
 
-UnitFn VectorUnitFor(int64_t head_size) {
+UnitFn VectorUnitFor(int64_t head_size, AttentionPrecision precision) {
+  if (precision == AttentionPrecision::kBf16 && CpuHasAvx512Bf16()) {
+    switch (head_size) {
+      case 16: return &Bf16Unit<1>;
+      case 32: return &Bf16Unit<2>;
+      case 48: return &Bf16Unit<3>;
+      case 64: return &Bf16Unit<4>;
+      case 80: return &Bf16Unit<5>;
+      case 96: return &Bf16Unit<6>;
+      case 112: return &Bf16Unit<7>;
+      case 128: return &Bf16Unit<8>;
+      default: return nullptr;
+    }
+  }
   switch (head_size) {
     case 16: return &VectorUnit<1>;
     case 32: return &VectorUnit<2>;
@@ -203,14 +375,16 @@ UnitFn VectorUnitFor(int64_t head_size) {
 
 bool PaddedAttentionCpuSupported() { return CpuHasAvx512(); }
 
+bool PaddedAttentionBf16Supported() { return CpuHasAvx512Bf16(); }
+
 bool PaddedAttentionIsVectorized(int64_t head_size) {
-  return head_size <= kMaxVectorHeadSize && VectorUnitFor(head_size) != nullptr && CpuHasAvx512();
+  return head_size <= kMaxVectorHeadSize && VectorUnitFor(head_size, AttentionPrecision::kFp32) != nullptr && CpuHasAvx512();
 }
 
 void PaddedAttention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* bias,
                      const int32_t* mask, float* out, const ParallelFor& parallel_for) {
   const size_t units = static_cast<size_t>(shape.batch * shape.heads);
-  const UnitFn unit = PaddedAttentionIsVectorized(shape.head_size) ? VectorUnitFor(shape.head_size) : nullptr;
+  const UnitFn unit = PaddedAttentionIsVectorized(shape.head_size) ? VectorUnitFor(shape.head_size, shape.precision) : nullptr;
   RunUnits(units, parallel_for, [&](size_t u) {
     const int64_t b = static_cast<int64_t>(u) / shape.heads, h = static_cast<int64_t>(u) % shape.heads;
     Scratch& sc = ThreadScratch();

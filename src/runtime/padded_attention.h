@@ -20,6 +20,12 @@
 //  - `parallel_for(units, fn)` runs fn(u) for u in [0, units) (one unit = one (row, head)),
 //    serially or on a pool; nullptr: serially. Each unit writes a disjoint part of `out`.
 //  - Thread-safe for distinct `out`; scratch is per thread (thread_local, grown, reused).
+//  - precision kBf16: the two products (q.k and p.v) multiply BF16 roundings of q, k, v and the
+//    softmax numerators p (vdpbf16ps, 2 products per FP32 lane and instruction), accumulating in
+//    FP32; max, exp, sums and the output stay FP32, and the normalizer sums the rounded p, so each
+//    output is a convex combination of the rounded values. Each rounding moves a value by at most
+//    2^-9 of itself (held within 1.5e-2 of the output scale of the reference by the tests). Runs FP32
+//    where the CPU lacks AVX512_BF16 (PaddedAttentionBf16Supported()).
 //  - PaddedAttentionReference: the plain loops, the tests' oracle and the path without AVX-512.
 #pragma once
 
@@ -31,9 +37,12 @@
 
 namespace tide::runtime {
 
+enum class AttentionPrecision { kFp32, kBf16 };
+
 struct AttentionShape {
   int64_t batch = 0, seq = 0, heads = 0, head_size = 0;
   float scale = 1.0f;
+  AttentionPrecision precision = AttentionPrecision::kFp32;
 };
 
 void PaddedAttention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* bias,
@@ -47,5 +56,7 @@ void PaddedAttentionReference(const AttentionShape& shape, const float* q, const
 bool PaddedAttentionIsVectorized(int64_t head_size);
 // Whether this CPU has the AVX-512 the vectorized path needs (every head size 16, 32, ..., 128).
 bool PaddedAttentionCpuSupported();
+// Whether precision kBf16 multiplies in BF16 here (AVX512_BF16); otherwise it runs FP32.
+bool PaddedAttentionBf16Supported();
 
 }  // namespace tide::runtime

@@ -72,6 +72,62 @@ TEST(PaddedAttentionTest, MatchesTheReferenceForEveryVectorizedHeadSize) {
   EXPECT_FALSE(PaddedAttentionIsVectorized(256));
 }
 
+// Largest |got - want| over the largest |want|: the BF16 roundings move each output by a fraction
+// of the values it averages, so the bound is relative to the output's scale.
+double MaxDiffOverScale(const std::vector<float>& got, const std::vector<float>& want) {
+  double worst = 0, scale = 1e-30;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  }
+  return worst / scale;
+}
+
+TEST(PaddedAttentionTest, Bf16ProductsStayWithinTheirRoundingOfTheReference) {
+  if (!PaddedAttentionBf16Supported()) GTEST_SKIP() << "no AVX512_BF16 here: precision kBf16 runs FP32";
+  for (int64_t head_size : {16, 32, 48, 64, 80, 96, 112, 128}) {
+    for (int64_t seq : {1, 2, 7, 9, 33, 70, 130}) {
+      for (bool holes : {false, true}) {
+        const std::vector<int64_t> lengths = {seq, seq / 2 + 1, 1, 0};
+        Inputs in = RandomInputs(3, head_size, seq, lengths, holes, static_cast<unsigned>(head_size * 100 + seq));
+        std::vector<float> bf16(in.q.size(), -1.0f), fp32(in.q.size(), -3.0f), want(in.q.size(), -2.0f);
+        PaddedAttention(in.shape, in.q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(), fp32.data());
+        in.shape.precision = AttentionPrecision::kBf16;
+        PaddedAttention(in.shape, in.q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(), bf16.data());
+        PaddedAttentionReference(in.shape, in.q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(),
+                                 want.data());
+        const double diff = MaxDiffOverScale(bf16, want);
+        EXPECT_LT(diff, 1.5e-2) << "head_size " << head_size << " seq " << seq << " holes " << holes;
+        // It is the BF16 path that ran: FP32 lands ~1000x closer.
+        if (seq >= 7) EXPECT_GT(diff, 10 * MaxDiffOverScale(fp32, want)) << "head_size " << head_size << " seq " << seq;
+      }
+    }
+  }
+}
+
+// The BF16 path keeps the kernel's contract: padding reaches no real key, units are independent.
+TEST(PaddedAttentionTest, Bf16PathIgnoresPaddingAndRunsInParallel) {
+  if (!PaddedAttentionBf16Supported()) GTEST_SKIP() << "no AVX512_BF16 here: precision kBf16 runs FP32";
+  Inputs padded = RandomInputs(2, 64, 48, {31}, false, 12);
+  padded.shape.precision = AttentionPrecision::kBf16;
+  Inputs alone = padded;
+  alone.shape.seq = 31;
+  const size_t hidden = 2 * 64, keep = 31 * hidden;
+  for (auto* t : {&alone.q, &alone.k, &alone.v}) t->resize(keep);
+  alone.mask.assign(31, 1);
+  std::vector<float> a(padded.q.size()), b(keep), c(padded.q.size());
+  PaddedAttention(padded.shape, padded.q.data(), padded.k.data(), padded.v.data(), padded.bias.data(), padded.mask.data(), a.data());
+  PaddedAttention(alone.shape, alone.q.data(), alone.k.data(), alone.v.data(), alone.bias.data(), alone.mask.data(), b.data());
+  ParallelFor reversed = [](size_t units, const std::function<void(size_t)>& fn) {
+    for (size_t u = units; u-- > 0;) fn(u);
+  };
+  PaddedAttention(padded.shape, padded.q.data(), padded.k.data(), padded.v.data(), padded.bias.data(), padded.mask.data(),
+                  c.data(), reversed);
+  EXPECT_EQ(a, c);
+  a.resize(keep);
+  EXPECT_EQ(a, b);
+}
+
 TEST(PaddedAttentionTest, ParallelUnitsWriteTheSameResultAndNullBiasIsZero) {
   Inputs in = RandomInputs(4, 32, 40, {40, 12, 25}, false, 3);
   std::vector<float> serial(in.q.size()), parallel(in.q.size()), want(in.q.size());

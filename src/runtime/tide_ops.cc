@@ -59,6 +59,16 @@ struct PaddedAttentionKernel {
     Ort::ConstKernelInfo ki(info);
     heads_ = ki.GetAttribute<int64_t>("num_heads");
     scale_ = ki.GetAttribute<float>("scale");
+    std::string precision = "fp32";  // absent: FP32
+    try {
+      precision = ki.GetAttribute<std::string>("precision");
+    } catch (const Ort::Exception&) {
+    }
+    if (precision == "bf16") {
+      precision_ = AttentionPrecision::kBf16;
+    } else if (precision != "fp32") {
+      bad_precision_ = precision;
+    }
   }
 
   Ort::Status Compute(OrtKernelContext* context, const Ort::Custom::Tensor<float>& q, const Ort::Custom::Tensor<float>& k,
@@ -68,6 +78,7 @@ struct PaddedAttentionKernel {
     auto fail = [](const std::string& what) {
       return Ort::Status(absl::StrCat("ai.tide.PaddedAttention: ", what).c_str(), ORT_INVALID_ARGUMENT);
     };
+    if (!bad_precision_.empty()) return fail(absl::StrCat("precision \"", bad_precision_, "\" is not fp32 or bf16"));
     if (shape.size() != 3 || heads_ <= 0 || shape[2] % heads_ != 0) {
       return fail(absl::StrCat("query ", Dims(shape), " is not [batch, seq, num_heads (", heads_, ") x head_size]"));
     }
@@ -87,6 +98,7 @@ struct PaddedAttentionKernel {
     s.heads = heads_;
     s.head_size = shape[2] / heads_;
     s.scale = scale_;
+    s.precision = precision_;
     float* o = out.Allocate(shape);
     if (s.batch * s.seq == 0) return Ort::Status{nullptr};
     PaddedAttention(s, q.Data(), k.Data(), v.Data(), bias.Data(), mask.Data(), o, OrtParallelFor(context));
@@ -95,6 +107,8 @@ struct PaddedAttentionKernel {
 
   int64_t heads_ = 0;
   float scale_ = 1.0f;
+  AttentionPrecision precision_ = AttentionPrecision::kFp32;
+  std::string bad_precision_;  // an attribute value this kernel does not know: every Compute fails
 };
 
 // ai.tide.BiasGelu(x [..., N], bias [N]) -> GELU(x + bias) (bias_gelu.h).

@@ -1,7 +1,8 @@
 // tide::runtime tide's own ONNX Runtime operators (custom op domain "ai.tide", version 1).
 //
 //  - ai.tide.PaddedAttention(q, k, v, bias, key_padding_mask) -> output, attributes num_heads
-//    (int) and scale (float): com.microsoft.MultiHeadAttention's inputs and result for an encoder's
+//    (int), scale (float) and optionally precision ("fp32", the default, or "bf16": the products on
+//    BF16 roundings, padded_attention.h): com.microsoft.MultiHeadAttention's inputs and result for an encoder's
 //    self-attention (q, k, v [B, S, N x d] float, bias [3 x N x d] float, mask [B, S] int32),
 //    computed over each row's real keys (padded_attention.h). tide::optimize::UseTideAttention
 //    writes it at load time (attention_kernel "tide"); `tide optimize` never does, so an optimized

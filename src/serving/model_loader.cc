@@ -25,6 +25,19 @@
 
 namespace tide::serving {
 
+optimize::FusionOptions LoadFusionOptions(const config::TideParameters& parameters, std::string_view graph_precision) {
+  optimize::FusionOptions fusion;
+  fusion.tide_attention =
+      parameters.attention_kernel == config::KernelChoice::kTide && runtime::PaddedAttentionCpuSupported();
+  fusion.tide_attention_bf16 =
+      fusion.tide_attention && runtime::PaddedAttentionBf16Supported() &&
+      (parameters.attention_precision == config::AttentionPrecision::kBf16 ||
+       (parameters.attention_precision == config::AttentionPrecision::kAuto && graph_precision == "int8"));
+  fusion.tide_elementwise = parameters.elementwise_kernel == config::KernelChoice::kTide &&
+                            runtime::BiasGeluIsVectorized() && runtime::LayerNormIsVectorized();
+  return fusion;
+}
+
 absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::RepositoryModel& model,
                                                              const config::ModelVersion& version,
                                                              const LoaderOptions& options) {
@@ -118,11 +131,7 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
     // temp directory (never held in memory for the model's lifetime: it is as large as the
     // weights), which ONNX Runtime reads by path whenever an instance opens.
     const auto fuse_start = std::chrono::steady_clock::now();
-    optimize::FusionOptions fusion;
-    fusion.tide_attention = m->parameters.attention_kernel == config::KernelChoice::kTide &&
-                            runtime::PaddedAttentionCpuSupported();
-    fusion.tide_elementwise = m->parameters.elementwise_kernel == config::KernelChoice::kTide &&
-                              runtime::BiasGeluIsVectorized() && runtime::LayerNormIsVectorized();
+    const optimize::FusionOptions fusion = LoadFusionOptions(m->parameters, m->precision);
     std::error_code ec;
     const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
     optimize::FusedModel fused = optimize::PrepareFusedModel(

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "config/model_repository.h"
@@ -27,6 +28,10 @@
 #include "runtime/unlinked_file.h"
 #include "serving/token_input_limits.h"
 #include "tokenizer/tokenizer.h"
+
+namespace tide::optimize {
+struct FusionOptions;  // optimize/transformer_fusion.h (a private dependency of this library)
+}  // namespace tide::optimize
 
 namespace tide::serving {
 
@@ -69,6 +74,12 @@ struct LoaderOptions {
   // Graph fusion as the model's graph_fusion parameter asks; false skips it (tests, tools).
   bool allow_graph_fusion = true;
 };
+
+// The fusion a version gets at load with graph_fusion auto: tide's attention and elementwise kernels
+// where the parameters ask for them and this CPU runs them vectorized; BF16 attention products
+// where attention_precision is bf16, or auto and `graph_precision` (onnx_graph::GraphPrecision of
+// the model) is "int8", and the CPU has AVX512_BF16. `tide eval --served-variant` fuses the same way.
+optimize::FusionOptions LoadFusionOptions(const config::TideParameters& parameters, std::string_view graph_precision);
 
 absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::RepositoryModel& model,
                                                              const config::ModelVersion& version,

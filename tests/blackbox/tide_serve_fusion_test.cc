@@ -43,6 +43,11 @@ std::string Config(bool fusion, bool ort_kernels = false) {
 
 // What the default load writes for tiny-bert (heads of 16): tide's kernel needs AVX-512.
 bool TideKernelHere() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"); }
+// attention_precision auto: an INT8 model's attention multiplies in BF16 where the CPU can.
+bool Bf16Here() {
+  return TideKernelHere() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512bf16");
+}
 
 class ServeFusionTest : public SharedServerSuite<ServeFusionTest> {
  protected:
@@ -109,9 +114,12 @@ class ServeFusionTest : public SharedServerSuite<ServeFusionTest> {
 
 TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
   const std::string log = server().Stdout() + server().Stderr();  // spdlog writes to stdout
-  for (const char* name : {"fp32-fused", "int8-fused"}) {
+  for (const std::string name : {"fp32-fused", "int8-fused"}) {
+    const char* kernel = !TideKernelHere()                        ? ""
+                         : name == "int8-fused" && Bf16Here() ? " (tide kernel, BF16 products)"
+                                                              : " (tide kernel)";
     EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion: 2 attention",
-                                            TideKernelHere() ? " (tide kernel)" : "", ", 4 skip-layernorm",
+                                            kernel, ", 4 skip-layernorm",
                                             TideKernelHere() ? ", 2 bias-gelu + 5 layernorm on tide kernels;" : ";")));
   }
   for (const char* name : {"fp32-ort", "int8-ort"}) {
