@@ -42,6 +42,32 @@ TEST(EvalCommandTest, AVariantIdenticalToTheReferenceAgreesPerfectly) {
   EXPECT_THAT(line, HasSubstr("| 0.00e+00 | 0.00e+00 | 1.0000 / 1.0000 | 1.0000 / 1.0000 | 100.0% | 100.0% | 1.0000 / 1.0000 |"));
 }
 
+// A served variant runs the graph tide serve would (fused at load) and says how it was fused.
+TEST(EvalCommandTest, AServedVariantIsFusedAsTheLoadFusesIt) {
+  TIDE_SKIP_WITHOUT_SHARED_ASSET(tide::testing::kTinyDistilBertModel);
+  EvalOptions o = Small(DistilBert().string());
+  o.served_variants = {{"served", DistilBert().string()}, {"served-fp32", DistilBert().string()}};
+  o.attention_precision = {{"served-fp32", "fp32"}};
+  std::ostringstream out;
+  ASSERT_TRUE(RunEval(o, out).ok());
+  const std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("| served |"));
+  EXPECT_THAT(text, HasSubstr("| served-fp32 |"));
+  EXPECT_THAT(text, HasSubstr("served: served as tide serve fuses it: "));
+  EXPECT_THAT(text, HasSubstr("served-fp32: served as tide serve fuses it: "));
+  // An FP32 model keeps FP32 attention under auto.
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("BF16")));
+
+  EvalOptions unknown = o;
+  unknown.attention_precision = {{"nobody", "fp32"}};
+  EXPECT_EQ(RunEval(unknown, out).code(), absl::StatusCode::kInvalidArgument);
+  EvalOptions bad = o;
+  bad.attention_precision = {{"served", "fp16"}};
+  const absl::Status s = RunEval(bad, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not auto, fp32 or bf16"));
+}
+
 TEST(EvalCommandTest, Errors) {
   std::ostringstream out;
   EvalOptions bad = Small("model.onnx");

@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "onnx_graph/graph_util.h"
 #include "onnx_graph/model_io.h"
@@ -91,6 +92,13 @@ FusionOptions TideKernels() {
   return o;
 }
 
+// What the load gives an INT8 model on an AVX512_BF16 CPU (attention_precision auto).
+FusionOptions TideKernelsBf16() {
+  FusionOptions o = TideKernels();
+  o.tide_attention_bf16 = true;
+  return o;
+}
+
 onnx::ModelProto Int8(onnx::ModelProto m,
                       quantize::Int8OpFormat format = quantize::Int8OpFormat::kDynamicQuantizeMatMul) {
   quantize::Int8Options o;
@@ -115,6 +123,20 @@ TEST(FusionCheckTest, MiniLmFp32AndInt8) {
   // Other float rounding before each re-quantized activation: a few uint8 codes flip (as for the
   // mask column below).
   ExpectSameLogits(int8, TideKernels(), 6, batch, 0.2);
+  // BF16 products in attention (2^-9 per rounding) stay inside what the INT8 re-quantization
+  // already moves; on a CPU without AVX512_BF16 the kernel runs FP32 and this repeats the line above.
+  ExpectSameLogits(int8, TideKernelsBf16(), 6, batch, 0.2);
+  {
+    onnx::ModelProto fused = int8;
+    auto report = FuseTransformer(TideKernelsBf16(), &fused);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_THAT(report->Summary(), ::testing::HasSubstr("6 attention (tide kernel, BF16 products)"));
+    int marked = 0;
+    for (const auto& n : fused.graph().node()) {
+      for (const auto& a : n.attribute()) marked += n.op_type() == "PaddedAttention" && a.name() == "precision" && a.s() == "bf16";
+    }
+    EXPECT_EQ(marked, 6);
+  }
   // MultiHeadAttention with its key_padding_mask reproduces the INT8 model's attention to the last
   // bit here.
   FusionOptions mask_input = AttentionOnly();
