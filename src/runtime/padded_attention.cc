@@ -344,29 +344,22 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
 using UnitFn = void (*)(const AttentionShape&, const float*, const float*, const float*, const float*, const int32_t*,
                         float*, int64_t, int64_t, Scratch&);
 
+template <int T>
+UnitFn UnitOf(bool bf16) {
+  return bf16 ? &Bf16Unit<T> : &VectorUnit<T>;
+}
+
 UnitFn VectorUnitFor(int64_t head_size, AttentionPrecision precision) {
-  if (precision == AttentionPrecision::kBf16 && CpuHasAvx512Bf16()) {
-    switch (head_size) {
-      case 16: return &Bf16Unit<1>;
-      case 32: return &Bf16Unit<2>;
-      case 48: return &Bf16Unit<3>;
-      case 64: return &Bf16Unit<4>;
-      case 80: return &Bf16Unit<5>;
-      case 96: return &Bf16Unit<6>;
-      case 112: return &Bf16Unit<7>;
-      case 128: return &Bf16Unit<8>;
-      default: return nullptr;
-    }
-  }
+  const bool bf16 = precision == AttentionPrecision::kBf16 && CpuHasAvx512Bf16();
   switch (head_size) {
-    case 16: return &VectorUnit<1>;
-    case 32: return &VectorUnit<2>;
-    case 48: return &VectorUnit<3>;
-    case 64: return &VectorUnit<4>;
-    case 80: return &VectorUnit<5>;
-    case 96: return &VectorUnit<6>;
-    case 112: return &VectorUnit<7>;
-    case 128: return &VectorUnit<8>;
+    case 16: return UnitOf<1>(bf16);
+    case 32: return UnitOf<2>(bf16);
+    case 48: return UnitOf<3>(bf16);
+    case 64: return UnitOf<4>(bf16);
+    case 80: return UnitOf<5>(bf16);
+    case 96: return UnitOf<6>(bf16);
+    case 112: return UnitOf<7>(bf16);
+    case 128: return UnitOf<8>(bf16);
     default: return nullptr;
   }
 }
