@@ -76,19 +76,30 @@ void ReferenceUnit(const AttentionShape& s, const float* q, const float* k, cons
   }
 }
 
+// Rows per pass of P.V for T vectors per head: as many as keep 16 accumulators or fewer.
+constexpr int PassRows(int T) { return T <= 2 ? kBlockRows : (T <= 4 ? 4 : 2); }
+static_assert(kBlockRows % PassRows(3) == 0 && kBlockRows % PassRows(8) == 0);
+
+// Head h's q, k and v bias parts (zeros without a bias).
+struct HeadBias {
+  const float *q, *k, *v;
+};
+HeadBias BiasOfHead(const AttentionShape& s, const float* bias, int64_t h) {
+  alignas(64) static const float kZeros[kMaxVectorHeadSize] = {};
+  if (bias == nullptr) return {kZeros, kZeros, kZeros};
+  const int64_t d = s.head_size, hidden = s.heads * d;
+  return {bias + h * d, bias + hidden + h * d, bias + 2 * hidden + h * d};
+}
+
 // One (row b, head h): T vectors of 16 floats per head.
 template <int T>
 TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float* k, const float* v, const float* bias,
                             const int32_t* mask, float* out, int64_t b, int64_t h, Scratch& sc) {
   constexpr int64_t D = 16 * T;
-  // Rows per pass of P.V: as many as keep 16 accumulators or fewer.
-  constexpr int RP = T <= 2 ? kBlockRows : (T <= 4 ? 4 : 2);
-  static_assert(kBlockRows % RP == 0);
+  constexpr int RP = PassRows(T);
   const int64_t hidden = s.heads * D;
-  alignas(64) static const float kZeros[kMaxVectorHeadSize] = {};
-  const float* bq = bias != nullptr ? bias + h * D : kZeros;
-  const float* bk = bias != nullptr ? bias + hidden + h * D : kZeros;
-  const float* bv = bias != nullptr ? bias + 2 * hidden + h * D : kZeros;
+  const HeadBias hb = BiasOfHead(s, bias, h);
+  const float *bq = hb.q, *bk = hb.k, *bv = hb.v;
 
   RealKeys(mask + b * s.seq, s.seq, &sc.keys);
   const int64_t L = static_cast<int64_t>(sc.keys.size());
@@ -219,12 +230,10 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
                                const float* bias, const int32_t* mask, float* out, int64_t b, int64_t h, Scratch& sc) {
   constexpr int64_t D = 16 * T;
   constexpr int64_t D2 = D / 2;  // dimension pairs
-  constexpr int RP = T <= 2 ? kBlockRows : (T <= 4 ? 4 : 2);
+  constexpr int RP = PassRows(T);
   const int64_t hidden = s.heads * D;
-  alignas(64) static const float kZeros[kMaxVectorHeadSize] = {};
-  const float* bq = bias != nullptr ? bias + h * D : kZeros;
-  const float* bk = bias != nullptr ? bias + hidden + h * D : kZeros;
-  const float* bv = bias != nullptr ? bias + 2 * hidden + h * D : kZeros;
+  const HeadBias hb = BiasOfHead(s, bias, h);
+  const float *bq = hb.q, *bk = hb.k, *bv = hb.v;
 
   RealKeys(mask + b * s.seq, s.seq, &sc.keys);
   const int64_t L = static_cast<int64_t>(sc.keys.size());
