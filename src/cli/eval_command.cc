@@ -72,8 +72,6 @@ struct RunResult {
   int64_t resident_added = 0;
 };
 
-// Scores every request with every model. All sessions are created first; then each batch runs on
-// every model in turn, so background load on a shared machine hits the variants alike.
 struct EvalModel {
   std::string label, path;
   std::string fused_data;  // a served variant's fused graph (else empty: the file as it is)
@@ -102,6 +100,8 @@ absl::Status FuseAsServed(const std::string& precision, EvalModel* m) {
   return absl::OkStatus();
 }
 
+// Scores every request with every model. All sessions are created first; then each batch runs on
+// every model in turn, so background load on a shared machine hits the variants alike.
 absl::StatusOr<std::vector<RunResult>> ScoreAll(const std::vector<EvalModel>& models,
                                                 const std::vector<Query>& requests, const EvalOptions& o) {
   std::vector<std::unique_ptr<runtime::OrtBackend>> backends;
@@ -244,6 +244,11 @@ absl::Status RunEval(const EvalOptions& o, std::ostream& out) {
   }
   out << absl::StrFormat("tide eval: %d queries, %d pairs, mean pair length %.0f tokens, batch %d, %d intra-op thread(s), seed %d\n\n",
                          requests.size(), pairs, static_cast<double>(tokens) / pairs, o.batch, o.intra_op_threads, o.seed);
+  for (const auto& [label, precision] : o.attention_precision) {
+    bool found = false;
+    for (const auto& [l, p] : o.served_variants) found = found || l == label;
+    if (!found) return absl::InvalidArgumentError(absl::StrCat("--attention-precision ", label, ": no --served-variant has that label"));
+  }
   std::vector<EvalModel> models = {{"fp32", o.model, "", ""}};
   for (const auto& [label, path] : o.variants) models.push_back({label, path, "", ""});
   for (const auto& [label, path] : o.served_variants) {
@@ -253,11 +258,6 @@ absl::Status RunEval(const EvalOptions& o, std::ostream& out) {
     }
     models.push_back({label, path, "", ""});
     if (absl::Status s = FuseAsServed(precision, &models.back()); !s.ok()) return s;
-  }
-  for (const auto& [label, precision] : o.attention_precision) {
-    bool found = false;
-    for (const auto& [l, p] : o.served_variants) found = found || l == label;
-    if (!found) return absl::InvalidArgumentError(absl::StrCat("--attention-precision ", label, ": no --served-variant has that label"));
   }
   absl::StatusOr<std::vector<RunResult>> scored = ScoreAll(models, requests, o);
   if (!scored.ok()) return scored.status();

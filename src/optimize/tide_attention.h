@@ -12,8 +12,9 @@
 //    not unidirectional, whose mask is a rank-2 int32 graph input or an int32 Cast of one
 //    (FuseAttention's). Anything else stays as it is, named in `skipped` ("<node>: <why>").
 //  - `scale` is written explicitly (1/sqrt(head_size) when the node had none); mask_filter_value
-//    is dropped (padded keys are skipped, not filled); precision "bf16" is written when asked. Adds the "ai.tide" opset import (version 1)
-//    when anything was rewritten. Returns the number of nodes rewritten.
+//    is dropped (padded keys are skipped, not filled); precision "bf16" is written when asked.
+//    Adds the "ai.tide" opset import (version 1) when anything was rewritten. Returns the number
+//    of nodes rewritten.
 //  - Free function on a caller-owned model; thread-compatible.
 #pragma once
 

@@ -68,8 +68,8 @@ struct FusionReport {
   // > 0 when anything was rewritten (attention, skip-layernorm, or anything moved to a tide kernel).
   int fused() const { return attention_fused + skip_layer_norm_fused + tide_bias_gelu + tide_layer_norm; }
   // "6 attention, 13 skip-layernorm; 623 -> 152 nodes" ("6 attention (tide kernel), ..." with
-  // tide_attention, "6 attention (tide kernel, BF16 products), ..." with tide_attention_bf16; "..., 12 skip-layernorm, 6 bias-gelu + 13 layernorm on tide kernels; ..." with
-  // tide_elementwise)
+  // tide_attention, "6 attention (tide kernel, BF16 products), ..." with tide_attention_bf16;
+  // "..., 12 skip-layernorm, 6 bias-gelu + 13 layernorm on tide kernels; ..." with tide_elementwise)
   std::string Summary() const;
 };
 

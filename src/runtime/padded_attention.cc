@@ -198,7 +198,6 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
   }
 }
 
-
 // BF16 helpers: 16 floats -> 16 BF16 (round to nearest even) and back.
 TIDE_AVX512_BF16 inline __m256i ToBf16(__m512 x) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x)); }
 TIDE_AVX512_BF16 inline __m512 FromBf16(__m256i h) {
@@ -210,21 +209,6 @@ TIDE_AVX512_BF16 inline __m512 DotBf16(__m512 acc, __m512i a, __m512i b) {
 
 // VectorUnit's blocks with both products in BF16 (precision kBf16): K^T packed as dimension pairs
 // of each key, V as key pairs of each dimension, so one vdpbf16ps adds two products per lane.
-// e^x for x <= 0 to the precision BF16 keeps (relative error < 5e-5, 2^-9 is BF16's rounding):
-// Exp512NonPositive with a degree-4 polynomial.
-TIDE_AVX512_BF16 inline __m512 Exp512NonPositiveBf16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147180559945f), x);
-  __m512 p = _mm512_set1_ps(1.0f / 24);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
 template <int T>
 TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const float* k, const float* v,
                                const float* bias, const int32_t* mask, float* out, int64_t b, int64_t h, Scratch& sc) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
 #include "onnxruntime_cxx_api.h"
@@ -169,7 +170,9 @@ void AddInput(onnx::GraphProto* g, const std::string& name, int type, int rank) 
 }
 
 // q, k, v, bias, mask -> out through one attention node of `domain`.`op`.
-std::string AttentionModel(const std::string& domain, const std::string& op, int64_t heads, float scale) {
+// precision: PaddedAttention's attribute, absent when empty.
+std::string AttentionModel(const std::string& domain, const std::string& op, int64_t heads, float scale,
+                           const std::string& precision = "") {
   onnx::ModelProto m;
   m.set_ir_version(8);
   auto* o = m.add_opset_import();
@@ -199,6 +202,12 @@ std::string AttentionModel(const std::string& domain, const std::string& op, int
   s->set_name("scale");
   s->set_type(onnx::AttributeProto::FLOAT);
   s->set_f(scale);
+  if (!precision.empty()) {
+    auto* pr = n->add_attribute();
+    pr->set_name("precision");
+    pr->set_type(onnx::AttributeProto::STRING);
+    pr->set_s(precision);
+  }
   std::string bytes;
   m.SerializeToString(&bytes);
   return bytes;
@@ -242,6 +251,26 @@ TEST(PaddedAttentionOpTest, MatchesOnnxRuntimesMultiHeadAttentionOnAPaddedBatch)
           RunAttention(AttentionModel(kTideOpDomain, kPaddedAttentionOp, heads, scale), in, threads);
       EXPECT_LT(MaxRelativeDiff(tide, ort), 1e-5) << "head_size " << head_size << ", " << threads << " threads";
     }
+  }
+}
+
+// The attribute precision picks the kernel's path: "bf16" is the BF16 products, "fp32" (or none)
+// FP32; any other value fails every run with an error naming it.
+TEST(PaddedAttentionOpTest, PrecisionAttributeChoosesThePath) {
+  Inputs in = RandomInputs(4, 32, 37, {37, 20, 1}, false, 5);
+  std::vector<float> direct_fp32(in.q.size()), direct_bf16(in.q.size());
+  PaddedAttention(in.shape, in.q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(), direct_fp32.data());
+  AttentionShape bf16 = in.shape;
+  bf16.precision = AttentionPrecision::kBf16;
+  PaddedAttention(bf16, in.q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(), direct_bf16.data());
+  EXPECT_EQ(RunAttention(AttentionModel(kTideOpDomain, kPaddedAttentionOp, 4, in.shape.scale, "fp32"), in, 1), direct_fp32);
+  EXPECT_EQ(RunAttention(AttentionModel(kTideOpDomain, kPaddedAttentionOp, 4, in.shape.scale, kPaddedAttentionBf16), in, 1),
+            direct_bf16);
+  try {
+    RunAttention(AttentionModel(kTideOpDomain, kPaddedAttentionOp, 4, in.shape.scale, "fp16"), in, 1);
+    ADD_FAILURE() << "precision fp16 ran";
+  } catch (const Ort::Exception& e) {
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("precision \"fp16\" is not fp32 or bf16"));
   }
 }
 

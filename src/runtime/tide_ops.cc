@@ -64,7 +64,7 @@ struct PaddedAttentionKernel {
       precision = ki.GetAttribute<std::string>("precision");
     } catch (const Ort::Exception&) {
     }
-    if (precision == "bf16") {
+    if (precision == kPaddedAttentionBf16) {
       precision_ = AttentionPrecision::kBf16;
     } else if (precision != "fp32") {
       bad_precision_ = precision;

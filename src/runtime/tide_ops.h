@@ -32,6 +32,7 @@ inline constexpr char kPaddedAttentionOp[] = "PaddedAttention";
 inline constexpr char kBiasGeluOp[] = "BiasGelu";
 inline constexpr char kLayerNormOp[] = "LayerNorm";
 inline constexpr char kSkipLayerNormOp[] = "SkipLayerNorm";
+inline constexpr char kPaddedAttentionBf16[] = "bf16";  // PaddedAttention's attribute precision
 
 // Throws Ort::Exception when ONNX Runtime refuses the domain.
 void RegisterTideOps(OrtSessionOptions* options);
