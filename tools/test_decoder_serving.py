@@ -10,7 +10,8 @@ on free loopback ports, and checks, for FP32 and INT8, at every sequence bucket 
 (and the last, max_sequence_length): a pair's raw score alone equals (<= 1e-5) its score in one
 request beside a shorter and a longer document. The server's own counters prove the shapes: alone,
 the pair runs as one row padded to its bucket; beside the others, the three run as ONE batch padded
-to the longer document's bucket (tide_batch_size_*, tide_batch_padded_tokens_total).
+to the longer document's bucket (tide_batch_size_*, tide_batch_padded_tokens_total). Where the CPU has
+AVX-512, the load log shows that those batches ran on tide's causal attention kernel.
 """
 
 from __future__ import annotations
@@ -89,6 +90,15 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.log.close()
+
+
+def cpu_flags() -> set:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            line = next((l for l in f if l.startswith("flags")), "")
+    except OSError:
+        return set()
+    return set(line.split(":", 1)[-1].split())
 
 
 def bucket_of(length: int) -> int:
@@ -180,6 +190,14 @@ class DecoderBatchInvarianceTest(unittest.TestCase):
                                          f"{model}: a {target_length}-token pair scores {alone!r} alone (bucket "
                                          f"{bucket}) but {batched!r} beside {shortest_length}- and "
                                          f"{longer_length}-token pairs (bucket {bucket_of(longer_length)})")
+            # The batches above ran on tide's causal attention kernel where the CPU has AVX-512 (the
+            # load moves both layers' GroupQueryAttention; an INT8 model's products in BF16).
+            flags = cpu_flags()
+            if {"avx512f", "avx512dq"} <= flags:
+                with open(log, encoding="utf-8") as f:
+                    text = f.read()
+                bf16 = model.endswith("-int8") and {"avx512bw", "avx512vl", "avx512_bf16"} <= flags
+                self.assertIn("2 causal attention (tide kernel" + (", BF16 products)" if bf16 else ")"), text)
         finally:
             server.close()
 

@@ -62,7 +62,9 @@
 //   attention_kernel          "tide" | "onnxruntime": with graph_fusion auto, fused attention runs on
 //                             tide's own kernel over each row's real keys (runtime/padded_attention.h;
 //                             needs AVX-512, else ONNX Runtime's) or on ONNX Runtime's
-//                             MultiHeadAttention with the padding mask as an extra key column
+//                             MultiHeadAttention with the padding mask as an extra key column; a
+//                             decoder's GroupQueryAttention on tide's causal kernel (the masked half
+//                             skipped) or ONNX Runtime's
 //   attention_precision       "auto" | "fp32" | "bf16": what tide's attention kernel multiplies in:
 //                             FP32 throughout, or q.k and p.v on BF16 roundings (AVX512_BF16,
 //                             FP32 sums; else FP32); auto: bf16 for an INT8 model, fp32 otherwise

@@ -19,6 +19,7 @@ namespace tide::optimize {
 // The rewrites (tide_attention.h, tide_elementwise.h) name the operators the runtime registers (tide_ops.h).
 static_assert(std::string_view(kTideDomain) == runtime::kTideOpDomain);
 static_assert(std::string_view(kTidePaddedAttention) == runtime::kPaddedAttentionOp);
+static_assert(std::string_view(kTideCausalAttention) == runtime::kCausalAttentionOp);
 static_assert(std::string_view(kTidePrecisionBf16) == runtime::kPaddedAttentionBf16);
 static_assert(std::string_view(kTideBiasGelu) == runtime::kBiasGeluOp);
 static_assert(std::string_view(kTideLayerNorm) == runtime::kLayerNormOp);

@@ -1,6 +1,7 @@
 #include "optimize/tide_attention.h"
 
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "onnx_graph/graph_util.h"
@@ -41,6 +42,72 @@ std::string Check(const GraphIndex& ix, const onnx::NodeProto& n, int64_t* heads
   return "";
 }
 
+// The width N of `value` when it comes from a constant [K, N] weight projection through at most
+// four width-keeping elementwise steps (a bias Add, the scale Muls and Cast of a per-row INT8
+// projection: tools/decoder_int8.py), else nullopt.
+std::optional<int64_t> ProjectedWidth(const GraphIndex& ix, std::string value) {
+  for (int step = 0; step < 5; ++step) {
+    if (const std::optional<int64_t> width = WeightProjectionWidth(ix, value)) return width;
+    const onnx::NodeProto* n = ix.ProducerNode(value);
+    if (n == nullptr || !IsDefaultDomain(*n) || n->input_size() < 1) return std::nullopt;
+    if (n->op_type() == "MatMulInteger" && n->input_size() >= 2) {
+      const onnx::TensorProto* w = ix.Constant(n->input(1));
+      if (w != nullptr && w->dims_size() == 2 && w->dims(1) > 0) return w->dims(1);
+      return std::nullopt;
+    }
+    if (n->op_type() == "Cast") {
+      value = n->input(0);
+    } else if ((n->op_type() == "Add" || n->op_type() == "Mul") && n->input_size() == 2) {
+      // Follow the side that is not a constant (the bias or scale is); a product of two computed
+      // values (the INT8 dequantization's accumulator x row scale) follows the first.
+      value = ix.Constant(n->input(0)) != nullptr ? n->input(1) : n->input(0);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+// Why GroupQueryAttention node `n` cannot run on ai.tide.CausalAttention, or "" when it can; sets
+// heads, kv_heads and head_size.
+std::string CheckGroupQuery(const GraphIndex& ix, const onnx::NodeProto& n, int64_t* heads, int64_t* kv_heads,
+                            int64_t* head_size) {
+  // q, k, v, past_key, past_value, seqlens_k, total_sequence_length[, cos_cache, sin_cache, ...].
+  if (n.input_size() < 7 || n.output_size() < 1) return "not (q, k, v, past_key, past_value, seqlens_k, total_sequence_length)";
+  if (n.input(1).empty() || n.input(2).empty()) return "q, k and v are packed in one input";
+  if (!n.input(3).empty() || !n.input(4).empty()) return "it reads a past key / value cache";
+  for (int i = 7; i < n.input_size(); ++i) {
+    if (!n.input(i).empty()) return absl::StrCat("input ", i, " (rotary caches, position ids, attention bias) is given");
+  }
+  for (int o = 1; o < n.output_size(); ++o) {
+    if (!n.output(o).empty() && ix.ReadCount(n.output(o)) > 0) return "its present key / value output is read";
+  }
+  for (const auto& a : n.attribute()) {
+    const std::string& name = a.name();
+    if (name == "num_heads" || name == "kv_num_heads" || name == "scale" || name == "rotary_interleaved") continue;
+    const bool neutral = (name == "do_rotary" && a.i() == 0) || (name == "local_window_size" && a.i() == -1) ||
+                         (name == "smooth_softmax" && a.i() == 0) || (name == "softcap" && a.f() == 0.0f) ||
+                         (name == "qk_output" && a.i() == 0);
+    if (!neutral) return absl::StrCat("attribute ", name, " is set");
+  }
+  *heads = IntAttribute(n, "num_heads").value_or(0);
+  *kv_heads = IntAttribute(n, "kv_num_heads").value_or(0);
+  if (*heads <= 0 || *kv_heads <= 0 || *heads % *kv_heads != 0) return "num_heads is not a positive multiple of kv_num_heads";
+  const std::optional<int64_t> width = ProjectedWidth(ix, n.input(2));
+  if (!width.has_value() || *width % *kv_heads != 0) return "the value's width is not a projection's known width";
+  *head_size = *width / *kv_heads;
+  if (*head_size % 16 != 0 || *head_size > 128) return absl::StrCat("head size ", *head_size, " is not 16, 32, ..., 128");
+  return "";
+}
+
+void AddPrecision(onnx::NodeProto* t, bool bf16) {
+  if (!bf16) return;
+  onnx::AttributeProto* a = t->add_attribute();
+  a->set_name("precision");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(kTidePrecisionBf16);
+}
+
 }  // namespace
 
 int UseTideAttention(onnx::ModelProto* model, bool bf16, std::vector<std::string>* skipped) {
@@ -72,12 +139,7 @@ int UseTideAttention(onnx::ModelProto* model, bool bf16, std::vector<std::string
     t.add_output(n.output(0));
     AddIntAttribute(&t, "num_heads", heads);
     AddFloatAttribute(&t, "scale", s);
-    if (bf16) {
-      onnx::AttributeProto* a = t.add_attribute();
-      a->set_name("precision");
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s(kTidePrecisionBf16);
-    }
+    AddPrecision(&t, bf16);
     replaced[static_cast<size_t>(i)] = std::move(t);
     take[static_cast<size_t>(i)] = true;
     ++rewritten;
@@ -85,6 +147,44 @@ int UseTideAttention(onnx::ModelProto* model, bool bf16, std::vector<std::string
   for (int i = 0; i < g->node_size(); ++i) {
     if (take[static_cast<size_t>(i)]) *g->mutable_node(i) = std::move(replaced[static_cast<size_t>(i)]);
   }
+  if (rewritten > 0) onnx_graph::EnsureOpset(model, kTideDomain, 1);
+  return rewritten;
+}
+
+int UseTideCausalAttention(onnx::ModelProto* model, bool bf16, std::vector<std::string>* skipped) {
+  onnx::GraphProto* g = model->mutable_graph();
+  GraphIndex ix(*g);
+  NodeReplacements edits;
+  for (int i = 0; i < g->node_size(); ++i) {
+    const onnx::NodeProto& n = g->node(i);
+    if (n.op_type() != "GroupQueryAttention" || n.domain() != "com.microsoft") continue;
+    int64_t heads = 0, kv_heads = 0, head_size = 0;
+    const std::string why = CheckGroupQuery(ix, n, &heads, &kv_heads, &head_size);
+    if (!why.empty()) {
+      skipped->push_back(absl::StrCat(onnx_graph::NodeName(n), ": kept on ONNX Runtime's GroupQueryAttention: ", why));
+      continue;
+    }
+    const onnx::AttributeProto* scale = FindAttribute(n, "scale");
+    const float s = scale != nullptr && scale->f() != 0.0f ? scale->f() : 1.0f / std::sqrt(static_cast<float>(head_size));
+    if (!(s > 0.0f) || !std::isfinite(s)) {
+      skipped->push_back(
+          absl::StrCat(onnx_graph::NodeName(n), ": kept on ONNX Runtime's GroupQueryAttention: scale is not positive"));
+      continue;
+    }
+    onnx::NodeProto t;
+    t.set_op_type(kTideCausalAttention);
+    t.set_domain(kTideDomain);
+    t.set_name(n.name());
+    for (int in : {0, 1, 2, 5}) t.add_input(n.input(in));
+    t.add_output(n.output(0));
+    AddIntAttribute(&t, "num_heads", heads);
+    AddIntAttribute(&t, "kv_num_heads", kv_heads);
+    AddFloatAttribute(&t, "scale", s);
+    AddPrecision(&t, bf16);
+    edits.replace[i] = std::move(t);
+  }
+  const int rewritten = static_cast<int>(edits.replace.size());
+  edits.ApplyTo(g);
   if (rewritten > 0) onnx_graph::EnsureOpset(model, kTideDomain, 1);
   return rewritten;
 }

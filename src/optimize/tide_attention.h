@@ -16,6 +16,15 @@
 //    Adds the "ai.tide" opset import (version 1) when anything was rewritten. Returns the number
 //    of nodes rewritten.
 //  - Free function on a caller-owned model; thread-compatible.
+//
+// UseTideCausalAttention does the same for a decoder: com.microsoft.GroupQueryAttention (the
+// exporter's, tools/decoder_fused.py) becomes ai.tide.CausalAttention(q, k, v, seqlens_k)
+// (tide_ops.h: causal grouped-query attention over positions 0..seqlens_k[b], the masked half
+// skipped). It takes nodes with separate q, k, v, no past key / value, no rotary caches, position
+// ids or attention bias, present outputs unread, no window, softcap or smooth softmax, and a head
+// size (the value projection's width / kv_num_heads, read from its constant weight through a bias
+// Add or INT8 dequantization) of 16, 32, ..., 128; the rest stays, named in `skipped`. The
+// padding is GroupQueryAttention's own rule (right padding), unchanged.
 #pragma once
 
 #include <string>
@@ -29,10 +38,12 @@ namespace tide::optimize {
 // runtime: fusion_check.cc, which sees both, asserts they agree).
 inline constexpr char kTideDomain[] = "ai.tide";
 inline constexpr char kTidePaddedAttention[] = "PaddedAttention";
+inline constexpr char kTideCausalAttention[] = "CausalAttention";
 inline constexpr char kTidePrecisionBf16[] = "bf16";  // PaddedAttention's attribute precision
 
 // bf16: the rewritten nodes carry precision "bf16" (the kernel's BF16 products; else no attribute:
 // FP32).
 int UseTideAttention(onnx::ModelProto* model, bool bf16, std::vector<std::string>* skipped);
+int UseTideCausalAttention(onnx::ModelProto* model, bool bf16, std::vector<std::string>* skipped);
 
 }  // namespace tide::optimize

@@ -21,8 +21,10 @@ std::string FusionReport::Summary() const {
       tide_bias_gelu + tide_layer_norm == 0
           ? ""
           : absl::StrCat(", ", tide_bias_gelu, " bias-gelu + ", tide_layer_norm, " layernorm on tide kernels");
-  return absl::StrCat(attention_fused, " attention", kernel, ", ", skip_layer_norm_fused, " skip-layernorm", elementwise, "; ", nodes_before,
-                      " -> ", nodes_after, " nodes");
+  const std::string causal =
+      tide_causal_attention == 0 ? "" : absl::StrCat(", ", tide_causal_attention, " causal attention (tide kernel", bf16, ")");
+  return absl::StrCat(attention_fused, " attention", kernel, ", ", skip_layer_norm_fused, " skip-layernorm", causal,
+                      elementwise, "; ", nodes_before, " -> ", nodes_after, " nodes");
 }
 
 absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx::ModelProto* model) {
@@ -43,8 +45,12 @@ absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx:
   if (options.skip_layer_norm) report.skip_layer_norm_fused = FuseSkipLayerNorm(g, &report.skipped);
   if (options.tide_attention && report.attention_fused > 0) {
     report.tide_attention = UseTideAttention(model, options.tide_attention_bf16, &report.skipped);
-    report.tide_attention_bf16 = options.tide_attention_bf16 && report.tide_attention > 0;
   }
+  if (options.tide_attention) {
+    report.tide_causal_attention = UseTideCausalAttention(model, options.tide_attention_bf16, &report.skipped);
+  }
+  report.tide_attention_bf16 =
+      options.tide_attention_bf16 && report.tide_attention + report.tide_causal_attention > 0;
   if (options.padding_mask_in_keys && report.attention_fused > report.tide_attention) MovePaddingMaskIntoKeys(g, opset, &report.skipped);
   if (options.tide_elementwise) {
     const TideElementwiseCount moved = UseTideElementwise(model, &report.skipped);

@@ -43,8 +43,8 @@ struct FusionOptions {
   bool skip_layer_norm = true;  // SkipLayerNormalization
   bool padding_mask_in_keys = true;  // fused attention's mask as an extra key column (padding_mask_in_keys.h)
   // Attention on tide's own kernel, ai.tide.PaddedAttention (tide_attention.h), instead of the
-  // mask column; only sessions with runtime::RegisterTideOps open the result (the load's, never
-  // `tide optimize`'s output).
+  // mask column, and a decoder's GroupQueryAttention on ai.tide.CausalAttention; only sessions
+  // with runtime::RegisterTideOps open the result (the load's, never `tide optimize`'s output).
   bool tide_attention = false;
   // With tide_attention: the kernel multiplies q.k and p.v in BF16 (attribute precision "bf16",
   // runtime::AttentionPrecision::kBf16; FP32 where the CPU lacks AVX512_BF16).
@@ -59,17 +59,22 @@ struct FusionReport {
   int attention_fused = 0;
   int skip_layer_norm_fused = 0;
   int tide_attention = 0;  // of attention_fused, how many run on ai.tide.PaddedAttention
-  bool tide_attention_bf16 = false;  // those multiply in BF16
+  // A decoder's GroupQueryAttention nodes moved to ai.tide.CausalAttention (tide_attention.h).
+  int tide_causal_attention = 0;
+  bool tide_attention_bf16 = false;  // those (either kind) multiply in BF16
   int tide_bias_gelu = 0;   // Add + GELU rewritten into ai.tide.BiasGelu
   int tide_layer_norm = 0;  // (Skip)LayerNormalization rewritten into ai.tide.(Skip)LayerNorm
   std::vector<std::string> skipped;  // "<node name>: <why it was left alone>"
   int nodes_before = 0;
   int nodes_after = 0;
   // > 0 when anything was rewritten (attention, skip-layernorm, or anything moved to a tide kernel).
-  int fused() const { return attention_fused + skip_layer_norm_fused + tide_bias_gelu + tide_layer_norm; }
+  int fused() const {
+    return attention_fused + skip_layer_norm_fused + tide_causal_attention + tide_bias_gelu + tide_layer_norm;
+  }
   // "6 attention, 13 skip-layernorm; 623 -> 152 nodes" ("6 attention (tide kernel), ..." with
   // tide_attention, "6 attention (tide kernel, BF16 products), ..." with tide_attention_bf16;
-  // "..., 12 skip-layernorm, 6 bias-gelu + 13 layernorm on tide kernels; ..." with tide_elementwise)
+  // "..., 12 skip-layernorm, 6 bias-gelu + 13 layernorm on tide kernels; ..." with tide_elementwise;
+  // "0 attention, 0 skip-layernorm, 28 causal attention (tide kernel); ..." for a decoder)
   std::string Summary() const;
 };
 

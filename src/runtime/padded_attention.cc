@@ -43,19 +43,40 @@ void RealKeys(const int32_t* mask_row, int64_t seq, std::vector<int32_t>* keys) 
   }
 }
 
+// Where unit (b, h) reads and writes: floats per token in q and out / in k and v, and the first
+// column of its query head / of its key-value head (h / (heads / kv_heads)).
+struct UnitLayout {
+  int64_t q_stride, kv_stride, q_col, kv_col;
+};
+UnitLayout LayoutOf(const AttentionShape& s, int64_t h) {
+  const int64_t d = s.head_size, kv_heads = s.KvHeads();
+  return {s.heads * d, kv_heads * d, h * d, h / (s.heads / kv_heads) * d};
+}
+
+// How many of the packed real keys (in position order) query i attends: all of them, or with
+// causal those at positions <= i, at least the first.
+int64_t SeenKeys(const AttentionShape& s, const std::vector<int32_t>& keys, int64_t i) {
+  const auto all = static_cast<int64_t>(keys.size());
+  if (!s.causal) return all;
+  const auto upto = static_cast<int64_t>(std::upper_bound(keys.begin(), keys.end(), i) - keys.begin());
+  return std::max<int64_t>(1, upto);
+}
+
 void ReferenceUnit(const AttentionShape& s, const float* q, const float* k, const float* v, const float* bias,
                    const int32_t* mask, float* out, int64_t b, int64_t h, std::vector<int32_t>* keys) {
-  const int64_t d = s.head_size, hidden = s.heads * d;
+  const int64_t d = s.head_size;
+  const UnitLayout at = LayoutOf(s, h);
   RealKeys(mask + b * s.seq, s.seq, keys);
-  const float* bq = bias != nullptr ? bias + h * d : nullptr;
-  const float* bk = bias != nullptr ? bias + hidden + h * d : nullptr;
-  const float* bv = bias != nullptr ? bias + 2 * hidden + h * d : nullptr;
+  const float* bq = bias != nullptr ? bias + at.q_col : nullptr;
+  const float* bk = bias != nullptr ? bias + at.q_stride + at.kv_col : nullptr;
+  const float* bv = bias != nullptr ? bias + at.q_stride + at.kv_stride + at.kv_col : nullptr;
   std::vector<double> scores(keys->size()), acc(static_cast<size_t>(d));
   for (int64_t i = 0; i < s.seq; ++i) {
-    const float* qi = q + (b * s.seq + i) * hidden + h * d;
+    const auto seen = static_cast<size_t>(SeenKeys(s, *keys, i));
+    const float* qi = q + (b * s.seq + i) * at.q_stride + at.q_col;
     double best = -std::numeric_limits<double>::infinity();
-    for (size_t n = 0; n < keys->size(); ++n) {
-      const float* kj = k + (b * s.seq + (*keys)[n]) * hidden + h * d;
+    for (size_t n = 0; n < seen; ++n) {
+      const float* kj = k + (b * s.seq + (*keys)[n]) * at.kv_stride + at.kv_col;
       double dot = 0;
       for (int64_t c = 0; c < d; ++c) {
         dot += static_cast<double>(qi[c] + (bq ? bq[c] : 0.0f)) * static_cast<double>(kj[c] + (bk ? bk[c] : 0.0f));
@@ -65,13 +86,13 @@ void ReferenceUnit(const AttentionShape& s, const float* q, const float* k, cons
     }
     double sum = 0;
     std::fill(acc.begin(), acc.end(), 0.0);
-    for (size_t n = 0; n < keys->size(); ++n) {
+    for (size_t n = 0; n < seen; ++n) {
       const double p = std::exp(scores[n] - best);
       sum += p;
-      const float* vj = v + (b * s.seq + (*keys)[n]) * hidden + h * d;
+      const float* vj = v + (b * s.seq + (*keys)[n]) * at.kv_stride + at.kv_col;
       for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p * (vj[c] + (bv ? bv[c] : 0.0f));
     }
-    float* oi = out + (b * s.seq + i) * hidden + h * d;
+    float* oi = out + (b * s.seq + i) * at.q_stride + at.q_col;
     for (int64_t c = 0; c < d; ++c) oi[c] = static_cast<float>(acc[static_cast<size_t>(c)] / sum);
   }
 }
@@ -84,11 +105,18 @@ static_assert(kBlockRows % PassRows(3) == 0 && kBlockRows % PassRows(8) == 0);
 struct HeadBias {
   const float *q, *k, *v;
 };
-HeadBias BiasOfHead(const AttentionShape& s, const float* bias, int64_t h) {
+HeadBias BiasOfHead(const UnitLayout& at, const float* bias) {
   alignas(64) static const float kZeros[kMaxVectorHeadSize] = {};
   if (bias == nullptr) return {kZeros, kZeros, kZeros};
-  const int64_t d = s.head_size, hidden = s.heads * d;
-  return {bias + h * d, bias + hidden + h * d, bias + 2 * hidden + h * d};
+  return {bias + at.q_col, bias + at.q_stride + at.kv_col, bias + at.q_stride + at.kv_stride + at.kv_col};
+}
+
+// The keys each of a block's rows attends (rows past the block's end: its last row's); returns the
+// block's most, its last row's (SeenKeys grows with i).
+int64_t BlockSeen(const AttentionShape& s, const std::vector<int32_t>& keys, int64_t i0, int rows,
+                  int64_t seen[kBlockRows]) {
+  for (int r = 0; r < kBlockRows; ++r) seen[r] = SeenKeys(s, keys, i0 + std::min(r, rows - 1));
+  return seen[kBlockRows - 1];
 }
 
 // One (row b, head h): T vectors of 16 floats per head.
@@ -97,8 +125,8 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
                             const int32_t* mask, float* out, int64_t b, int64_t h, Scratch& sc) {
   constexpr int64_t D = 16 * T;
   constexpr int RP = PassRows(T);
-  const int64_t hidden = s.heads * D;
-  const HeadBias hb = BiasOfHead(s, bias, h);
+  const UnitLayout at = LayoutOf(s, h);
+  const HeadBias hb = BiasOfHead(at, bias);
   const float *bq = hb.q, *bk = hb.k, *bv = hb.v;
 
   RealKeys(mask + b * s.seq, s.seq, &sc.keys);
@@ -116,8 +144,8 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
   // Pack the real keys: K^T (keys contiguous per dimension) and V, each with its bias.
   for (int64_t n = 0; n < L; ++n) {
     const int64_t row = b * s.seq + sc.keys[static_cast<size_t>(n)];
-    const float* kn = k + row * hidden + h * D;
-    const float* vn = v + row * hidden + h * D;
+    const float* kn = k + row * at.kv_stride + at.kv_col;
+    const float* vn = v + row * at.kv_stride + at.kv_col;
     alignas(64) float tmp[D];
     for (int t = 0; t < T; ++t) {
       _mm512_store_ps(tmp + 16 * t, _mm512_add_ps(_mm512_loadu_ps(kn + 16 * t), _mm512_loadu_ps(bk + 16 * t)));
@@ -129,18 +157,20 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
   const __m512 scale = _mm512_set1_ps(s.scale);
   for (int64_t i0 = 0; i0 < s.seq; i0 += kBlockRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.seq - i0));
+    int64_t seen[kBlockRows];  // keys per row: L, or fewer with causal
+    const int64_t Lb = (BlockSeen(s, sc.keys, i0, rows, seen) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
     for (int r = 0; r < kBlockRows; ++r) {
       for (int t = 0; t < T; ++t) {
         __m512 x = _mm512_setzero_ps();
         if (r < rows) {
-          const float* qi = q + (b * s.seq + i0 + r) * hidden + h * D;
+          const float* qi = q + (b * s.seq + i0 + r) * at.q_stride + at.q_col;
           x = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(qi + 16 * t), _mm512_loadu_ps(bq + 16 * t)), scale);
         }
         _mm512_storeu_ps(qp + r * D + 16 * t, x);
       }
     }
-    // Scores: 8 queries x 32 keys per register block.
-    for (int64_t j0 = 0; j0 < Lp; j0 += kKeyBlock) {
+    // Scores: 8 queries x 32 keys per register block, up to the keys the block's last row sees.
+    for (int64_t j0 = 0; j0 < Lb; j0 += kKeyBlock) {
       __m512 acc0[kBlockRows], acc1[kBlockRows];
       for (int r = 0; r < kBlockRows; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
       for (int64_t c = 0; c < D; ++c) {
@@ -157,31 +187,33 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
         _mm512_storeu_ps(p + r * Lp + j0 + 16, acc1[r]);
       }
     }
-    // Softmax numerators over the L real keys (the padding to Lp becomes 0), and 1 / sum.
+    // Softmax numerators over the keys each row sees (the rest up to Lb becomes 0), and 1 / sum.
     float inv[kBlockRows];
     for (int r = 0; r < kBlockRows; ++r) {
       float* pr = p + r * Lp;
+      const int64_t n = seen[r];
       __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      for (int64_t j0 = 0; j0 < L; j0 += 16) {
-        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, TailMask(j0, L), pr + j0));
+      for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, TailMask(j0, n), pr + j0));
       }
       const __m512 best = _mm512_set1_ps(_mm512_reduce_max_ps(m));
       __m512 sum = _mm512_setzero_ps();
-      for (int64_t j0 = 0; j0 < Lp; j0 += 16) {
-        const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, L), Exp512NonPositive(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));
+      for (int64_t j0 = 0; j0 < Lb; j0 += 16) {
+        const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, n), Exp512NonPositive(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));
         _mm512_storeu_ps(pr + j0, e);
         sum = _mm512_add_ps(sum, e);
       }
       inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
     }
-    // Context: RP queries x one head per register block, over the real keys.
+    // Context: RP queries x one head per register block, over the keys the pass's last row sees.
     for (int r0 = 0; r0 < rows; r0 += RP) {
       __m512 acc[RP][T];
       for (int r = 0; r < RP; ++r) {
         for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
       }
       const float* pr0 = p + r0 * Lp;
-      for (int64_t n = 0; n < L; ++n) {
+      const int64_t np = seen[std::min(r0 + RP, rows) - 1];
+      for (int64_t n = 0; n < np; ++n) {
         __m512 vv[T];
         for (int t = 0; t < T; ++t) vv[t] = _mm512_loadu_ps(vp + n * D + 16 * t);
         for (int r = 0; r < RP; ++r) {
@@ -190,7 +222,7 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
         }
       }
       for (int r = 0; r < RP && r0 + r < rows; ++r) {
-        float* oi = out + (b * s.seq + i0 + r0 + r) * hidden + h * D;
+        float* oi = out + (b * s.seq + i0 + r0 + r) * at.q_stride + at.q_col;
         const __m512 f = _mm512_set1_ps(inv[r0 + r]);
         for (int t = 0; t < T; ++t) _mm512_storeu_ps(oi + 16 * t, _mm512_mul_ps(acc[r][t], f));
       }
@@ -215,8 +247,8 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
   constexpr int64_t D = 16 * T;
   constexpr int64_t D2 = D / 2;  // dimension pairs
   constexpr int RP = PassRows(T);
-  const int64_t hidden = s.heads * D;
-  const HeadBias hb = BiasOfHead(s, bias, h);
+  const UnitLayout at = LayoutOf(s, h);
+  const HeadBias hb = BiasOfHead(at, bias);
   const float *bq = hb.q, *bk = hb.k, *bv = hb.v;
 
   RealKeys(mask + b * s.seq, s.seq, &sc.keys);
@@ -236,7 +268,7 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
 
   // Pack K^T: a key's row in BF16 is already its dimension pairs; each pair goes to its column.
   for (int64_t n = 0; n < L; ++n) {
-    const float* kn = k + (b * s.seq + sc.keys[static_cast<size_t>(n)]) * hidden + h * D;
+    const float* kn = k + (b * s.seq + sc.keys[static_cast<size_t>(n)]) * at.kv_stride + at.kv_col;
     alignas(64) uint32_t tmp[D2];
     for (int t = 0; t < T; ++t) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8 * t),
@@ -249,9 +281,10 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
                                                        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i interleave = _mm512_load_si512(kInterleave);
   for (int64_t n2 = 0; n2 < L2; ++n2) {
-    const float* v0 = v + (b * s.seq + sc.keys[static_cast<size_t>(2 * n2)]) * hidden + h * D;
+    const float* v0 = v + (b * s.seq + sc.keys[static_cast<size_t>(2 * n2)]) * at.kv_stride + at.kv_col;
     const bool has1 = 2 * n2 + 1 < L;
-    const float* v1 = has1 ? v + (b * s.seq + sc.keys[static_cast<size_t>(2 * n2 + 1)]) * hidden + h * D : nullptr;
+    const float* v1 =
+        has1 ? v + (b * s.seq + sc.keys[static_cast<size_t>(2 * n2 + 1)]) * at.kv_stride + at.kv_col : nullptr;
     for (int t = 0; t < T; ++t) {
       const __m512 a = _mm512_add_ps(_mm512_loadu_ps(v0 + 16 * t), _mm512_loadu_ps(bv + 16 * t));
       const __m512 c = has1 ? _mm512_add_ps(_mm512_loadu_ps(v1 + 16 * t), _mm512_loadu_ps(bv + 16 * t))
@@ -264,18 +297,20 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
   const __m512 scale = _mm512_set1_ps(s.scale);
   for (int64_t i0 = 0; i0 < s.seq; i0 += kBlockRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.seq - i0));
+    int64_t seen[kBlockRows];  // keys per row: L, or fewer with causal
+    const int64_t Lb = (BlockSeen(s, sc.keys, i0, rows, seen) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
     for (int r = 0; r < kBlockRows; ++r) {
       for (int t = 0; t < T; ++t) {
         __m512 x = _mm512_setzero_ps();
         if (r < rows) {
-          const float* qi = q + (b * s.seq + i0 + r) * hidden + h * D;
+          const float* qi = q + (b * s.seq + i0 + r) * at.q_stride + at.q_col;
           x = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(qi + 16 * t), _mm512_loadu_ps(bq + 16 * t)), scale);
         }
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(qp + r * D2 + 8 * t), ToBf16(x));
       }
     }
     // Scores: 8 queries x 32 keys per register block, a dimension pair per step.
-    for (int64_t j0 = 0; j0 < Lp; j0 += kKeyBlock) {
+    for (int64_t j0 = 0; j0 < Lb; j0 += kKeyBlock) {
       __m512 acc0[kBlockRows], acc1[kBlockRows];
       for (int r = 0; r < kBlockRows; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
       for (int64_t c = 0; c < D2; ++c) {
@@ -292,32 +327,35 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
         _mm512_storeu_ps(p + r * Lp + j0 + 16, acc1[r]);
       }
     }
-    // Softmax numerators in BF16 over the L real keys (the padding becomes 0); 1 / their sum.
+    // Softmax numerators in BF16 over the keys each row sees (the rest up to Lb becomes 0); 1 / their sum.
     float inv[kBlockRows];
     for (int r = 0; r < kBlockRows; ++r) {
       const float* pr = p + r * Lp;
+      const int64_t n = seen[r];
       __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      for (int64_t j0 = 0; j0 < L; j0 += 16) {
-        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, TailMask(j0, L), pr + j0));
+      for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, TailMask(j0, n), pr + j0));
       }
       const __m512 best = _mm512_set1_ps(_mm512_reduce_max_ps(m));
       __m512 sum = _mm512_setzero_ps();
-      for (int64_t j0 = 0; j0 < Lp; j0 += 16) {
-        const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, L), Exp512NonPositiveBf16(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));
+      for (int64_t j0 = 0; j0 < Lb; j0 += 16) {
+        const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, n), Exp512NonPositiveBf16(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));
         const __m256i e16 = ToBf16(e);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(p2 + r * (Lp / 2) + j0 / 2), e16);
         sum = _mm512_add_ps(sum, FromBf16(e16));
       }
       inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
     }
-    // Context: RP queries x one head per register block, a key pair per step.
+    // Context: RP queries x one head per register block, a key pair per step, over the keys the
+    // pass's last row sees.
     for (int r0 = 0; r0 < rows; r0 += RP) {
       __m512 acc[RP][T];
       for (int r = 0; r < RP; ++r) {
         for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
       }
       const uint32_t* pr0 = p2 + r0 * (Lp / 2);
-      for (int64_t n2 = 0; n2 < L2; ++n2) {
+      const int64_t np2 = (seen[std::min(r0 + RP, rows) - 1] + 1) / 2;  // key pairs the pass's last row sees
+      for (int64_t n2 = 0; n2 < np2; ++n2) {
         __m512i vv[T];
         for (int t = 0; t < T; ++t) vv[t] = _mm512_loadu_si512(vp + n2 * D + 16 * t);
         for (int r = 0; r < RP; ++r) {
@@ -326,7 +364,7 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
         }
       }
       for (int r = 0; r < RP && r0 + r < rows; ++r) {
-        float* oi = out + (b * s.seq + i0 + r0 + r) * hidden + h * D;
+        float* oi = out + (b * s.seq + i0 + r0 + r) * at.q_stride + at.q_col;
         const __m512 f = _mm512_set1_ps(inv[r0 + r]);
         for (int t = 0; t < T; ++t) _mm512_storeu_ps(oi + 16 * t, _mm512_mul_ps(acc[r][t], f));
       }

@@ -1,7 +1,8 @@
 // tide::runtime::PaddedAttention — multi-head self-attention over the real keys only.
 //
 // What ONNX Runtime's com.microsoft.MultiHeadAttention(q, k, v, bias, key_padding_mask) computes
-// for an encoder, with two differences in how, not in what:
+// for an encoder (and, with causal and kv_heads, GroupQueryAttention's prefill for a decoder),
+// with two differences in how, not in what:
 //  - a padded key is skipped, not added to with a large negative number: each (row, head) packs
 //    its real keys (mask != 0) and runs over those alone, so a batch padded from 200 to 320 tokens
 //    spends its attention on 200 keys per row; the head keeps its own size (no extra mask column,
@@ -26,6 +27,13 @@
 //    output is a convex combination of the rounded values. Each rounding moves a value by at most
 //    2^-9 of itself (held within 1.5e-2 of the output scale of the reference by the tests). Runs FP32
 //    where the CPU lacks AVX512_BF16 (PaddedAttentionBf16Supported()).
+//  - kv_heads (grouped-query attention; 0 = heads): k and v are [batch, seq, kv_heads x head_size],
+//    query head h reads key/value head h / (heads / kv_heads) (heads a multiple of kv_heads); bias,
+//    when given, is [heads x d (q), kv_heads x d (k), kv_heads x d (v)].
+//  - causal: query i attends the real keys at positions <= i (a decoder's mask), and a query before
+//    every real key attends the first one; the products above the diagonal are skipped, not
+//    masked: a block of 8 queries stops at the keys its last query sees. Without causal every query
+//    attends every real key.
 //  - PaddedAttentionReference: the plain loops, the tests' oracle and the path without AVX-512.
 #pragma once
 
@@ -43,6 +51,10 @@ struct AttentionShape {
   int64_t batch = 0, seq = 0, heads = 0, head_size = 0;
   float scale = 1.0f;
   AttentionPrecision precision = AttentionPrecision::kFp32;
+  int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: heads
+  bool causal = false;   // query i sees the keys at positions <= i
+
+  int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 void PaddedAttention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* bias,

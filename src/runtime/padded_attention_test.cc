@@ -3,6 +3,7 @@
 // com.microsoft.MultiHeadAttention on the same padded inputs.
 #include "runtime/padded_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -159,6 +160,129 @@ TEST(PaddedAttentionTest, PaddingDoesNotReachTheRealKeys) {
   EXPECT_EQ(a, b);
 }
 
+// --- causal and grouped-query (a decoder's attention) -------------------------------------------
+
+// q [B, S, heads x d], k and v [B, S, kv_heads x d], no bias; `lengths` real tokens first per row.
+Inputs DecoderInputs(int64_t heads, int64_t kv_heads, int64_t head_size, int64_t seq, const std::vector<int64_t>& lengths,
+                     bool holes, unsigned seed) {
+  Inputs in = RandomInputs(heads, head_size, seq, lengths, holes, seed);
+  in.shape.kv_heads = kv_heads;
+  in.shape.causal = true;
+  const size_t kv = static_cast<size_t>(in.shape.batch * seq * kv_heads * head_size);
+  in.k.resize(kv);
+  in.v.resize(kv);
+  in.bias.clear();
+  return in;
+}
+
+// The definition, independent of the kernel's code: query i of row b, head h attends the real keys
+// at positions <= i of key-value head h / (heads / kv_heads) (the first real key when none is;
+// every position of a row with none), in doubles.
+std::vector<float> CausalOracle(const Inputs& in) {
+  const AttentionShape& s = in.shape;
+  const int64_t d = s.head_size, qw = s.heads * d, kvw = s.kv_heads * d, group = s.heads / s.kv_heads;
+  std::vector<float> out(in.q.size());
+  for (int64_t b = 0; b < s.batch; ++b) {
+    std::vector<int64_t> real;
+    for (int64_t j = 0; j < s.seq; ++j) {
+      if (in.mask[static_cast<size_t>(b * s.seq + j)] != 0) real.push_back(j);
+    }
+    if (real.empty()) {
+      for (int64_t j = 0; j < s.seq; ++j) real.push_back(j);
+    }
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t kh = h / group;
+      for (int64_t i = 0; i < s.seq; ++i) {
+        std::vector<int64_t> keys;
+        for (int64_t j : real) {
+          if (j <= i) keys.push_back(j);
+        }
+        if (keys.empty()) keys.push_back(real.front());
+        std::vector<double> score;
+        double best = -1e300;
+        for (int64_t j : keys) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            dot += static_cast<double>(in.q[static_cast<size_t>((b * s.seq + i) * qw + h * d + c)]) *
+                   in.k[static_cast<size_t>((b * s.seq + j) * kvw + kh * d + c)];
+          }
+          score.push_back(dot * s.scale);
+          best = std::max(best, score.back());
+        }
+        double sum = 0;
+        std::vector<double> acc(static_cast<size_t>(d), 0.0);
+        for (size_t n = 0; n < keys.size(); ++n) {
+          const double p = std::exp(score[n] - best);
+          sum += p;
+          for (int64_t c = 0; c < d; ++c) {
+            acc[static_cast<size_t>(c)] += p * in.v[static_cast<size_t>((b * s.seq + keys[n]) * kvw + kh * d + c)];
+          }
+        }
+        for (int64_t c = 0; c < d; ++c) {
+          out[static_cast<size_t>((b * s.seq + i) * qw + h * d + c)] = static_cast<float>(acc[static_cast<size_t>(c)] / sum);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(PaddedAttentionTest, CausalGroupedQueryMatchesTheDefinition) {
+  struct Heads {
+    int64_t heads, kv_heads;
+  };
+  for (Heads hk : {Heads{4, 2}, Heads{3, 3}, Heads{6, 1}}) {
+    for (int64_t head_size : {16, 32, 64, 128}) {
+      for (int64_t seq : {1, 7, 8, 9, 33, 70}) {
+        for (bool holes : {false, true}) {
+          Inputs in = DecoderInputs(hk.heads, hk.kv_heads, head_size, seq, {seq, seq / 2 + 1, 1, 0}, holes,
+                                    static_cast<unsigned>(head_size * 100 + seq + hk.kv_heads));
+          const std::vector<float> want = CausalOracle(in);
+          std::vector<float> got(in.q.size(), -1.0f), reference(in.q.size(), -2.0f);
+          PaddedAttention(in.shape, in.q.data(), in.k.data(), in.v.data(), nullptr, in.mask.data(), got.data());
+          PaddedAttentionReference(in.shape, in.q.data(), in.k.data(), in.v.data(), nullptr, in.mask.data(),
+                                   reference.data());
+          const std::string what = "heads " + std::to_string(hk.heads) + "/" + std::to_string(hk.kv_heads) + " head_size " +
+                                   std::to_string(head_size) + " seq " + std::to_string(seq) + " holes " +
+                                   std::to_string(holes);
+          EXPECT_LT(MaxRelativeDiff(reference, want), 1e-6) << what;
+          EXPECT_LT(MaxRelativeDiff(got, want), 2e-5) << what;
+          if (PaddedAttentionBf16Supported()) {
+            AttentionShape bf16 = in.shape;
+            bf16.precision = AttentionPrecision::kBf16;
+            PaddedAttention(bf16, in.q.data(), in.k.data(), in.v.data(), nullptr, in.mask.data(), got.data());
+            EXPECT_LT(MaxDiffOverScale(got, want), 1.5e-2) << what << " (bf16)";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Causal: a row's first m outputs are those of its first m tokens alone, bit for bit, in both
+// precisions and whatever the padding: the keys past a query add exact zeros, if anything.
+TEST(PaddedAttentionTest, CausalOutputsAreThoseOfThePrefixAlone) {
+  for (AttentionPrecision precision : {AttentionPrecision::kFp32, AttentionPrecision::kBf16}) {
+    Inputs full = DecoderInputs(4, 2, 64, 80, {61}, false, 21);
+    full.shape.precision = precision;
+    std::vector<float> whole(full.q.size());
+    PaddedAttention(full.shape, full.q.data(), full.k.data(), full.v.data(), nullptr, full.mask.data(), whole.data());
+    for (int64_t m : {1, 8, 9, 31, 32, 33, 61}) {
+      Inputs prefix = full;
+      prefix.shape.seq = m;
+      prefix.q.resize(static_cast<size_t>(m * 4 * 64));
+      prefix.k.resize(static_cast<size_t>(m * 2 * 64));
+      prefix.v.resize(static_cast<size_t>(m * 2 * 64));
+      prefix.mask.assign(static_cast<size_t>(m), 1);
+      std::vector<float> alone(prefix.q.size());
+      PaddedAttention(prefix.shape, prefix.q.data(), prefix.k.data(), prefix.v.data(), nullptr, prefix.mask.data(),
+                      alone.data());
+      EXPECT_EQ(std::vector<float>(whole.begin(), whole.begin() + static_cast<int64_t>(alone.size())), alone)
+          << "prefix " << m << (precision == AttentionPrecision::kBf16 ? " (bf16)" : "");
+    }
+  }
+}
+
 // --- through ONNX Runtime --------------------------------------------------------------------
 
 void AddInput(onnx::GraphProto* g, const std::string& name, int type, int rank) {
@@ -272,6 +396,140 @@ TEST(PaddedAttentionOpTest, PrecisionAttributeChoosesThePath) {
   } catch (const Ort::Exception& e) {
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("precision \"fp16\" is not fp32 or bf16"));
   }
+}
+
+// q, k, v, seqlens_k (and for GroupQueryAttention total_sequence_length) -> out through one node:
+// ai.tide.CausalAttention or com.microsoft.GroupQueryAttention (past key / value absent).
+std::string DecoderAttentionModel(bool group_query, int64_t heads, int64_t kv_heads, float scale,
+                                  const std::string& precision = "") {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(17);
+  auto* c = m.add_opset_import();
+  c->set_domain(group_query ? "com.microsoft" : kTideOpDomain);
+  c->set_version(1);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("decoder_attention");
+  for (const char* name : {"q", "k", "v"}) AddInput(g, name, onnx::TensorProto::FLOAT, 3);
+  AddInput(g, "seqlens_k", onnx::TensorProto::INT32, 1);
+  if (group_query) AddInput(g, "total", onnx::TensorProto::INT32, 1);
+  auto* out = g->add_output();
+  out->set_name("out");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(group_query ? "GroupQueryAttention" : kCausalAttentionOp);
+  n->set_domain(c->domain());
+  const std::vector<std::string> inputs = group_query ? std::vector<std::string>{"q", "k", "v", "", "", "seqlens_k", "total"}
+                                                      : std::vector<std::string>{"q", "k", "v", "seqlens_k"};
+  for (const std::string& name : inputs) n->add_input(name);
+  n->add_output("out");
+  auto add_int = [n](const char* name, int64_t value) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(value);
+  };
+  add_int("num_heads", heads);
+  add_int("kv_num_heads", kv_heads);
+  auto* s = n->add_attribute();
+  s->set_name("scale");
+  s->set_type(onnx::AttributeProto::FLOAT);
+  s->set_f(scale);
+  if (!precision.empty()) {
+    auto* pr = n->add_attribute();
+    pr->set_name("precision");
+    pr->set_type(onnx::AttributeProto::STRING);
+    pr->set_s(precision);
+  }
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  return bytes;
+}
+
+// Runs DecoderAttentionModel's graph on `in` (right padding: seqlens_k = length - 1 per row).
+std::vector<float> RunDecoderAttention(const std::string& model, bool group_query, Inputs& in,
+                                       std::vector<int32_t> seqlens_k, int threads = 1) {
+  Ort::SessionOptions so;
+  so.SetIntraOpNumThreads(threads);
+  RegisterTideOps(so);
+  Ort::Session session(Env(), model.data(), model.size(), so);
+  const Ort::MemoryInfo mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  const AttentionShape& s = in.shape;
+  const std::vector<int64_t> q_dims = {s.batch, s.seq, s.heads * s.head_size};
+  const std::vector<int64_t> kv_dims = {s.batch, s.seq, static_cast<int64_t>(in.k.size()) / std::max<int64_t>(1, s.batch * s.seq)};
+  const std::vector<int64_t> lens_dims = {static_cast<int64_t>(seqlens_k.size())}, total_dims = {1};
+  int32_t total = static_cast<int32_t>(s.seq);
+  std::vector<Ort::Value> values;
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.q.data(), in.q.size(), q_dims.data(), 3));
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.k.data(), in.k.size(), kv_dims.data(), 3));
+  values.push_back(Ort::Value::CreateTensor<float>(mem, in.v.data(), in.v.size(), kv_dims.data(), 3));
+  values.push_back(Ort::Value::CreateTensor<int32_t>(mem, seqlens_k.data(), seqlens_k.size(), lens_dims.data(), 1));
+  if (group_query) values.push_back(Ort::Value::CreateTensor<int32_t>(mem, &total, 1, total_dims.data(), 1));
+  const char* names[] = {"q", "k", "v", "seqlens_k", "total"};
+  const char* out_name[] = {"out"};
+  auto out = session.Run(Ort::RunOptions{nullptr}, names, values.data(), values.size(), out_name, 1);
+  const float* p = out[0].GetTensorData<float>();
+  return std::vector<float>(p, p + in.q.size());
+}
+
+// The real tokens' outputs (GroupQueryAttention leaves a padded query's output unspecified).
+std::vector<float> RealRows(const std::vector<float>& out, const Inputs& in) {
+  const int64_t width = in.shape.heads * in.shape.head_size;
+  std::vector<float> kept;
+  for (int64_t t = 0; t < in.shape.batch * in.shape.seq; ++t) {
+    if (in.mask[static_cast<size_t>(t)] != 0) kept.insert(kept.end(), out.begin() + t * width, out.begin() + (t + 1) * width);
+  }
+  return kept;
+}
+
+TEST(CausalAttentionOpTest, MatchesOnnxRuntimesGroupQueryAttentionOnARightPaddedBatch) {
+  struct Case {
+    int64_t heads, kv_heads, head_size;
+  };
+  for (Case c : {Case{16, 8, 128}, Case{4, 2, 32}, Case{14, 2, 64}, Case{4, 4, 16}}) {
+    Inputs in = DecoderInputs(c.heads, c.kv_heads, c.head_size, 45, {45, 20, 1}, false, static_cast<unsigned>(c.head_size));
+    const std::vector<int32_t> seqlens_k = {44, 19, 0};
+    const std::vector<float> ort =
+        RunDecoderAttention(DecoderAttentionModel(true, c.heads, c.kv_heads, in.shape.scale), true, in, seqlens_k);
+    for (int threads : {1, 2}) {
+      const std::vector<float> tide = RunDecoderAttention(DecoderAttentionModel(false, c.heads, c.kv_heads, in.shape.scale),
+                                                          false, in, seqlens_k, threads);
+      EXPECT_LT(MaxRelativeDiff(RealRows(tide, in), RealRows(ort, in)), 1e-5)
+          << c.heads << "/" << c.kv_heads << " heads of " << c.head_size << ", " << threads << " threads";
+    }
+    if (PaddedAttentionBf16Supported()) {
+      const std::vector<float> bf16 = RunDecoderAttention(
+          DecoderAttentionModel(false, c.heads, c.kv_heads, in.shape.scale, kPaddedAttentionBf16), false, in, seqlens_k);
+      const double diff = MaxDiffOverScale(RealRows(bf16, in), RealRows(ort, in));
+      EXPECT_LT(diff, 1.5e-2) << c.heads << "/" << c.kv_heads << " heads of " << c.head_size << " (bf16)";
+      EXPECT_GT(diff, 1e-5) << "the bf16 attribute ran FP32";
+    }
+  }
+}
+
+TEST(CausalAttentionOpTest, BadInputsAreAnErrorNamingThem) {
+  Inputs in = DecoderInputs(4, 2, 16, 6, {6, 3}, false, 2);
+  auto error = [&](const std::string& model, std::vector<int32_t> seqlens_k) -> std::string {
+    try {
+      RunDecoderAttention(model, false, in, std::move(seqlens_k));
+    } catch (const Ort::Exception& e) {
+      return e.what();
+    }
+    return "ran";
+  };
+  const std::string good = DecoderAttentionModel(false, 4, 2, 0.25f);
+  EXPECT_THAT(error(good, {5, 6}), ::testing::HasSubstr("seqlens_k[1] = 6 is outside [0, 6)"));
+  EXPECT_THAT(error(good, {5, -1}), ::testing::HasSubstr("seqlens_k[1] = -1 is outside [0, 6)"));
+  EXPECT_THAT(error(good, {5}), ::testing::HasSubstr("seqlens_k [1] is not [2]"));
+  EXPECT_THAT(error(DecoderAttentionModel(false, 4, 3, 0.25f), {5, 2}),
+              ::testing::HasSubstr("num_heads 4 is not a positive multiple of kv_num_heads 3"));
+  EXPECT_THAT(error(DecoderAttentionModel(false, 2, 2, 0.25f), {5, 2}),
+              ::testing::HasSubstr("key [2, 6, 32] and value [2, 6, 32] are not [2, 6, 64]"));
+  EXPECT_THAT(error(DecoderAttentionModel(false, 4, 2, 0.25f, "int8"), {5, 2}),
+              ::testing::HasSubstr("precision \"int8\" is not fp32 or bf16"));
+  EXPECT_EQ(error(good, {5, 2}), "ran");
 }
 
 TEST(PaddedAttentionOpTest, WrongShapesAreAnErrorNotACrash) {

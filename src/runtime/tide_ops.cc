@@ -1,5 +1,6 @@
 #include "runtime/tide_ops.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -52,23 +53,35 @@ OrtStatusPtr OutputShapeOfInput0(Ort::ShapeInferContext& ctx) {
   }
 }
 
+// The attention operators' optional attribute precision: "fp32" (also when absent) or "bf16"; any
+// other value is kept to fail every Compute with (an attribute error at session creation would
+// name no operator).
+struct PrecisionAttribute {
+  explicit PrecisionAttribute(const Ort::ConstKernelInfo& ki) {
+    std::string value = "fp32";
+    try {
+      value = ki.GetAttribute<std::string>("precision");
+    } catch (const Ort::Exception&) {
+    }
+    if (value == kPaddedAttentionBf16) {
+      precision = AttentionPrecision::kBf16;
+    } else if (value != "fp32") {
+      bad = value;
+    }
+  }
+  std::string Error() const { return bad.empty() ? "" : absl::StrCat("precision \"", bad, "\" is not fp32 or bf16"); }
+
+  AttentionPrecision precision = AttentionPrecision::kFp32;
+  std::string bad;
+};
+
 struct PaddedAttentionKernel {
   static OrtStatusPtr InferOutputShape(Ort::ShapeInferContext& ctx) { return OutputShapeOfInput0(ctx); }
 
-  PaddedAttentionKernel(const OrtApi*, const OrtKernelInfo* info) {
+  PaddedAttentionKernel(const OrtApi*, const OrtKernelInfo* info) : precision_(Ort::ConstKernelInfo(info)) {
     Ort::ConstKernelInfo ki(info);
     heads_ = ki.GetAttribute<int64_t>("num_heads");
     scale_ = ki.GetAttribute<float>("scale");
-    std::string precision = "fp32";  // absent: FP32
-    try {
-      precision = ki.GetAttribute<std::string>("precision");
-    } catch (const Ort::Exception&) {
-    }
-    if (precision == kPaddedAttentionBf16) {
-      precision_ = AttentionPrecision::kBf16;
-    } else if (precision != "fp32") {
-      bad_precision_ = precision;
-    }
   }
 
   Ort::Status Compute(OrtKernelContext* context, const Ort::Custom::Tensor<float>& q, const Ort::Custom::Tensor<float>& k,
@@ -78,7 +91,7 @@ struct PaddedAttentionKernel {
     auto fail = [](const std::string& what) {
       return Ort::Status(absl::StrCat("ai.tide.PaddedAttention: ", what).c_str(), ORT_INVALID_ARGUMENT);
     };
-    if (!bad_precision_.empty()) return fail(absl::StrCat("precision \"", bad_precision_, "\" is not fp32 or bf16"));
+    if (!precision_.bad.empty()) return fail(precision_.Error());
     if (shape.size() != 3 || heads_ <= 0 || shape[2] % heads_ != 0) {
       return fail(absl::StrCat("query ", Dims(shape), " is not [batch, seq, num_heads (", heads_, ") x head_size]"));
     }
@@ -98,17 +111,80 @@ struct PaddedAttentionKernel {
     s.heads = heads_;
     s.head_size = shape[2] / heads_;
     s.scale = scale_;
-    s.precision = precision_;
+    s.precision = precision_.precision;
     float* o = out.Allocate(shape);
     if (s.batch * s.seq == 0) return Ort::Status{nullptr};
     PaddedAttention(s, q.Data(), k.Data(), v.Data(), bias.Data(), mask.Data(), o, OrtParallelFor(context));
     return Ort::Status{nullptr};
   }
 
+  PrecisionAttribute precision_;
   int64_t heads_ = 0;
   float scale_ = 1.0f;
-  AttentionPrecision precision_ = AttentionPrecision::kFp32;
-  std::string bad_precision_;  // an attribute value this kernel does not know: every Compute fails
+};
+
+// ai.tide.CausalAttention(q, k, v, seqlens_k) -> output: GroupQueryAttention's prefill without past
+// (tide_ops.h), on PaddedAttention with causal and kv_heads over a mask built from seqlens_k.
+struct CausalAttentionKernel {
+  static OrtStatusPtr InferOutputShape(Ort::ShapeInferContext& ctx) { return OutputShapeOfInput0(ctx); }
+
+  CausalAttentionKernel(const OrtApi*, const OrtKernelInfo* info) : precision_(Ort::ConstKernelInfo(info)) {
+    Ort::ConstKernelInfo ki(info);
+    heads_ = ki.GetAttribute<int64_t>("num_heads");
+    kv_heads_ = ki.GetAttribute<int64_t>("kv_num_heads");
+    scale_ = ki.GetAttribute<float>("scale");
+  }
+
+  Ort::Status Compute(OrtKernelContext* context, const Ort::Custom::Tensor<float>& q, const Ort::Custom::Tensor<float>& k,
+                      const Ort::Custom::Tensor<float>& v, const Ort::Custom::Tensor<int32_t>& seqlens_k,
+                      Ort::Custom::Tensor<float>& out) {
+    const std::vector<int64_t>& shape = q.Shape();
+    if (!precision_.bad.empty()) return Fail(kCausalAttentionOp, precision_.Error());
+    if (heads_ <= 0 || kv_heads_ <= 0 || heads_ % kv_heads_ != 0) {
+      return Fail(kCausalAttentionOp,
+                  absl::StrCat("num_heads ", heads_, " is not a positive multiple of kv_num_heads ", kv_heads_));
+    }
+    if (shape.size() != 3 || shape[2] % heads_ != 0) {
+      return Fail(kCausalAttentionOp, absl::StrCat("query ", Dims(shape), " is not [batch, seq, num_heads (", heads_,
+                                                   ") x head_size]"));
+    }
+    const int64_t batch = shape[0], seq = shape[1], head_size = shape[2] / heads_;
+    const std::vector<int64_t> kv_shape{batch, seq, kv_heads_ * head_size};
+    if (k.Shape() != kv_shape || v.Shape() != kv_shape) {
+      return Fail(kCausalAttentionOp, absl::StrCat("key ", Dims(k.Shape()), " and value ", Dims(v.Shape()), " are not ",
+                                                   Dims(kv_shape), " (kv_num_heads x the query's head size)"));
+    }
+    if (seqlens_k.Shape() != std::vector<int64_t>{batch}) {
+      return Fail(kCausalAttentionOp, absl::StrCat("seqlens_k ", Dims(seqlens_k.Shape()), " is not [", batch, "]"));
+    }
+    // Row b's keys are positions 0..seqlens_k[b] (right padding, as GroupQueryAttention reads them).
+    thread_local std::vector<int32_t> mask;
+    mask.assign(static_cast<size_t>(batch * seq), 0);
+    const int32_t* last = seqlens_k.Data();
+    for (int64_t b = 0; b < batch; ++b) {
+      if (last[b] < 0 || last[b] >= seq) {
+        return Fail(kCausalAttentionOp, absl::StrCat("seqlens_k[", b, "] = ", last[b], " is outside [0, ", seq, ")"));
+      }
+      std::fill_n(mask.begin() + b * seq, last[b] + 1, 1);
+    }
+    AttentionShape s;
+    s.batch = batch;
+    s.seq = seq;
+    s.heads = heads_;
+    s.kv_heads = kv_heads_;
+    s.head_size = head_size;
+    s.scale = scale_;
+    s.precision = precision_.precision;
+    s.causal = true;
+    float* o = out.Allocate(shape);
+    if (batch * seq == 0) return Ort::Status{nullptr};
+    PaddedAttention(s, q.Data(), k.Data(), v.Data(), nullptr, mask.data(), o, OrtParallelFor(context));
+    return Ort::Status{nullptr};
+  }
+
+  PrecisionAttribute precision_;
+  int64_t heads_ = 0, kv_heads_ = 0;
+  float scale_ = 1.0f;
 };
 
 // ai.tide.BiasGelu(x [..., N], bias [N]) -> GELU(x + bias) (bias_gelu.h).
@@ -196,13 +272,15 @@ void RegisterTideOps(OrtSessionOptions* options) {
     Ort::ThrowOnError(Ort::GetApi().CreateCustomOpDomain(kTideOpDomain, &d));
     static Ort::Custom::OrtLiteCustomOp* const attention =
         Ort::Custom::CreateLiteCustomOp<PaddedAttentionKernel>(kPaddedAttentionOp, "CPUExecutionProvider");
+    static Ort::Custom::OrtLiteCustomOp* const causal_attention =
+        Ort::Custom::CreateLiteCustomOp<CausalAttentionKernel>(kCausalAttentionOp, "CPUExecutionProvider");
     static Ort::Custom::OrtLiteCustomOp* const gelu =
         Ort::Custom::CreateLiteCustomOp<BiasGeluKernel>(kBiasGeluOp, "CPUExecutionProvider");
     static Ort::Custom::OrtLiteCustomOp* const layer_norm =
         Ort::Custom::CreateLiteCustomOp<LayerNormKernel>(kLayerNormOp, "CPUExecutionProvider");
     static Ort::Custom::OrtLiteCustomOp* const skip_layer_norm =
         Ort::Custom::CreateLiteCustomOp<SkipLayerNormKernel>(kSkipLayerNormOp, "CPUExecutionProvider");
-    for (Ort::Custom::OrtLiteCustomOp* op : {attention, gelu, layer_norm, skip_layer_norm}) {
+    for (Ort::Custom::OrtLiteCustomOp* op : {attention, causal_attention, gelu, layer_norm, skip_layer_norm}) {
       Ort::ThrowOnError(Ort::GetApi().CustomOpDomain_Add(d, op));
     }
     return d;

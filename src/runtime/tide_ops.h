@@ -7,6 +7,13 @@
 //    computed over each row's real keys (padded_attention.h). tide::optimize::UseTideAttention
 //    writes it at load time (attention_kernel "tide"); `tide optimize` never does, so an optimized
 //    file still opens in any ONNX Runtime.
+//  - ai.tide.CausalAttention(q, k, v, seqlens_k) -> output, attributes num_heads, kv_num_heads
+//    (int), scale (float), optionally precision (as above): com.microsoft.GroupQueryAttention's
+//    prefill without past, rotary or window for a decoder (q [B, S, N x d], k and v [B, S, Nkv x d]
+//    float, seqlens_k [B] int32 = row b's real length - 1, right padding): causal grouped-query
+//    attention over positions 0..seqlens_k[b], the products above the diagonal skipped
+//    (padded_attention.h with causal and kv_heads). tide::optimize::UseTideCausalAttention writes it
+//    at load time (attention_kernel "tide").
 //  - ai.tide.BiasGelu(x [..., N], bias [N]) -> GELU(x + bias), the erf form (bias_gelu.h): what
 //    Add + Gelu (or com.microsoft.BiasGelu) computes, in one AVX-512 pass.
 //  - ai.tide.LayerNorm(x [..., N], gamma [N], beta [N]) and ai.tide.SkipLayerNorm(x, skip (x's
@@ -29,6 +36,7 @@ namespace tide::runtime {
 
 inline constexpr char kTideOpDomain[] = "ai.tide";
 inline constexpr char kPaddedAttentionOp[] = "PaddedAttention";
+inline constexpr char kCausalAttentionOp[] = "CausalAttention";
 inline constexpr char kBiasGeluOp[] = "BiasGelu";
 inline constexpr char kLayerNormOp[] = "LayerNorm";
 inline constexpr char kSkipLayerNormOp[] = "SkipLayerNorm";
