@@ -7,6 +7,7 @@
 //   ninja -C <build> tide_padded_attention_benchmark && <build>/src/runtime/tide_padded_attention_benchmark
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -52,11 +53,31 @@ void Run(benchmark::State& state, bool reference) {
   state.SetLabel(!reference && PaddedAttentionIsVectorized(c.shape.head_size) ? "avx512" : "reference loops");
 }
 
+// A decoder's causal grouped-query attention (Qwen3-0.6B: 16 query heads, 8 key/value heads of
+// 128); items = the causal FLOPs (4 x S (S + 1) / 2 x H per row), what the kernel computes.
+void BM_CausalAttention(benchmark::State& state) {
+  const int64_t seq = state.range(0), heads = state.range(1), kv_heads = state.range(2), d = state.range(3);
+  Case c = MakeCase(1, seq, heads, d);
+  c.shape.kv_heads = kv_heads;
+  c.shape.causal = true;
+  c.shape.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  c.shape.precision = state.range(4) != 0 ? AttentionPrecision::kBf16 : AttentionPrecision::kFp32;
+  for (auto _ : state) {
+    PaddedAttention(c.shape, c.q.data(), c.k.data(), c.v.data(), nullptr, c.mask.data(), c.out.data());
+    benchmark::DoNotOptimize(c.out.data());
+  }
+  const double flops = 4.0 * seq * (seq + 1) / 2 * heads * d;
+  state.SetItemsProcessed(static_cast<int64_t>(flops) * state.iterations());
+  state.SetLabel(state.range(4) != 0 ? "bf16" : "fp32");
+}
+
 void BM_PaddedAttention(benchmark::State& state) { Run(state, false); }
 void BM_Reference(benchmark::State& state) { Run(state, true); }
 
 // {batch, seq, heads, head_size}
-BENCHMARK(BM_PaddedAttention)->Args({2, 448, 12, 32})->Args({1, 336, 12, 32})->Args({1, 336, 12, 64})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PaddedAttention)->Args({2, 448, 12, 32})->Args({1, 336, 12, 32})->Args({1, 336, 12, 64})->Args({1, 416, 16, 128})->Unit(benchmark::kMillisecond);
+// {seq, heads, kv_heads, head_size, bf16}
+BENCHMARK(BM_CausalAttention)->Args({416, 16, 8, 128, 0})->Args({416, 16, 8, 128, 1})->Args({126, 16, 8, 128, 0})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Reference)->Args({1, 336, 12, 64})->Unit(benchmark::kMillisecond)->Iterations(2);
 
 }  // namespace
