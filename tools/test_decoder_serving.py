@@ -191,13 +191,10 @@ class DecoderBatchInvarianceTest(unittest.TestCase):
                                          f"{bucket}) but {batched!r} beside {shortest_length}- and "
                                          f"{longer_length}-token pairs (bucket {bucket_of(longer_length)})")
             # The batches above ran on tide's causal attention kernel where the CPU has AVX-512 (the
-            # load moves both layers' GroupQueryAttention; an INT8 model's products in BF16).
-            flags = cpu_flags()
-            if {"avx512f", "avx512dq"} <= flags:
+            # load moves both layers' GroupQueryAttention; FP32 products for INT8 too under auto).
+            if {"avx512f", "avx512dq"} <= cpu_flags():
                 with open(log, encoding="utf-8") as f:
-                    text = f.read()
-                bf16 = model.endswith("-int8") and {"avx512bw", "avx512vl", "avx512_bf16"} <= flags
-                self.assertIn("2 causal attention (tide kernel" + (", BF16 products)" if bf16 else ")"), text)
+                    self.assertIn("2 causal attention (tide kernel); ", f.read())
         finally:
             server.close()
 

@@ -166,6 +166,7 @@ Session Open(const Args& args, const Variant& v) {
     fusion.tide_attention = v.tide_attention;
     fusion.tide_elementwise = v.tide_elementwise;
     fusion.tide_attention_bf16 = v.tide_attention_bf16;
+    fusion.tide_causal_attention_bf16 = v.tide_attention_bf16;
     auto report = tide::optimize::FuseTransformer(fusion, &*model);
     s.fusion = report.ok() ? report->Summary() : std::string(report.status().message());
     if (args.drop_attention_mask) {

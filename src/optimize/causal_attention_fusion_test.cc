@@ -124,7 +124,7 @@ int CountOps(const onnx::ModelProto& m, const std::string& op) {
 FusionOptions TideAttention(bool bf16 = false) {
   FusionOptions o;
   o.tide_attention = true;
-  o.tide_attention_bf16 = bf16;
+  o.tide_causal_attention_bf16 = bf16;
   return o;
 }
 
@@ -196,8 +196,9 @@ TEST(CausalAttentionFusionTest, Bf16AndTheInt8ValueProjection) {
   auto report = FuseTransformer(TideAttention(true), &m);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->tide_causal_attention, 1);
-  EXPECT_TRUE(report->tide_attention_bf16);
+  EXPECT_TRUE(report->tide_causal_attention_bf16);
   EXPECT_THAT(report->Summary(), ::testing::HasSubstr("1 causal attention (tide kernel, BF16 products)"));
+  EXPECT_FALSE(report->tide_attention_bf16) << "no encoder attention here";
   for (const auto& n : m.graph().node()) {
     if (n.op_type() != kTideCausalAttention) continue;
     bool bf16 = false;

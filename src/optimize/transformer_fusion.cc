@@ -22,7 +22,10 @@ std::string FusionReport::Summary() const {
           ? ""
           : absl::StrCat(", ", tide_bias_gelu, " bias-gelu + ", tide_layer_norm, " layernorm on tide kernels");
   const std::string causal =
-      tide_causal_attention == 0 ? "" : absl::StrCat(", ", tide_causal_attention, " causal attention (tide kernel", bf16, ")");
+      tide_causal_attention == 0
+          ? ""
+          : absl::StrCat(", ", tide_causal_attention, " causal attention (tide kernel",
+                         tide_causal_attention_bf16 ? ", BF16 products" : "", ")");
   return absl::StrCat(attention_fused, " attention", kernel, ", ", skip_layer_norm_fused, " skip-layernorm", causal,
                       elementwise, "; ", nodes_before, " -> ", nodes_after, " nodes");
 }
@@ -47,10 +50,10 @@ absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx:
     report.tide_attention = UseTideAttention(model, options.tide_attention_bf16, &report.skipped);
   }
   if (options.tide_attention) {
-    report.tide_causal_attention = UseTideCausalAttention(model, options.tide_attention_bf16, &report.skipped);
+    report.tide_causal_attention = UseTideCausalAttention(model, options.tide_causal_attention_bf16, &report.skipped);
   }
-  report.tide_attention_bf16 =
-      options.tide_attention_bf16 && report.tide_attention + report.tide_causal_attention > 0;
+  report.tide_attention_bf16 = options.tide_attention_bf16 && report.tide_attention > 0;
+  report.tide_causal_attention_bf16 = options.tide_causal_attention_bf16 && report.tide_causal_attention > 0;
   if (options.padding_mask_in_keys && report.attention_fused > report.tide_attention) MovePaddingMaskIntoKeys(g, opset, &report.skipped);
   if (options.tide_elementwise) {
     const TideElementwiseCount moved = UseTideElementwise(model, &report.skipped);

@@ -47,8 +47,10 @@ struct FusionOptions {
   // with runtime::RegisterTideOps open the result (the load's, never `tide optimize`'s output).
   bool tide_attention = false;
   // With tide_attention: the kernel multiplies q.k and p.v in BF16 (attribute precision "bf16",
-  // runtime::AttentionPrecision::kBf16; FP32 where the CPU lacks AVX512_BF16).
+  // runtime::AttentionPrecision::kBf16; FP32 where the CPU lacks AVX512_BF16): an encoder's
+  // attention, and a decoder's causal attention.
   bool tide_attention_bf16 = false;
+  bool tide_causal_attention_bf16 = false;
   // Feed-forward bias + GELU and the layer norms on tide's own kernels, ai.tide.BiasGelu /
   // LayerNorm / SkipLayerNorm (tide_elementwise.h); as for tide_attention, only tide's sessions
   // open the result.
@@ -61,7 +63,8 @@ struct FusionReport {
   int tide_attention = 0;  // of attention_fused, how many run on ai.tide.PaddedAttention
   // A decoder's GroupQueryAttention nodes moved to ai.tide.CausalAttention (tide_attention.h).
   int tide_causal_attention = 0;
-  bool tide_attention_bf16 = false;  // those (either kind) multiply in BF16
+  bool tide_attention_bf16 = false;  // those multiply in BF16
+  bool tide_causal_attention_bf16 = false;  // the causal ones multiply in BF16
   int tide_bias_gelu = 0;   // Add + GELU rewritten into ai.tide.BiasGelu
   int tide_layer_norm = 0;  // (Skip)LayerNormalization rewritten into ai.tide.(Skip)LayerNorm
   std::vector<std::string> skipped;  // "<node name>: <why it was left alone>"

@@ -78,7 +78,8 @@ struct LoaderOptions {
 // The fusion a version gets at load with graph_fusion auto: tide's attention and elementwise kernels
 // where the parameters ask for them and this CPU runs them vectorized; BF16 attention products
 // where attention_precision is bf16, or auto and `graph_precision` (onnx_graph::GraphPrecision of
-// the model) is "int8", and the CPU has AVX512_BF16. `tide eval --served-variant` fuses the same way.
+// the model) is "int8", and the CPU has AVX512_BF16; a decoder's causal attention only where it is
+// bf16 (auto keeps it FP32). `tide eval --served-variant` fuses the same way.
 optimize::FusionOptions LoadFusionOptions(const config::TideParameters& parameters, std::string_view graph_precision);
 
 absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::RepositoryModel& model,
