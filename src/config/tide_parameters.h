@@ -67,7 +67,8 @@
 //                             skipped) or ONNX Runtime's
 //   attention_precision       "auto" | "fp32" | "bf16": what tide's attention kernel multiplies in:
 //                             FP32 throughout, or q.k and p.v on BF16 roundings (AVX512_BF16,
-//                             FP32 sums; else FP32); auto: bf16 for an INT8 model, fp32 otherwise
+//                             FP32 sums; else FP32); auto: bf16 for an INT8 encoder, fp32
+//                             otherwise (a decoder's causal attention: fp32 unless bf16)
 //   elementwise_kernel        "tide" | "onnxruntime": with graph_fusion auto, the feed-forward
 //                             bias + GELU and the layer norms run on tide's own AVX-512 kernels
 //                             (runtime/bias_gelu.h, runtime/layer_norm.h; needs AVX-512, else ONNX
