@@ -116,11 +116,18 @@ HeadBias BiasOfHead(const UnitLayout& at, const float* bias) {
 }
 
 // The keys each of a block's rows attends (rows past the block's end: its last row's); returns the
-// block's most, its last row's (SeenKeys grows with i).
+// keys the block's score loop covers: its last row's (SeenKeys grows with i), rounded up to kKeyBlock.
 int64_t BlockSeen(const AttentionShape& s, const std::vector<int32_t>& keys, int64_t i0, int rows,
                   int64_t seen[kBlockRows]) {
   for (int r = 0; r < kBlockRows; ++r) seen[r] = SeenKeys(s, keys, i0 + std::min(r, rows - 1));
-  return seen[kBlockRows - 1];
+  return (seen[kBlockRows - 1] + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+}
+
+// The largest of a row's first n scores.
+TIDE_AVX512 inline float RowMax(const float* pr, int64_t n) {
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t j0 = 0; j0 < n; j0 += 16) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, TailMask(j0, n), pr + j0));
+  return _mm512_reduce_max_ps(m);
 }
 
 // A block's context for head vectors [t0, t0 + C): RP queries x C vectors per register block over
@@ -190,7 +197,7 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
   for (int64_t i0 = 0; i0 < s.seq; i0 += kBlockRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.seq - i0));
     int64_t seen[kBlockRows];  // keys per row: L, or fewer with causal
-    const int64_t Lb = (BlockSeen(s, sc.keys, i0, rows, seen) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+    const int64_t Lb = BlockSeen(s, sc.keys, i0, rows, seen);
     for (int r = 0; r < kBlockRows; ++r) {
       for (int t = 0; t < T; ++t) {
         __m512 x = _mm512_setzero_ps();
@@ -224,11 +231,7 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
     for (int r = 0; r < kBlockRows; ++r) {
       float* pr = p + r * Lp;
       const int64_t n = seen[r];
-      __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      for (int64_t j0 = 0; j0 < n; j0 += 16) {
-        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, TailMask(j0, n), pr + j0));
-      }
-      const __m512 best = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+      const __m512 best = _mm512_set1_ps(RowMax(pr, n));
       __m512 sum = _mm512_setzero_ps();
       for (int64_t j0 = 0; j0 < Lb; j0 += 16) {
         const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, n), Exp512NonPositive(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));
@@ -342,7 +345,7 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
   for (int64_t i0 = 0; i0 < s.seq; i0 += kBlockRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.seq - i0));
     int64_t seen[kBlockRows];  // keys per row: L, or fewer with causal
-    const int64_t Lb = (BlockSeen(s, sc.keys, i0, rows, seen) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+    const int64_t Lb = BlockSeen(s, sc.keys, i0, rows, seen);
     for (int r = 0; r < kBlockRows; ++r) {
       for (int t = 0; t < T; ++t) {
         __m512 x = _mm512_setzero_ps();
@@ -376,11 +379,7 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
     for (int r = 0; r < kBlockRows; ++r) {
       const float* pr = p + r * Lp;
       const int64_t n = seen[r];
-      __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      for (int64_t j0 = 0; j0 < n; j0 += 16) {
-        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, TailMask(j0, n), pr + j0));
-      }
-      const __m512 best = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+      const __m512 best = _mm512_set1_ps(RowMax(pr, n));
       __m512 sum = _mm512_setzero_ps();
       for (int64_t j0 = 0; j0 < Lb; j0 += 16) {
         const __m512 e = _mm512_maskz_mov_ps(TailMask(j0, n), Exp512NonPositiveBf16(_mm512_sub_ps(_mm512_loadu_ps(pr + j0), best)));

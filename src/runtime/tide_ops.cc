@@ -88,9 +88,7 @@ struct PaddedAttentionKernel {
                       const Ort::Custom::Tensor<float>& v, const Ort::Custom::Tensor<float>& bias,
                       const Ort::Custom::Tensor<int32_t>& mask, Ort::Custom::Tensor<float>& out) {
     const std::vector<int64_t>& shape = q.Shape();
-    auto fail = [](const std::string& what) {
-      return Ort::Status(absl::StrCat("ai.tide.PaddedAttention: ", what).c_str(), ORT_INVALID_ARGUMENT);
-    };
+    auto fail = [](const std::string& what) { return Fail(kPaddedAttentionOp, what); };
     if (!precision_.bad.empty()) return fail(precision_.Error());
     if (shape.size() != 3 || heads_ <= 0 || shape[2] % heads_ != 0) {
       return fail(absl::StrCat("query ", Dims(shape), " is not [batch, seq, num_heads (", heads_, ") x head_size]"));
