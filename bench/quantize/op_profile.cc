@@ -12,6 +12,11 @@
 //              [--tide-attention-variant NAME=MODEL]  (tide's attention kernel only)
 //              [--tide-bf16-variant NAME=MODEL]  (as --tide-variant, attention precision "bf16": what
 //                                                 the server runs for an INT8 model with AVX512_BF16)
+//              [--tide-pruned-variant NAME=MODEL]  (the server's default load: as --tide-variant,
+//                                                   the last layer on the pooled token
+//                                                   (prune_last_layer), and BF16 attention products
+//                                                   for an INT8 model with AVX512_BF16; the other
+//                                                   tide variants run the last layer whole)
 //              [--batch 16] [--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse]
 //              [--optimized-dir DIR]   (writes ONNX Runtime's optimized graph of each variant there)
 //              [--keep-profile]        (keeps ONNX Runtime's profile JSON of each variant, per node)
@@ -37,9 +42,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "onnx_graph/graph_util.h"
 #include "onnx_graph/model_io.h"
 #include "onnxruntime_cxx_api.h"
 #include "optimize/transformer_fusion.h"
+#include "runtime/padded_attention.h"
 #include "runtime/tide_ops.h"
 
 namespace {
@@ -49,6 +56,7 @@ struct Variant {
   bool tide_attention = false;    // --tide-variant, --tide-attention-variant: ai.tide.PaddedAttention
   bool tide_elementwise = false;  // --tide-variant: ai.tide.BiasGelu, LayerNorm, SkipLayerNorm
   bool tide_attention_bf16 = false;  // --tide-bf16-variant: also attention products in BF16
+  bool prune_last_layer = false;     // --tide-pruned-variant: the last layer on the pooled token
 };
 
 struct Args {
@@ -64,7 +72,7 @@ struct Args {
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
-               "op_profile: %s\nusage: op_profile --variant NAME=MODEL [--variant NAME=MODEL ...] [--tide-variant NAME=MODEL ...] [--tide-attention-variant NAME=MODEL ...] [--tide-bf16-variant NAME=MODEL ...] [--batch 16] "
+               "op_profile: %s\nusage: op_profile --variant NAME=MODEL [--variant NAME=MODEL ...] [--tide-variant NAME=MODEL ...] [--tide-attention-variant NAME=MODEL ...] [--tide-bf16-variant NAME=MODEL ...] [--tide-pruned-variant NAME=MODEL ...] [--batch 16] "
                "[--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse] [--optimized-dir DIR] [--keep-profile] [--session-config KEY=VALUE]\n",
                why.c_str());
   std::exit(2);
@@ -95,11 +103,12 @@ Args Parse(int argc, char** argv) {
     if (i + 1 >= argc) Usage(flag + " lacks its value");
     const std::string v = argv[++i];
     if (flag == "--variant" || flag == "--tide-variant" || flag == "--tide-attention-variant" ||
-        flag == "--tide-bf16-variant") {
+        flag == "--tide-bf16-variant" || flag == "--tide-pruned-variant") {
       std::vector<std::string> kv = absl::StrSplit(v, absl::MaxSplits('=', 1));
       if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) Usage(flag + " wants NAME=MODEL");
-      const bool all_tide = flag == "--tide-variant" || flag == "--tide-bf16-variant";
-      a.variants.push_back({kv[0], kv[1], flag != "--variant", all_tide, flag == "--tide-bf16-variant"});
+      const bool all_tide = flag == "--tide-variant" || flag == "--tide-bf16-variant" || flag == "--tide-pruned-variant";
+      a.variants.push_back(
+          {kv[0], kv[1], flag != "--variant", all_tide, flag == "--tide-bf16-variant", flag == "--tide-pruned-variant"});
     } else if (flag == "--batch") {
       a.batch = PositiveInt(v, "--batch");
     } else if (flag == "--seq") {
@@ -167,6 +176,13 @@ Session Open(const Args& args, const Variant& v) {
     fusion.tide_elementwise = v.tide_elementwise;
     fusion.tide_attention_bf16 = v.tide_attention_bf16;
     fusion.tide_causal_attention_bf16 = v.tide_attention_bf16;
+    fusion.prune_last_layer = v.prune_last_layer;
+    // --tide-pruned-variant is the server's default load: attention_precision auto (BF16 products
+    // for an INT8 encoder where the CPU has AVX512_BF16).
+    if (v.prune_last_layer && tide::onnx_graph::GraphPrecision(*model) == "int8" &&
+        tide::runtime::PaddedAttentionBf16Supported()) {
+      fusion.tide_attention_bf16 = true;
+    }
     auto report = tide::optimize::FuseTransformer(fusion, &*model);
     s.fusion = report.ok() ? report->Summary() : std::string(report.status().message());
     if (args.drop_attention_mask) {

@@ -73,6 +73,10 @@
 //                             bias + GELU and the layer norms run on tide's own AVX-512 kernels
 //                             (runtime/bias_gelu.h, runtime/layer_norm.h; needs AVX-512, else ONNX
 //                             Runtime's) or on ONNX Runtime's Add + Gelu and (Skip)LayerNormalization
+//   prune_last_layer          "true" | "false": with attention on tide's kernel, an encoder whose
+//                             head reads the first token (Gather(hidden, 0, axis 1)) computes its
+//                             last layer for that token alone (optimize/pooled_token.h; the probe
+//                             check covers it); false: every position of every layer
 //   long_documents            "truncate" | "chunk_max" | "chunk_mean": a document longer than what
 //                             fits beside the query is cut (truncate) or scored as overlapping
 //                             windows, the best (chunk_max) or the mean (chunk_mean) of their scores
@@ -181,6 +185,7 @@ struct TideParameters {
   KernelChoice attention_kernel = KernelChoice::kTide;    // optimize::FusionOptions::tide_attention
   KernelChoice elementwise_kernel = KernelChoice::kTide;  // optimize::FusionOptions::tide_elementwise
   AttentionPrecision attention_precision = AttentionPrecision::kAuto;  // FusionOptions::tide_attention_bf16
+  bool prune_last_layer = true;                           // optimize::FusionOptions::prune_last_layer
   std::optional<int64_t> token_type_vocab_size;           // unset: derived at load (see above)
   LongDocuments long_documents = LongDocuments::kTruncate;
   int64_t chunk_tokens = 0;                // 0: as many as fit beside the query

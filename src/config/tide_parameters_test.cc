@@ -44,6 +44,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_EQ(p->attention_precision, AttentionPrecision::kAuto);
   EXPECT_EQ(p->attention_kernel, KernelChoice::kTide);
   EXPECT_EQ(p->elementwise_kernel, KernelChoice::kTide);
+  EXPECT_TRUE(p->prune_last_layer);
   EXPECT_FALSE(p->token_type_vocab_size.has_value());
   EXPECT_EQ(p->EffectiveMaxSequenceLength(std::nullopt), 512);
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 256);
@@ -69,6 +70,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"attention_kernel", "onnxruntime"},
                                                   {"elementwise_kernel", "onnxruntime"},
                                                   {"attention_precision", "bf16"},
+                                                  {"prune_last_layer", "false"},
                                                   {"sequence_buckets", "32, 64,128"},
                                                   {"allowed_batch_sizes", "1,2,4,8"},
                                                   {"max_padding_ratio", "2.5"},
@@ -96,6 +98,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->attention_kernel, KernelChoice::kOnnxRuntime);
   EXPECT_EQ(p->elementwise_kernel, KernelChoice::kOnnxRuntime);
   EXPECT_EQ(p->attention_precision, AttentionPrecision::kBf16);
+  EXPECT_FALSE(p->prune_last_layer);
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(p->max_padding_ratio, 2.5);

@@ -245,6 +245,131 @@ TEST(FusionCheckTest, TinyXlmrWithBiasesFp32AndInt8) {
 }
 
 // The load-time check on the XLM-R export: fused, and within its tolerance on the probe batch.
+// Every tide kernel and the last layer on the pooled token (pooled_token.h): the load's default.
+FusionOptions TideKernelsPruned() {
+  FusionOptions o = TideKernels();
+  o.prune_last_layer = true;
+  return o;
+}
+
+// Logits of `model` fused with `a` and with `b`: their largest absolute difference.
+double FusedDifference(const onnx::ModelProto& model, const FusionOptions& a, const FusionOptions& b,
+                       const runtime::TokenBatch& batch) {
+  std::vector<float> logits[2];
+  for (int i = 0; i < 2; ++i) {
+    onnx::ModelProto m = model;
+    auto report = FuseTransformer(i == 0 ? a : b, &m);
+    EXPECT_TRUE(report.ok()) << report.status();
+    runtime::OrtOptions o;
+    o.intra_op_threads = 1;
+    EXPECT_TRUE(m.SerializeToString(&o.model_data));
+    auto run = RunOnce(o, batch);
+    EXPECT_TRUE(run.ok()) << run.status();
+    if (run.ok()) logits[i] = run->values;
+  }
+  EXPECT_EQ(logits[0].size(), logits[1].size());
+  double worst = 0;
+  for (size_t i = 0; i < logits[0].size() && i < logits[1].size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(logits[0][i] - logits[1][i])));
+  }
+  return worst;
+}
+
+// The last layer on the pooled token: one Slice of the previous layer's output feeds the query
+// projection and the residual (a Gather of position [0] on axis 1); the attention's keys and values
+// read it whole; the 8 nodes after
+// (query MatMul, attention, output MatMul, skip-layernorm, two feed-forward MatMuls, bias-GELU,
+// skip-layernorm) run on [batch, 1, hidden]. Position 0's logits are those of the whole layer, on
+// MiniLM-L6 (shared zero biases), tiny-bert and tiny-xlmr (random biases), FP32 and INT8.
+TEST(FusionCheckTest, LastLayerOnThePooledTokenScoresAsTheWholeLayer) {
+  const std::filesystem::path minilm = SourceRoot() / "models/minilm-l6/1/model.onnx";
+  if (!std::filesystem::exists(minilm)) GTEST_SKIP() << minilm << " is absent";
+  auto model = onnx_graph::LoadModel(minilm.string());
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto sig = runtime::OrtBackend::ReadSignature(minilm.string());
+  ASSERT_TRUE(sig.ok());
+  const runtime::TokenBatch batch = PaddedBatch(*sig, 40, 30000);
+  {
+    onnx::ModelProto m = *model;
+    auto report = FuseTransformer(TideKernelsPruned(), &m);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->pruned_last_layer, 8) << report->Summary();
+    EXPECT_THAT(report->Summary(), ::testing::HasSubstr(
+                                       "6 bias-gelu + 13 layernorm on tide kernels, last layer on the pooled token (8 nodes); "));
+    int slices = 0;
+    std::string sliced;
+    for (const auto& n : m.graph().node()) {
+      if (n.op_type() == "Gather" && n.input(1) == "tide_pooled_token_position") ++slices, sliced = n.output(0);
+    }
+    EXPECT_EQ(slices, 1);
+    int readers = 0;
+    for (const auto& n : m.graph().node()) {
+      for (const auto& in : n.input()) readers += in == sliced;
+    }
+    EXPECT_EQ(readers, 2) << "the query projection and the residual";
+  }
+  ExpectSameLogits(*model, TideKernelsPruned(), 6, batch, 1e-4);
+  EXPECT_LT(FusedDifference(*model, TideKernels(), TideKernelsPruned(), batch), 2e-5);
+  const onnx::ModelProto int8 = Int8(*model);
+  ExpectSameLogits(int8, TideKernelsPruned(), 6, batch, 0.2);
+  ExpectSameLogits(int8, TideKernelsBf16(), 6, batch, 0.2);
+  for (const char* preset : {"tiny-bert", "tiny-xlmr"}) {
+    const std::string path = ExportedPreset(preset);
+    if (path.empty()) GTEST_SKIP() << "could not export " << preset << " with tools/export_model.py";
+    auto tiny = onnx_graph::LoadModel(path);
+    ASSERT_TRUE(tiny.ok()) << tiny.status();
+    RandomizeVectors(&*tiny);
+    auto tiny_sig = runtime::OrtBackend::ReadSignature(path);
+    ASSERT_TRUE(tiny_sig.ok());
+    const runtime::TokenBatch tiny_batch = PaddedBatch(*tiny_sig, 40, 100, std::string(preset) == "tiny-xlmr" ? 1 : 0);
+    ExpectSameLogits(*tiny, TideKernelsPruned(), 2, tiny_batch, 1e-4);
+    EXPECT_LT(FusedDifference(*tiny, TideKernels(), TideKernelsPruned(), tiny_batch), 2e-5) << preset;
+  }
+}
+
+// A head that reads another position, or a graph that also answers the last hidden state, keeps
+// the last layer whole and says why.
+TEST(FusionCheckTest, LastLayerStaysWholeWhenOtherPositionsAreRead) {
+  const std::filesystem::path minilm = SourceRoot() / "models/minilm-l6/1/model.onnx";
+  if (!std::filesystem::exists(minilm)) GTEST_SKIP() << minilm << " is absent";
+  auto model = onnx_graph::LoadModel(minilm.string());
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto said = [](const FusionReport& r, const std::string& why) {
+    for (const auto& s : r.skipped) {
+      if (s.find(why) != std::string::npos) return true;
+    }
+    return false;
+  };
+  // The pooler's Gather reads position 1.
+  onnx::ModelProto second = *model;
+  for (auto& n : *second.mutable_graph()->mutable_node()) {
+    if (n.op_type() != "Gather" || n.output(0).find("pooler") == std::string::npos) continue;
+    *second.mutable_graph()->add_initializer() = onnx::TensorProto();
+    onnx::TensorProto& one = *second.mutable_graph()->mutable_initializer(second.graph().initializer_size() - 1);
+    one.set_name("position_one");
+    one.set_data_type(onnx::TensorProto::INT64);
+    one.add_int64_data(1);
+    n.set_input(1, "position_one");
+  }
+  auto r1 = FuseTransformer(TideKernelsPruned(), &second);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(r1->pruned_last_layer, 0) << r1->Summary();
+  EXPECT_TRUE(said(*r1, "pooled token: the last layer stays whole: no Gather(hidden, 0, axis 1)")) << ::testing::PrintToString(r1->skipped);
+  // The last hidden state is a graph output too.
+  onnx::ModelProto hidden = *model;
+  std::string last;
+  for (const auto& n : hidden.graph().node()) {
+    if (n.op_type() == "Gather" && n.output(0).find("pooler") != std::string::npos) last = n.input(0);
+  }
+  ASSERT_FALSE(last.empty());
+  hidden.mutable_graph()->add_output()->set_name(last);
+  hidden.mutable_graph()->mutable_output(1)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  auto r2 = FuseTransformer(TideKernelsPruned(), &hidden);
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_EQ(r2->pruned_last_layer, 0) << r2->Summary();
+  EXPECT_TRUE(said(*r2, "no ai.tide.PaddedAttention feeds the first-position Gather"));
+}
+
 TEST(FusionCheckTest, PrepareFusedModelAcceptsTinyXlmr) {
   const std::string path = ExportedPreset("tiny-xlmr");
   if (path.empty()) GTEST_SKIP() << "could not export tiny-xlmr with tools/export_model.py";

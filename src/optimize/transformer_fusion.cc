@@ -5,6 +5,7 @@
 #include "optimize/attention_fusion.h"
 #include "optimize/graph_rewrite.h"
 #include "optimize/padding_mask_in_keys.h"
+#include "optimize/pooled_token.h"
 #include "optimize/skip_layer_norm_fusion.h"
 #include "optimize/tide_attention.h"
 #include "optimize/tide_elementwise.h"
@@ -26,8 +27,10 @@ std::string FusionReport::Summary() const {
           ? ""
           : absl::StrCat(", ", tide_causal_attention, " causal attention (tide kernel",
                          tide_causal_attention_bf16 ? ", BF16 products" : "", ")");
+  const std::string pruned =
+      pruned_last_layer == 0 ? "" : absl::StrCat(", last layer on the pooled token (", pruned_last_layer, " nodes)");
   return absl::StrCat(attention_fused, " attention", kernel, ", ", skip_layer_norm_fused, " skip-layernorm", causal,
-                      elementwise, "; ", nodes_before, " -> ", nodes_after, " nodes");
+                      elementwise, pruned, "; ", nodes_before, " -> ", nodes_after, " nodes");
 }
 
 absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx::ModelProto* model) {
@@ -59,6 +62,10 @@ absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx:
     const TideElementwiseCount moved = UseTideElementwise(model, &report.skipped);
     report.tide_bias_gelu = moved.bias_gelu;
     report.tide_layer_norm = moved.layer_norm;
+  }
+  if (options.prune_last_layer && report.tide_attention > 0) {
+    RemoveDeadNodes(g);  // the replaced nodes still read the values the pass follows
+    report.pruned_last_layer = PruneLastLayer(model, &report.skipped);
   }
   if (report.fused() > 0) {
     onnx_graph::EnsureOpset(model, "com.microsoft", 1);

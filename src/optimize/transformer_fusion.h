@@ -55,6 +55,9 @@ struct FusionOptions {
   // LayerNorm / SkipLayerNorm (tide_elementwise.h); as for tide_attention, only tide's sessions
   // open the result.
   bool tide_elementwise = false;
+  // With tide_attention: the last layer computes its pooled first token alone when the head reads
+  // Gather(hidden, 0, axis 1) (pooled_token.h); run after every other rewrite.
+  bool prune_last_layer = false;
 };
 
 struct FusionReport {
@@ -67,16 +70,19 @@ struct FusionReport {
   bool tide_causal_attention_bf16 = false;  // the causal ones multiply in BF16
   int tide_bias_gelu = 0;   // Add + GELU rewritten into ai.tide.BiasGelu
   int tide_layer_norm = 0;  // (Skip)LayerNormalization rewritten into ai.tide.(Skip)LayerNorm
+  int pruned_last_layer = 0;  // nodes of the last layer narrowed to the pooled token (pooled_token.h)
   std::vector<std::string> skipped;  // "<node name>: <why it was left alone>"
   int nodes_before = 0;
   int nodes_after = 0;
   // > 0 when anything was rewritten (attention, skip-layernorm, or anything moved to a tide kernel).
   int fused() const {
-    return attention_fused + skip_layer_norm_fused + tide_causal_attention + tide_bias_gelu + tide_layer_norm;
+    return attention_fused + skip_layer_norm_fused + tide_causal_attention + tide_bias_gelu + tide_layer_norm +
+           pruned_last_layer;
   }
   // "6 attention, 13 skip-layernorm; 623 -> 152 nodes" ("6 attention (tide kernel), ..." with
   // tide_attention, "6 attention (tide kernel, BF16 products), ..." with tide_attention_bf16;
   // "..., 12 skip-layernorm, 6 bias-gelu + 13 layernorm on tide kernels; ..." with tide_elementwise;
+  // "..., last layer on the pooled token (9 nodes); ..." with prune_last_layer;
   // "0 attention, 0 skip-layernorm, 28 causal attention (tide kernel); ..." for a decoder)
   std::string Summary() const;
 };

@@ -71,9 +71,9 @@ void ReferenceUnit(const AttentionShape& s, const float* q, const float* k, cons
   const float* bk = bias != nullptr ? bias + at.q_stride + at.kv_col : nullptr;
   const float* bv = bias != nullptr ? bias + at.q_stride + at.kv_stride + at.kv_col : nullptr;
   std::vector<double> scores(keys->size()), acc(static_cast<size_t>(d));
-  for (int64_t i = 0; i < s.seq; ++i) {
+  for (int64_t i = 0; i < s.Queries(); ++i) {
     const auto seen = static_cast<size_t>(SeenKeys(s, *keys, i));
-    const float* qi = q + (b * s.seq + i) * at.q_stride + at.q_col;
+    const float* qi = q + (b * s.Queries() + i) * at.q_stride + at.q_col;
     double best = -std::numeric_limits<double>::infinity();
     for (size_t n = 0; n < seen; ++n) {
       const float* kj = k + (b * s.seq + (*keys)[n]) * at.kv_stride + at.kv_col;
@@ -92,7 +92,7 @@ void ReferenceUnit(const AttentionShape& s, const float* q, const float* k, cons
       const float* vj = v + (b * s.seq + (*keys)[n]) * at.kv_stride + at.kv_col;
       for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p * (vj[c] + (bv ? bv[c] : 0.0f));
     }
-    float* oi = out + (b * s.seq + i) * at.q_stride + at.q_col;
+    float* oi = out + (b * s.Queries() + i) * at.q_stride + at.q_col;
     for (int64_t c = 0; c < d; ++c) oi[c] = static_cast<float>(acc[static_cast<size_t>(c)] / sum);
   }
 }
@@ -194,15 +194,15 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
   }
 
   const __m512 scale = _mm512_set1_ps(s.scale);
-  for (int64_t i0 = 0; i0 < s.seq; i0 += kBlockRows) {
-    const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.seq - i0));
+  for (int64_t i0 = 0; i0 < s.Queries(); i0 += kBlockRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.Queries() - i0));
     int64_t seen[kBlockRows];  // keys per row: L, or fewer with causal
     const int64_t Lb = BlockSeen(s, sc.keys, i0, rows, seen);
     for (int r = 0; r < kBlockRows; ++r) {
       for (int t = 0; t < T; ++t) {
         __m512 x = _mm512_setzero_ps();
         if (r < rows) {
-          const float* qi = q + (b * s.seq + i0 + r) * at.q_stride + at.q_col;
+          const float* qi = q + (b * s.Queries() + i0 + r) * at.q_stride + at.q_col;
           x = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(qi + 16 * t), _mm512_loadu_ps(bq + 16 * t)), scale);
         }
         _mm512_storeu_ps(qp + r * D + 16 * t, x);
@@ -241,7 +241,7 @@ TIDE_AVX512 void VectorUnit(const AttentionShape& s, const float* q, const float
       inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
     }
     // Context, in column chunks of the head.
-    float* out0 = out + (b * s.seq + i0) * at.q_stride + at.q_col;
+    float* out0 = out + (b * s.Queries() + i0) * at.q_stride + at.q_col;
     constexpr int C0 = T < kContextChunk ? T : kContextChunk;
     ContextColumns<C0>(p, Lp, vp, D, 0, rows, seen, inv, out0, at.q_stride);
     if constexpr (T > kContextChunk) ContextColumns<T - kContextChunk>(p, Lp, vp, D, kContextChunk, rows, seen, inv, out0, at.q_stride);
@@ -342,15 +342,15 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
   }
 
   const __m512 scale = _mm512_set1_ps(s.scale);
-  for (int64_t i0 = 0; i0 < s.seq; i0 += kBlockRows) {
-    const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.seq - i0));
+  for (int64_t i0 = 0; i0 < s.Queries(); i0 += kBlockRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kBlockRows, s.Queries() - i0));
     int64_t seen[kBlockRows];  // keys per row: L, or fewer with causal
     const int64_t Lb = BlockSeen(s, sc.keys, i0, rows, seen);
     for (int r = 0; r < kBlockRows; ++r) {
       for (int t = 0; t < T; ++t) {
         __m512 x = _mm512_setzero_ps();
         if (r < rows) {
-          const float* qi = q + (b * s.seq + i0 + r) * at.q_stride + at.q_col;
+          const float* qi = q + (b * s.Queries() + i0 + r) * at.q_stride + at.q_col;
           x = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(qi + 16 * t), _mm512_loadu_ps(bq + 16 * t)), scale);
         }
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(qp + r * D2 + 8 * t), ToBf16(x));
@@ -390,7 +390,7 @@ TIDE_AVX512_BF16 void Bf16Unit(const AttentionShape& s, const float* q, const fl
       inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
     }
     // Context, in column chunks of the head, a key pair per step.
-    float* out0 = out + (b * s.seq + i0) * at.q_stride + at.q_col;
+    float* out0 = out + (b * s.Queries() + i0) * at.q_stride + at.q_col;
     constexpr int C0 = T < kContextChunk ? T : kContextChunk;
     ContextColumnsBf16<C0>(p2, Lp / 2, vp, D, 0, rows, seen, inv, out0, at.q_stride);
     if constexpr (T > kContextChunk) {

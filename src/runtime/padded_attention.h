@@ -27,6 +27,9 @@
 //    output is a convex combination of the rounded values. Each rounding moves a value by at most
 //    2^-9 of itself (held within 1.5e-2 of the output scale of the reference by the tests). Runs FP32
 //    where the CPU lacks AVX512_BF16 (PaddedAttentionBf16Supported()).
+//  - queries (0 = seq): only the first `queries` positions are query rows, q and out are [batch,
+//    queries, heads x head_size] and k, v, mask keep [batch, seq, ...]: query i attends as it would
+//    among all seq queries (an encoder's last layer computing its pooled first token alone).
 //  - kv_heads (grouped-query attention; 0 = heads): k and v are [batch, seq, kv_heads x head_size],
 //    query head h reads key/value head h / (heads / kv_heads) (heads a multiple of kv_heads); bias,
 //    when given, is [heads x d (q), kv_heads x d (k), kv_heads x d (v)].
@@ -53,8 +56,12 @@ struct AttentionShape {
   AttentionPrecision precision = AttentionPrecision::kFp32;
   int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: heads
   bool causal = false;   // query i sees the keys at positions <= i
+  // Query rows: the first `queries` positions of each row (q and out [batch, queries, ...]); 0: seq.
+  // An encoder's last layer needs its pooled token's row alone (optimize/pooled_token.h).
+  int64_t queries = 0;
 
   int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t Queries() const { return queries > 0 ? queries : seq; }
 };
 
 void PaddedAttention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* bias,

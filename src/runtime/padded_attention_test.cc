@@ -145,6 +145,41 @@ TEST(PaddedAttentionTest, ParallelUnitsWriteTheSameResultAndNullBiasIsZero) {
   EXPECT_LT(MaxRelativeDiff(serial, want), 2e-5);
 }
 
+// The first `n` positions of each row of a [batch, seq, width] tensor.
+std::vector<float> FirstPositions(const std::vector<float>& t, int64_t batch, int64_t seq, int64_t n) {
+  const auto width = static_cast<int64_t>(t.size()) / (batch * seq);
+  std::vector<float> out;
+  for (int64_t b = 0; b < batch; ++b) {
+    out.insert(out.end(), t.begin() + b * seq * width, t.begin() + (b * seq + n) * width);
+  }
+  return out;
+}
+
+// queries = n: the first n queries alone give exactly what they give among all of a row's queries
+// (an encoder's last layer on its pooled token), on both precisions and the reference loops.
+TEST(PaddedAttentionTest, FirstQueriesAloneAreThoseOfAllQueries) {
+  for (int64_t head_size : {32, 64}) {
+    for (AttentionPrecision precision : {AttentionPrecision::kFp32, AttentionPrecision::kBf16}) {
+      Inputs in = RandomInputs(3, head_size, 41, {41, 17, 1}, true, static_cast<unsigned>(head_size) + 7);
+      in.shape.precision = precision;
+      std::vector<float> all(in.q.size()), all_reference(in.q.size());
+      PaddedAttention(in.shape, in.q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(), all.data());
+      PaddedAttentionReference(in.shape, in.q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(),
+                               all_reference.data());
+      for (int64_t n : {1, 3, 9, 41}) {
+        AttentionShape first = in.shape;
+        first.queries = n;
+        const std::vector<float> q = FirstPositions(in.q, in.shape.batch, in.shape.seq, n);
+        std::vector<float> out(q.size()), reference(q.size());
+        PaddedAttention(first, q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(), out.data());
+        PaddedAttentionReference(first, q.data(), in.k.data(), in.v.data(), in.bias.data(), in.mask.data(), reference.data());
+        EXPECT_EQ(out, FirstPositions(all, in.shape.batch, in.shape.seq, n)) << "head_size " << head_size << ", n " << n;
+        EXPECT_EQ(reference, FirstPositions(all_reference, in.shape.batch, in.shape.seq, n)) << "n " << n;
+      }
+    }
+  }
+}
+
 // A padded key changes nothing: the real rows' outputs are those of the row alone, unpadded.
 TEST(PaddedAttentionTest, PaddingDoesNotReachTheRealKeys) {
   Inputs padded = RandomInputs(2, 64, 48, {30}, false, 11);
@@ -530,6 +565,42 @@ TEST(CausalAttentionOpTest, BadInputsAreAnErrorNamingThem) {
   EXPECT_THAT(error(DecoderAttentionModel(false, 4, 2, 0.25f, "int8"), {5, 2}),
               ::testing::HasSubstr("precision \"int8\" is not fp32 or bf16"));
   EXPECT_EQ(error(good, {5, 2}), "ran");
+}
+
+// q [batch, n, hidden] beside k, v [batch, seq, hidden]: the op answers the first n positions' rows
+// of the self-attention; a q longer than the keys is an error naming the shapes.
+TEST(PaddedAttentionOpTest, FirstPositionsQueryTheWholeRow) {
+  Inputs in = RandomInputs(4, 32, 37, {37, 20, 1}, false, 9);
+  const std::string model = AttentionModel(kTideOpDomain, kPaddedAttentionOp, 4, in.shape.scale);
+  const std::vector<float> all = RunAttention(model, in, 1);
+  Ort::SessionOptions so;
+  RegisterTideOps(so);
+  Ort::Session session(Env(), model.data(), model.size(), so);
+  const Ort::MemoryInfo mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  auto run = [&](std::vector<float> q, int64_t n) {
+    const std::vector<int64_t> q_dims = {3, n, 128}, kv_dims = {3, 37, 128}, bias_dims = {384}, mask_dims = {3, 37};
+    std::vector<Ort::Value> values;
+    values.push_back(Ort::Value::CreateTensor<float>(mem, q.data(), q.size(), q_dims.data(), 3));
+    values.push_back(Ort::Value::CreateTensor<float>(mem, in.k.data(), in.k.size(), kv_dims.data(), 3));
+    values.push_back(Ort::Value::CreateTensor<float>(mem, in.v.data(), in.v.size(), kv_dims.data(), 3));
+    values.push_back(Ort::Value::CreateTensor<float>(mem, in.bias.data(), in.bias.size(), bias_dims.data(), 1));
+    values.push_back(Ort::Value::CreateTensor<int32_t>(mem, in.mask.data(), in.mask.size(), mask_dims.data(), 2));
+    const char* names[] = {"q", "k", "v", "bias", "mask"};
+    const char* out_name[] = {"out"};
+    auto out = session.Run(Ort::RunOptions{nullptr}, names, values.data(), values.size(), out_name, 1);
+    EXPECT_EQ(out[0].GetTensorTypeAndShapeInfo().GetShape(), q_dims);
+    const float* p = out[0].GetTensorData<float>();
+    return std::vector<float>(p, p + q.size());
+  };
+  EXPECT_EQ(run(FirstPositions(in.q, 3, 37, 1), 1), FirstPositions(all, 3, 37, 1));
+  EXPECT_EQ(run(FirstPositions(in.q, 3, 37, 5), 5), FirstPositions(all, 3, 37, 5));
+  std::vector<float> longer(3 * 38 * 128, 0.5f);
+  try {
+    run(longer, 38);
+    FAIL() << "38 queries over 37 keys ran";
+  } catch (const Ort::Exception& e) {
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("key [3, 37, 128] and value [3, 37, 128] must have the query's shape [3, 38, 128]"));
+  }
 }
 
 TEST(PaddedAttentionOpTest, WrongShapesAreAnErrorNotACrash) {

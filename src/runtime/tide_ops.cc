@@ -93,19 +93,23 @@ struct PaddedAttentionKernel {
     if (shape.size() != 3 || heads_ <= 0 || shape[2] % heads_ != 0) {
       return fail(absl::StrCat("query ", Dims(shape), " is not [batch, seq, num_heads (", heads_, ") x head_size]"));
     }
-    if (k.Shape() != shape || v.Shape() != shape) {
-      return fail(absl::StrCat("key ", Dims(k.Shape()), " and value ", Dims(v.Shape()), " must have the query's shape ",
-                               Dims(shape), " (self-attention)"));
+    // Self-attention, or its first positions' queries alone (q [batch, queries <= seq, hidden]).
+    const std::vector<int64_t>& kv = k.Shape();
+    if (kv.size() != 3 || kv[0] != shape[0] || kv[2] != shape[2] || shape[1] > kv[1] || v.Shape() != kv ||
+        (shape[1] == 0 && kv[1] > 0)) {
+      return fail(absl::StrCat("key ", Dims(kv), " and value ", Dims(v.Shape()), " must have the query's shape ",
+                               Dims(shape), ", or its batch and width with at least its positions"));
     }
     if (bias.Shape() != std::vector<int64_t>{3 * shape[2]}) {
       return fail(absl::StrCat("bias ", Dims(bias.Shape()), " is not [", 3 * shape[2], "]"));
     }
-    if (mask.Shape() != std::vector<int64_t>{shape[0], shape[1]}) {
-      return fail(absl::StrCat("key_padding_mask ", Dims(mask.Shape()), " is not [", shape[0], ", ", shape[1], "]"));
+    if (mask.Shape() != std::vector<int64_t>{kv[0], kv[1]}) {
+      return fail(absl::StrCat("key_padding_mask ", Dims(mask.Shape()), " is not [", kv[0], ", ", kv[1], "]"));
     }
     AttentionShape s;
     s.batch = shape[0];
-    s.seq = shape[1];
+    s.seq = kv[1];
+    s.queries = shape[1];
     s.heads = heads_;
     s.head_size = shape[2] / heads_;
     s.scale = scale_;

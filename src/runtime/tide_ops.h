@@ -4,7 +4,9 @@
 //    (int), scale (float) and optionally precision ("fp32", the default, or "bf16": the products on
 //    BF16 roundings, padded_attention.h): com.microsoft.MultiHeadAttention's inputs and result for an encoder's
 //    self-attention (q, k, v [B, S, N x d] float, bias [3 x N x d] float, mask [B, S] int32),
-//    computed over each row's real keys (padded_attention.h). tide::optimize::UseTideAttention
+//    computed over each row's real keys (padded_attention.h). q may hold the first positions alone
+//    (q and output [B, Sq <= S, N x d]: those queries, as among all S; optimize/pooled_token.h
+//    writes that for an encoder's last layer). tide::optimize::UseTideAttention
 //    writes it at load time (attention_kernel "tide"); `tide optimize` never does, so an optimized
 //    file still opens in any ONNX Runtime.
 //  - ai.tide.CausalAttention(q, k, v, seqlens_k) -> output, attributes num_heads, kv_num_heads

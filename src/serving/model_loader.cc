@@ -39,6 +39,7 @@ optimize::FusionOptions LoadFusionOptions(const config::TideParameters& paramete
   fusion.tide_causal_attention_bf16 = bf16 && parameters.attention_precision == config::AttentionPrecision::kBf16;
   fusion.tide_elementwise = parameters.elementwise_kernel == config::KernelChoice::kTide &&
                             runtime::BiasGeluIsVectorized() && runtime::LayerNormIsVectorized();
+  fusion.prune_last_layer = parameters.prune_last_layer;
   return fusion;
 }
 

@@ -1,7 +1,8 @@
 // Black-box tests of load-time graph fusion (config parameter graph_fusion, src/optimize) against
 // the real `tide serve`: tools/export_model.py's tiny-bert, FP32 and `tide quantize --int8`, each
 // served three times from one repository — with the default graph_fusion (auto; attention on
-// tide's kernel where the CPU has AVX-512), with attention_kernel "onnxruntime", and with "off".
+// tide's kernel where the CPU has AVX-512, the last layer on the pooled token), with
+// attention_kernel "onnxruntime", and with "off"; and FP32 once more with prune_last_layer false.
 //   - the server logs what it fused and the probe check's difference for the auto entries, and
 //     nothing of the kind for the "off" ones;
 //   - fused and unfused entries answer the same padded KServe batch (rows of mixed lengths) with the
@@ -32,13 +33,15 @@ using json = nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Config(bool fusion, bool ort_kernels = false) {
+std::string Config(bool fusion, bool ort_kernels = false, bool whole_last_layer = false) {
   return absl::StrCat("backend: \"onnxruntime\"\nmax_batch_size: 16\n",
                       "parameters { key: \"max_sequence_length\" value { string_value: \"64\" } }\n",
                       fusion ? "" : "parameters { key: \"graph_fusion\" value { string_value: \"off\" } }\n",
                       ort_kernels ? "parameters { key: \"attention_kernel\" value { string_value: \"onnxruntime\" } }\n"
                                       "parameters { key: \"elementwise_kernel\" value { string_value: \"onnxruntime\" } }\n"
-                                    : "");
+                                    : "",
+                      whole_last_layer ? "parameters { key: \"prune_last_layer\" value { string_value: \"false\" } }\n"
+                                       : "");
 }
 
 // What the default load writes for tiny-bert (heads of 16): tide's kernel needs AVX-512.
@@ -69,6 +72,7 @@ class ServeFusionTest : public SharedServerSuite<ServeFusionTest> {
     for (const auto& [name, model] : {std::pair{"fp32-ort", fp32}, std::pair{"int8-ort", int8}}) {
       if (absl::Status s = AddModel(repo, name, model, tokenizer, Config(true, true)); !s.ok()) return s;
     }
+    if (absl::Status s = AddModel(repo, "fp32-whole", fp32, tokenizer, Config(true, false, true)); !s.ok()) return s;
     return absl::OkStatus();
   }
 
@@ -118,10 +122,16 @@ TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
     const char* kernel = !TideKernelHere()                        ? ""
                          : name == "int8-fused" && Bf16Here() ? " (tide kernel, BF16 products)"
                                                               : " (tide kernel)";
+    // With tide's attention the last layer runs for the pooled [CLS] token alone (prune_last_layer).
     EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion: 2 attention",
                                             kernel, ", 4 skip-layernorm",
-                                            TideKernelHere() ? ", 2 bias-gelu + 5 layernorm on tide kernels;" : ";")));
+                                            TideKernelHere() ? ", 2 bias-gelu + 5 layernorm on tide kernels, "
+                                                               "last layer on the pooled token (8 nodes);"
+                                                             : ";")));
   }
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("model fp32-whole version 1: graph fusion: 2 attention",
+                                          TideKernelHere() ? " (tide kernel)" : "", ", 4 skip-layernorm",
+                                          TideKernelHere() ? ", 2 bias-gelu + 5 layernorm on tide kernels;" : ";")));
   for (const char* name : {"fp32-ort", "int8-ort"}) {
     EXPECT_THAT(log, HasSubstr(absl::StrCat("model ", name, " version 1: graph fusion: 2 attention, 4 skip-layernorm;")));
   }
@@ -172,6 +182,9 @@ TEST_F(ServeFusionTest, LogsWhatWasFusedOnlyForAutoEntries) {
 TEST_F(ServeFusionTest, FusedAndUnfusedAnswerTheSamePaddedBatch) {
   EXPECT_NO_FATAL_FAILURE(ExpectClose(Infer("fp32-fused"), Infer("fp32-plain"), 1e-4, "fp32"));
   EXPECT_NO_FATAL_FAILURE(ExpectClose(Infer("fp32-ort"), Infer("fp32-plain"), 1e-4, "fp32, ONNX Runtime's attention"));
+  EXPECT_NO_FATAL_FAILURE(ExpectClose(Infer("fp32-whole"), Infer("fp32-plain"), 1e-4, "fp32, the last layer whole"));
+  // The last layer on the pooled token computes the [CLS] row the whole layer computes.
+  EXPECT_NO_FATAL_FAILURE(ExpectClose(Infer("fp32-fused"), Infer("fp32-whole"), 2e-5, "fp32, pooled token vs whole"));
   const std::vector<float> plain = Infer("int8-plain");
   ASSERT_FALSE(plain.empty());
   double scale = 1;
