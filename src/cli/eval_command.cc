@@ -79,8 +79,9 @@ struct EvalModel {
 };
 
 // Fuses a served variant's graph as the load does (serving::LoadFusionOptions).
-absl::Status FuseAsServed(const std::string& precision, EvalModel* m) {
+absl::Status FuseAsServed(const std::string& precision, bool whole_last_layer, EvalModel* m) {
   config::TideParameters parameters;
+  parameters.prune_last_layer = !whole_last_layer;
   if (precision == "fp32") {
     parameters.attention_precision = config::AttentionPrecision::kFp32;
   } else if (precision == "bf16") {
@@ -249,6 +250,11 @@ absl::Status RunEval(const EvalOptions& o, std::ostream& out) {
     for (const auto& [l, p] : o.served_variants) found = found || l == label;
     if (!found) return absl::InvalidArgumentError(absl::StrCat("--attention-precision ", label, ": no --served-variant has that label"));
   }
+  for (const std::string& label : o.whole_last_layer) {
+    bool found = false;
+    for (const auto& [l, p] : o.served_variants) found = found || l == label;
+    if (!found) return absl::InvalidArgumentError(absl::StrCat("--whole-last-layer ", label, ": no --served-variant has that label"));
+  }
   std::vector<EvalModel> models = {{"fp32", o.model, "", ""}};
   for (const auto& [label, path] : o.variants) models.push_back({label, path, "", ""});
   for (const auto& [label, path] : o.served_variants) {
@@ -256,8 +262,9 @@ absl::Status RunEval(const EvalOptions& o, std::ostream& out) {
     for (const auto& [l, p] : o.attention_precision) {
       if (l == label) precision = p;
     }
+    const bool whole = std::find(o.whole_last_layer.begin(), o.whole_last_layer.end(), label) != o.whole_last_layer.end();
     models.push_back({label, path, "", ""});
-    if (absl::Status s = FuseAsServed(precision, &models.back()); !s.ok()) return s;
+    if (absl::Status s = FuseAsServed(precision, whole, &models.back()); !s.ok()) return s;
   }
   absl::StatusOr<std::vector<RunResult>> scored = ScoreAll(models, requests, o);
   if (!scored.ok()) return scored.status();
@@ -323,6 +330,9 @@ void RegisterEvalCommand(CLI::App* app) {
   cmd->add_option("--attention-precision", *precisions,
                   "LABEL=auto|fp32|bf16: a served variant's attention precision (default auto)")
       ->envname("TIDE_EVAL_ATTENTION_PRECISION");
+  cmd->add_option("--whole-last-layer", o->whole_last_layer,
+                  "LABEL: a served variant runs its last layer for every token (prune_last_layer false; repeatable)")
+      ->envname("TIDE_EVAL_WHOLE_LAST_LAYER");
   cmd->add_option("--queries", o->queries, "rerank requests")->capture_default_str()->envname("TIDE_EVAL_QUERIES");
   cmd->add_option("--min-docs", o->min_docs, "fewest documents per query")->capture_default_str()->envname("TIDE_EVAL_MIN_DOCS");
   cmd->add_option("--max-docs", o->max_docs, "most documents per query")->capture_default_str()->envname("TIDE_EVAL_MAX_DOCS");

@@ -18,7 +18,8 @@
 // A --served-variant runs as `tide serve` runs it (graph_fusion auto): fused at load with tide's
 // kernels where this CPU runs them (serving::LoadFusionOptions), its attention precision auto
 // (BF16 products for an INT8 model with AVX512_BF16) unless --attention-precision LABEL=fp32|bf16
-// names it; its row says how it was fused. --variant runs the file as it is.
+// names it, and its last layer on the pooled token (prune_last_layer) unless --whole-last-layer
+// LABEL names it; its row says how it was fused. --variant runs the file as it is.
 // Exit codes: 0 done, 2 a model cannot be loaded, fused or run. Flags have TIDE_EVAL_* twins.
 #pragma once
 
@@ -37,6 +38,7 @@ struct EvalOptions {
   std::vector<std::pair<std::string, std::string>> variants;  // label, path
   std::vector<std::pair<std::string, std::string>> served_variants;  // label, path: fused as tide serve fuses
   std::vector<std::pair<std::string, std::string>> attention_precision;  // served label, auto|fp32|bf16
+  std::vector<std::string> whole_last_layer;  // served labels run with prune_last_layer false
   int queries = 40;
   int min_docs = 16;
   int max_docs = 100;

@@ -68,6 +68,35 @@ TEST(EvalCommandTest, AServedVariantIsFusedAsTheLoadFusesIt) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("not auto, fp32 or bf16"));
 }
 
+// A served variant runs its last layer on the pooled token, as the load does (prune_last_layer),
+// unless --whole-last-layer names it; its row says which.
+TEST(EvalCommandTest, WholeLastLayerNamesServedVariants) {
+  const fs::path minilm = tide::testing::SourceRoot() / "models/minilm-l6/1/model.onnx";
+  if (!fs::exists(minilm)) GTEST_SKIP() << minilm << " is absent";
+  EvalOptions o = Small(minilm.string());
+  o.served_variants = {{"pruned", minilm.string()}, {"whole", minilm.string()}};
+  o.whole_last_layer = {"whole"};
+  std::ostringstream out;
+  const absl::Status status = RunEval(o, out);
+  ASSERT_TRUE(status.ok()) << status;
+  const std::string text = out.str();
+  const size_t pruned = text.find("pruned: served as tide serve fuses it: ");
+  const size_t whole = text.find("whole: served as tide serve fuses it: ");
+  ASSERT_NE(pruned, std::string::npos) << text;
+  ASSERT_NE(whole, std::string::npos) << text;
+  const std::string pruned_line = text.substr(pruned, text.find('\n', pruned) - pruned);
+  const std::string whole_line = text.substr(whole, text.find('\n', whole) - whole);
+  if (pruned_line.find("tide kernel") == std::string::npos) GTEST_SKIP() << "no AVX-512 here: " << pruned_line;
+  EXPECT_THAT(pruned_line, HasSubstr("last layer on the pooled token (8 nodes)"));
+  EXPECT_THAT(whole_line, ::testing::Not(HasSubstr("pooled token")));
+
+  EvalOptions unknown = o;
+  unknown.whole_last_layer = {"nobody"};
+  const absl::Status s = RunEval(unknown, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--whole-last-layer nobody: no --served-variant has that label"));
+}
+
 TEST(EvalCommandTest, Errors) {
   std::ostringstream out;
   EvalOptions bad = Small("model.onnx");
