@@ -12,11 +12,12 @@
 //              [--tide-attention-variant NAME=MODEL]  (tide's attention kernel only)
 //              [--tide-bf16-variant NAME=MODEL]  (as --tide-variant, attention precision "bf16": what
 //                                                 the server runs for an INT8 model with AVX512_BF16)
-//              [--tide-pruned-variant NAME=MODEL]  (the server's default load: as --tide-variant,
-//                                                   the last layer on the pooled token
-//                                                   (prune_last_layer), and BF16 attention products
-//                                                   for an INT8 model with AVX512_BF16; the other
-//                                                   tide variants run the last layer whole)
+//              [--tide-pruned-variant NAME=MODEL]  (the server's default load, from
+//                                                   serving::LoadFusionOptions: tide's kernels, the
+//                                                   last layer on the pooled token (prune_last_layer),
+//                                                   BF16 attention products for an INT8 model with
+//                                                   AVX512_BF16; the other tide variants run the
+//                                                   last layer whole)
 //              [--batch 16] [--seq 320] [--threads 1] [--rounds 3] [--iters 2] [--no-fuse]
 //              [--optimized-dir DIR]   (writes ONNX Runtime's optimized graph of each variant there)
 //              [--keep-profile]        (keeps ONNX Runtime's profile JSON of each variant, per node)
@@ -42,12 +43,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "config/tide_parameters.h"
 #include "onnx_graph/graph_util.h"
 #include "onnx_graph/model_io.h"
 #include "onnxruntime_cxx_api.h"
 #include "optimize/transformer_fusion.h"
-#include "runtime/padded_attention.h"
 #include "runtime/tide_ops.h"
+#include "serving/model_loader.h"
 
 namespace {
 
@@ -176,12 +178,9 @@ Session Open(const Args& args, const Variant& v) {
     fusion.tide_elementwise = v.tide_elementwise;
     fusion.tide_attention_bf16 = v.tide_attention_bf16;
     fusion.tide_causal_attention_bf16 = v.tide_attention_bf16;
-    fusion.prune_last_layer = v.prune_last_layer;
-    // --tide-pruned-variant is the server's default load: attention_precision auto (BF16 products
-    // for an INT8 encoder where the CPU has AVX512_BF16).
-    if (v.prune_last_layer && tide::onnx_graph::GraphPrecision(*model) == "int8" &&
-        tide::runtime::PaddedAttentionBf16Supported()) {
-      fusion.tide_attention_bf16 = true;
+    // --tide-pruned-variant: the server's default load, as `tide serve` derives it.
+    if (v.prune_last_layer) {
+      fusion = tide::serving::LoadFusionOptions(tide::config::TideParameters{}, tide::onnx_graph::GraphPrecision(*model));
     }
     auto report = tide::optimize::FuseTransformer(fusion, &*model);
     s.fusion = report.ok() ? report->Summary() : std::string(report.status().message());

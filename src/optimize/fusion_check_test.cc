@@ -43,6 +43,13 @@ runtime::TokenBatch PaddedBatch(const ModelSignature& sig, int64_t seq, int64_t 
   return b;
 }
 
+// The largest |a[i] - b[i]| (sizes checked by the caller).
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
+  return worst;
+}
+
 // Fuses `model` with `options`, checks what was fused, and compares logits with the unfused
 // model: the largest absolute difference must stay below `limit`.
 void ExpectSameLogits(onnx::ModelProto model, const FusionOptions& options, int layers,
@@ -66,9 +73,7 @@ void ExpectSameLogits(onnx::ModelProto model, const FusionOptions& options, int 
   auto b = RunOnce(fused, batch);
   ASSERT_TRUE(b.ok()) << b.status();
   ASSERT_EQ(a->values.size(), b->values.size());
-  double worst = 0;
-  for (size_t i = 0; i < a->values.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a->values[i] - b->values[i])));
-  EXPECT_LT(worst, limit) << report->Summary();
+  EXPECT_LT(MaxAbsDiff(a->values, b->values), limit) << report->Summary();
 }
 
 FusionOptions AttentionOnly() {
@@ -268,18 +273,13 @@ double FusedDifference(const onnx::ModelProto& model, const FusionOptions& a, co
     if (run.ok()) logits[i] = run->values;
   }
   EXPECT_EQ(logits[0].size(), logits[1].size());
-  double worst = 0;
-  for (size_t i = 0; i < logits[0].size() && i < logits[1].size(); ++i) {
-    worst = std::max(worst, static_cast<double>(std::fabs(logits[0][i] - logits[1][i])));
-  }
-  return worst;
+  return MaxAbsDiff(logits[0], logits[1]);
 }
 
-// The last layer on the pooled token: one Slice of the previous layer's output feeds the query
-// projection and the residual (a Gather of position [0] on axis 1); the attention's keys and values
-// read it whole; the 8 nodes after
-// (query MatMul, attention, output MatMul, skip-layernorm, two feed-forward MatMuls, bias-GELU,
-// skip-layernorm) run on [batch, 1, hidden]. Position 0's logits are those of the whole layer, on
+// The last layer on the pooled token: the previous layer's first position (one Gather of [0] on
+// axis 1) feeds the query projection and the residual; the attention's keys and values read that
+// layer whole; the 8 nodes after (query MatMul, attention, output MatMul, skip-layernorm, two
+// feed-forward MatMuls, bias-GELU, skip-layernorm) run on [batch, 1, hidden]. Position 0's logits are those of the whole layer, on
 // MiniLM-L6 (shared zero biases), tiny-bert and tiny-xlmr (random biases), FP32 and INT8.
 TEST(FusionCheckTest, LastLayerOnThePooledTokenScoresAsTheWholeLayer) {
   const std::filesystem::path minilm = SourceRoot() / "models/minilm-l6/1/model.onnx";

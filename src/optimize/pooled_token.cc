@@ -4,7 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <unordered_map>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "optimize/graph_index.h"
@@ -183,10 +183,10 @@ int PruneLastLayer(onnx::ModelProto* model, std::vector<std::string>* skipped) {
   // ONNX Runtime 1.29's session creation in a std::clamp assertion.)
   const std::string first = "tide_pooled_token_position";
   std::map<std::string, std::string> slice_of;
-  std::unordered_map<std::string, bool> narrowed_value;
+  std::unordered_set<std::string> narrowed_value;
   for (int i = 0; i < n_nodes; ++i) {
     if (!narrowed[static_cast<size_t>(i)]) continue;
-    for (const std::string& out : g->node(i).output()) narrowed_value[out] = true;
+    for (const std::string& out : g->node(i).output()) narrowed_value.insert(out);
   }
   for (int i = 0; i < n_nodes; ++i) {
     if (!narrowed[static_cast<size_t>(i)]) continue;
