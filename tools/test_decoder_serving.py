@@ -11,7 +11,10 @@ on free loopback ports, and checks, for FP32 and INT8, at every sequence bucket 
 request beside a shorter and a longer document. The server's own counters prove the shapes: alone,
 the pair runs as one row padded to its bucket; beside the others, the three run as ONE batch padded
 to the longer document's bucket (tide_batch_size_*, tide_batch_padded_tokens_total). Where the CPU has
-AVX-512, the load log shows that those batches ran on tide's causal attention kernel.
+AVX-512, the load log shows that those batches ran on tide's causal attention kernel, after the
+prompt's shared first tokens computed once (shared_prompt_prefix: the load log's prefix length, and
+tide_batch_prompt_prefix_tokens_total grows by it per row), and the same pairs served with
+shared_prompt_prefix false score the same (<= 1e-5).
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ class Server:
         with urllib.request.urlopen(self.url + "/metrics", timeout=60) as r:
             text = r.read().decode()
         out = {}
-        for name in ("tide_batch_size_count", "tide_batch_size_sum", "tide_batch_padded_tokens_total"):
+        for name in ("tide_batch_size_count", "tide_batch_size_sum", "tide_batch_padded_tokens_total",
+                     "tide_batch_prompt_prefix_tokens_total"):
             m = re.search(r"^" + name + r'\{model="' + re.escape(model) + r'",version="1"\} (\S+)$', text, re.M)
             out[name] = float(m.group(1)) if m else 0.0
         return out
@@ -169,6 +173,17 @@ class DecoderBatchInvarianceTest(unittest.TestCase):
     def check_model(self, model: str):
         log = os.path.join(self.tmp.name, f"{model}-serve.log")
         server = Server(test_export.tide_binary(), self.repos[model], log)
+        # With AVX-512 (tide's causal kernel) the load computes the prompt's shared first tokens once
+        # (shared_prompt_prefix) and every batch here runs the rest of its rows after them.
+        avx512 = {"avx512f", "avx512dq"} <= cpu_flags()
+        prefix = 0
+        if avx512:
+            with open(log, encoding="utf-8") as f:
+                m = re.search(r"shared prompt prefix: (\d+) tokens computed once", f.read())
+            self.assertIsNotNone(m, "the load log names the shared prompt prefix")
+            prefix = int(m.group(1))
+            self.assertGreater(prefix, 40, "Qwen3-Reranker's system message and instruction are shared")
+        alone_scores = {}
         try:
             shortest = "hi"
             shortest_length = self.prompt_length(server, shortest)
@@ -180,21 +195,46 @@ class DecoderBatchInvarianceTest(unittest.TestCase):
                     target = self.document_of_length(server, target_length)
                     longer = self.document_of_length(server, longer_length)
                     alone, shape = self.score_and_shape(server, model, [target], 0)
+                    alone_scores[target] = alone
                     self.assertEqual(shape["tide_batch_size_count"], 1, shape)
                     self.assertEqual(shape["tide_batch_padded_tokens_total"], bucket, shape)
+                    self.assertEqual(shape["tide_batch_prompt_prefix_tokens_total"], prefix, shape)
                     batched, shape = self.score_and_shape(server, model, [shortest, target, longer], 1)
                     # One batch of the three rows, padded to the longer document's bucket.
                     self.assertEqual((shape["tide_batch_size_count"], shape["tide_batch_size_sum"]), (1, 3), shape)
                     self.assertEqual(shape["tide_batch_padded_tokens_total"], 3 * bucket_of(longer_length), shape)
+                    self.assertEqual(shape["tide_batch_prompt_prefix_tokens_total"], 3 * prefix, shape)
                     self.assertLessEqual(abs(alone - batched), TOLERANCE,
                                          f"{model}: a {target_length}-token pair scores {alone!r} alone (bucket "
                                          f"{bucket}) but {batched!r} beside {shortest_length}- and "
                                          f"{longer_length}-token pairs (bucket {bucket_of(longer_length)})")
             # The batches above ran on tide's causal attention kernel where the CPU has AVX-512 (the
             # load moves both layers' GroupQueryAttention; FP32 products for INT8 too under auto).
-            if {"avx512f", "avx512dq"} <= cpu_flags():
+            if avx512:
                 with open(log, encoding="utf-8") as f:
-                    self.assertIn("2 causal attention (tide kernel); ", f.read())
+                    self.assertIn("2 causal attention (tide kernel), shared prompt prefix inputs (2 layers); ", f.read())
+        finally:
+            server.close()
+        if not avx512:
+            return
+        # The same pairs with shared_prompt_prefix false: every prompt whole, the same scores.
+        path = os.path.join(self.repos[model], model, "config.pbtxt")
+        with open(path, encoding="utf-8") as f:
+            config = f.read()
+        whole_repo = os.path.join(self.tmp.name, f"{model}-whole")
+        shutil.copytree(self.repos[model], whole_repo)
+        with open(os.path.join(whole_repo, model, "config.pbtxt"), "w", encoding="utf-8") as f:
+            f.write(set_parameter(config, "shared_prompt_prefix", "false"))
+        log = os.path.join(self.tmp.name, f"{model}-whole-serve.log")
+        server = Server(test_export.tide_binary(), whole_repo, log)
+        try:
+            for target, prefixed in alone_scores.items():
+                whole, shape = self.score_and_shape(server, model, [target], 0)
+                self.assertEqual(shape["tide_batch_prompt_prefix_tokens_total"], 0, shape)
+                self.assertLessEqual(abs(whole - prefixed), TOLERANCE,
+                                     f"{model}: {whole!r} whole but {prefixed!r} after the shared prompt prefix")
+            with open(log, encoding="utf-8") as f:
+                self.assertNotIn("shared prompt prefix", f.read())
         finally:
             server.close()
 

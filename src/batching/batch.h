@@ -67,6 +67,9 @@ struct Batch {
   size_t padded_batch_size = 0;       // allowed batch size >= tasks.size(); extra rows are padding
   size_t real_tokens = 0;             // sum of seq_len()
   size_t padded_tokens = 0;           // padded_sequence_length * padded_batch_size
+  // Set once the batch ran: of real_tokens, those whose keys and values came from a decoder's shared
+  // prompt prefix, computed once (runtime/prompt_prefix.h), instead of being computed here.
+  size_t prompt_prefix_tokens = 0;
   Clock::time_point formation_time{};
   // Set by Batcher::WaitForBatch: when this batch was formed, no other batch of its batcher was
   // running (returned and not yet BatchDone) and no task stayed queued. The instance running it

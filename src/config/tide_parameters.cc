@@ -330,6 +330,7 @@ const ParameterKey kKeys[] = {
     {"elementwise_kernel", TIDE_CHOICE(elementwise_kernel, kKernelChoices)},
     {"attention_precision", TIDE_CHOICE(attention_precision, kAttentionPrecisions)},
     {"prune_last_layer", TIDE_BOOL(prune_last_layer)},
+    {"shared_prompt_prefix", TIDE_BOOL(shared_prompt_prefix)},
     {"max_padding_ratio", SetMaxPaddingRatio},
     {"token_type_vocab_size", TIDE_INT(token_type_vocab_size, int64_t, 1, int64_t{1} << 20)},
     {"long_documents", TIDE_CHOICE(long_documents, kLongDocuments)},

@@ -77,6 +77,12 @@
 //                             head reads the first token (Gather(hidden, 0, axis 1)) computes its
 //                             last layer for that token alone (optimize/pooled_token.h; the probe
 //                             check covers it); false: every position of every layer
+//   shared_prompt_prefix      "true" | "false": with attention on tide's kernel, a decoder
+//                             reranker with a prompt_template computes the keys and values of
+//                             the prompt's first tokens every pair shares once at load, and each
+//                             batch whose rows all start with them runs their tokens after them
+//                             alone (optimize/prompt_prefix.h, runtime/prompt_prefix.h; checked
+//                             at load against the whole prompts); false: every prompt whole
 //   long_documents            "truncate" | "chunk_max" | "chunk_mean": a document longer than what
 //                             fits beside the query is cut (truncate) or scored as overlapping
 //                             windows, the best (chunk_max) or the mean (chunk_mean) of their scores
@@ -186,6 +192,7 @@ struct TideParameters {
   KernelChoice elementwise_kernel = KernelChoice::kTide;  // optimize::FusionOptions::tide_elementwise
   AttentionPrecision attention_precision = AttentionPrecision::kAuto;  // FusionOptions::tide_attention_bf16
   bool prune_last_layer = true;                           // optimize::FusionOptions::prune_last_layer
+  bool shared_prompt_prefix = true;                       // optimize::FusionOptions::prompt_prefix
   std::optional<int64_t> token_type_vocab_size;           // unset: derived at load (see above)
   LongDocuments long_documents = LongDocuments::kTruncate;
   int64_t chunk_tokens = 0;                // 0: as many as fit beside the query

@@ -45,6 +45,7 @@ TEST(TideParametersTest, Defaults) {
   EXPECT_EQ(p->attention_kernel, KernelChoice::kTide);
   EXPECT_EQ(p->elementwise_kernel, KernelChoice::kTide);
   EXPECT_TRUE(p->prune_last_layer);
+  EXPECT_TRUE(p->shared_prompt_prefix);
   EXPECT_FALSE(p->token_type_vocab_size.has_value());
   EXPECT_EQ(p->EffectiveMaxSequenceLength(std::nullopt), 512);
   EXPECT_EQ(p->EffectiveMaxSequenceLength(256), 256);
@@ -71,6 +72,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
                                                   {"elementwise_kernel", "onnxruntime"},
                                                   {"attention_precision", "bf16"},
                                                   {"prune_last_layer", "false"},
+                                                  {"shared_prompt_prefix", "false"},
                                                   {"sequence_buckets", "32, 64,128"},
                                                   {"allowed_batch_sizes", "1,2,4,8"},
                                                   {"max_padding_ratio", "2.5"},
@@ -99,6 +101,7 @@ TEST(TideParametersTest, ReadsEveryKey) {
   EXPECT_EQ(p->elementwise_kernel, KernelChoice::kOnnxRuntime);
   EXPECT_EQ(p->attention_precision, AttentionPrecision::kBf16);
   EXPECT_FALSE(p->prune_last_layer);
+  EXPECT_FALSE(p->shared_prompt_prefix);
   EXPECT_EQ(p->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
   EXPECT_EQ(p->allowed_batch_sizes, (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(p->max_padding_ratio, 2.5);

@@ -18,6 +18,8 @@
 #include "onnx_graph/graph_util.h"
 #include "onnx_graph/model_io.h"
 #include "quantize/int8_quantizer.h"
+#include "runtime/padded_attention.h"
+#include "runtime/prompt_prefix.h"
 #include "shared_assets.h"
 
 namespace tide::optimize {
@@ -325,6 +327,121 @@ TEST(FusionCheckTest, LastLayerOnThePooledTokenScoresAsTheWholeLayer) {
     ExpectSameLogits(*tiny, TideKernelsPruned(), 2, tiny_batch, 1e-4);
     EXPECT_LT(FusedDifference(*tiny, TideKernels(), TideKernelsPruned(), tiny_batch), 2e-5) << preset;
   }
+}
+
+// tools/export_model.py's qwen3-tiny (2 layers, the real Qwen3 vocabulary, its tokenizer from
+// ../shared), exported once into the build folder; "" where the tokenizer or python3-torch is absent.
+std::string ExportedQwen3Tiny() {
+  const std::optional<std::filesystem::path> tokenizer = testing::SharedAsset("tokenizers/qwen3/tokenizer.json");
+  if (!tokenizer.has_value()) return "";
+  const char* bin = std::getenv("TIDE_BINARY_DIR");
+  const std::filesystem::path binary_dir = bin != nullptr ? bin : TIDE_BUILD_DIR;
+  const std::filesystem::path repo = binary_dir / "optimize_models";
+  const std::filesystem::path path = repo / "qwen3-tiny/1/model.onnx";
+  if (!std::filesystem::exists(path)) {
+    const std::filesystem::path staging = repo / ("staging-" + std::to_string(::getpid()));
+    const std::string cmd = "/usr/bin/python3 '" + (SourceRoot() / "tools/export_model.py").string() +
+                            "' --preset qwen3-tiny --tokenizer '" + tokenizer->string() + "' --repository '" +
+                            staging.string() + "' --name qwen3-tiny --tide-binary '" + (binary_dir / "tide").string() +
+                            "' --quiet > /dev/null 2>&1";
+    const bool exported = std::system(cmd.c_str()) == 0 && std::filesystem::exists(staging / "qwen3-tiny/1/model.onnx");
+    std::error_code ec;
+    if (exported) std::filesystem::rename(staging / "qwen3-tiny", repo / "qwen3-tiny", ec);
+    std::filesystem::remove_all(staging, ec);
+    if (!std::filesystem::exists(path)) return "";
+  }
+  return path.string();
+}
+
+// A decoder's shared prompt prefix (prompt_prefix.h): rows that start with the prefix's tokens,
+// run as their tokens after it beside the prefix's keys and values, score what the whole rows
+// score; with an empty prefix the graph is the original; a batch with a row that does not start
+// with the prefix runs whole.
+TEST(FusionCheckTest, SharedPromptPrefixScoresAsTheWholePrompt) {
+  if (!runtime::PaddedAttentionCpuSupported()) GTEST_SKIP() << "tide's causal attention kernel needs AVX-512 here";
+  const std::string path = ExportedQwen3Tiny();
+  if (path.empty()) GTEST_SKIP() << "could not export qwen3-tiny (needs " << testing::MissingSharedAsset("tokenizers/qwen3/tokenizer.json")
+                                 << " and python3-torch)";
+  auto model = onnx_graph::LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  runtime::OrtOptions original;
+  original.intra_op_threads = 1;
+  ASSERT_TRUE(model->SerializeToString(&original.model_data));
+  FusionOptions options;
+  options.tide_attention = true;
+  options.prompt_prefix = true;
+  auto report = FuseTransformer(options, &*model);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->tide_causal_attention, 2) << report->Summary();
+  ASSERT_EQ(report->prompt_prefix_layers, 2) << report->Summary();
+  EXPECT_THAT(report->Summary(), ::testing::HasSubstr("shared prompt prefix inputs (2 layers)"));
+  runtime::OrtOptions fused = original;
+  ASSERT_TRUE(model->SerializeToString(&fused.model_data));
+
+  // Rows of 40, 23 and 11 tokens, the first 9 of each the same.
+  constexpr int64_t kSeq = 40, kPrefix = 9;
+  runtime::TokenBatch batch;
+  batch.Resize(3, kSeq, false);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int64_t> id(100, 30000);
+  std::vector<int64_t> prefix_ids(kPrefix);
+  for (int64_t& t : prefix_ids) t = id(rng);
+  const int64_t lengths[] = {40, 23, 11};
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t t = 0; t < lengths[r]; ++t) {
+      batch.input_ids[r * kSeq + t] = t < kPrefix ? prefix_ids[t] : id(rng);
+      batch.attention_mask[r * kSeq + t] = 1;
+    }
+  }
+  auto run = [](const runtime::OrtOptions& o, const runtime::TokenBatch& b, int64_t* prefixed = nullptr) {
+    auto backend = runtime::OrtBackend::Create(o);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    runtime::Logits out;
+    if (!backend.ok()) return out;
+    EXPECT_TRUE((*backend)->Run(b, &out).ok());
+    if (prefixed != nullptr) *prefixed = (*backend)->prefixed_runs();
+    return out;
+  };
+  const runtime::Logits want = run(original, batch);
+  ASSERT_EQ(want.values.size(), 3u);
+  EXPECT_NE(want.values[0], want.values[1]);
+  EXPECT_NE(want.values[1], want.values[2]);
+  int64_t prefixed = -1;
+  const runtime::Logits empty_prefix = run(fused, batch, &prefixed);
+  EXPECT_EQ(prefixed, 0);
+  ASSERT_EQ(empty_prefix.values.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(empty_prefix.values[i], want.values[i], 1e-4) << "row " << i;
+
+  auto backend = runtime::OrtBackend::Create(fused);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_EQ((*backend)->signature().prompt_prefix.size(), 4u);  // keys and values of 2 layers
+  EXPECT_EQ((*backend)->signature().prompt_prefix[0].input, "tide_prefix_key.0");
+  EXPECT_EQ((*backend)->signature().prompt_prefix[0].output, "tide_present_key.0");
+  auto computed = (*backend)->ComputePromptPrefix(prefix_ids);
+  ASSERT_TRUE(computed.ok()) << computed.status();
+  EXPECT_EQ((*computed)->values.size(), 4u);
+  runtime::OrtOptions with_prefix = fused;
+  with_prefix.prompt_prefix = *computed;
+  const runtime::Logits got = run(with_prefix, batch, &prefixed);
+  EXPECT_EQ(prefixed, 1) << "the batch ran after the prefix";
+  ASSERT_EQ(got.values.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(got.values[i], empty_prefix.values[i], 1e-5) << "row " << i;
+
+  // One row that differs in the prefix: the batch runs whole, with the same scores.
+  runtime::TokenBatch other = batch;
+  other.input_ids[2 * kSeq + 3] += 1;
+  const runtime::Logits whole = run(fused, other);
+  const runtime::Logits mixed = run(with_prefix, other, &prefixed);
+  EXPECT_EQ(prefixed, 0);
+  EXPECT_EQ(mixed.values, whole.values);
+
+  // A prefix computed for another model is refused when an instance opens.
+  auto small = std::make_shared<runtime::PromptPrefix>(**computed);
+  small->values.pop_back();
+  runtime::OrtOptions wrong = fused;
+  wrong.prompt_prefix = small;
+  EXPECT_THAT(runtime::OrtBackend::Create(wrong).status().message(),
+              ::testing::HasSubstr("the prompt prefix was not computed for this model"));
 }
 
 // A head that reads another position, or a graph that also answers the last hidden state, keeps

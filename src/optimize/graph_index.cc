@@ -225,4 +225,27 @@ std::optional<double> GraphIndex::ScalarConstant(const std::string& value) const
   return (*v)[0];
 }
 
+std::optional<int64_t> ProjectedWidth(const GraphIndex& ix, std::string value) {
+  for (int step = 0; step < 5; ++step) {
+    if (const std::optional<int64_t> width = WeightProjectionWidth(ix, value)) return width;
+    const onnx::NodeProto* n = ix.ProducerNode(value);
+    if (n == nullptr || !IsDefaultDomain(*n) || n->input_size() < 1) return std::nullopt;
+    if (n->op_type() == "MatMulInteger" && n->input_size() >= 2) {
+      const onnx::TensorProto* w = ix.Constant(n->input(1));
+      if (w != nullptr && w->dims_size() == 2 && w->dims(1) > 0) return w->dims(1);
+      return std::nullopt;
+    }
+    if (n->op_type() == "Cast") {
+      value = n->input(0);
+    } else if ((n->op_type() == "Add" || n->op_type() == "Mul") && n->input_size() == 2) {
+      // Follow the side that is not a constant (the bias or scale is); a product of two computed
+      // values (the INT8 dequantization's accumulator x row scale) follows the first.
+      value = ix.Constant(n->input(0)) != nullptr ? n->input(1) : n->input(0);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace tide::optimize

@@ -77,5 +77,9 @@ std::optional<std::vector<int64_t>> IntsAttribute(const onnx::NodeProto& n, cons
 // or the dequantizing Mul(Cast<float>(MatMulInteger(x, W)), scale) of `tide quantize --format onnx`.
 // nullopt for anything else. (Its output is then [..., N]: the shape fact the fusions rely on.)
 std::optional<int64_t> WeightProjectionWidth(const GraphIndex& index, const std::string& value);
+// The width N of `value` when it comes from such a projection through at most four width-keeping
+// elementwise steps (a bias Add, the scale Muls and Cast of a per-row INT8 projection:
+// tools/decoder_int8.py; MatMulInteger's constant [K, N]), else nullopt.
+std::optional<int64_t> ProjectedWidth(const GraphIndex& index, std::string value);
 
 }  // namespace tide::optimize

@@ -42,32 +42,6 @@ std::string Check(const GraphIndex& ix, const onnx::NodeProto& n, int64_t* heads
   return "";
 }
 
-// The width N of `value` when it comes from a constant [K, N] weight projection through at most
-// four width-keeping elementwise steps (a bias Add, the scale Muls and Cast of a per-row INT8
-// projection: tools/decoder_int8.py), else nullopt.
-std::optional<int64_t> ProjectedWidth(const GraphIndex& ix, std::string value) {
-  for (int step = 0; step < 5; ++step) {
-    if (const std::optional<int64_t> width = WeightProjectionWidth(ix, value)) return width;
-    const onnx::NodeProto* n = ix.ProducerNode(value);
-    if (n == nullptr || !IsDefaultDomain(*n) || n->input_size() < 1) return std::nullopt;
-    if (n->op_type() == "MatMulInteger" && n->input_size() >= 2) {
-      const onnx::TensorProto* w = ix.Constant(n->input(1));
-      if (w != nullptr && w->dims_size() == 2 && w->dims(1) > 0) return w->dims(1);
-      return std::nullopt;
-    }
-    if (n->op_type() == "Cast") {
-      value = n->input(0);
-    } else if ((n->op_type() == "Add" || n->op_type() == "Mul") && n->input_size() == 2) {
-      // Follow the side that is not a constant (the bias or scale is); a product of two computed
-      // values (the INT8 dequantization's accumulator x row scale) follows the first.
-      value = ix.Constant(n->input(0)) != nullptr ? n->input(1) : n->input(0);
-    } else {
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
-
 // Why GroupQueryAttention node `n` cannot run on ai.tide.CausalAttention, or "" when it can; sets
 // heads, kv_heads and head_size.
 std::string CheckGroupQuery(const GraphIndex& ix, const onnx::NodeProto& n, int64_t* heads, int64_t* kv_heads,

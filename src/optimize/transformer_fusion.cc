@@ -6,6 +6,7 @@
 #include "optimize/graph_rewrite.h"
 #include "optimize/padding_mask_in_keys.h"
 #include "optimize/pooled_token.h"
+#include "optimize/prompt_prefix.h"
 #include "optimize/skip_layer_norm_fusion.h"
 #include "optimize/tide_attention.h"
 #include "optimize/tide_elementwise.h"
@@ -29,8 +30,11 @@ std::string FusionReport::Summary() const {
                          tide_causal_attention_bf16 ? ", BF16 products" : "", ")");
   const std::string pruned =
       pruned_last_layer == 0 ? "" : absl::StrCat(", last layer on the pooled token (", pruned_last_layer, " nodes)");
+  const std::string prefix = prompt_prefix_layers == 0
+                                 ? ""
+                                 : absl::StrCat(", shared prompt prefix inputs (", prompt_prefix_layers, " layers)");
   return absl::StrCat(attention_fused, " attention", kernel, ", ", skip_layer_norm_fused, " skip-layernorm", causal,
-                      elementwise, pruned, "; ", nodes_before, " -> ", nodes_after, " nodes");
+                      elementwise, pruned, prefix, "; ", nodes_before, " -> ", nodes_after, " nodes");
 }
 
 absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx::ModelProto* model) {
@@ -66,6 +70,10 @@ absl::StatusOr<FusionReport> FuseTransformer(const FusionOptions& options, onnx:
   if (options.prune_last_layer && report.tide_attention > 0) {
     RemoveDeadNodes(g);  // the replaced nodes still read the values the pass follows
     report.pruned_last_layer = PruneLastLayer(model, &report.skipped);
+  }
+  if (options.prompt_prefix && report.tide_causal_attention > 0) {
+    RemoveDeadNodes(g);  // GroupQueryAttention's unread present outputs must not count as readers
+    report.prompt_prefix_layers = AddPromptPrefixInputs(model, &report.skipped);
   }
   if (report.fused() > 0) {
     onnx_graph::EnsureOpset(model, "com.microsoft", 1);

@@ -58,6 +58,9 @@ struct FusionOptions {
   // With tide_attention: the last layer computes its pooled first token alone when the head reads
   // Gather(hidden, 0, axis 1) (pooled_token.h); run after every other rewrite.
   bool prune_last_layer = false;
+  // With tide_attention: a decoder whose attention all moved to ai.tide.CausalAttention takes a
+  // shared prompt prefix's keys and values as inputs (prompt_prefix.h).
+  bool prompt_prefix = false;
 };
 
 struct FusionReport {
@@ -71,19 +74,21 @@ struct FusionReport {
   int tide_bias_gelu = 0;   // Add + GELU rewritten into ai.tide.BiasGelu
   int tide_layer_norm = 0;  // (Skip)LayerNormalization rewritten into ai.tide.(Skip)LayerNorm
   int pruned_last_layer = 0;  // nodes of the last layer narrowed to the pooled token (pooled_token.h)
+  int prompt_prefix_layers = 0;  // attention nodes given shared prompt prefix inputs (prompt_prefix.h)
   std::vector<std::string> skipped;  // "<node name>: <why it was left alone>"
   int nodes_before = 0;
   int nodes_after = 0;
   // > 0 when anything was rewritten (attention, skip-layernorm, or anything moved to a tide kernel).
   int fused() const {
     return attention_fused + skip_layer_norm_fused + tide_causal_attention + tide_bias_gelu + tide_layer_norm +
-           pruned_last_layer;
+           pruned_last_layer + prompt_prefix_layers;
   }
   // "6 attention, 13 skip-layernorm; 623 -> 152 nodes" ("6 attention (tide kernel), ..." with
   // tide_attention, "6 attention (tide kernel, BF16 products), ..." with tide_attention_bf16;
   // "..., 12 skip-layernorm, 6 bias-gelu + 13 layernorm on tide kernels; ..." with tide_elementwise;
   // "..., last layer on the pooled token (9 nodes); ..." with prune_last_layer;
-  // "0 attention, 0 skip-layernorm, 28 causal attention (tide kernel); ..." for a decoder)
+  // "0 attention, 0 skip-layernorm, 28 causal attention (tide kernel); ..." for a decoder, "...,
+  // shared prompt prefix inputs (28 layers); ..." with prompt_prefix)
   std::string Summary() const;
 };
 

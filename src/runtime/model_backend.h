@@ -52,6 +52,9 @@ struct Logits {
   // [batch, seq_len, hidden] row-major when the batch asked and the model has them; else empty.
   int64_t hidden = 0;
   std::vector<float> token_states;
+  // Tokens at the start of each row the backend did not compute: their keys and values came from
+  // a shared prompt prefix (runtime/prompt_prefix.h); 0: the rows ran whole.
+  int64_t prompt_prefix_tokens = 0;
   // Row `row`'s state at position 0 (its tokens follow, `hidden` floats each).
   const float* states_of(int64_t row, int64_t seq_len) const { return &token_states[row * seq_len * hidden]; }
   float at(int64_t row, int64_t label) const { return values[row * num_labels + label]; }

@@ -8,10 +8,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/error.h"
+#include "common/status_macros.h"
+#include "runtime/prompt_prefix.h"
 #include "runtime/shared_weights.h"
 #include "runtime/tide_ops.h"
 
@@ -117,6 +120,15 @@ absl::StatusOr<ModelSignature> DiscoverSignature(Ort::Session& session, const st
     auto info = type.GetTensorTypeAndShapeInfo();
     const auto elem = info.GetElementType();
     const auto shape = info.GetShape();
+    if (absl::StartsWith(name, kPromptPrefixInputStem)) {
+      if (elem != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || shape.size() != 3 || shape[2] <= 0) {
+        return absl::FailedPreconditionError(absl::StrCat(model, ": prompt prefix input \"", name, "\" has shape ",
+                                                          ShapeString(shape), "; expected float [1, prefix, width]"));
+      }
+      sig.prompt_prefix.push_back(
+          {name, absl::StrCat(kPromptPrefixOutputStem, name.substr(sizeof(kPromptPrefixInputStem) - 1)), shape[2]});
+      continue;
+    }
     std::string* slot = nullptr;
     if (name == "input_ids") slot = &sig.input_ids_name;
     else if (name == "attention_mask") slot = &sig.attention_mask_name;
@@ -149,6 +161,16 @@ absl::StatusOr<ModelSignature> DiscoverSignature(Ort::Session& session, const st
   sig.ids_are_int32 = ids_type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
 
   bool found = false;
+  std::vector<std::string> output_names;
+  for (size_t i = 0; i < session.GetOutputCount(); ++i) {
+    output_names.push_back(session.GetOutputNameAllocated(i, allocator).get());
+  }
+  for (const auto& slot : sig.prompt_prefix) {
+    if (std::find(output_names.begin(), output_names.end(), slot.output) == output_names.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(model, ": prompt prefix input \"", slot.input, "\" has no output \"", slot.output, "\""));
+    }
+  }
   for (size_t i = 0; i < session.GetOutputCount(); ++i) {
     Ort::TypeInfo type = session.GetOutputTypeInfo(i);
     if (type.GetONNXType() != ONNX_TYPE_TENSOR) continue;
@@ -169,6 +191,17 @@ absl::StatusOr<ModelSignature> DiscoverSignature(Ort::Session& session, const st
   return absl::FailedPreconditionError(
       absl::StrCat(model, ": no float output of rank 2 ([batch, num_labels]) among its ",
                    session.GetOutputCount(), " outputs"));
+}
+
+// OK when `prefix` (null: none) fits the model's prompt prefix slots (or the model has none).
+absl::Status CheckPromptPrefix(const ModelSignature& signature, const PromptPrefix* prefix, const std::string& model) {
+  if (prefix == nullptr || signature.prompt_prefix.empty()) return absl::OkStatus();
+  bool fits = prefix->values.size() == signature.prompt_prefix.size();
+  for (size_t j = 0; fits && j < prefix->values.size(); ++j) {
+    fits = static_cast<int64_t>(prefix->values[j].size()) == prefix->length() * signature.prompt_prefix[j].width;
+  }
+  if (fits) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(model, ": the prompt prefix was not computed for this model"));
 }
 
 // Calls weights->ReleaseResident() every kEvery on its own thread until Stop() (or destruction);
@@ -279,8 +312,9 @@ absl::StatusOr<std::unique_ptr<OrtBackend>> OrtBackend::Create(const OrtOptions&
   try {
     auto signature = DiscoverSignature(*session, label);
     if (!signature.ok()) return signature.status();
+    TIDE_RETURN_IF_ERROR(CheckPromptPrefix(*signature, options.prompt_prefix.get(), label));
     auto backend = std::unique_ptr<OrtBackend>(
-        new OrtBackend(std::move(weights), *std::move(session), *std::move(signature)));
+        new OrtBackend(std::move(weights), *std::move(session), *std::move(signature), options.prompt_prefix));
     backend->alone_session_ = std::move(alone);
     return backend;
   } catch (const Ort::Exception& e) {
@@ -316,14 +350,17 @@ absl::StatusOr<ModelSignature> OrtBackend::ReadSignature(const std::string& mode
   }
 }
 
-OrtBackend::OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature)
+OrtBackend::OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature,
+                       std::shared_ptr<const PromptPrefix> prompt_prefix)
     : weights_(std::move(weights)),
       session_(std::move(session)),
       signature_(std::move(signature)),
-      memory_info_(Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)) {
+      memory_info_(Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)),
+      prompt_prefix_(signature_.prompt_prefix.empty() ? nullptr : std::move(prompt_prefix)) {
   input_names_.push_back(signature_.input_ids_name.c_str());
   input_names_.push_back(signature_.attention_mask_name.c_str());
   if (!signature_.token_type_ids_name.empty()) input_names_.push_back(signature_.token_type_ids_name.c_str());
+  for (const auto& slot : signature_.prompt_prefix) input_names_.push_back(slot.input.c_str());
   output_name_ = signature_.logits_name.c_str();
   inputs_.reserve(input_names_.size());
   // A failed Run is reported through its exception (the caller logs it, rate-limited); ONNX
@@ -364,7 +401,7 @@ absl::Status OrtBackend::RunOn(Ort::Session& session, const TokenBatch& batch, L
   }
 }
 
-absl::Status OrtBackend::RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out) {
+absl::Status OrtBackend::CheckBatch(const TokenBatch& batch) const {
   const int64_t b = batch.batch, s = batch.seq_len;
   if (b <= 0 || s <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("empty batch [", b, ", ", s, "]"));
@@ -375,11 +412,37 @@ absl::Status OrtBackend::RunImpl(Ort::Session& session, const TokenBatch& batch,
         "batch [", b, ", ", s, "] needs ", n, " ids and mask values, got ", batch.input_ids.size(),
         " and ", batch.attention_mask.size()));
   }
-  const bool wants_types = !signature_.token_type_ids_name.empty();
-  if (wants_types && !batch.token_type_ids.empty() && batch.token_type_ids.size() != n) {
+  if (!signature_.token_type_ids_name.empty() && !batch.token_type_ids.empty() && batch.token_type_ids.size() != n) {
     return absl::InvalidArgumentError(absl::StrCat("batch [", b, ", ", s, "] needs ", n,
                                                    " token_type_ids, got ", batch.token_type_ids.size()));
   }
+  return absl::OkStatus();
+}
+
+void OrtBackend::CutPrefix(const TokenBatch& batch, int64_t p, TokenBatch* out) {
+  const int64_t s = batch.seq_len - p;
+  out->batch = batch.batch;
+  out->seq_len = s;
+  out->token_states = false;
+  auto cut = [&](const std::vector<int64_t>& from, std::vector<int64_t>* to) {
+    to->resize(static_cast<size_t>(batch.batch * s));
+    for (int64_t r = 0; r < batch.batch; ++r) {
+      std::copy_n(from.begin() + r * batch.seq_len + p, s, to->begin() + r * s);
+    }
+  };
+  cut(batch.input_ids, &out->input_ids);
+  cut(batch.attention_mask, &out->attention_mask);
+  if (batch.token_type_ids.empty()) {
+    out->token_type_ids.clear();
+  } else {
+    cut(batch.token_type_ids, &out->token_type_ids);
+  }
+}
+
+absl::Status OrtBackend::BindInputs(const TokenBatch& batch, bool prefixed) {
+  const int64_t b = batch.batch, s = batch.seq_len;
+  const size_t n = static_cast<size_t>(b * s);
+  const bool wants_types = !signature_.token_type_ids_name.empty();
   const std::array<int64_t, 2> shape{b, s};
   const int64_t* types = batch.token_type_ids.data();
   if (wants_types && batch.token_type_ids.empty()) {
@@ -412,9 +475,70 @@ absl::Status OrtBackend::RunImpl(Ort::Session& session, const TokenBatch& batch,
       return absl::InvalidArgumentError("a token value does not fit the model's int32 inputs");
     }
   }
+  // The prompt prefix slots: its keys and values, or an empty prefix.
+  static float no_prefix = 0.0f;
+  const int64_t p = prefixed ? prompt_prefix_->length() : 0;
+  for (size_t j = 0; j < signature_.prompt_prefix.size(); ++j) {
+    const std::array<int64_t, 3> dims{1, p, signature_.prompt_prefix[j].width};
+    // ONNX Runtime only reads inputs (the const_cast is its CreateTensor signature's).
+    float* data = prefixed ? const_cast<float*>(prompt_prefix_->values[j].data()) : &no_prefix;
+    inputs_.push_back(Ort::Value::CreateTensor<float>(memory_info_, data, static_cast<size_t>(p * dims[2]), dims.data(),
+                                                      dims.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OrtBackend::UsePromptPrefix(std::shared_ptr<const PromptPrefix> prefix) {
+  TIDE_RETURN_IF_ERROR(CheckPromptPrefix(signature_, prefix.get(), "this backend's model"));
+  prompt_prefix_ = signature_.prompt_prefix.empty() ? nullptr : std::move(prefix);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const PromptPrefix>> OrtBackend::ComputePromptPrefix(const std::vector<int64_t>& ids) {
+  if (signature_.prompt_prefix.empty()) {
+    return absl::FailedPreconditionError("the model has no prompt prefix inputs");
+  }
+  if (ids.empty()) return absl::FailedPreconditionError("the prompt prefix has no tokens");
+  TokenBatch batch;
+  batch.Resize(1, static_cast<int64_t>(ids.size()), false);
+  batch.input_ids = ids;
+  std::fill(batch.attention_mask.begin(), batch.attention_mask.end(), 1);
+  auto prefix = std::make_shared<PromptPrefix>();
+  try {
+    TIDE_RETURN_IF_ERROR(BindInputs(batch, false));
+    std::vector<const char*> names;
+    for (const auto& slot : signature_.prompt_prefix) names.push_back(slot.output.c_str());
+    std::vector<Ort::Value> outputs =
+        session_.Run(run_options_, input_names_.data(), inputs_.data(), inputs_.size(), names.data(), names.size());
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      auto info = outputs[j].GetTensorTypeAndShapeInfo();
+      const std::vector<int64_t> want{1, batch.seq_len, signature_.prompt_prefix[j].width};
+      if (info.GetShape() != want) {
+        return absl::InternalError(absl::StrCat("model output \"", names[j], "\" has shape ", ShapeString(info.GetShape()),
+                                                "; expected ", ShapeString(want)));
+      }
+      const float* data = outputs[j].GetTensorData<float>();
+      prefix->values.emplace_back(data, data + info.GetElementCount());
+    }
+  } catch (const Ort::Exception& e) {
+    return errors::Backend(absl::StrCat("onnxruntime Run (prompt prefix): ", e.what()));
+  }
+  prefix->ids = ids;
+  return std::shared_ptr<const PromptPrefix>(std::move(prefix));
+}
+
+absl::Status OrtBackend::RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out) {
+  TIDE_RETURN_IF_ERROR(CheckBatch(batch));
+  const bool prefixed = prompt_prefix_ != nullptr && !batch.token_states && prompt_prefix_->StartsEveryRow(batch);
+  if (prefixed) CutPrefix(batch, prompt_prefix_->length(), &after_prefix_);
+  const TokenBatch& rows = prefixed ? after_prefix_ : batch;
+  TIDE_RETURN_IF_ERROR(BindInputs(rows, prefixed));
+  if (prefixed) ++prefixed_runs_;
+  const int64_t b = rows.batch, s = rows.seq_len;
 
   out->hidden = 0;
   out->token_states.clear();
+  out->prompt_prefix_tokens = prefixed ? prompt_prefix_->length() : 0;
   if (batch.token_states && !signature_.token_embeddings_name.empty()) return RunWithStates(session, b, s, out);
   if (signature_.num_labels > 0) {
     // Static label count: ONNX Runtime writes into the caller's buffer.

@@ -23,7 +23,16 @@
 //    a float output of rank 3 named token_embeddings ([batch, sequence, hidden], an embedder's
 //    token states) is noted as signature().token_embeddings_name and fetched only for a batch
 //    with TokenBatch::token_states (both outputs then come from one Run, allocated by ONNX Runtime).
-//    A model that does not fit is rejected with FAILED_PRECONDITION naming the tensor.
+//    A model that does not fit is rejected with FAILED_PRECONDITION naming the tensor. Inputs
+//    named kPromptPrefixKeyInput / kPromptPrefixValueInput + n (domain/model_signature.h: float
+//    [1, prefix, width], width static, each with its output kPromptPrefixKeyOutput / ...ValueOutput
+//    + n) are the model's prompt prefix slots (signature().prompt_prefix).
+//  - Prompt prefix (such a model only): Run feeds every slot an empty prefix [1, 0, width], unless
+//    OrtOptions::prompt_prefix starts every row of the batch (PromptPrefix::StartsEveryRow) and the
+//    batch does not ask for token states: then ONNX Runtime gets the rows' tokens after the prefix
+//    (copied into the backend's buffers) and the prefix's keys and values. ComputePromptPrefix
+//    runs `ids` as one row with an empty prefix and returns its keys and values, which is how a
+//    prefix is made (serving's loader, once per model version).
 //  - Run is NOT thread-safe (one worker thread per backend) and blocks for the inference. It
 //    feeds the caller's int64 buffers to ONNX Runtime without copying (int32 models: converted into
 //    buffers owned by the backend and reused across calls), and writes the logits straight into
@@ -55,6 +64,7 @@ namespace tide::runtime {
 
 class SharedWeights;
 struct SharedModelWeights;
+struct PromptPrefix;
 class AloneSessionSlot;
 
 enum class GraphOptimization { kDisable, kBasic, kExtended, kAll };
@@ -80,6 +90,10 @@ struct OrtOptions {
   // share no lock with the live ones).
   bool share_env_arena = true;
   std::shared_ptr<SharedWeights> shared_weights = nullptr;  // null: this session holds its own weights
+  // A model with prompt prefix inputs (ModelSignature::prompt_prefix): the prefix every batch whose
+  // rows all start with its tokens runs after (prompt_prefix.h); null: every batch runs whole
+  // (the inputs get an empty prefix). Ignored for a model without such inputs.
+  std::shared_ptr<const PromptPrefix> prompt_prefix = nullptr;
 };
 
 // The model version's one wider session (OrtOptions::alone_session), held weakly: it lives as long
@@ -108,6 +122,14 @@ class OrtBackend : public ModelBackend {
 
   absl::Status Run(const TokenBatch& batch, Logits* out) override;
   absl::Status RunAlone(const TokenBatch& batch, Logits* out) override;
+  // The prompt prefix of `ids` for this model (see the contract): FAILED_PRECONDITION for a model
+  // without prefix inputs or empty ids; engine errors as Run's. Not thread-safe (as Run).
+  absl::StatusOr<std::shared_ptr<const PromptPrefix>> ComputePromptPrefix(const std::vector<int64_t>& ids);
+  // Runs later batches after `prefix` (null: whole), as OrtOptions::prompt_prefix would have;
+  // INVALID_ARGUMENT when it was not computed for this model's slots. Not thread-safe (as Run).
+  absl::Status UsePromptPrefix(std::shared_ptr<const PromptPrefix> prefix);
+  // Batches this backend ran after its prompt prefix (the same thread as Run reads it).
+  int64_t prefixed_runs() const { return prefixed_runs_; }
   bool has_alone_session() const { return alone_session_ != nullptr; }
   // The shared weights this backend's sessions read (null: the session holds its own).
   const SharedModelWeights* shared_weights() const { return weights_.get(); }
@@ -117,8 +139,14 @@ class OrtBackend : public ModelBackend {
   ~OrtBackend() override;
 
  private:
-  OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature);
+  OrtBackend(std::shared_ptr<SharedModelWeights> weights, Ort::Session session, ModelSignature signature,
+             std::shared_ptr<const PromptPrefix> prompt_prefix);
   absl::Status RunOn(Ort::Session& session, const TokenBatch& batch, Logits* out);
+  absl::Status CheckBatch(const TokenBatch& batch) const;
+  // inputs_ for `batch` (checked) and the prompt prefix slots: the prefix when `prefixed`, else empty.
+  absl::Status BindInputs(const TokenBatch& batch, bool prefixed);
+  // The rows of `batch` after their first p tokens, into *out (buffers reused).
+  static void CutPrefix(const TokenBatch& batch, int64_t p, TokenBatch* out);
   absl::Status RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out);
   // RunImpl's run for a batch that asks for the token states (inputs_ already bound).
   absl::Status RunWithStates(Ort::Session& session, int64_t b, int64_t s, Logits* out);
@@ -149,6 +177,9 @@ class OrtBackend : public ModelBackend {
   std::vector<int32_t> ids32_, mask32_, types32_;
   std::vector<int64_t> zero_types_;        // token_type_ids when the model wants them and the batch has none
   std::vector<Ort::Value> inputs_;
+  std::shared_ptr<const PromptPrefix> prompt_prefix_;  // null: batches run whole
+  TokenBatch after_prefix_;                 // a batch's rows after the prompt prefix (reused)
+  int64_t prefixed_runs_ = 0;
 };
 
 }  // namespace tide::runtime

@@ -53,12 +53,12 @@ UnitLayout LayoutOf(const AttentionShape& s, int64_t h) {
   return {s.heads * d, kv_heads * d, h * d, h / (s.heads / kv_heads) * d};
 }
 
-// How many of the packed real keys (in position order) query i attends: all of them, or with
-// causal those at positions <= i, at least the first.
+// How many of the packed real keys (in position order) query row i attends: all of them, or with
+// causal those at positions <= query_offset + i, at least the first.
 int64_t SeenKeys(const AttentionShape& s, const std::vector<int32_t>& keys, int64_t i) {
   const auto all = static_cast<int64_t>(keys.size());
   if (!s.causal) return all;
-  const auto upto = static_cast<int64_t>(std::upper_bound(keys.begin(), keys.end(), i) - keys.begin());
+  const auto upto = static_cast<int64_t>(std::upper_bound(keys.begin(), keys.end(), s.query_offset + i) - keys.begin());
   return std::max<int64_t>(1, upto);
 }
 

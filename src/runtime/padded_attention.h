@@ -27,13 +27,16 @@
 //    output is a convex combination of the rounded values. Each rounding moves a value by at most
 //    2^-9 of itself (held within 1.5e-2 of the output scale of the reference by the tests). Runs FP32
 //    where the CPU lacks AVX512_BF16 (PaddedAttentionBf16Supported()).
-//  - queries (0 = seq): only the first `queries` positions are query rows, q and out are [batch,
-//    queries, heads x head_size] and k, v, mask keep [batch, seq, ...]: query i attends as it would
-//    among all seq queries (an encoder's last layer computing its pooled first token alone).
+//  - queries (0 = seq - query_offset): only `queries` positions are query rows, q and out are [batch,
+//    queries, heads x head_size] and k, v, mask keep [batch, seq, ...]: query row i sits at key
+//    position query_offset + i and attends as it would among all seq queries. query_offset 0 with
+//    fewer queries: an encoder's last layer computing its pooled first token alone; query_offset P:
+//    a decoder's rows after a shared prompt prefix whose P keys and values lead k and v
+//    (optimize/prompt_prefix.h), so with causal query row i sees the keys at positions <= P + i.
 //  - kv_heads (grouped-query attention; 0 = heads): k and v are [batch, seq, kv_heads x head_size],
 //    query head h reads key/value head h / (heads / kv_heads) (heads a multiple of kv_heads); bias,
 //    when given, is [heads x d (q), kv_heads x d (k), kv_heads x d (v)].
-//  - causal: query i attends the real keys at positions <= i (a decoder's mask), and a query before
+//  - causal: query i attends the real keys at positions <= query_offset + i (a decoder's mask), and a query before
 //    every real key attends the first one; the products above the diagonal are skipped, not
 //    masked: a block of 8 queries stops at the keys its last query sees. Without causal every query
 //    attends every real key.
@@ -56,12 +59,15 @@ struct AttentionShape {
   AttentionPrecision precision = AttentionPrecision::kFp32;
   int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: heads
   bool causal = false;   // query i sees the keys at positions <= i
-  // Query rows: the first `queries` positions of each row (q and out [batch, queries, ...]); 0: seq.
-  // An encoder's last layer needs its pooled token's row alone (optimize/pooled_token.h).
+  // Query rows: `queries` positions of each row from query_offset on (q and out [batch, queries,
+  // ...]); 0: seq - query_offset. An encoder's last layer needs its pooled token's row alone
+  // (optimize/pooled_token.h); a decoder's rows follow a shared prompt prefix of query_offset keys
+  // (optimize/prompt_prefix.h).
   int64_t queries = 0;
+  int64_t query_offset = 0;
 
   int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
-  int64_t Queries() const { return queries > 0 ? queries : seq; }
+  int64_t Queries() const { return queries > 0 ? queries : seq - query_offset; }
 };
 
 void PaddedAttention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* bias,

@@ -318,6 +318,47 @@ TEST(PaddedAttentionTest, CausalOutputsAreThoseOfThePrefixAlone) {
   }
 }
 
+// Rows [batch, seq - p, width]: each row's positions p..seq-1.
+std::vector<float> LastPositions(const std::vector<float>& t, int64_t batch, int64_t seq, int64_t p) {
+  const int64_t width = static_cast<int64_t>(t.size()) / (batch * seq);
+  std::vector<float> kept;
+  for (int64_t b = 0; b < batch; ++b) {
+    kept.insert(kept.end(), t.begin() + (b * seq + p) * width, t.begin() + (b + 1) * seq * width);
+  }
+  return kept;
+}
+
+// A shared prompt prefix (optimize/prompt_prefix.h): the queries after the first p positions,
+// beside every key (query_offset p), are those positions' rows of the whole causal attention, bit
+// for bit: the kernel blocks queries from the first one it is given, the products are the same.
+TEST(PaddedAttentionTest, QueriesAfterAPrefixAreThoseOfTheWholeRow) {
+  for (AttentionPrecision precision : {AttentionPrecision::kFp32, AttentionPrecision::kBf16}) {
+    for (int64_t head_size : {64, 128}) {
+      Inputs full = DecoderInputs(4, 2, head_size, 70, {70, 50, 41}, false, static_cast<unsigned>(head_size) + 3);
+      full.shape.precision = precision;
+      std::vector<float> whole(full.q.size()), whole_reference(full.q.size());
+      PaddedAttention(full.shape, full.q.data(), full.k.data(), full.v.data(), nullptr, full.mask.data(), whole.data());
+      PaddedAttentionReference(full.shape, full.q.data(), full.k.data(), full.v.data(), nullptr, full.mask.data(),
+                               whole_reference.data());
+      for (int64_t p : {1, 8, 23, 40}) {
+        AttentionShape after = full.shape;
+        after.query_offset = p;
+        const std::vector<float> q = LastPositions(full.q, 3, 70, p);
+        std::vector<float> out(q.size()), reference(q.size());
+        PaddedAttention(after, q.data(), full.k.data(), full.v.data(), nullptr, full.mask.data(), out.data(),
+                        [](size_t units, const std::function<void(size_t)>& fn) {
+                          for (size_t u = units; u-- > 0;) fn(u);
+                        });
+        PaddedAttentionReference(after, q.data(), full.k.data(), full.v.data(), nullptr, full.mask.data(), reference.data());
+        const std::string what = "head_size " + std::to_string(head_size) + " prefix " + std::to_string(p) +
+                                 (precision == AttentionPrecision::kBf16 ? " (bf16)" : "");
+        EXPECT_EQ(out, LastPositions(whole, 3, 70, p)) << what;
+        EXPECT_EQ(reference, LastPositions(whole_reference, 3, 70, p)) << what;
+      }
+    }
+  }
+}
+
 // --- through ONNX Runtime --------------------------------------------------------------------
 
 void AddInput(onnx::GraphProto* g, const std::string& name, int type, int rank) {
@@ -484,20 +525,24 @@ std::string DecoderAttentionModel(bool group_query, int64_t heads, int64_t kv_he
 }
 
 // Runs DecoderAttentionModel's graph on `in` (right padding: seqlens_k = length - 1 per row).
+// With `queries` (q [B, Sq, N x d] beside keys of in.shape.seq positions) it replaces in.q.
 std::vector<float> RunDecoderAttention(const std::string& model, bool group_query, Inputs& in,
-                                       std::vector<int32_t> seqlens_k, int threads = 1) {
+                                       std::vector<int32_t> seqlens_k, int threads = 1,
+                                       std::vector<float>* queries = nullptr) {
   Ort::SessionOptions so;
   so.SetIntraOpNumThreads(threads);
   RegisterTideOps(so);
   Ort::Session session(Env(), model.data(), model.size(), so);
   const Ort::MemoryInfo mem = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
   const AttentionShape& s = in.shape;
-  const std::vector<int64_t> q_dims = {s.batch, s.seq, s.heads * s.head_size};
+  std::vector<float>& q = queries != nullptr ? *queries : in.q;
+  const std::vector<int64_t> q_dims = {s.batch, static_cast<int64_t>(q.size()) / (s.batch * s.heads * s.head_size),
+                                       s.heads * s.head_size};
   const std::vector<int64_t> kv_dims = {s.batch, s.seq, static_cast<int64_t>(in.k.size()) / std::max<int64_t>(1, s.batch * s.seq)};
   const std::vector<int64_t> lens_dims = {static_cast<int64_t>(seqlens_k.size())}, total_dims = {1};
   int32_t total = static_cast<int32_t>(s.seq);
   std::vector<Ort::Value> values;
-  values.push_back(Ort::Value::CreateTensor<float>(mem, in.q.data(), in.q.size(), q_dims.data(), 3));
+  values.push_back(Ort::Value::CreateTensor<float>(mem, q.data(), q.size(), q_dims.data(), 3));
   values.push_back(Ort::Value::CreateTensor<float>(mem, in.k.data(), in.k.size(), kv_dims.data(), 3));
   values.push_back(Ort::Value::CreateTensor<float>(mem, in.v.data(), in.v.size(), kv_dims.data(), 3));
   values.push_back(Ort::Value::CreateTensor<int32_t>(mem, seqlens_k.data(), seqlens_k.size(), lens_dims.data(), 1));
@@ -506,7 +551,7 @@ std::vector<float> RunDecoderAttention(const std::string& model, bool group_quer
   const char* out_name[] = {"out"};
   auto out = session.Run(Ort::RunOptions{nullptr}, names, values.data(), values.size(), out_name, 1);
   const float* p = out[0].GetTensorData<float>();
-  return std::vector<float>(p, p + in.q.size());
+  return std::vector<float>(p, p + q.size());
 }
 
 // The real tokens' outputs (GroupQueryAttention leaves a padded query's output unspecified).
@@ -561,10 +606,31 @@ TEST(CausalAttentionOpTest, BadInputsAreAnErrorNamingThem) {
   EXPECT_THAT(error(DecoderAttentionModel(false, 4, 3, 0.25f), {5, 2}),
               ::testing::HasSubstr("num_heads 4 is not a positive multiple of kv_num_heads 3"));
   EXPECT_THAT(error(DecoderAttentionModel(false, 2, 2, 0.25f), {5, 2}),
-              ::testing::HasSubstr("key [2, 6, 32] and value [2, 6, 32] are not [2, 6, 64]"));
+              ::testing::HasSubstr("key [2, 6, 32] and value [2, 6, 32] are not [2, seq >= 6 (the query's), 64"));
   EXPECT_THAT(error(DecoderAttentionModel(false, 4, 2, 0.25f, "int8"), {5, 2}),
               ::testing::HasSubstr("precision \"int8\" is not fp32 or bf16"));
   EXPECT_EQ(error(good, {5, 2}), "ran");
+}
+
+// Keys longer than the queries (a shared prompt prefix's lead, optimize/prompt_prefix.h): query row
+// i is position S - Sq + i, seqlens_k counts the prefix; the rows equal the whole attention's.
+TEST(CausalAttentionOpTest, KeysLongerThanTheQueriesLeadThem) {
+  Inputs in = DecoderInputs(16, 8, 128, 45, {45, 20, 12}, false, 77);
+  const std::vector<int32_t> seqlens_k = {44, 19, 11};
+  const std::string model = DecoderAttentionModel(false, 16, 8, in.shape.scale);
+  const std::vector<float> whole = RunDecoderAttention(model, false, in, seqlens_k);
+  for (int64_t p : {1, 11}) {
+    std::vector<float> q = LastPositions(in.q, 3, 45, p);
+    EXPECT_EQ(RunDecoderAttention(model, false, in, seqlens_k, 2, &q), LastPositions(whole, 3, 45, p)) << "prefix " << p;
+  }
+  // More queries than keys: an error naming the shapes.
+  std::vector<float> longer(in.q.size() + static_cast<size_t>(3 * 16 * 128 * 2), 0.0f);
+  try {
+    RunDecoderAttention(model, false, in, seqlens_k, 1, &longer);
+    ADD_FAILURE() << "47 queries beside 45 keys ran";
+  } catch (const Ort::Exception& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("are not [3, seq >= 47 (the query's), 1024"));
+  }
 }
 
 // q [batch, n, hidden] beside k, v [batch, seq, hidden]: the op answers the first n positions' rows

@@ -150,11 +150,16 @@ struct CausalAttentionKernel {
       return Fail(kCausalAttentionOp, absl::StrCat("query ", Dims(shape), " is not [batch, seq, num_heads (", heads_,
                                                    ") x head_size]"));
     }
-    const int64_t batch = shape[0], seq = shape[1], head_size = shape[2] / heads_;
+    const int64_t batch = shape[0], queries = shape[1], head_size = shape[2] / heads_;
+    // The keys may lead with a shared prompt prefix's (optimize/prompt_prefix.h): [B, S >= Sq, ...],
+    // query row i at key position S - Sq + i.
+    const int64_t seq = k.Shape().size() == 3 ? k.Shape()[1] : -1;
     const std::vector<int64_t> kv_shape{batch, seq, kv_heads_ * head_size};
-    if (k.Shape() != kv_shape || v.Shape() != kv_shape) {
-      return Fail(kCausalAttentionOp, absl::StrCat("key ", Dims(k.Shape()), " and value ", Dims(v.Shape()), " are not ",
-                                                   Dims(kv_shape), " (kv_num_heads x the query's head size)"));
+    if (seq < queries || k.Shape() != kv_shape || v.Shape() != kv_shape) {
+      return Fail(kCausalAttentionOp,
+                  absl::StrCat("key ", Dims(k.Shape()), " and value ", Dims(v.Shape()), " are not [", batch,
+                               ", seq >= ", queries, " (the query's), ", kv_heads_ * head_size,
+                               " (kv_num_heads x the query's head size)]"));
     }
     if (seqlens_k.Shape() != std::vector<int64_t>{batch}) {
       return Fail(kCausalAttentionOp, absl::StrCat("seqlens_k ", Dims(seqlens_k.Shape()), " is not [", batch, "]"));
@@ -178,8 +183,10 @@ struct CausalAttentionKernel {
     s.scale = scale_;
     s.precision = precision_.precision;
     s.causal = true;
+    s.queries = queries;
+    s.query_offset = seq - queries;
     float* o = out.Allocate(shape);
-    if (batch * seq == 0) return Ort::Status{nullptr};
+    if (batch * queries == 0) return Ort::Status{nullptr};
     PaddedAttention(s, q.Data(), k.Data(), v.Data(), nullptr, mask.data(), o, OrtParallelFor(context));
     return Ort::Status{nullptr};
   }

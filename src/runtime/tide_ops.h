@@ -14,7 +14,9 @@
 //    prefill without past, rotary or window for a decoder (q [B, S, N x d], k and v [B, S, Nkv x d]
 //    float, seqlens_k [B] int32 = row b's real length - 1, right padding): causal grouped-query
 //    attention over positions 0..seqlens_k[b], the products above the diagonal skipped
-//    (padded_attention.h with causal and kv_heads). tide::optimize::UseTideCausalAttention writes it
+//    (padded_attention.h with causal and kv_heads). k and v may be longer than q ([B, S >= Sq,
+//    Nkv x d]: a shared prompt prefix's keys lead, optimize/prompt_prefix.h): query row i is then
+//    position S - Sq + i, and seqlens_k counts the prefix. tide::optimize::UseTideCausalAttention writes it
 //    at load time (attention_kernel "tide").
 //  - ai.tide.BiasGelu(x [..., N], bias [N]) -> GELU(x + bias), the erf form (bias_gelu.h): what
 //    Add + Gelu (or com.microsoft.BiasGelu) computes, in one AVX-512 pass.

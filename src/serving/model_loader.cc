@@ -21,6 +21,7 @@
 #include "serving/kinded_tokenizer.h"
 #include "serving/ort_options.h"
 #include "spdlog/spdlog.h"
+#include "serving/shared_prompt_prefix.h"
 #include "tokenizer/prompt_encoder.h"
 
 namespace tide::serving {
@@ -40,6 +41,7 @@ optimize::FusionOptions LoadFusionOptions(const config::TideParameters& paramete
   fusion.tide_elementwise = parameters.elementwise_kernel == config::KernelChoice::kTide &&
                             runtime::BiasGeluIsVectorized() && runtime::LayerNormIsVectorized();
   fusion.prune_last_layer = parameters.prune_last_layer;
+  fusion.prompt_prefix = parameters.shared_prompt_prefix && parameters.prompt_template.has_value();
   return fusion;
 }
 
@@ -164,6 +166,29 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
                      fused.model_data.size() >> 20, fused.spill_error);
         ort.model_path.clear();
         ort.model_data = std::move(fused.model_data);
+      }
+      if (fused.report.prompt_prefix_layers > 0) {
+        // The keys and values of the prompt's shared first tokens, once (shared_prompt_prefix.h).
+        const auto prefix_start = std::chrono::steady_clock::now();
+        SharedPromptPrefix shared = PrepareSharedPromptPrefix(
+            ort, *m->tokenizer, *m->parameters.prompt_template, m->parameters.default_instruction.value_or(""),
+            m->max_sequence_length);
+        const double prefix_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prefix_start).count();
+        if (shared.prefix != nullptr) {
+          spdlog::info("model {} version {}: shared prompt prefix: {} tokens computed once, each batch whose prompts "
+                       "start with them runs the rest; probe ({} tokens) max |prefixed - whole| {:.3g} (limit {:.3g}); "
+                       "{:.0f} ms",
+                       EscapeForLog(m->name), m->version, shared.prefix->length(), shared.probe_tokens,
+                       shared.max_abs_diff, shared.tolerance, prefix_ms);
+          ort.prompt_prefix = std::move(shared.prefix);
+        } else if (shared.check_failed) {
+          spdlog::error("model {} version {}: shared prompt prefix rejected, every prompt runs whole: {}",
+                        EscapeForLog(m->name), m->version, EscapeForLog(shared.reason));
+        } else {
+          spdlog::info("model {} version {}: no shared prompt prefix: {}", EscapeForLog(m->name), m->version,
+                       EscapeForLog(shared.reason));
+        }
       }
     } else if (fused.check_failed) {
       spdlog::error("model {} version {}: graph fusion rejected, serving the unfused model: {}", EscapeForLog(m->name),

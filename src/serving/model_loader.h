@@ -4,9 +4,12 @@
 //
 // Contract:
 //  - LoadModel reads config parameters, tokenizer and the ONNX signature, resolves the token-input
-//    limits, runs graph fusion (parameters graph_fusion = auto) and validates the breaker_*
-//    parameters against the signature. Errors name the file and the field. It starts no thread
-//    and opens no session: a LoadedModel costs its tokenizer and (when fused) the model bytes.
+//    limits, runs graph fusion (parameters graph_fusion = auto), computes a decoder reranker's
+//    shared prompt prefix (parameter shared_prompt_prefix: serving/shared_prompt_prefix.h; into
+//    ort.prompt_prefix, which every instance then uses) and validates the breaker_* parameters
+//    against the signature. Errors name the file and the field. The sessions it opens (the fusion
+//    probe's, the prefix's) are closed when it returns: a LoadedModel costs its tokenizer, the
+//    model bytes (when fused) and the prefix's keys and values.
 //  - A LoadedModel is immutable once returned (shared_ptr<const>): any number of threads may read
 //    it, and a scheduler (ServedModel) keeps it alive as long as it serves.
 //  - BackendFactory opens one runtime::ModelBackend per instance; OrtBackendFactory() is the

@@ -108,6 +108,7 @@ absl::Status ModelRunner::Run(batching::Batch<RowTask>& batch) {
     return BackendFailure(batch, absl::InternalError(absl::StrCat("model returned ", logits_.token_states.size(),
                                                                   " token-state values for a batch asking for them")));
   }
+  batch.prompt_prefix_tokens = static_cast<size_t>(logits_.prompt_prefix_tokens) * batch.tasks.size();
   if (observer_) observer_(batch, took, instance_);
   const std::optional<batching::TraceLink> span = TraceBatch(batch, took);
   const batching::TraceLink* batch_span = span.has_value() ? &*span : nullptr;

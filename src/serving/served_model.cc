@@ -180,13 +180,15 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(std::shared_ptr
     metrics::Histogram* tokens_h = mx->batch_tokens->WithLabels({lm.name, version_label});
     metrics::Counter* real_c = mx->real_tokens->WithLabels({lm.name, version_label});
     metrics::Counter* padded_c = mx->padded_tokens->WithLabels({lm.name, version_label});
-    observer = [size_h, tokens_h, real_c, padded_c, base = std::move(observer)](
+    metrics::Counter* prefix_c = mx->prompt_prefix_tokens->WithLabels({lm.name, version_label});
+    observer = [size_h, tokens_h, real_c, padded_c, prefix_c, base = std::move(observer)](
                    const batching::Batch<RowTask>& b, Clock::duration took, int instance) {
       base(b, took, instance);
       size_h->Observe(static_cast<double>(b.size()));
       tokens_h->Observe(static_cast<double>(b.padded_tokens));
       real_c->Increment(static_cast<double>(b.real_tokens));
       padded_c->Increment(static_cast<double>(b.padded_tokens));
+      if (b.prompt_prefix_tokens > 0) prefix_c->Increment(static_cast<double>(b.prompt_prefix_tokens));
     };
   }
 

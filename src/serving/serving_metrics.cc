@@ -34,6 +34,10 @@ absl::StatusOr<std::unique_ptr<ServingMetrics>> ServingMetrics::Create() {
                &m->real_tokens));
   check(Assign(r.AddCounter("tide_batch_padded_tokens_total", "Padded tokens run (real + padding).", {"model", "version"}),
                &m->padded_tokens));
+  check(Assign(r.AddCounter("tide_batch_prompt_prefix_tokens_total",
+                            "Real tokens whose keys and values came from the shared prompt prefix, computed once at load.",
+                            {"model", "version"}),
+               &m->prompt_prefix_tokens));
   check(Assign(r.AddGauge("tide_queue_tasks", "Rows waiting in the model's queue.", {"model", "version"}), &m->queue_tasks));
   check(Assign(r.AddGauge("tide_queue_tokens", "Tokens waiting in the model's queue.", {"model", "version"}), &m->queue_tokens));
   check(Assign(r.AddGauge("tide_padding_ratio", "Padded tokens / real tokens over all batches so far.", {"model", "version"}),

@@ -29,6 +29,7 @@ struct ServingMetrics {
   metrics::Family<metrics::Histogram>* batch_tokens = nullptr;      // tide_batch_padded_tokens
   metrics::Family<metrics::Counter>* real_tokens = nullptr;         // tide_batch_real_tokens_total
   metrics::Family<metrics::Counter>* padded_tokens = nullptr;       // tide_batch_padded_tokens_total
+  metrics::Family<metrics::Counter>* prompt_prefix_tokens = nullptr;  // tide_batch_prompt_prefix_tokens_total
   // Queue state and outcomes, refreshed at scrape time.
   metrics::Family<metrics::Gauge>* queue_tasks = nullptr;           // tide_queue_tasks
   metrics::Family<metrics::Gauge>* queue_tokens = nullptr;          // tide_queue_tokens
