@@ -74,6 +74,15 @@ onnx::TensorProto MakeFloatTensor(const std::string& name, const std::vector<int
   return t;
 }
 
+onnx::TensorProto MakeInt64Vector(const std::string& name, const std::vector<int64_t>& values) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::INT64);
+  t.add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t v : values) t.add_int64_data(v);
+  return t;
+}
+
 void AddIntAttribute(onnx::NodeProto* n, const std::string& name, int64_t v) {
   onnx::AttributeProto* a = n->add_attribute();
   a->set_name(name);

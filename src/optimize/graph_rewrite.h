@@ -28,6 +28,8 @@ int RemoveDeadNodes(onnx::GraphProto* g);
 // A float32 initializer `name` with `dims` and `values` (raw little-endian data).
 onnx::TensorProto MakeFloatTensor(const std::string& name, const std::vector<int64_t>& dims,
                                   const std::vector<float>& values);
+// A rank-1 int64 initializer `name` holding `values`.
+onnx::TensorProto MakeInt64Vector(const std::string& name, const std::vector<int64_t>& values);
 void AddIntAttribute(onnx::NodeProto* n, const std::string& name, int64_t v);
 void AddFloatAttribute(onnx::NodeProto* n, const std::string& name, float v);
 

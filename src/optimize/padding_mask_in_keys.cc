@@ -16,15 +16,6 @@ namespace {
 
 using onnx_graph::NodeName;
 
-onnx::TensorProto IntTensor(const std::string& name, const std::vector<int64_t>& v) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(onnx::TensorProto::INT64);
-  t.add_dims(static_cast<int64_t>(v.size()));
-  for (int64_t x : v) t.add_int64_data(x);
-  return t;
-}
-
 onnx::NodeProto Op(const std::string& op, const std::string& name, std::vector<std::string> inputs,
                    const std::string& output) {
   onnx::NodeProto n;
@@ -108,7 +99,7 @@ int MovePaddingMaskIntoKeys(onnx::GraphProto* g, int opset, std::vector<std::str
     std::string& name = int_constants[v];
     if (name.empty()) {
       name = namer.Fresh(hint);
-      initializers.push_back(IntTensor(name, v));
+      initializers.push_back(MakeInt64Vector(name, v));
     }
     return name;
   };

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "optimize/graph_index.h"
+#include "optimize/graph_rewrite.h"
 #include "optimize/tide_attention.h"
 #include "optimize/tide_elementwise.h"
 
@@ -105,15 +106,6 @@ bool IsFirstPositionGather(const GraphIndex& ix, const onnx::NodeProto& n) {
   const std::optional<int64_t> axis = IntAttribute(n, "axis");
   const std::optional<double> at = ix.ScalarConstant(n.input(1));
   return axis.has_value() && *axis == 1 && at.has_value() && *at == 0.0;
-}
-
-onnx::TensorProto Int64Vector(const std::string& name, int64_t v) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(onnx::TensorProto::INT64);
-  t.add_dims(1);
-  t.add_int64_data(v);
-  return t;
 }
 
 }  // namespace
@@ -231,7 +223,7 @@ int PruneLastLayer(onnx::ModelProto* model, std::vector<std::string>* skipped) {
     }
   }
   g->mutable_node()->Swap(&nodes);
-  *g->add_initializer() = Int64Vector(first, 0);
+  *g->add_initializer() = MakeInt64Vector(first, {0});
   // Narrowed values are [batch, 1, ...] now: drop what the graph said of their shapes.
   auto* info = g->mutable_value_info();
   info->erase(std::remove_if(info->begin(), info->end(),

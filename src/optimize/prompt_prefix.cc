@@ -35,15 +35,6 @@ onnx::NodeProto Node(const std::string& op, std::vector<std::string> inputs, con
   return n;
 }
 
-onnx::TensorProto Int64Tensor(const std::string& name, const std::vector<int64_t>& values) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(onnx::TensorProto::INT64);
-  t.add_dims(static_cast<int64_t>(values.size()));
-  for (int64_t v : values) t.add_int64_data(v);
-  return t;
-}
-
 void AddFloatValue(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* values, const std::string& name,
                    const std::string& dim0, const std::string& dim1, int64_t width, int64_t fixed0 = 0) {
   onnx::ValueInfoProto* v = values->Add();
@@ -132,9 +123,9 @@ int AddPromptPrefixInputs(onnx::ModelProto* model, std::vector<std::string>* ski
   const std::string length = "tide_prefix.length", length32 = "tide_prefix.length_int32";
   const std::string expand = "tide_prefix.expand_shape", shifted = "tide_prefix.position_ids",
                     seqlens_shifted = "tide_prefix.seqlens_k";
-  *g->add_initializer() = Int64Tensor("tide_prefix.index_0", {0});
-  *g->add_initializer() = Int64Tensor("tide_prefix.index_1", {1});
-  *g->add_initializer() = Int64Tensor("tide_prefix.ones", {1, 1});
+  *g->add_initializer() = MakeInt64Vector("tide_prefix.index_0", {0});
+  *g->add_initializer() = MakeInt64Vector("tide_prefix.index_1", {1});
+  *g->add_initializer() = MakeInt64Vector("tide_prefix.ones", {1, 1});
 
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
   // The prefix length and [batch, 1, 1] (graph inputs only: first).
