@@ -13,8 +13,9 @@ the pair runs as one row padded to its bucket; beside the others, the three run 
 to the longer document's bucket (tide_batch_size_*, tide_batch_padded_tokens_total). Where the CPU has
 AVX-512, the load log shows that those batches ran on tide's causal attention kernel, after the
 prompt's shared first tokens computed once (shared_prompt_prefix: the load log's prefix length, and
-tide_batch_prompt_prefix_tokens_total grows by it per row), and the same pairs served with
-shared_prompt_prefix false score the same (<= 1e-5).
+tide_batch_prompt_prefix_tokens_total grows by it per row; a request with its own instruction by the
+shorter prefix before the instruction), and the same pairs served with shared_prompt_prefix false
+score the same (<= 1e-5).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ MAX_SEQUENCE_LENGTH = 384
 DECLARED_BUCKETS = [96, 128, 192, 256]  # above the Qwen3 prompt frame (~75 tokens with a short query)
 BUCKETS = DECLARED_BUCKETS + [MAX_SEQUENCE_LENGTH]  # tide adds max_sequence_length as the last bucket
 QUERY = "what is the giant panda's diet?"
+INSTRUCTION = "Find the passage that names what the animal eats"
 TOLERANCE = 1e-5
 
 
@@ -163,9 +165,13 @@ class DecoderBatchInvarianceTest(unittest.TestCase):
             n = max(1, n + target - length)
         self.fail(f"no document found with a {target}-token prompt")
 
-    def score_and_shape(self, server: Server, model: str, texts: List[str], index: int) -> Tuple[float, Dict]:
+    def score_and_shape(self, server: Server, model: str, texts: List[str], index: int,
+                        instruction: str = "") -> Tuple[float, Dict]:
         before = server.counters(model)
-        answer = server.post("/rerank", {"query": QUERY, "texts": texts, "raw_scores": True})
+        body = {"query": QUERY, "texts": texts, "raw_scores": True}
+        if instruction:
+            body["instruction"] = instruction
+        answer = server.post("/rerank", body)
         after = server.counters(model)
         score = next(r["score"] for r in answer if r["index"] == index)
         return score, {k: after[k] - before[k] for k in after}
@@ -179,10 +185,12 @@ class DecoderBatchInvarianceTest(unittest.TestCase):
         prefix = 0
         if avx512:
             with open(log, encoding="utf-8") as f:
-                m = re.search(r"shared prompt prefix: (\d+) tokens computed once", f.read())
+                m = re.search(r"shared prompt prefix: (\d+) tokens computed once \((\d+) before the instruction",
+                              f.read())
             self.assertIsNotNone(m, "the load log names the shared prompt prefix")
-            prefix = int(m.group(1))
+            prefix, before_instruction = int(m.group(1)), int(m.group(2))
             self.assertGreater(prefix, 40, "Qwen3-Reranker's system message and instruction are shared")
+            self.assertTrue(20 < before_instruction < prefix, (before_instruction, prefix))
         alone_scores = {}
         try:
             shortest = "hi"
@@ -213,6 +221,9 @@ class DecoderBatchInvarianceTest(unittest.TestCase):
             if avx512:
                 with open(log, encoding="utf-8") as f:
                     self.assertIn("2 causal attention (tide kernel), shared prompt prefix inputs (2 layers); ", f.read())
+                # A request with its own instruction runs after the prompt's first tokens before it.
+                own, shape = self.score_and_shape(server, model, [shortest, "the the the"], 1, INSTRUCTION)
+                self.assertEqual(shape["tide_batch_prompt_prefix_tokens_total"], 2 * before_instruction, shape)
         finally:
             server.close()
         if not avx512:
@@ -233,6 +244,9 @@ class DecoderBatchInvarianceTest(unittest.TestCase):
                 self.assertEqual(shape["tide_batch_prompt_prefix_tokens_total"], 0, shape)
                 self.assertLessEqual(abs(whole - prefixed), TOLERANCE,
                                      f"{model}: {whole!r} whole but {prefixed!r} after the shared prompt prefix")
+            whole, _ = self.score_and_shape(server, model, [shortest, "the the the"], 1, INSTRUCTION)
+            self.assertLessEqual(abs(whole - own), TOLERANCE,
+                                 f"{model}: {whole!r} whole but {own!r} after the prompt's first tokens (own instruction)")
             with open(log, encoding="utf-8") as f:
                 self.assertNotIn("shared prompt prefix", f.read())
         finally:

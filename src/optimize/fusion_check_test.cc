@@ -434,6 +434,22 @@ TEST(FusionCheckTest, SharedPromptPrefixScoresAsTheWholePrompt) {
   const runtime::Logits mixed = run(with_prefix, other, &prefixed);
   EXPECT_EQ(prefixed, 0);
   EXPECT_EQ(mixed.values, whole.values);
+  EXPECT_EQ(mixed.prompt_prefix_tokens, 0);
+
+  // With a shorter prefix chained (the first 3 tokens, which every row still starts with), the
+  // same batch runs after that one.
+  auto shorter = (*backend)->ComputePromptPrefix(std::vector<int64_t>(prefix_ids.begin(), prefix_ids.begin() + 3));
+  ASSERT_TRUE(shorter.ok()) << shorter.status();
+  auto chained = std::make_shared<runtime::PromptPrefix>(**computed);
+  chained->shorter = *shorter;
+  runtime::OrtOptions with_chain = fused;
+  with_chain.prompt_prefix = chained;
+  const runtime::Logits after_shorter = run(with_chain, other, &prefixed);
+  EXPECT_EQ(prefixed, 1);
+  EXPECT_EQ(after_shorter.prompt_prefix_tokens, 3);
+  ASSERT_EQ(after_shorter.values.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(after_shorter.values[i], whole.values[i], 1e-5) << "row " << i;
+  EXPECT_EQ(run(with_chain, batch).prompt_prefix_tokens, kPrefix) << "the longer prefix first";
 
   // A prefix computed for another model is refused when an instance opens.
   auto small = std::make_shared<runtime::PromptPrefix>(**computed);

@@ -195,10 +195,13 @@ absl::StatusOr<ModelSignature> DiscoverSignature(Ort::Session& session, const st
 
 // OK when `prefix` (null: none) fits the model's prompt prefix slots (or the model has none).
 absl::Status CheckPromptPrefix(const ModelSignature& signature, const PromptPrefix* prefix, const std::string& model) {
-  if (prefix == nullptr || signature.prompt_prefix.empty()) return absl::OkStatus();
-  bool fits = prefix->values.size() == signature.prompt_prefix.size();
-  for (size_t j = 0; fits && j < prefix->values.size(); ++j) {
-    fits = static_cast<int64_t>(prefix->values[j].size()) == prefix->length() * signature.prompt_prefix[j].width;
+  if (signature.prompt_prefix.empty()) return absl::OkStatus();
+  bool fits = true;
+  for (const PromptPrefix* p = prefix; fits && p != nullptr; p = p->shorter.get()) {
+    fits = p->values.size() == signature.prompt_prefix.size();
+    for (size_t j = 0; fits && j < p->values.size(); ++j) {
+      fits = static_cast<int64_t>(p->values[j].size()) == p->length() * signature.prompt_prefix[j].width;
+    }
   }
   if (fits) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(model, ": the prompt prefix was not computed for this model"));
@@ -439,7 +442,7 @@ void OrtBackend::CutPrefix(const TokenBatch& batch, int64_t p, TokenBatch* out) 
   }
 }
 
-absl::Status OrtBackend::BindInputs(const TokenBatch& batch, bool prefixed) {
+absl::Status OrtBackend::BindInputs(const TokenBatch& batch, const PromptPrefix* prefix) {
   const int64_t b = batch.batch, s = batch.seq_len;
   const size_t n = static_cast<size_t>(b * s);
   const bool wants_types = !signature_.token_type_ids_name.empty();
@@ -477,11 +480,11 @@ absl::Status OrtBackend::BindInputs(const TokenBatch& batch, bool prefixed) {
   }
   // The prompt prefix slots: its keys and values, or an empty prefix.
   static float no_prefix = 0.0f;
-  const int64_t p = prefixed ? prompt_prefix_->length() : 0;
+  const int64_t p = prefix != nullptr ? prefix->length() : 0;
   for (size_t j = 0; j < signature_.prompt_prefix.size(); ++j) {
     const std::array<int64_t, 3> dims{1, p, signature_.prompt_prefix[j].width};
     // ONNX Runtime only reads inputs (the const_cast is its CreateTensor signature's).
-    float* data = prefixed ? const_cast<float*>(prompt_prefix_->values[j].data()) : &no_prefix;
+    float* data = prefix != nullptr ? const_cast<float*>(prefix->values[j].data()) : &no_prefix;
     inputs_.push_back(Ort::Value::CreateTensor<float>(memory_info_, data, static_cast<size_t>(p * dims[2]), dims.data(),
                                                       dims.size()));
   }
@@ -494,7 +497,7 @@ absl::Status OrtBackend::UsePromptPrefix(std::shared_ptr<const PromptPrefix> pre
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const PromptPrefix>> OrtBackend::ComputePromptPrefix(const std::vector<int64_t>& ids) {
+absl::StatusOr<std::shared_ptr<PromptPrefix>> OrtBackend::ComputePromptPrefix(const std::vector<int64_t>& ids) {
   if (signature_.prompt_prefix.empty()) {
     return absl::FailedPreconditionError("the model has no prompt prefix inputs");
   }
@@ -505,7 +508,7 @@ absl::StatusOr<std::shared_ptr<const PromptPrefix>> OrtBackend::ComputePromptPre
   std::fill(batch.attention_mask.begin(), batch.attention_mask.end(), 1);
   auto prefix = std::make_shared<PromptPrefix>();
   try {
-    TIDE_RETURN_IF_ERROR(BindInputs(batch, false));
+    TIDE_RETURN_IF_ERROR(BindInputs(batch, nullptr));
     std::vector<const char*> names;
     for (const auto& slot : signature_.prompt_prefix) names.push_back(slot.output.c_str());
     std::vector<Ort::Value> outputs =
@@ -524,21 +527,22 @@ absl::StatusOr<std::shared_ptr<const PromptPrefix>> OrtBackend::ComputePromptPre
     return errors::Backend(absl::StrCat("onnxruntime Run (prompt prefix): ", e.what()));
   }
   prefix->ids = ids;
-  return std::shared_ptr<const PromptPrefix>(std::move(prefix));
+  return prefix;
 }
 
 absl::Status OrtBackend::RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out) {
   TIDE_RETURN_IF_ERROR(CheckBatch(batch));
-  const bool prefixed = prompt_prefix_ != nullptr && !batch.token_states && prompt_prefix_->StartsEveryRow(batch);
-  if (prefixed) CutPrefix(batch, prompt_prefix_->length(), &after_prefix_);
-  const TokenBatch& rows = prefixed ? after_prefix_ : batch;
-  TIDE_RETURN_IF_ERROR(BindInputs(rows, prefixed));
-  if (prefixed) ++prefixed_runs_;
+  const PromptPrefix* prefix =
+      prompt_prefix_ != nullptr && !batch.token_states ? prompt_prefix_->Used(batch) : nullptr;
+  if (prefix != nullptr) CutPrefix(batch, prefix->length(), &after_prefix_);
+  const TokenBatch& rows = prefix != nullptr ? after_prefix_ : batch;
+  TIDE_RETURN_IF_ERROR(BindInputs(rows, prefix));
+  if (prefix != nullptr) ++prefixed_runs_;
   const int64_t b = rows.batch, s = rows.seq_len;
 
   out->hidden = 0;
   out->token_states.clear();
-  out->prompt_prefix_tokens = prefixed ? prompt_prefix_->length() : 0;
+  out->prompt_prefix_tokens = prefix != nullptr ? prefix->length() : 0;
   if (batch.token_states && !signature_.token_embeddings_name.empty()) return RunWithStates(session, b, s, out);
   if (signature_.num_labels > 0) {
     // Static label count: ONNX Runtime writes into the caller's buffer.

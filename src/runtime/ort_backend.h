@@ -28,8 +28,9 @@
 //    [1, prefix, width], width static, each with its output kPromptPrefixKeyOutput / ...ValueOutput
 //    + n) are the model's prompt prefix slots (signature().prompt_prefix).
 //  - Prompt prefix (such a model only): Run feeds every slot an empty prefix [1, 0, width], unless
-//    OrtOptions::prompt_prefix starts every row of the batch (PromptPrefix::StartsEveryRow) and the
-//    batch does not ask for token states: then ONNX Runtime gets the rows' tokens after the prefix
+//    OrtOptions::prompt_prefix, or a shorter one of its chain, starts every row of the batch
+//    (PromptPrefix::Used) and the batch does not ask for token states: then ONNX Runtime gets the
+//    rows' tokens after that prefix
 //    (copied into the backend's buffers) and the prefix's keys and values. ComputePromptPrefix
 //    runs `ids` as one row with an empty prefix and returns its keys and values, which is how a
 //    prefix is made (serving's loader, once per model version).
@@ -124,7 +125,7 @@ class OrtBackend : public ModelBackend {
   absl::Status RunAlone(const TokenBatch& batch, Logits* out) override;
   // The prompt prefix of `ids` for this model (see the contract): FAILED_PRECONDITION for a model
   // without prefix inputs or empty ids; engine errors as Run's. Not thread-safe (as Run).
-  absl::StatusOr<std::shared_ptr<const PromptPrefix>> ComputePromptPrefix(const std::vector<int64_t>& ids);
+  absl::StatusOr<std::shared_ptr<PromptPrefix>> ComputePromptPrefix(const std::vector<int64_t>& ids);
   // Runs later batches after `prefix` (null: whole), as OrtOptions::prompt_prefix would have;
   // INVALID_ARGUMENT when it was not computed for this model's slots. Not thread-safe (as Run).
   absl::Status UsePromptPrefix(std::shared_ptr<const PromptPrefix> prefix);
@@ -143,8 +144,8 @@ class OrtBackend : public ModelBackend {
              std::shared_ptr<const PromptPrefix> prompt_prefix);
   absl::Status RunOn(Ort::Session& session, const TokenBatch& batch, Logits* out);
   absl::Status CheckBatch(const TokenBatch& batch) const;
-  // inputs_ for `batch` (checked) and the prompt prefix slots: the prefix when `prefixed`, else empty.
-  absl::Status BindInputs(const TokenBatch& batch, bool prefixed);
+  // inputs_ for `batch` (checked) and the prompt prefix slots: `prefix`'s, or empty when null.
+  absl::Status BindInputs(const TokenBatch& batch, const PromptPrefix* prefix);
   // The rows of `batch` after their first p tokens, into *out (buffers reused).
   static void CutPrefix(const TokenBatch& batch, int64_t p, TokenBatch* out);
   absl::Status RunImpl(Ort::Session& session, const TokenBatch& batch, Logits* out);

@@ -6,6 +6,9 @@
 //    model version (runtime::OrtOptions::prompt_prefix); thread-safe to read.
 //  - ids: the P tokens; values[j]: [1, P, width] float for the model's prompt prefix slot j
 //    (ModelSignature::prompt_prefix, domain/model_signature.h), in the slot's order.
+//  - shorter: a prefix of fewer tokens tried for a batch this one does not start (the prompt's
+//    first tokens without the default instruction: a request with its own instruction); null:
+//    none. Used() picks the first of the chain that starts every row.
 //  - Made by OrtBackend::ComputePromptPrefix from a model with prefix inputs
 //    (optimize/prompt_prefix.h); the backend uses it for a batch only when every row's real tokens
 //    start with `ids` and go on past them (StartsEveryRow), and then gives ONNX Runtime the rows'
@@ -14,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/model_backend.h"
@@ -23,6 +27,7 @@ namespace tide::runtime {
 struct PromptPrefix {
   std::vector<int64_t> ids;
   std::vector<std::vector<float>> values;
+  std::shared_ptr<const PromptPrefix> shorter;
 
   int64_t length() const { return static_cast<int64_t>(ids.size()); }
 
@@ -40,6 +45,14 @@ struct PromptPrefix {
       if (mask[p] == 0) return false;
     }
     return true;
+  }
+
+  // This prefix, else the first shorter one, that starts every row of `batch`; null: none.
+  const PromptPrefix* Used(const TokenBatch& batch) const {
+    for (const PromptPrefix* p = this; p != nullptr; p = p->shorter.get()) {
+      if (p->StartsEveryRow(batch)) return p;
+    }
+    return nullptr;
   }
 };
 

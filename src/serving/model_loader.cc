@@ -176,11 +176,11 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModel(const config::Repos
         const double prefix_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prefix_start).count();
         if (shared.prefix != nullptr) {
-          spdlog::info("model {} version {}: shared prompt prefix: {} tokens computed once, each batch whose prompts "
-                       "start with them runs the rest; probe ({} tokens) max |prefixed - whole| {:.3g} (limit {:.3g}); "
-                       "{:.0f} ms",
-                       EscapeForLog(m->name), m->version, shared.prefix->length(), shared.probe_tokens,
-                       shared.max_abs_diff, shared.tolerance, prefix_ms);
+          spdlog::info("model {} version {}: shared prompt prefix: {} tokens computed once ({} before the "
+                       "instruction, for requests with their own), each batch whose prompts start with them runs the "
+                       "rest; probe ({} tokens) max |prefixed - whole| {:.3g} (limit {:.3g}); {:.0f} ms",
+                       EscapeForLog(m->name), m->version, shared.prefix->length(), shared.shorter_tokens,
+                       shared.probe_tokens, shared.max_abs_diff, shared.tolerance, prefix_ms);
           ort.prompt_prefix = std::move(shared.prefix);
         } else if (shared.check_failed) {
           spdlog::error("model {} version {}: shared prompt prefix rejected, every prompt runs whole: {}",
