@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/prompt_prefix.h"
 #include "runtime/shared_weights.h"
 #include "runtime/testing/token_rows.h"
 #include "shared_assets.h"
@@ -445,5 +446,74 @@ TEST(OrtBackendTest, RejectsModelsTideCannotFeed) {
   ASSERT_FALSE(floats.ok());
   EXPECT_THAT(floats.status().message(), HasSubstr("input_ids"));
 }
+// A prompt prefix input (optimize/prompt_prefix.h's naming) that is not float [1, prefix, width], or
+// one without its output, is refused naming it; a well-formed slot is found with its width.
+TEST(OrtBackendTest, PromptPrefixSlotsMustFit) {
+  auto with_prefix_input = [](int elem, std::vector<int64_t> dims, bool with_output) {
+    onnx::ModelProto model;
+    EXPECT_TRUE(model.ParseFromString(SumModel(onnx::TensorProto::INT64, false, false)));
+    onnx::GraphProto* g = model.mutable_graph();
+    onnx::ValueInfoProto* in = g->add_input();
+    in->set_name("tide_prefix_key.0");
+    auto* t = in->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    for (int64_t d : dims) {
+      if (d > 0) t->mutable_shape()->add_dim()->set_dim_value(d); else t->mutable_shape()->add_dim()->set_dim_param("p");
+    }
+    if (with_output) {
+      onnx::NodeProto* n = g->add_node();
+      n->set_op_type("Identity");
+      n->add_input("tide_prefix_key.0");
+      n->add_output("tide_present_key.0");
+      onnx::ValueInfoProto* out = g->add_output();
+      out->set_name("tide_present_key.0");
+      out->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+    }
+    return model.SerializeAsString();
+  };
+  auto rank2 = OrtBackend::Create({.model_data = with_prefix_input(onnx::TensorProto::FLOAT, {1, -1}, true)});
+  ASSERT_FALSE(rank2.ok());
+  EXPECT_EQ(rank2.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(rank2.status().message(),
+              HasSubstr("prompt prefix input \"tide_prefix_key.0\" has shape [1, -1]; expected float [1, prefix, width]"));
+  auto no_output = OrtBackend::Create({.model_data = with_prefix_input(onnx::TensorProto::FLOAT, {1, -1, 8}, false)});
+  ASSERT_FALSE(no_output.ok());
+  EXPECT_THAT(no_output.status().message(),
+              HasSubstr("prompt prefix input \"tide_prefix_key.0\" has no output \"tide_present_key.0\""));
+  auto good = OrtBackend::Create({.model_data = with_prefix_input(onnx::TensorProto::FLOAT, {1, -1, 8}, true)});
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_EQ((*good)->signature().prompt_prefix.size(), 1u);
+  EXPECT_EQ((*good)->signature().prompt_prefix[0].output, "tide_present_key.0");
+  EXPECT_EQ((*good)->signature().prompt_prefix[0].width, 8);
+  // Without a prefix the slot gets an empty one: the model runs as before.
+  TokenBatch batch;
+  batch.Resize(1, 3, false);
+  batch.input_ids = {1, 2, 3};
+  batch.attention_mask = {1, 1, 1};
+  Logits out;
+  ASSERT_TRUE((*good)->Run(batch, &out).ok());
+  EXPECT_EQ(out.prompt_prefix_tokens, 0);
+  // A prefix of the wrong width is refused when an instance opens.
+  auto wrong = std::make_shared<PromptPrefix>();
+  wrong->ids = {1, 2};
+  wrong->values = {std::vector<float>(2 * 7)};
+  auto refused = OrtBackend::Create({.model_data = with_prefix_input(onnx::TensorProto::FLOAT, {1, -1, 8}, true),
+                                     .prompt_prefix = wrong});
+  EXPECT_THAT(refused.status().message(), HasSubstr("the prompt prefix was not computed for this model"));
+  // One that fits: a batch whose rows start with its ids runs their tokens after it.
+  auto fits = std::make_shared<PromptPrefix>();
+  fits->ids = {1, 2};
+  fits->values = {std::vector<float>(2 * 8)};
+  auto prefixed = OrtBackend::Create({.model_data = with_prefix_input(onnx::TensorProto::FLOAT, {1, -1, 8}, true),
+                                      .prompt_prefix = fits});
+  ASSERT_TRUE(prefixed.ok()) << prefixed.status();
+  ASSERT_TRUE((*prefixed)->Run(batch, &out).ok());
+  EXPECT_EQ(out.prompt_prefix_tokens, 2);
+  EXPECT_EQ((*prefixed)->prefixed_runs(), 1);
+  batch.input_ids = {1, 5, 3};
+  ASSERT_TRUE((*prefixed)->Run(batch, &out).ok());
+  EXPECT_EQ(out.prompt_prefix_tokens, 0);
+}
+
 }  // namespace
 }  // namespace tide::runtime

@@ -17,10 +17,10 @@
 //    `shorter` (fewer tokens), and checks both: two renderings with the default instruction, and
 //    two with other instructions, each right-padded into one batch, must score the same after the
 //    prefix as whole (max |difference| <= 1e-4 x max(1, max |logit|)) and must have run after the
-//    prefix meant for them. Never
-//    fails: `prefix` is null with `reason` set when there is nothing to share (fewer than 2
-//    tokens, a graph without prefix inputs) or anything went wrong (`check_failed`: an error to
-//    log). Blocks for one session open and up to six runs; thread-compatible.
+//    prefix meant for them. Never fails: `prefix` is null with `reason` set when there is nothing
+//    to share (fewer than 2 tokens, a graph without prefix inputs) or anything went wrong
+//    (`check_failed`: an error to log). Blocks for one session open and up to six runs;
+//    thread-compatible.
 #pragma once
 
 #include <cstdint>
